@@ -1,0 +1,2 @@
+export { startEmbeddedPostgres, freePort, type EmbeddedOptions, type EmbeddedPostgres } from './server.js';
+export { locateBinaries, type PostgresBinaries } from './binaries.js';

@@ -1,0 +1,119 @@
+import { metrics, type Attributes, type Counter, type Histogram, type Meter, type MeterProvider, type ObservableGauge } from '@opentelemetry/api';
+import { INSTRUMENTATION_SCOPE } from './pool.js';
+
+/**
+ * Stable metric names. Documented in docs/telemetry.md; renaming one is a breaking change.
+ */
+export const METRIC = {
+  jobsCompleted: 'q.jobs.completed',
+  jobsDuration: 'q.jobs.duration',
+  jobsClaimed: 'q.jobs.claimed',
+  jobsLeaseLost: 'q.jobs.lease_lost',
+  requestsEnqueued: 'q.requests.enqueued',
+  requestsDispatched: 'q.requests.dispatched',
+  requestsAcked: 'q.requests.acked',
+  requestsFenced: 'q.requests.fenced',
+  requestsRetried: 'q.requests.retried',
+  requestsBacklog: 'q.requests.backlog',
+  partitionsOwned: 'q.partitions.owned',
+  quotaGrants: 'q.quota.grants',
+  quotaRefusals: 'q.quota.refusals',
+  resultsPopped: 'q.results.popped',
+  resultsExpired: 'q.results.expired',
+} as const;
+
+/** The meter q records with: the given provider's, else the global one (a no-op until an app registers an SDK). */
+export function qMeter(meterProvider?: MeterProvider): Meter {
+  return (meterProvider ?? metrics.getMeterProvider()).getMeter(INSTRUMENTATION_SCOPE);
+}
+
+/** Instruments of the request queue (`@q/store`, `@q/partition-consumer`). */
+export interface RequestMetrics {
+  enqueued: Counter;
+  dispatched: Counter;
+  acked: Counter;
+  fenced: Counter;
+  retried: Counter;
+  resultsPopped: Counter;
+  resultsExpired: Counter;
+}
+
+/** Creates the request-queue instruments. Attributes: `queue` where known. */
+export function requestMetrics(meterProvider?: MeterProvider): RequestMetrics {
+  const m = qMeter(meterProvider);
+  return {
+    enqueued: m.createCounter(METRIC.requestsEnqueued, { unit: '{request}', description: 'Requests enqueued' }),
+    dispatched: m.createCounter(METRIC.requestsDispatched, { unit: '{request}', description: 'Requests handed to a dispatcher' }),
+    acked: m.createCounter(METRIC.requestsAcked, { unit: '{request}', description: 'Acks accepted (result written)' }),
+    fenced: m.createCounter(METRIC.requestsFenced, { unit: '{request}', description: 'Writes refused because the writer no longer owned the request' }),
+    retried: m.createCounter(METRIC.requestsRetried, { unit: '{request}', description: 'Requests parked for a later attempt' }),
+    resultsPopped: m.createCounter(METRIC.resultsPopped, { unit: '{result}', description: 'Results delivered from routes' }),
+    resultsExpired: m.createCounter(METRIC.resultsExpired, { unit: '{result}', description: 'Results dropped after their TTL' }),
+  };
+}
+
+/** Instruments of the job queue (`@q/job-worker`). */
+export interface JobMetrics {
+  /** Attributes: `job.type`, `job.status` = succeeded | failed | dead_letter | cancelled. */
+  completed: Counter;
+  /** Seconds; attributes as {@link JobMetrics.completed}. */
+  duration: Histogram;
+  /** Attributes: `job.queue`. */
+  claimed: Counter;
+  /** Attributes: `job.type`. */
+  leaseLost: Counter;
+}
+
+/** Creates the job-queue instruments. */
+export function jobMetrics(meterProvider?: MeterProvider): JobMetrics {
+  const m = qMeter(meterProvider);
+  return {
+    completed: m.createCounter(METRIC.jobsCompleted, { unit: '{job}', description: 'Job attempts finished, by type and outcome' }),
+    duration: m.createHistogram(METRIC.jobsDuration, { unit: 's', description: 'Duration of job attempts' }),
+    claimed: m.createCounter(METRIC.jobsClaimed, { unit: '{job}', description: 'Jobs leased by workers' }),
+    leaseLost: m.createCounter(METRIC.jobsLeaseLost, { unit: '{job}', description: 'Running jobs whose lease was lost (handler aborted)' }),
+  };
+}
+
+/** Instruments of `@q/quota`. Attributes: `quota.kind` = slots | rate, `quota.key_class`. */
+export interface QuotaMetrics {
+  grants: Counter;
+  refusals: Counter;
+}
+
+/** Creates the quota instruments. */
+export function quotaMetrics(meterProvider?: MeterProvider): QuotaMetrics {
+  const m = qMeter(meterProvider);
+  return {
+    grants: m.createCounter(METRIC.quotaGrants, { unit: '{grant}', description: 'Quota units granted' }),
+    refusals: m.createCounter(METRIC.quotaRefusals, { unit: '{refusal}', description: 'Quota requests refused' }),
+  };
+}
+
+/**
+ * The cardinality-safe class of a quota key: the part before the first `:` (`tenant:42` →
+ * `tenant`), or `other`. Raw keys (user ids) never become metric attributes.
+ */
+export function quotaKeyClass(key: string): string {
+  const i = key.indexOf(':');
+  const cls = i > 0 ? key.slice(0, i) : 'other';
+  return /^[a-zA-Z0-9_.-]{1,32}$/.test(cls) ? cls : 'other';
+}
+
+/**
+ * Registers an observable gauge read from `read()` on every collection (backlog depth per queue,
+ * partitions owned per owner). Returns a function that unregisters it.
+ */
+export function observeGauge(
+  meterProvider: MeterProvider | undefined,
+  name: string,
+  options: { unit: string; description: string },
+  read: () => Array<{ value: number; attributes: Attributes }> | Promise<Array<{ value: number; attributes: Attributes }>>,
+): () => void {
+  const gauge: ObservableGauge = qMeter(meterProvider).createObservableGauge(name, options);
+  const cb = async (result: { observe: (v: number, a?: Attributes) => void }) => {
+    for (const { value, attributes } of await read()) result.observe(value, attributes);
+  };
+  gauge.addCallback(cb);
+  return () => gauge.removeCallback(cb);
+}

@@ -1,0 +1,3 @@
+export * from './tables/requests.js';
+export * from './tables/quota.js';
+export * from './tables/jobs.js';

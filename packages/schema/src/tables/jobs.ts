@@ -1,0 +1,56 @@
+import { sql } from 'drizzle-orm';
+import {
+  bigint, index, integer, jsonb, pgEnum, pgTable, text, timestamp, uniqueIndex, uuid,
+} from 'drizzle-orm/pg-core';
+
+/** Job states, in declaration order. There is no `failed`: see `retry_wait` and `dead_letter`. */
+export const jobStatus = pgEnum('job_status', [
+  'scheduled', 'queued', 'leased', 'running', 'retry_wait', 'succeeded', 'cancelled', 'dead_letter',
+]);
+
+/** The durable job queue. */
+export const jobs = pgTable(
+  'jobs',
+  {
+    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    uuid: uuid('uuid').notNull().unique('jobs_uuid_key').defaultRandom(),
+    queue: text('queue').notNull().default('default'),
+    jobType: text('job_type').notNull(),
+    payload: jsonb('payload').notNull().default(sql`'{}'::jsonb`),
+    status: jobStatus('status').notNull().default('queued'),
+    /** Higher is dequeued first. */
+    priority: integer('priority').notNull().default(0),
+    runAt: timestamp('run_at', { withTimezone: true }).notNull().defaultNow(),
+    attempt: integer('attempt').notNull().default(0),
+    maxAttempts: integer('max_attempts').notNull().default(5),
+    idempotencyKey: text('idempotency_key'),
+    lockKey: text('lock_key'),
+    leasedBy: text('leased_by'),
+    /** Fencing token of the current lease: every outcome write must present it. */
+    leaseToken: uuid('lease_token'),
+    leaseExpiresAt: timestamp('lease_expires_at', { withTimezone: true }),
+    heartbeatAt: timestamp('heartbeat_at', { withTimezone: true }),
+    cancelRequestedAt: timestamp('cancel_requested_at', { withTimezone: true }),
+    lastError: text('last_error'),
+    steps: jsonb('steps').notNull().default(sql`'[]'::jsonb`),
+    result: jsonb('result'),
+    retryOfId: bigint('retry_of_id', { mode: 'number' }),
+    teamId: bigint('team_id', { mode: 'number' }),
+    resourceId: bigint('resource_id', { mode: 'number' }),
+    correlationId: uuid('correlation_id'),
+    deadLetteredAt: timestamp('dead_lettered_at', { withTimezone: true }),
+    finishedAt: timestamp('finished_at', { withTimezone: true }),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+    resumeCount: integer('resume_count').notNull().default(0),
+  },
+  (t) => [
+    uniqueIndex('jobs_idempotency_key_key').on(t.idempotencyKey).where(sql`idempotency_key IS NOT NULL`),
+    uniqueIndex('jobs_lock_key_active_key').on(t.lockKey).where(sql`status IN ('leased', 'running')`),
+    index('jobs_dequeue_idx').on(t.queue, t.priority.desc(), t.runAt, t.id).where(sql`status = 'queued'`),
+    index('jobs_lease_expiry_idx').on(t.leaseExpiresAt).where(sql`status IN ('leased', 'running')`),
+    index('jobs_waiting_run_at_idx').on(t.runAt).where(sql`status IN ('scheduled', 'retry_wait')`),
+    index('jobs_team_id_id_idx').on(t.teamId, t.id.desc()),
+    index('jobs_status_id_idx').on(t.status, t.id.desc()),
+  ],
+);

@@ -1,0 +1,46 @@
+import { bigint, index, integer, pgTable, primaryKey, text } from 'drizzle-orm/pg-core';
+
+/** One row per concurrency key; exists to be row-locked so acquires on a key serialise. */
+export const asyncQuotaKeys = pgTable('async_quota_keys', {
+  key: text('key').primaryKey(),
+});
+
+/** Quota holder leases on the database clock (ms). */
+export const asyncQuotaHolders = pgTable('async_quota_holders', {
+  holder: text('holder').primaryKey(),
+  expiresMs: bigint('expires_ms', { mode: 'number' }).notNull(),
+});
+
+/** Concurrency slots in use per (key, holder). */
+export const asyncQuotaSlots = pgTable(
+  'async_quota_slots',
+  {
+    key: text('key').notNull(),
+    holder: text('holder').notNull(),
+    used: integer('used').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.key, t.holder] }), index('async_quota_slots_holder').on(t.holder)],
+);
+
+/** Running admitted count per (key, window); also the row lock for rate admission. */
+export const asyncQuotaWindows = pgTable(
+  'async_quota_windows',
+  {
+    key: text('key').notNull(),
+    windowMs: bigint('window_ms', { mode: 'number' }).notNull(),
+    used: bigint('used', { mode: 'number' }).notNull().default(0),
+  },
+  (t) => [primaryKey({ columns: [t.key, t.windowMs] })],
+);
+
+/** The per-(key, window) admission log. */
+export const asyncQuotaAdmits = pgTable(
+  'async_quota_admits',
+  {
+    key: text('key').notNull(),
+    windowMs: bigint('window_ms', { mode: 'number' }).notNull(),
+    atMs: bigint('at_ms', { mode: 'number' }).notNull(),
+    n: integer('n').notNull(),
+  },
+  (t) => [index('async_quota_admits_key').on(t.key, t.windowMs, t.atMs)],
+);

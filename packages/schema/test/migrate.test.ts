@@ -1,0 +1,155 @@
+import { createTestSchema, type TestSchema } from '@q/testing';
+import pg from 'pg';
+import { afterEach, describe, expect, it } from 'vitest';
+import { JOURNAL_TABLE, QError, bundledMigrations, migrate, type MigrationModule } from '../src/index.js';
+
+const REQUEST_TABLES = ['async_dispatchers', 'async_partitions', 'async_requests', 'async_results'];
+const QUOTA_TABLES = ['async_quota_admits', 'async_quota_holders', 'async_quota_keys', 'async_quota_slots', 'async_quota_windows'];
+
+const schemas: TestSchema[] = [];
+const pools: pg.Pool[] = [];
+afterEach(async () => {
+  await Promise.all(pools.splice(0).map((p) => p.end()));
+  await Promise.all(schemas.splice(0).map((s) => s.drop()));
+});
+
+async function fresh(): Promise<{ schema: TestSchema; pool: pg.Pool }> {
+  const schema = await createTestSchema('mig');
+  schemas.push(schema);
+  const pool = new pg.Pool({ connectionString: schema.dsn, max: 4 });
+  pools.push(pool);
+  return { schema, pool };
+}
+
+async function tables(pool: pg.Pool, schema: string): Promise<string[]> {
+  const { rows } = await pool.query<{ t: string }>(
+    `SELECT table_name AS t FROM information_schema.tables WHERE table_schema = $1 AND table_name <> $2 ORDER BY 1`,
+    [schema, JOURNAL_TABLE],
+  );
+  return rows.map((r) => r.t);
+}
+
+/** Records every statement text sent through the pool's connections. */
+function recordStatements(pool: pg.Pool): string[] {
+  const seen: string[] = [];
+  pool.on('connect', (client) => {
+    const original = client.query.bind(client) as (...a: unknown[]) => unknown;
+    (client as unknown as { query: (...a: unknown[]) => unknown }).query = (...args: unknown[]) => {
+      const first = args[0];
+      seen.push(typeof first === 'string' ? first : String((first as { text?: string }).text));
+      return original(...args);
+    };
+  });
+  return seen;
+}
+
+describe('migrate', () => {
+  it('creates all modules in the current schema and is idempotent', async () => {
+    const { schema, pool } = await fresh();
+    await migrate(pool, { modules: ['requests', 'quota', 'jobs'] });
+    await migrate(pool, { modules: ['requests', 'quota', 'jobs'] });
+    expect(await tables(pool, schema.name)).toEqual([...REQUEST_TABLES, ...QUOTA_TABLES, 'jobs'].sort());
+    const { rows } = await pool.query(`SELECT count(*)::int AS n FROM ${JOURNAL_TABLE}`);
+    const shipped = (['requests', 'quota', 'jobs'] as MigrationModule[]).flatMap((m) => bundledMigrations(m)).length;
+    expect(rows[0].n).toBe(shipped);
+    // nothing leaked into public
+    const pub = await pool.query(`SELECT count(*)::int AS n FROM information_schema.tables WHERE table_schema = 'public' AND table_name LIKE 'async_%'`);
+    expect(pub.rows[0].n).toBe(0);
+  });
+
+  it('8 concurrent callers on a fresh schema all succeed and create each object once', async () => {
+    const { schema, pool } = await fresh();
+    const racers = Array.from({ length: 8 }, () => new pg.Pool({ connectionString: schema.dsn, max: 1 }));
+    pools.push(...racers);
+    const outcomes = await Promise.allSettled(racers.map((p) => migrate(p, { modules: ['requests', 'quota', 'jobs'] })));
+    expect(outcomes.filter((o) => o.status === 'rejected')).toEqual([]);
+    expect(await tables(pool, schema.name)).toEqual([...REQUEST_TABLES, ...QUOTA_TABLES, 'jobs'].sort());
+    const seq = await pool.query(`SELECT count(*)::int AS n FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = 'async_dispatch_attempts'`, [schema.name]);
+    expect(seq.rows[0].n).toBe(1);
+    const fns = await pool.query(`SELECT count(*)::int AS n FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1 AND proname IN ('async_quota_acquire', 'async_quota_admit')`, [schema.name]);
+    expect(fns.rows[0].n).toBe(2);
+  });
+
+  it('on a current database sends no DDL and needs no lock beyond reading the journal', async () => {
+    const { schema, pool } = await fresh();
+    await migrate(pool, { modules: ['requests', 'quota', 'jobs'] });
+
+    const watched = new pg.Pool({ connectionString: schema.dsn, max: 1 });
+    pools.push(watched);
+    const statements = recordStatements(watched);
+
+    // Another session holds ACCESS EXCLUSIVE locks on the queue tables: any DDL would block.
+    const locker = new pg.Client({ connectionString: schema.dsn });
+    await locker.connect();
+    try {
+      await locker.query('BEGIN');
+      await locker.query('LOCK TABLE async_requests, async_quota_slots, jobs IN ACCESS EXCLUSIVE MODE');
+      await watched.query(`SET lock_timeout = '2s'`);
+      await migrate(watched, { modules: ['requests', 'quota', 'jobs'] });
+    } finally {
+      await locker.query('ROLLBACK');
+      await locker.end();
+    }
+    const sent = statements.filter((s) => !s.startsWith('SET lock_timeout'));
+    expect(sent.length).toBeGreaterThan(0);
+    for (const s of sent) {
+      expect(s.trim().toUpperCase().startsWith('SELECT')).toBe(true);
+      expect(s).not.toMatch(/pg_advisory|CREATE|ALTER|DROP|LOCK/i);
+    }
+  });
+
+  it('refuses a journal entry this build does not know with SCHEMA_MISMATCH and changes nothing', async () => {
+    const { schema, pool } = await fresh();
+    await migrate(pool, { modules: ['requests'] });
+    await pool.query(`INSERT INTO ${JOURNAL_TABLE} (module, tag, hash) VALUES ('requests', '9999_from_the_future', 'abc')`);
+    const before = await tables(pool, schema.name);
+    const journalBefore = (await pool.query(`SELECT module, tag, hash FROM ${JOURNAL_TABLE} ORDER BY 1, 2`)).rows;
+
+    const err = await migrate(pool, { modules: ['requests', 'quota'] }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(QError);
+    expect((err as QError).code).toBe('SCHEMA_MISMATCH');
+    expect(await tables(pool, schema.name)).toEqual(before);
+    expect((await pool.query(`SELECT module, tag, hash FROM ${JOURNAL_TABLE} ORDER BY 1, 2`)).rows).toEqual(journalBefore);
+  });
+
+  it('refuses a known migration whose recorded hash differs (another build)', async () => {
+    const { pool } = await fresh();
+    await migrate(pool, { modules: ['quota'] });
+    await pool.query(`UPDATE ${JOURNAL_TABLE} SET hash = 'different' WHERE module = 'quota'`);
+    await expect(migrate(pool, { modules: ['quota'] })).rejects.toMatchObject({ code: 'SCHEMA_MISMATCH' });
+  });
+
+  it("modules: ['quota'] creates only quota objects; ['requests'] only request objects", async () => {
+    const a = await fresh();
+    await migrate(a.pool, { modules: ['quota'] });
+    expect(await tables(a.pool, a.schema.name)).toEqual(QUOTA_TABLES);
+    const enumA = await a.pool.query(`SELECT to_regtype('job_status') AS t, to_regclass('async_dispatch_attempts') AS s`);
+    expect(enumA.rows[0]).toEqual({ t: null, s: null });
+
+    const b = await fresh();
+    await migrate(b.pool, { modules: ['requests'] });
+    expect(await tables(b.pool, b.schema.name)).toEqual(REQUEST_TABLES);
+    const fn = await b.pool.query(`SELECT to_regproc('async_quota_admit') AS f`);
+    expect(fn.rows[0].f).toBeNull();
+  });
+
+  it('sets fixed-threshold autovacuum storage parameters on the queue tables', async () => {
+    const { pool } = await fresh();
+    await migrate(pool, { modules: ['requests', 'quota', 'jobs'] });
+    const { rows } = await pool.query<{ relname: string; reloptions: string[] }>(
+      `SELECT relname, reloptions FROM pg_class WHERE oid IN ('async_requests'::regclass, 'async_results'::regclass, 'jobs'::regclass, 'async_quota_admits'::regclass)`,
+    );
+    expect(rows).toHaveLength(4);
+    for (const r of rows) {
+      expect(r.reloptions).toEqual(expect.arrayContaining(['autovacuum_vacuum_scale_factor=0', 'autovacuum_vacuum_threshold=10000', 'autovacuum_vacuum_cost_delay=0']));
+    }
+    const req = rows.find((r) => r.relname === 'async_requests')!;
+    expect(req.reloptions).toEqual(expect.arrayContaining(['fillfactor=70', 'autovacuum_analyze_scale_factor=0.02']));
+  });
+
+  it('rejects unknown modules with INVALID_ARGUMENT before touching the database', async () => {
+    const { pool } = await fresh();
+    await expect(migrate(pool, { modules: ['nope' as MigrationModule] })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await expect(migrate(pool, { modules: [] })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+  });
+});

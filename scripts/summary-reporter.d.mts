@@ -1,0 +1,2 @@
+import type { Reporter } from 'vitest/reporters';
+export default class SummaryReporter implements Reporter {}
