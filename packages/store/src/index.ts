@@ -1,1 +1,3 @@
-export {};
+export type { OpenOptions } from './options.js';
+export * from './requests/index.js';
+export * from './jobs/index.js';
