@@ -4,7 +4,8 @@ import SummaryReporter from './scripts/summary-reporter.mjs';
 // One run over every workspace project: one Postgres (globalSetup is shared), one summary line.
 export default defineConfig({
   test: {
-    projects: ['packages/*', 'apps/*', 'bench', 'examples', 'tests/*'],
+    // tests/chaos runs on its own (pnpm test:chaos): it starts, kills and restarts servers.
+    projects: ['packages/*', 'apps/*', 'bench', 'examples', 'tests/telemetry'],
     reporters: ['default', new SummaryReporter()],
     passWithNoTests: false,
   },

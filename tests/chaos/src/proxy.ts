@@ -1,0 +1,96 @@
+import net from 'node:net';
+
+/**
+ * A TCP proxy on loopback between an application and Postgres that can cut, stall or blackhole
+ * traffic on demand — the network faults a managed database or a pooler produces.
+ */
+export class FaultProxy {
+  private server: net.Server | undefined;
+  private readonly pairs = new Set<{ client: net.Socket; upstream: net.Socket | undefined }>();
+  private holdUntil = 0;
+  private heldTimer: NodeJS.Timeout | undefined;
+  private readonly waiting: Array<() => void> = [];
+  /** Connections accepted so far. */
+  accepted = 0;
+
+  constructor(
+    private readonly target: { host: string; port: number },
+  ) {}
+
+  /** Listens on 127.0.0.1 and returns the port. */
+  async listen(): Promise<number> {
+    this.server = net.createServer((client) => this.accept(client));
+    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
+    return (this.server.address() as net.AddressInfo).port;
+  }
+
+  /** Resets every open connection (both sides see the connection drop). */
+  dropAll(): number {
+    const n = this.pairs.size;
+    for (const p of this.pairs) {
+      p.client.resetAndDestroy();
+      p.upstream?.resetAndDestroy();
+    }
+    this.pairs.clear();
+    return n;
+  }
+
+  /**
+   * Blackholes Postgres for `ms`: bytes in both directions are held (not lost) and new
+   * connections wait unanswered, as when a route disappears; afterwards traffic flows again.
+   */
+  blackhole(ms: number): void {
+    this.holdUntil = Date.now() + ms;
+    for (const p of this.pairs) {
+      p.client.pause();
+      p.upstream?.pause();
+    }
+    clearTimeout(this.heldTimer);
+    this.heldTimer = setTimeout(() => this.release(), ms);
+  }
+
+  /** Stops listening and drops every connection. */
+  async close(): Promise<void> {
+    clearTimeout(this.heldTimer);
+    this.release();
+    this.dropAll();
+    await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
+  }
+
+  private release(): void {
+    this.holdUntil = 0;
+    for (const p of this.pairs) {
+      p.client.resume();
+      p.upstream?.resume();
+    }
+    for (const go of this.waiting.splice(0)) go();
+  }
+
+  private accept(client: net.Socket): void {
+    this.accepted += 1;
+    const pair: { client: net.Socket; upstream: net.Socket | undefined } = { client, upstream: undefined };
+    this.pairs.add(pair);
+    client.on('error', () => undefined);
+    client.pause();
+    const connect = () => {
+      if (client.destroyed) return;
+      const upstream = net.connect(this.target.port, this.target.host);
+      pair.upstream = upstream;
+      upstream.on('error', () => client.destroy());
+      client.on('close', () => {
+        upstream.destroy();
+        this.pairs.delete(pair);
+      });
+      upstream.on('close', () => {
+        client.destroy();
+        this.pairs.delete(pair);
+      });
+      client.pipe(upstream);
+      upstream.pipe(client);
+      if (Date.now() < this.holdUntil) upstream.pause();
+      else client.resume();
+    };
+    if (Date.now() < this.holdUntil) this.waiting.push(connect);
+    else connect();
+  }
+}

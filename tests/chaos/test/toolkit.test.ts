@@ -1,0 +1,108 @@
+import { startEmbeddedPostgres } from '@q/devdb';
+import { createTestSchema, type TestSchema } from '@q/testing';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FaultProxy, deadTuples, pinVacuumHorizon, terminateBackends } from '../src/index.js';
+
+let schema: TestSchema;
+beforeAll(async () => {
+  schema = await createTestSchema('chaos');
+});
+afterAll(async () => {
+  await schema.drop();
+});
+
+function viaProxy(dsn: string, port: number): string {
+  const u = new URL(dsn);
+  u.hostname = '127.0.0.1';
+  u.port = String(port);
+  return u.toString();
+}
+
+describe('fault toolkit', () => {
+  it('proxy: dropAll cuts live connections; a pool reconnects afterwards', async () => {
+    const u = new URL(schema.dsn);
+    const proxy = new FaultProxy({ host: u.hostname, port: Number(u.port || 5432) });
+    const port = await proxy.listen();
+    const pool = new pg.Pool({ connectionString: viaProxy(schema.dsn, port), max: 2 });
+    pool.on('error', () => undefined);
+    try {
+      expect((await pool.query('SELECT 1 AS x')).rows[0].x).toBe(1);
+      const hanging = pool.query('SELECT pg_sleep(5)');
+      await new Promise((r) => setTimeout(r, 200));
+      expect(proxy.dropAll()).toBeGreaterThan(0);
+      await expect(hanging).rejects.toThrow();
+      expect((await pool.query('SELECT 2 AS x')).rows[0].x).toBe(2);
+    } finally {
+      await pool.end();
+      await proxy.close();
+    }
+  });
+
+  it('proxy: blackhole holds traffic for its duration, then it flows again', async () => {
+    const u = new URL(schema.dsn);
+    const proxy = new FaultProxy({ host: u.hostname, port: Number(u.port || 5432) });
+    const port = await proxy.listen();
+    const pool = new pg.Pool({ connectionString: viaProxy(schema.dsn, port), max: 1 });
+    try {
+      await pool.query('SELECT 1');
+      proxy.blackhole(1_000);
+      const started = Date.now();
+      await pool.query('SELECT 1');
+      expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+    } finally {
+      await pool.end();
+      await proxy.close();
+    }
+  });
+
+  it('terminateBackends ends every connection of an application name', async () => {
+    const pool = new pg.Pool({ connectionString: schema.dsn, max: 3, application_name: 'q-chaos-victim' });
+    pool.on('error', () => undefined);
+    try {
+      const clients = await Promise.all([pool.connect(), pool.connect(), pool.connect()]);
+      clients.forEach((c) => c.on('error', () => undefined));
+      expect(await terminateBackends(schema.serverDsn, 'q-chaos-victim')).toBe(3);
+      await expect(clients[0]!.query('SELECT 1')).rejects.toThrow();
+      clients.forEach((c) => c.release(true));
+      expect((await pool.query('SELECT 3 AS x')).rows[0].x).toBe(3);
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it('a pinned vacuum horizon keeps dead tuples from being vacuumed', async () => {
+    const pool = schema.pool();
+    await pool.query('CREATE TABLE churn (id int primary key, v int)');
+    await pool.query('INSERT INTO churn SELECT g, 0 FROM generate_series(1, 500) g');
+    const pin = await pinVacuumHorizon(schema.dsn);
+    try {
+      await pool.query('UPDATE churn SET v = v + 1');
+      await pool.query('VACUUM churn');
+      await pool.query('SELECT pg_stat_force_next_flush()').catch(() => undefined);
+      const { rows } = await pool.query(`SELECT n_dead_tup::int AS n FROM pg_stat_user_tables WHERE relname = 'churn' AND schemaname = current_schema()`);
+      expect(rows[0]?.n ?? (await deadTuples(schema.dsn, 'churn'))).toBeGreaterThanOrEqual(500);
+    } finally {
+      await pin.release();
+    }
+  });
+
+  it('restarts an embedded server on the same data directory without losing committed rows', async () => {
+    const server = await startEmbeddedPostgres({ fast: false });
+    try {
+      const c1 = new pg.Client(server.dsn);
+      await c1.connect();
+      await c1.query('CREATE TABLE kept (v int)');
+      await c1.query('INSERT INTO kept VALUES (42)');
+      await c1.end();
+      await server.halt('immediate');
+      await server.start();
+      const c2 = new pg.Client(server.dsn);
+      await c2.connect();
+      expect((await c2.query('SELECT v FROM kept')).rows).toEqual([{ v: 42 }]);
+      await c2.end();
+    } finally {
+      await server.stop();
+    }
+  });
+});
