@@ -1,1 +1,8 @@
-export {};
+// The partitioned request queue of @q/store (CONTRACT §2).
+export { DEFAULT_MAX_CONNS } from '@q/schema';
+export { partitionOf } from './partition.js';
+export { Store } from './store.js';
+export {
+  PARTITIONS, keyOf, stampOf,
+  type Completion, type Key, type Lease, type NewRequest, type Request, type Result, type Stamp,
+} from './types.js';

@@ -1,0 +1,25 @@
+import type { Key } from '../types.js';
+import { run, type Db, type Statement } from './db.js';
+
+export const cancelStatement: Statement = {
+  name: 'q_store_cancel',
+  text: `UPDATE async_requests SET cancelled = 1 WHERE id = ANY ($1::text[]) AND cancelled = 0`,
+};
+
+/** Marks every stored generation of `ids` cancelled. */
+export async function cancelRequests(db: Db, ids: string[]): Promise<void> {
+  await run(db, cancelStatement, [ids]);
+}
+
+export const cancelledKeysStatement: Statement = {
+  name: 'q_store_cancelled_keys',
+  text: `SELECT cancelled_id, cancelled_token FROM async_cancelled_keys($1::text[], $2::text[])`,
+};
+
+/** The subset of (distinct) `keys` whose request is cancelled. */
+export async function selectCancelledKeys(db: Db, keys: Key[]): Promise<Key[]> {
+  const { rows } = await run<{ cancelled_id: string; cancelled_token: string }>(db, cancelledKeysStatement, [
+    keys.map((k) => k.id), keys.map((k) => k.token),
+  ]);
+  return rows.map((r) => ({ id: r.cancelled_id, token: r.cancelled_token }));
+}

@@ -1,0 +1,457 @@
+import type { Tracer } from '@opentelemetry/api';
+import { instrumentPool, qTracer, requestMetrics, withOperation, type RequestMetrics } from '@q/otel';
+import { QError, QErrorCode, invalidArgument, migrate, openPool, resolveMaxConns } from '@q/schema';
+import type pg from 'pg';
+import type { OpenOptions } from '../options.js';
+import { submissionClock } from './clock.js';
+import { closedError, databaseError } from './errors.js';
+import { partitionOf } from './partition.js';
+import { ackRequests, type AckRows } from './sql/ack.js';
+import { databaseNow, truncateAll } from './sql/admin.js';
+import { anyPending, pendingBacklog } from './sql/backlog.js';
+import { cancelRequests, selectCancelledKeys } from './sql/cancel.js';
+import { dispatchRequests } from './sql/dispatch.js';
+import { ENQUEUE_CHUNK, insertRequests, type EnqueueRows } from './sql/enqueue.js';
+import { inFlightStamps } from './sql/inFlight.js';
+import {
+  acquirePartitionRows, ensurePartitionRows, heartbeatRows, leaveQueue, releasePartitionRows, setDrainingRows,
+} from './sql/partitions.js';
+import { resetStaleRequests } from './sql/resetStale.js';
+import { countResults, expireAnyResults, popRouteResults } from './sql/results.js';
+import { retryRequest } from './sql/retry.js';
+import { undispatchRequests } from './sql/undispatch.js';
+import { PARTITIONS, type Completion, type Key, type Lease, type NewRequest, type Request, type Result, type Stamp } from './types.js';
+import * as v from './validate.js';
+
+type Attrs = Record<string, string | number | boolean>;
+
+/** Identity of a key inside one call (ids and tokens may contain any character). */
+function keyId(k: Key): string {
+  return JSON.stringify([k.id, k.token]);
+}
+
+function toBuffer(u: Uint8Array): Buffer {
+  return Buffer.isBuffer(u) ? u : Buffer.from(u.buffer, u.byteOffset, u.byteLength);
+}
+
+function distinctStamps(stamps: Stamp[]): Stamp[] {
+  const seen = new Map<string, Stamp>();
+  for (const s of stamps) seen.set(JSON.stringify([s.id, s.token, s.attempt]), s);
+  return [...seen.values()];
+}
+
+/**
+ * The partitioned request queue on Postgres.
+ *
+ * Requests hash into {@link PARTITIONS} partitions per queue; dispatchers lease partitions with
+ * epochs. A request is pending while its dispatch epoch is 0; `dispatch` stamps the partition's
+ * epoch and a fresh attempt, and every later write of that dispatch (`ack`, `retry`,
+ * `undispatch`, `defer`) is fenced: it only takes effect for the exact attempt, in a partition
+ * the writer still holds (`ack`: at the row's epoch). Fenced writes report `false` or are
+ * skipped, never an error.
+ *
+ * Times: `deadline`, `notBefore`, `expiresAt` and the `now: number` arguments are Unix
+ * seconds; lease and membership times derive from the `now: Date` arguments (use
+ * {@link Store.now}, the database clock); durations are milliseconds.
+ */
+export class Store {
+  /** The connection pool (capped at `maxConns`, which it also keeps idle). */
+  readonly pool: pg.Pool;
+  private readonly tracer: Tracer | undefined;
+  private readonly metrics: RequestMetrics;
+  private closed = false;
+
+  private constructor(pool: pg.Pool, opts: OpenOptions) {
+    this.pool = pool;
+    this.tracer = qTracer(opts.tracerProvider);
+    this.metrics = requestMetrics(opts.meterProvider);
+  }
+
+  /**
+   * Validates `dsn` (errors never show its password), opens a pool of `maxConns` connections
+   * (default 32) kept idle for reuse, pings the database and, unless `migrate: false`, applies
+   * the `requests` migrations in the connection's current schema.
+   */
+  static async open(dsn: string, opts: OpenOptions = {}): Promise<Store> {
+    if (typeof opts !== 'object' || opts === null) throw invalidArgument('Store.open: options must be an object');
+    if (opts.migrate !== undefined && typeof opts.migrate !== 'boolean') throw invalidArgument('Store.open: migrate must be a boolean');
+    const maxConns = resolveMaxConns(opts.maxConns);
+    const pool = await openPool(dsn, {
+      maxConns,
+      applicationName: opts.applicationName ?? 'q-store',
+      // An idle connection whose backend went away is dropped by pg and replaced on demand.
+      onIdleError: () => undefined,
+      instrument: (p) => instrumentPool(p, opts.tracerProvider),
+    });
+    const store = new Store(pool, opts);
+    if (opts.migrate !== false) {
+      try {
+        await store.migrate();
+      } catch (err) {
+        await pool.end().catch(() => undefined);
+        throw err;
+      }
+    }
+    return store;
+  }
+
+  /** Applies pending migrations of the `requests` module (safe to run concurrently). */
+  async migrate(): Promise<void> {
+    await this.op('migrate', undefined, () => migrate(this.pool, { modules: ['requests'] }));
+  }
+
+  /** The database clock: pass it as `now` to lease calls so every process times leases alike. */
+  async now(): Promise<Date> {
+    return this.op('now', undefined, () => databaseNow(this.pool));
+  }
+
+  /** Round trip to the database. */
+  async ping(): Promise<void> {
+    await this.op('ping', undefined, () => this.pool.query('SELECT 1'));
+  }
+
+  /** Closes the pool. Later calls fail with `CLOSED`; closing twice is a no-op. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.pool.end();
+  }
+
+  /**
+   * Inserts all requests or none (chunks of 1,000 rows in one transaction). Equal deadlines
+   * dispatch in submission order, within a call and across calls. A duplicate `(id, token)` —
+   * in the call or already stored — fails the whole call with `DUPLICATE`.
+   */
+  async enqueue(reqs: NewRequest[]): Promise<void> {
+    const op = 'enqueue';
+    const list = v.list<unknown>(op, 'requests', reqs).map((r, i) => v.newRequest(op, r, i));
+    if (list.length === 0) return;
+    const seen = new Set<string>();
+    for (const r of list) {
+      const k = keyId(r);
+      if (seen.has(k)) throw new QError(QErrorCode.DUPLICATE, `${op}: request "${r.id}" appears twice with the same token`);
+      seen.add(k);
+    }
+    const first = submissionClock.reserve(list.length);
+    const chunks: EnqueueRows[] = [];
+    for (let start = 0; start < list.length; start += ENQUEUE_CHUNK) {
+      const part = list.slice(start, start + ENQUEUE_CHUNK);
+      chunks.push({
+        ids: part.map((r) => r.id),
+        tokens: part.map((r) => r.token),
+        queues: part.map((r) => r.queue),
+        partitions: part.map((r) => partitionOf(r.id)),
+        deadlines: part.map((r) => r.deadline),
+        envelopes: part.map((r) => r.envelope),
+        payloads: part.map((r) => toBuffer(r.payload)),
+        createdAt: part.map((_, i) => first + start + i),
+      });
+    }
+    await this.op(op, { 'q.batch': list.length }, async () => {
+      if (chunks.length === 1) await insertRequests(this.pool, chunks[0]!);
+      else await this.transaction(async (c) => {
+        for (const chunk of chunks) await insertRequests(c, chunk);
+      });
+    });
+    const perQueue = new Map<string, number>();
+    for (const r of list) perQueue.set(r.queue, (perQueue.get(r.queue) ?? 0) + 1);
+    for (const [queue, n] of perQueue) this.metrics.enqueued.add(n, { queue });
+  }
+
+  /** Creates the queue's 64 partition rows if missing (idempotent). */
+  async ensurePartitions(queue: string): Promise<void> {
+    v.text('ensurePartitions', 'queue', queue);
+    await this.op('ensurePartitions', { 'q.queue': queue }, () => ensurePartitionRows(this.pool, queue, PARTITIONS));
+  }
+
+  /**
+   * Takes up to `limit` unowned or lapsed partitions of `queue` for `owner`, bumping each one's
+   * epoch (which fences the previous owner), leased until `now + ttlMs`. A live lease is never
+   * taken, not even by its own owner.
+   */
+  async acquirePartitions(queue: string, owner: string, now: Date, ttlMs: number, limit: number): Promise<Lease[]> {
+    const op = 'acquirePartitions';
+    v.text(op, 'queue', queue);
+    v.text(op, 'owner', owner);
+    const nowMs = v.instant(op, 'now', now);
+    const ttl = v.count(op, 'ttlMs', ttlMs);
+    const n = v.limit(op, limit);
+    if (n === 0) return [];
+    return this.op(op, { 'q.queue': queue, 'q.limit': n }, () => acquirePartitionRows(this.pool, queue, owner, nowMs, nowMs + ttl, n));
+  }
+
+  /**
+   * Renews all of `owner`'s leases on `queue` until `now + ttlMs` and reports the live
+   * dispatchers. A member renews its membership; a non-member withdraws it (it keeps renewing
+   * its leases but no longer counts, so peers take over its share). Lapsed members disappear.
+   */
+  async heartbeat(queue: string, owner: string, now: Date, ttlMs: number, member: boolean): Promise<{ leases: Lease[]; members: number }> {
+    const op = 'heartbeat';
+    v.text(op, 'queue', queue);
+    v.text(op, 'owner', owner);
+    const nowMs = v.instant(op, 'now', now);
+    const ttl = v.count(op, 'ttlMs', ttlMs);
+    v.bool(op, 'member', member);
+    return this.op(op, { 'q.queue': queue }, () => heartbeatRows(this.pool, queue, owner, nowMs, nowMs + ttl, member));
+  }
+
+  /** Releases the listed partitions `owner` holds, at once (others' partitions are untouched). */
+  async releasePartitions(queue: string, owner: string, partitions: number[]): Promise<void> {
+    const op = 'releasePartitions';
+    v.text(op, 'queue', queue);
+    v.text(op, 'owner', owner);
+    const parts = v.partitions(op, partitions);
+    if (parts.length === 0) return;
+    await this.op(op, { 'q.queue': queue, 'q.batch': parts.length }, () => releasePartitionRows(this.pool, queue, owner, parts));
+  }
+
+  /** Releases every partition `owner` holds on `queue` and drops its membership, atomically. */
+  async leave(queue: string, owner: string): Promise<void> {
+    v.text('leave', 'queue', queue);
+    v.text('leave', 'owner', owner);
+    await this.op('leave', { 'q.queue': queue }, () => leaveQueue(this.pool, queue, owner));
+  }
+
+  /**
+   * Drains (or undrains) the listed partitions `owner` holds: a draining partition stays leased
+   * — acks, retries and undispatches work — but dispatches nothing new.
+   */
+  async setDraining(queue: string, owner: string, partitions: number[], draining: boolean): Promise<void> {
+    const op = 'setDraining';
+    v.text(op, 'queue', queue);
+    v.text(op, 'owner', owner);
+    const parts = v.partitions(op, partitions);
+    v.bool(op, 'draining', draining);
+    if (parts.length === 0) return;
+    await this.op(op, { 'q.queue': queue, 'q.batch': parts.length }, () => setDrainingRows(this.pool, queue, owner, parts, draining));
+  }
+
+  /**
+   * Stamps up to `limit` pending requests with `not_before <= now` in partitions `owner` holds
+   * and is not draining: earliest deadline first, then submission order. Each gets the
+   * partition's epoch and a fresh attempt. Cancelled requests come back with `cancelled: true`.
+   * Rows another dispatcher is stamping are skipped, never waited for.
+   */
+  async dispatch(queue: string, owner: string, now: Date, limit: number): Promise<Request[]> {
+    const op = 'dispatch';
+    v.text(op, 'queue', queue);
+    v.text(op, 'owner', owner);
+    const nowSeconds = Math.floor(v.instant(op, 'now', now) / 1000);
+    const n = v.limit(op, limit);
+    if (n === 0) return [];
+    const rows = await this.op(op, { 'q.queue': queue, 'q.limit': n }, () => dispatchRequests(this.pool, owner, queue, nowSeconds, n));
+    if (rows.length > 0) this.metrics.dispatched.add(rows.length, { queue });
+    return rows;
+  }
+
+  /** Stamps of `owner`'s requests in flight on `queue` under the current epochs of its partitions. */
+  async inFlight(queue: string, owner: string): Promise<Stamp[]> {
+    v.text('inFlight', 'queue', queue);
+    v.text('inFlight', 'owner', owner);
+    return this.op('inFlight', { 'q.queue': queue }, () => inFlightStamps(this.pool, owner, queue));
+  }
+
+  /**
+   * Returns to pending the requests stamped by an older epoch of `owner`'s partitions:
+   * `partitions` undefined = all it holds, `[]` = none. Rows another transaction holds are
+   * skipped (left for a later call); it never blocks on them.
+   */
+  async resetStale(queue: string, owner: string, partitions?: number[]): Promise<void> {
+    const op = 'resetStale';
+    v.text(op, 'queue', queue);
+    v.text(op, 'owner', owner);
+    const parts = partitions === undefined ? null : v.partitions(op, partitions);
+    if (parts !== null && parts.length === 0) return;
+    await this.op(op, { 'q.queue': queue }, () => resetStaleRequests(this.pool, owner, queue, parts));
+  }
+
+  /**
+   * Deletes each request and records its result, in one transaction. `result[i]` is `true` only
+   * when completion `i` named a request still in flight under that attempt, in a partition
+   * `owner` holds at the request's epoch. Of duplicates of one key, the highest attempt (first
+   * on ties) is the one tried; the others report `false`.
+   */
+  async ack(owner: string, completions: Completion[]): Promise<boolean[]> {
+    const op = 'ack';
+    v.text(op, 'owner', owner);
+    const list = v.list<unknown>(op, 'completions', completions).map((c, i) => v.completion(op, c, i));
+    const out = list.map(() => false);
+    if (list.length === 0) return out;
+    const chosen = new Map<string, number>();
+    list.forEach((c, i) => {
+      const k = keyId(c);
+      const prev = chosen.get(k);
+      if (prev === undefined || c.attempt > list[prev]!.attempt) chosen.set(k, i);
+    });
+    const picked = [...chosen.values()].sort((a, b) => a - b);
+    const rows: AckRows = {
+      ids: picked.map((i) => list[i]!.id),
+      tokens: picked.map((i) => list[i]!.token),
+      attempts: picked.map((i) => list[i]!.attempt),
+      routes: picked.map((i) => list[i]!.route),
+      payloads: picked.map((i) => list[i]!.payload),
+      expiresAt: picked.map((i) => list[i]!.expiresAt),
+      ords: picked,
+    };
+    const acked = await this.op(op, { 'q.batch': list.length }, () => ackRequests(this.pool, owner, rows, Date.now()));
+    for (const k of acked) {
+      const i = chosen.get(keyId(k));
+      if (i !== undefined) out[i] = true;
+    }
+    if (acked.length > 0) this.metrics.acked.add(acked.length);
+    if (acked.length < list.length) this.metrics.fenced.add(list.length - acked.length);
+    return out;
+  }
+
+  /**
+   * Returns requests still carrying the given stamps, in partitions `owner` holds, to pending;
+   * they keep their deadline order. Fenced stamps (older attempt, other owner, not in flight,
+   * unknown) are skipped.
+   */
+  async undispatch(owner: string, stamps: Stamp[]): Promise<void> {
+    const op = 'undispatch';
+    v.text(op, 'owner', owner);
+    const list = distinctStamps(v.list<unknown>(op, 'stamps', stamps).map((s, i) => v.stamp(op, s, i)));
+    if (list.length === 0) return;
+    const n = await this.op(op, { 'q.batch': list.length }, () => undispatchRequests(this.pool, owner, list, null));
+    if (n < list.length) this.metrics.fenced.add(list.length - n);
+  }
+
+  /** {@link Store.undispatch}, and the requests are not dispatched again before `notBefore` (Unix s). */
+  async defer(owner: string, stamps: Stamp[], notBefore: number): Promise<void> {
+    const op = 'defer';
+    v.text(op, 'owner', owner);
+    const list = distinctStamps(v.list<unknown>(op, 'stamps', stamps).map((s, i) => v.stamp(op, s, i)));
+    const at = v.count(op, 'notBefore', notBefore);
+    if (list.length === 0) return;
+    const n = await this.op(op, { 'q.batch': list.length }, () => undispatchRequests(this.pool, owner, list, at));
+    if (n < list.length) this.metrics.fenced.add(list.length - n);
+  }
+
+  /**
+   * Parks the request carrying `stamp` until `notBefore` (Unix s) with a new envelope; its
+   * payload is kept. `false` when fenced (older attempt, other owner, not in flight, unknown).
+   */
+  async retry(owner: string, stamp: Stamp, notBefore: number, envelope: string): Promise<boolean> {
+    const op = 'retry';
+    v.text(op, 'owner', owner);
+    const s = v.stamp(op, stamp, 0);
+    const at = v.count(op, 'notBefore', notBefore);
+    v.anyText(op, 'envelope', envelope);
+    const ok = await this.op(op, undefined, () => retryRequest(this.pool, owner, s, at, envelope));
+    if (ok) this.metrics.retried.add(1);
+    else this.metrics.fenced.add(1);
+    return ok;
+  }
+
+  /**
+   * Marks every stored generation of the given ids cancelled, pending or in flight (empty and
+   * unknown ids are ignored). A generation enqueued later starts uncancelled.
+   */
+  async cancel(ids: string[]): Promise<void> {
+    const op = 'cancel';
+    const list = [...new Set(v.list<unknown>(op, 'ids', ids).map((id, i) => v.anyText(op, `ids[${i}]`, id)).filter((id) => id !== ''))];
+    if (list.length === 0) return;
+    await this.op(op, { 'q.batch': list.length }, () => cancelRequests(this.pool, list));
+  }
+
+  /** The subset of `keys` whose request is cancelled (unknown keys are not cancelled). */
+  async cancelledKeys(keys: Key[]): Promise<Key[]> {
+    const op = 'cancelledKeys';
+    const list = v.list<unknown>(op, 'keys', keys).map((k, i) => v.key(op, k, i));
+    if (list.length === 0) return [];
+    const distinct = [...new Map(list.map((k) => [keyId(k), k])).values()];
+    const found = new Set((await this.op(op, { 'q.batch': distinct.length }, () => selectCancelledKeys(this.pool, distinct))).map(keyId));
+    return distinct.filter((k) => found.has(keyId(k)));
+  }
+
+  /**
+   * Deletes the route's expired results (`0 < expiresAt < now`), then deletes and returns up to
+   * `limit` of its results in `seq` order. Concurrent poppers get disjoint results.
+   */
+  async popResults(route: string, now: number, limit: number): Promise<Result[]> {
+    const op = 'popResults';
+    v.text(op, 'route', route);
+    const at = v.count(op, 'now', now);
+    const n = v.limit(op, limit);
+    if (n === 0) return [];
+    const rows = await this.op(op, { 'q.route': route, 'q.limit': n }, () => popRouteResults(this.pool, route, at, n));
+    if (rows.length > 0) this.metrics.resultsPopped.add(rows.length);
+    return rows;
+  }
+
+  /** Deletes up to `limit` results of any route whose TTL ended before `now`; returns how many. */
+  async expireResults(now: number, limit: number): Promise<number> {
+    const op = 'expireResults';
+    const at = v.count(op, 'now', now);
+    const n = v.limit(op, limit);
+    if (n === 0) return 0;
+    const deleted = await this.op(op, { 'q.limit': n }, () => expireAnyResults(this.pool, at, n));
+    if (deleted > 0) this.metrics.resultsExpired.add(deleted);
+    return deleted;
+  }
+
+  /** Results waiting on `route` (expired ones not yet deleted included). */
+  async resultDepth(route: string): Promise<number> {
+    v.text('resultDepth', 'route', route);
+    return this.op('resultDepth', { 'q.route': route }, () => countResults(this.pool, route));
+  }
+
+  /**
+   * Pending requests of `queue` (in-flight ones are not waiting), and for each window how many
+   * of them have `deadline <= now + windows[i]` (Unix s and seconds).
+   */
+  async backlog(queue: string, now: number, windows: number[]): Promise<{ depth: number; expiring: number[] }> {
+    const op = 'backlog';
+    v.text(op, 'queue', queue);
+    const at = v.count(op, 'now', now);
+    const ws = v.list<unknown>(op, 'windows', windows).map((w, i) => v.count(op, `windows[${i}]`, w));
+    return this.op(op, { 'q.queue': queue }, () => pendingBacklog(this.pool, queue, at, ws));
+  }
+
+  /** True when `queue` has a pending request. */
+  async hasRequests(queue: string): Promise<boolean> {
+    v.text('hasRequests', 'queue', queue);
+    return this.op('hasRequests', { 'q.queue': queue }, () => anyPending(this.pool, queue));
+  }
+
+  /** Empties every request-queue table (requests, partitions, dispatchers, results). Tests only. */
+  async truncateForTest(): Promise<void> {
+    await this.op('truncateForTest', undefined, () => truncateAll(this.pool));
+  }
+
+  private async op<T>(name: string, attrs: Attrs | undefined, fn: () => Promise<T>): Promise<T> {
+    if (this.closed) throw closedError();
+    return withOperation(
+      this.tracer,
+      `q.store.${name}`,
+      async () => {
+        try {
+          return await fn();
+        } catch (err) {
+          throw this.closed ? closedError() : databaseError(name, err);
+        }
+      },
+      attrs,
+    );
+  }
+
+  private async transaction(fn: (client: pg.PoolClient) => Promise<void>): Promise<void> {
+    const client = await this.pool.connect();
+    let broken: Error | undefined;
+    try {
+      await client.query('BEGIN');
+      try {
+        await fn(client);
+        await client.query('COMMIT');
+      } catch (err) {
+        await client.query('ROLLBACK').catch((e: unknown) => {
+          broken = e instanceof Error ? e : new Error(String(e));
+        });
+        throw err;
+      }
+    } finally {
+      client.release(broken);
+    }
+  }
+}

@@ -1,0 +1,105 @@
+// Argument checks of the request queue. Every public method checks all of its input before it
+// sends a statement, so bad input never leaves anything half-written. Messages name the
+// argument, never a payload.
+import { invalidArgument } from '@q/schema';
+import type { Completion, Key, NewRequest, Stamp } from './types.js';
+import { PARTITIONS } from './types.js';
+
+/** A non-empty string. */
+export function text(op: string, what: string, v: unknown): string {
+  if (typeof v !== 'string' || v.length === 0) throw invalidArgument(`${op}: ${what} must be a non-empty string`);
+  return v;
+}
+
+/** Any string (possibly empty). */
+export function anyText(op: string, what: string, v: unknown): string {
+  if (typeof v !== 'string') throw invalidArgument(`${op}: ${what} must be a string`);
+  return v;
+}
+
+/** A non-negative safe integer (counts, limits, Unix seconds, durations in ms). */
+export function count(op: string, what: string, v: unknown): number {
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) {
+    throw invalidArgument(`${op}: ${what} must be a non-negative integer`);
+  }
+  return v;
+}
+
+/** A 32-bit batch limit. */
+export function limit(op: string, v: unknown): number {
+  const n = count(op, 'limit', v);
+  if (n > 2_147_483_647) throw invalidArgument(`${op}: limit must be at most 2147483647`);
+  return n;
+}
+
+/** A valid `Date`; returns its Unix milliseconds. */
+export function instant(op: string, what: string, v: unknown): number {
+  if (!(v instanceof Date) || Number.isNaN(v.getTime())) throw invalidArgument(`${op}: ${what} must be a valid Date`);
+  return v.getTime();
+}
+
+export function bool(op: string, what: string, v: unknown): boolean {
+  if (typeof v !== 'boolean') throw invalidArgument(`${op}: ${what} must be a boolean`);
+  return v;
+}
+
+/** An array (possibly empty). */
+export function list<T>(op: string, what: string, v: unknown): T[] {
+  if (!Array.isArray(v)) throw invalidArgument(`${op}: ${what} must be an array`);
+  return v as T[];
+}
+
+/** Partition numbers 0–63, deduplicated. */
+export function partitions(op: string, v: unknown): number[] {
+  const out = new Set<number>();
+  for (const p of list<unknown>(op, 'partitions', v)) {
+    if (typeof p !== 'number' || !Number.isInteger(p) || p < 0 || p >= PARTITIONS) {
+      throw invalidArgument(`${op}: partitions must be integers from 0 to ${PARTITIONS - 1}`);
+    }
+    out.add(p);
+  }
+  return [...out];
+}
+
+export function key(op: string, v: unknown, i: number): Key {
+  if (typeof v !== 'object' || v === null) throw invalidArgument(`${op}: keys[${i}] must be an object`);
+  const k = v as Key;
+  return { id: text(op, `keys[${i}].id`, k.id), token: text(op, `keys[${i}].token`, k.token) };
+}
+
+export function stamp(op: string, v: unknown, i: number): Stamp {
+  if (typeof v !== 'object' || v === null) throw invalidArgument(`${op}: stamps[${i}] must be an object`);
+  const s = v as Stamp;
+  return {
+    id: text(op, `stamps[${i}].id`, s.id),
+    token: text(op, `stamps[${i}].token`, s.token),
+    attempt: count(op, `stamps[${i}].attempt`, s.attempt),
+  };
+}
+
+export function completion(op: string, v: unknown, i: number): Required<Completion> {
+  if (typeof v !== 'object' || v === null) throw invalidArgument(`${op}: completions[${i}] must be an object`);
+  const c = v as Completion;
+  return {
+    id: text(op, `completions[${i}].id`, c.id),
+    token: text(op, `completions[${i}].token`, c.token),
+    attempt: count(op, `completions[${i}].attempt`, c.attempt),
+    route: text(op, `completions[${i}].route`, c.route),
+    payload: anyText(op, `completions[${i}].payload`, c.payload),
+    expiresAt: c.expiresAt === undefined || c.expiresAt === null ? 0 : count(op, `completions[${i}].expiresAt`, c.expiresAt),
+  };
+}
+
+export function newRequest(op: string, v: unknown, i: number): NewRequest {
+  if (typeof v !== 'object' || v === null) throw invalidArgument(`${op}: requests[${i}] must be an object`);
+  const r = v as NewRequest;
+  if (!(r.payload instanceof Uint8Array)) throw invalidArgument(`${op}: requests[${i}].payload must be a Uint8Array`);
+  return {
+    id: text(op, `requests[${i}].id`, r.id),
+    token: text(op, `requests[${i}].token`, r.token),
+    queue: text(op, `requests[${i}].queue`, r.queue),
+    deadline: count(op, `requests[${i}].deadline`, r.deadline),
+    envelope: anyText(op, `requests[${i}].envelope`, r.envelope),
+    payload: r.payload,
+  };
+}
