@@ -1,0 +1,59 @@
+import type { Job } from '../job-types.js';
+
+/** A job as the admin API and `q-jobs --json` show it (snake_case, ISO-8601 UTC instants). */
+export interface JobJson {
+  id: number;
+  uuid: string;
+  queue: string;
+  type: string;
+  status: Job['status'];
+  priority: number;
+  payload: unknown;
+  attempt: number;
+  max_attempts: number;
+  resume_count: number;
+  run_at: string;
+  idempotency_key: string | null;
+  lock_key: string | null;
+  steps: Job['steps'];
+  result: unknown;
+  error: { code: string; message: string } | null;
+  retry_of_id: number | null;
+  team_id: number | null;
+  resource_id: number | null;
+  created_at: string;
+  updated_at: string;
+  finished_at: string | null;
+  dead_lettered_at: string | null;
+}
+
+const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
+
+/** Maps a store {@link Job} to its API shape. `steps` is always an array. */
+export function jobToJson(job: Job): JobJson {
+  return {
+    id: job.id,
+    uuid: job.uuid,
+    queue: job.queue,
+    type: job.type,
+    status: job.status,
+    priority: job.priority,
+    payload: job.payload,
+    attempt: job.attempt,
+    max_attempts: job.maxAttempts,
+    resume_count: job.resumeCount,
+    run_at: job.runAt.toISOString(),
+    idempotency_key: job.idempotencyKey,
+    lock_key: job.lockKey,
+    steps: job.steps ?? [],
+    result: job.result ?? null,
+    error: job.lastError === null ? null : { code: job.status === 'dead_letter' ? 'dead_letter' : 'attempt_failed', message: job.lastError },
+    retry_of_id: job.retryOfId,
+    team_id: job.teamId,
+    resource_id: job.resourceId,
+    created_at: job.createdAt.toISOString(),
+    updated_at: job.updatedAt.toISOString(),
+    finished_at: iso(job.finishedAt),
+    dead_lettered_at: iso(job.deadLetteredAt),
+  };
+}

@@ -1,0 +1,202 @@
+// JSON Schemas of the admin API: Fastify validates requests and serialises responses with them,
+// and openapi.ts turns the same objects into /openapi.json, so the document cannot drift.
+import { KNOWN_QUEUES } from '../config.js';
+
+const JOB_STATUSES = ['scheduled', 'queued', 'leased', 'running', 'retry_wait', 'succeeded', 'cancelled', 'dead_letter'];
+
+const nullableString = { type: ['string', 'null'] } as const;
+const nullableDate = { type: ['string', 'null'], format: 'date-time' } as const;
+const nullableInt = { type: ['integer', 'null'] } as const;
+
+/** Error body of every 4xx/5xx answer. */
+export const errorSchema = {
+  type: 'object',
+  required: ['error'],
+  properties: {
+    error: {
+      type: 'object',
+      required: ['code', 'message'],
+      properties: {
+        code: {
+          type: 'string',
+          description: 'Stable machine-readable code: invalid_request, invalid_cursor, unknown_queue, unauthorized, ' +
+            'forbidden, not_found, invalid_state, payload_too_large, unsupported_media_type, not_ready, internal',
+        },
+        message: { type: 'string' },
+      },
+    },
+  },
+} as const;
+
+/** One entry of a job's step timeline. */
+export const stepSchema = {
+  type: 'object',
+  properties: {
+    name: { type: 'string' },
+    status: { type: 'string', enum: ['pending', 'running', 'succeeded', 'failed', 'skipped'] },
+    message: { type: 'string' },
+    started_at: { type: 'string', format: 'date-time' },
+    finished_at: { type: 'string', format: 'date-time' },
+  },
+} as const;
+
+/** A job as the API shows it. */
+export const jobSchema = {
+  type: 'object',
+  required: ['uuid', 'queue', 'type', 'status', 'attempt', 'max_attempts', 'steps', 'created_at'],
+  properties: {
+    id: { type: 'integer', description: 'Database id (monotonic); `retry_of_id` refers to it' },
+    uuid: { type: 'string', format: 'uuid' },
+    queue: { type: 'string' },
+    type: { type: 'string' },
+    status: { type: 'string', enum: JOB_STATUSES },
+    priority: { type: 'integer' },
+    payload: { description: 'The job payload (any JSON)' },
+    attempt: { type: 'integer', description: 'Attempts leased so far' },
+    max_attempts: { type: 'integer' },
+    resume_count: { type: 'integer', description: 'Times a crashed attempt was given back' },
+    run_at: { type: 'string', format: 'date-time' },
+    idempotency_key: nullableString,
+    lock_key: nullableString,
+    steps: { type: 'array', items: stepSchema },
+    result: { description: 'What the handler returned (any JSON), or null' },
+    error: {
+      type: ['object', 'null'],
+      description: 'The last failure, while one is recorded',
+      properties: { code: { type: 'string' }, message: { type: 'string' } },
+    },
+    retry_of_id: nullableInt,
+    team_id: nullableInt,
+    resource_id: nullableInt,
+    created_at: { type: 'string', format: 'date-time' },
+    updated_at: { type: 'string', format: 'date-time' },
+    finished_at: nullableDate,
+    dead_lettered_at: nullableDate,
+  },
+} as const;
+
+const uuidParams = {
+  type: 'object',
+  required: ['uuid'],
+  properties: { uuid: { type: 'string', format: 'uuid', description: 'The job uuid' } },
+} as const;
+
+const idempotencyHeader = {
+  type: 'object',
+  properties: {
+    'idempotency-key': {
+      type: 'string', minLength: 1, maxLength: 200,
+      description: 'Repeating a request with the same key returns the job it created, whatever the body',
+    },
+  },
+} as const;
+
+const errors = (...codes: number[]) => Object.fromEntries(codes.map((c) => [c, errorSchema]));
+
+/** Body of `POST /jobs`. */
+export const enqueueBodySchema = {
+  type: 'object',
+  required: ['type'],
+  additionalProperties: false,
+  properties: {
+    type: { type: 'string', minLength: 1, maxLength: 200, description: 'Job type, e.g. webhook.deliver' },
+    queue: { type: 'string', minLength: 1, maxLength: 64, description: `One of: ${KNOWN_QUEUES.join(', ')} (default: default)` },
+    payload: { description: 'Any JSON value handed to the handler (default {})' },
+    priority: { type: 'integer', minimum: -1000, maximum: 1000, description: 'Higher runs first' },
+    run_at: { type: 'string', format: 'date-time', description: 'Not before this instant (default: now)' },
+    max_attempts: { type: 'integer', minimum: 1, maximum: 100 },
+    lock_key: { type: 'string', minLength: 1, maxLength: 200, description: 'At most one job per key runs at a time' },
+    team_id: { type: 'integer', minimum: 1 },
+    resource_id: { type: 'integer', minimum: 1 },
+  },
+} as const;
+
+/** Query of `GET /jobs`. */
+export const listQuerySchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    status: { type: 'string', enum: JOB_STATUSES },
+    queue: { type: 'string', minLength: 1, maxLength: 64 },
+    type: { type: 'string', minLength: 1, maxLength: 200 },
+    cursor: { type: 'string', minLength: 1, maxLength: 200, description: '`next_cursor` of the previous page' },
+    limit: { type: 'integer', minimum: 1, maximum: 100, default: 25 },
+  },
+} as const;
+
+/** Route definitions: Fastify `schema` objects plus the OpenAPI summary. */
+export const ROUTES = {
+  enqueue: {
+    method: 'POST', url: '/jobs', summary: 'Enqueue a job', operationId: 'enqueueJob',
+    schema: { headers: idempotencyHeader, body: enqueueBodySchema, response: { 201: jobSchema, ...errors(400, 401, 403, 413, 415) } },
+  },
+  list: {
+    method: 'GET', url: '/jobs', summary: 'List jobs, newest first', operationId: 'listJobs',
+    schema: {
+      querystring: listQuerySchema,
+      response: {
+        200: {
+          type: 'object',
+          required: ['data', 'next_cursor'],
+          properties: { data: { type: 'array', items: jobSchema }, next_cursor: nullableString },
+        },
+        ...errors(400, 401, 403),
+      },
+    },
+  },
+  get: {
+    method: 'GET', url: '/jobs/:uuid', summary: 'One job with its steps, attempt, result and error', operationId: 'getJob',
+    schema: { params: uuidParams, response: { 200: jobSchema, ...errors(400, 401, 403, 404) } },
+  },
+  retry: {
+    method: 'POST', url: '/jobs/:uuid/retry', summary: 'Retry a dead-letter job as a new job', operationId: 'retryJob',
+    schema: {
+      params: uuidParams,
+      headers: idempotencyHeader,
+      response: {
+        202: {
+          type: 'object',
+          required: ['job_uuid', 'status_url', 'job'],
+          properties: { job_uuid: { type: 'string', format: 'uuid' }, status_url: { type: 'string' }, job: jobSchema },
+        },
+        ...errors(400, 401, 403, 404, 409),
+      },
+    },
+  },
+  forget: {
+    method: 'POST', url: '/jobs/:uuid/forget', summary: 'Close a dead-letter job without retrying it (→ cancelled)',
+    operationId: 'forgetJob',
+    schema: { params: uuidParams, response: { 200: jobSchema, ...errors(400, 401, 403, 404, 409) } },
+  },
+  cancel: {
+    method: 'POST', url: '/jobs/:uuid/cancel',
+    summary: 'Cancel a job: waiting jobs at once, running ones through their abort signal', operationId: 'cancelJob',
+    schema: { params: uuidParams, response: { 202: jobSchema, ...errors(400, 401, 403, 404, 409) } },
+  },
+  healthz: {
+    method: 'GET', url: '/healthz', summary: 'Liveness: the process answers', operationId: 'healthz', public: true,
+    schema: { response: { 200: { type: 'object', properties: { status: { type: 'string' } } } } },
+  },
+  readyz: {
+    method: 'GET', url: '/readyz', summary: 'Readiness: database reachable and the worker consuming', operationId: 'readyz', public: true,
+    schema: {
+      response: {
+        200: { type: 'object', properties: { status: { type: 'string' } } },
+        503: errorSchema,
+      },
+    },
+  },
+} as const;
+
+/** One entry of {@link ROUTES}. */
+export interface RouteDef {
+  method: string;
+  url: string;
+  summary: string;
+  operationId: string;
+  public?: boolean;
+  schema: {
+    headers?: object; params?: object; querystring?: object; body?: object;
+    response: Record<number, object>;
+  };
+}

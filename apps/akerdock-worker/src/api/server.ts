@@ -1,0 +1,168 @@
+import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
+import type { JobQueueLike, JobStatus } from '../job-types.js';
+import { silentLogger, type Logger } from '../logger.js';
+import { bearerChecker } from './auth.js';
+import { ApiError, sendError, toApiError } from './errors.js';
+import { jobToJson } from './job-json.js';
+import { openApiDocument } from './openapi.js';
+import { ROUTES, type RouteDef } from './schemas.js';
+
+/** The Fastify part of a route definition (summary and operationId only feed /openapi.json). */
+function route(def: RouteDef): Pick<RouteDef, 'method' | 'url' | 'schema'> {
+  return { method: def.method, url: def.url, schema: def.schema };
+}
+
+/** Options of {@link buildAdminServer}. */
+export interface AdminServerOptions {
+  /** The producer side of the queue (a `JobQueue`). */
+  jobs: JobQueueLike;
+  /** Bearer token; `undefined` = no auth (`--insecure-local`, loopback only — checked by config). */
+  token: string | undefined;
+  /** Largest request body in bytes (413 above). */
+  bodyLimit: number;
+  /** `null` when ready, else why not (answers /readyz). */
+  readiness: () => Promise<string | null>;
+  logger?: Logger;
+  /** Version shown in /openapi.json. */
+  version?: string;
+}
+
+interface EnqueueBody {
+  type: string; queue?: string; payload?: unknown; priority?: number; run_at?: string; max_attempts?: number;
+  lock_key?: string; team_id?: number; resource_id?: number;
+}
+interface ListQuery { status?: JobStatus; queue?: string; type?: string; cursor?: string; limit: number }
+interface UuidParams { uuid: string }
+
+/**
+ * The admin HTTP API: jobs (enqueue, list, get, retry, forget, cancel), /healthz, /readyz and
+ * /openapi.json. Every job route needs `Authorization: Bearer <token>` (401 without one, 403 with
+ * a wrong one); errors are `{ error: { code, message } }`. Not listening yet: call `listen()`.
+ */
+export function buildAdminServer(opts: AdminServerOptions): FastifyInstance {
+  const log = opts.logger ?? silentLogger;
+  const app = Fastify({
+    logger: false,
+    bodyLimit: opts.bodyLimit,
+    // Refuse unknown fields instead of silently dropping them.
+    ajv: { customOptions: { removeAdditional: false, allErrors: false } },
+    return503OnClosing: true,
+  });
+  const check = bearerChecker(opts.token);
+  const publicUrls = new Set<string>([ROUTES.healthz.url, ROUTES.readyz.url, '/openapi.json']);
+
+  // onRequest runs before the body is read: an unauthenticated client cannot make us parse 64 KiB.
+  app.addHook('onRequest', async (req, reply) => {
+    if (publicUrls.has(req.routeOptions.url ?? '')) return;
+    const verdict = check(req.headers.authorization);
+    if (verdict === 'missing') {
+      reply.header('www-authenticate', 'Bearer realm="q"');
+      return sendError(reply, 401, 'unauthorized', 'send Authorization: Bearer <token>');
+    }
+    if (verdict === 'wrong') return sendError(reply, 403, 'forbidden', 'the bearer token is not valid');
+  });
+  app.addHook('onResponse', async (req, reply) => {
+    log.debug({ method: req.method, route: req.routeOptions.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'http');
+  });
+  app.setErrorHandler((err, req, reply) => {
+    const e = toApiError(err);
+    if (e.statusCode >= 500) log.error({ err, route: req.routeOptions.url }, 'admin API error');
+    return sendError(reply, e.statusCode, e.code, e.message);
+  });
+  app.setNotFoundHandler((req, reply) => sendError(reply, 404, 'not_found', `no route ${req.method} ${req.url.split('?')[0]}`));
+
+  const jobOr404 = async (uuid: string) => {
+    const job = await opts.jobs.get(uuid);
+    if (!job) throw new ApiError(404, 'not_found', 'no such job');
+    return job;
+  };
+  const idemKey = (req: FastifyRequest) => {
+    const v = req.headers['idempotency-key'];
+    return typeof v === 'string' ? v : undefined;
+  };
+
+  app.route<{ Body: EnqueueBody }>({
+    ...route(ROUTES.enqueue),
+    handler: async (req, reply) => {
+      const b = req.body;
+      const job = await opts.jobs.enqueue({
+        type: b.type,
+        queue: b.queue,
+        payload: b.payload,
+        priority: b.priority,
+        runAt: b.run_at === undefined ? undefined : new Date(b.run_at),
+        maxAttempts: b.max_attempts,
+        lockKey: b.lock_key,
+        teamId: b.team_id,
+        resourceId: b.resource_id,
+        idempotencyKey: idemKey(req),
+      });
+      return reply.code(201).send(jobToJson(job));
+    },
+  });
+
+  app.route<{ Querystring: ListQuery }>({
+    ...route(ROUTES.list),
+    handler: async (req) => {
+      const q = req.query;
+      const page = await opts.jobs.list({ status: q.status, queue: q.queue, type: q.type, cursor: q.cursor, limit: q.limit });
+      return { data: page.jobs.map(jobToJson), next_cursor: page.nextCursor };
+    },
+  });
+
+  app.route<{ Params: UuidParams }>({
+    ...route(ROUTES.get),
+    handler: async (req) => jobToJson(await jobOr404(req.params.uuid)),
+  });
+
+  app.route<{ Params: UuidParams }>({
+    ...route(ROUTES.retry),
+    handler: async (req, reply) => {
+      const original = await jobOr404(req.params.uuid);
+      if (original.status !== 'dead_letter') {
+        throw new ApiError(409, 'invalid_state', `only dead-letter jobs can be retried (this one is ${original.status})`);
+      }
+      const key = idemKey(req);
+      const job = await opts.jobs.retryDeadLetter(original.uuid, key === undefined ? undefined : { idempotencyKey: key });
+      return reply.code(202).send({ job_uuid: job.uuid, status_url: `/jobs/${job.uuid}`, job: jobToJson(job) });
+    },
+  });
+
+  app.route<{ Params: UuidParams }>({
+    ...route(ROUTES.forget),
+    handler: async (req) => {
+      const uuid = req.params.uuid;
+      if (!(await opts.jobs.forgetDeadLetter(uuid))) {
+        const job = await jobOr404(uuid);
+        throw new ApiError(409, 'invalid_state', `only dead-letter jobs can be forgotten (this one is ${job.status})`);
+      }
+      return jobToJson(await jobOr404(uuid));
+    },
+  });
+
+  app.route<{ Params: UuidParams }>({
+    ...route(ROUTES.cancel),
+    handler: async (req, reply) => {
+      const uuid = req.params.uuid;
+      if (!(await opts.jobs.cancel(uuid))) {
+        const job = await jobOr404(uuid);
+        throw new ApiError(409, 'invalid_state', `the job is ${job.status}: only waiting or running jobs can be cancelled`);
+      }
+      return reply.code(202).send(jobToJson(await jobOr404(uuid)));
+    },
+  });
+
+  app.route({ ...route(ROUTES.healthz), handler: async () => ({ status: 'ok' }) });
+  app.route({
+    ...route(ROUTES.readyz),
+    handler: async (_req, reply) => {
+      const reason = await opts.readiness().catch((err: Error) => `readiness check failed: ${err.message}`);
+      if (reason !== null) return sendError(reply, 503, 'not_ready', reason);
+      return { status: 'ready' };
+    },
+  });
+
+  const doc = openApiDocument(opts.version ?? '0.1.0');
+  app.get('/openapi.json', async () => doc);
+  return app;
+}

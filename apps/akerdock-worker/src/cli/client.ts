@@ -1,0 +1,68 @@
+import { request } from 'undici';
+import type { JobJson } from '../api/job-json.js';
+
+/** A non-2xx answer of the admin API. */
+export class ApiCallError extends Error {
+  constructor(readonly status: number, readonly code: string, message: string) {
+    super(message);
+    this.name = 'ApiCallError';
+  }
+}
+
+/** A page of `GET /jobs`. */
+export interface JobPage { data: JobJson[]; next_cursor: string | null }
+
+/** Answer of `POST /jobs/:uuid/retry`. */
+export interface RetryAnswer { job_uuid: string; status_url: string; job: JobJson }
+
+/** Thin typed client of the admin API (what `q-jobs` uses; handy in scripts and tests too). */
+export class AdminClient {
+  constructor(private readonly baseUrl: string, private readonly token: string | undefined) {}
+
+  enqueue(body: Record<string, unknown>, idempotencyKey?: string): Promise<JobJson> {
+    return this.call('POST', '/jobs', body, idempotencyKey === undefined ? {} : { 'idempotency-key': idempotencyKey });
+  }
+  list(query: Record<string, string | number | undefined>): Promise<JobPage> {
+    const qs = new URLSearchParams();
+    for (const [k, v] of Object.entries(query)) if (v !== undefined) qs.set(k, String(v));
+    const s = qs.toString();
+    return this.call('GET', `/jobs${s ? `?${s}` : ''}`);
+  }
+  get(uuid: string): Promise<JobJson> {
+    return this.call('GET', `/jobs/${encodeURIComponent(uuid)}`);
+  }
+  retry(uuid: string, idempotencyKey?: string): Promise<RetryAnswer> {
+    return this.call('POST', `/jobs/${encodeURIComponent(uuid)}/retry`, undefined,
+      idempotencyKey === undefined ? {} : { 'idempotency-key': idempotencyKey });
+  }
+  forget(uuid: string): Promise<JobJson> {
+    return this.call('POST', `/jobs/${encodeURIComponent(uuid)}/forget`);
+  }
+  cancel(uuid: string): Promise<JobJson> {
+    return this.call('POST', `/jobs/${encodeURIComponent(uuid)}/cancel`);
+  }
+
+  private async call<T>(method: 'GET' | 'POST', path: string, body?: unknown, headers: Record<string, string> = {}): Promise<T> {
+    const h: Record<string, string> = { accept: 'application/json', ...headers };
+    if (this.token !== undefined) h.authorization = `Bearer ${this.token}`;
+    if (body !== undefined) h['content-type'] = 'application/json';
+    const res = await request(new URL(path, this.baseUrl), {
+      method,
+      headers: h,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal: AbortSignal.timeout(30_000),
+    });
+    const text = await res.body.text();
+    let json: unknown;
+    try {
+      json = text ? JSON.parse(text) : undefined;
+    } catch {
+      throw new ApiCallError(res.statusCode, 'bad_response', `HTTP ${res.statusCode}: the answer is not JSON`);
+    }
+    if (res.statusCode >= 400) {
+      const err = (json as { error?: { code?: string; message?: string } } | undefined)?.error;
+      throw new ApiCallError(res.statusCode, err?.code ?? 'http_error', err?.message ?? `HTTP ${res.statusCode}`);
+    }
+    return json as T;
+  }
+}

@@ -1,0 +1,158 @@
+import fs from 'node:fs';
+import { parseArgs } from 'node:util';
+import { AdminClient, ApiCallError, type JobPage } from './client.js';
+import { jobDetail, jobsTable, stepsTable } from './table.js';
+
+/** `q-jobs --help`. */
+export const CLI_USAGE = `usage: q-jobs <command> [args] [--json] [--url URL] [--token TOKEN]
+
+  enqueue TYPE [--queue Q] [--payload JSON | --payload-file FILE] [--priority N]
+               [--run-at ISO] [--max-attempts N] [--lock-key K] [--idempotency-key K]
+  list         [--status S] [--queue Q] [--type T] [--limit N] [--cursor C] [--all]
+  get UUID     the job, its attempt, result, error and steps
+  steps UUID   the step timeline
+  retry UUID   [--idempotency-key K]   dead-letter jobs only: enqueues a new job
+  forget UUID  dead-letter jobs only: closes it as cancelled
+  cancel UUID
+
+  --url    admin API (AKERDOCK_API_URL, default http://127.0.0.1:8080)
+  --token  bearer token (AKERDOCK_ADMIN_TOKEN)
+  --json   print the API's JSON instead of tables
+Exit status: 0 ok, 1 the API refused (error on stderr), 2 usage error.`;
+
+const OPTIONS = {
+  url: { type: 'string' },
+  token: { type: 'string' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+  queue: { type: 'string' },
+  payload: { type: 'string' },
+  'payload-file': { type: 'string' },
+  priority: { type: 'string' },
+  'run-at': { type: 'string' },
+  'max-attempts': { type: 'string' },
+  'lock-key': { type: 'string' },
+  'idempotency-key': { type: 'string' },
+  status: { type: 'string' },
+  type: { type: 'string' },
+  limit: { type: 'string' },
+  cursor: { type: 'string' },
+  all: { type: 'boolean' },
+} as const;
+
+/** Where the CLI writes. */
+export interface CliIo { out(text: string): void; err(text: string): void }
+
+class UsageError extends Error {}
+
+/** Runs `q-jobs` with `argv` (without node and script); returns the exit status. */
+export async function runCli(argv: string[], env: NodeJS.ProcessEnv, io: CliIo): Promise<number> {
+  let values: Record<string, string | boolean | undefined>;
+  let positionals: string[];
+  try {
+    ({ values, positionals } = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true }));
+  } catch (err) {
+    io.err(`${(err as Error).message}\n\n${CLI_USAGE}`);
+    return 2;
+  }
+  const [cmd, ...rest] = positionals;
+  if (values.help || cmd === undefined || cmd === 'help') {
+    io.out(CLI_USAGE);
+    return cmd === undefined && !values.help ? 2 : 0;
+  }
+  const str = (k: keyof typeof OPTIONS) => (typeof values[k] === 'string' ? (values[k] as string) : undefined);
+  const int = (k: keyof typeof OPTIONS) => {
+    const v = str(k);
+    if (v === undefined) return undefined;
+    if (!/^-?\d+$/.test(v)) throw new UsageError(`--${k} must be an integer`);
+    return Number(v);
+  };
+  const one = (what: string) => {
+    if (rest.length !== 1) throw new UsageError(`${cmd} needs exactly one ${what}`);
+    return rest[0] as string;
+  };
+  const client = new AdminClient(str('url') ?? env.AKERDOCK_API_URL ?? 'http://127.0.0.1:8080', str('token') ?? env.AKERDOCK_ADMIN_TOKEN);
+  const json = values.json === true;
+  const print = (data: unknown, human: () => string) => io.out(json ? JSON.stringify(data, null, 2) : human());
+
+  try {
+    switch (cmd) {
+      case 'enqueue': {
+        const type = one('job TYPE');
+        const body: Record<string, unknown> = { type };
+        if (str('payload') !== undefined && str('payload-file') !== undefined) throw new UsageError('use --payload or --payload-file, not both');
+        const payloadText = str('payload') ?? (str('payload-file') === undefined ? undefined : fs.readFileSync(str('payload-file') as string, 'utf8'));
+        if (payloadText !== undefined) {
+          try {
+            body.payload = JSON.parse(payloadText);
+          } catch {
+            throw new UsageError('the payload is not valid JSON');
+          }
+        }
+        for (const [flag, field] of [['queue', 'queue'], ['run-at', 'run_at'], ['lock-key', 'lock_key']] as const) {
+          if (str(flag) !== undefined) body[field] = str(flag);
+        }
+        for (const [flag, field] of [['priority', 'priority'], ['max-attempts', 'max_attempts']] as const) {
+          if (str(flag) !== undefined) body[field] = int(flag);
+        }
+        const job = await client.enqueue(body, str('idempotency-key'));
+        print(job, () => `enqueued ${job.uuid} (${job.type} on ${job.queue}, ${job.status})`);
+        return 0;
+      }
+      case 'list': {
+        if (rest.length) throw new UsageError('list takes no positional arguments');
+        const query = { status: str('status'), queue: str('queue'), type: str('type'), limit: int('limit'), cursor: str('cursor') };
+        let page: JobPage = await client.list(query);
+        if (values.all) {
+          const data = [...page.data];
+          // Bounded: a cursor always moves to older ids, so this ends at the oldest job.
+          while (page.next_cursor !== null) {
+            page = await client.list({ ...query, cursor: page.next_cursor });
+            data.push(...page.data);
+          }
+          page = { data, next_cursor: null };
+        }
+        print(page, () => jobsTable(page.data) + (page.next_cursor ? `\n\nmore: q-jobs list --cursor ${page.next_cursor}` : ''));
+        return 0;
+      }
+      case 'get': {
+        const job = await client.get(one('job UUID'));
+        print(job, () => jobDetail(job));
+        return 0;
+      }
+      case 'steps': {
+        const job = await client.get(one('job UUID'));
+        print(job.steps, () => stepsTable(job));
+        return 0;
+      }
+      case 'retry': {
+        const ans = await client.retry(one('job UUID'), str('idempotency-key'));
+        print(ans, () => `retrying as ${ans.job_uuid} (${ans.job.status})`);
+        return 0;
+      }
+      case 'forget': {
+        const job = await client.forget(one('job UUID'));
+        print(job, () => `forgot ${job.uuid} (${job.status})`);
+        return 0;
+      }
+      case 'cancel': {
+        const job = await client.cancel(one('job UUID'));
+        print(job, () => `cancel requested for ${job.uuid} (${job.status})`);
+        return 0;
+      }
+      default:
+        throw new UsageError(`unknown command "${cmd}"`);
+    }
+  } catch (err) {
+    if (err instanceof UsageError) {
+      io.err(`${err.message}\n\n${CLI_USAGE}`);
+      return 2;
+    }
+    if (err instanceof ApiCallError) {
+      io.err(json ? JSON.stringify({ error: { status: err.status, code: err.code, message: err.message } }) : `error: ${err.code} (HTTP ${err.status}): ${err.message}`);
+      return 1;
+    }
+    io.err(`error: ${(err as Error).message}`);
+    return 1;
+  }
+}

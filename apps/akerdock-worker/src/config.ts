@@ -1,0 +1,214 @@
+import { parseArgs } from 'node:util';
+import { QError, QErrorCode } from '@q/schema';
+import { parseDuration } from './duration.js';
+
+/** The logical queues the reference worker consumes (the seed's `KnownQueues`). */
+export const KNOWN_QUEUES: readonly string[] = [
+  'default', 'deploy', 'backup', 'cleanup', 'notify', 'maintenance', 'webhook', 'task',
+];
+
+/** Everything the worker process needs, resolved from flags and environment. */
+export interface WorkerConfig {
+  /** Postgres DSN; `undefined` = start the embedded server under {@link WorkerConfig.dataDir}. */
+  dsn: string | undefined;
+  /** Data directory of the embedded server (only used without a DSN). */
+  dataDir: string;
+  /** Jobs run at once by this process (≥ 1). */
+  concurrency: number;
+  /** First retry delay, doubled at every attempt (ms). */
+  retryBaseMs: number;
+  /** How long SIGTERM/SIGINT waits for running jobs before giving them back (ms). */
+  shutdownTimeoutMs: number;
+  /** Queues consumed; every one must be known. */
+  queues: string[];
+  /** Admin API bind address. */
+  host: string;
+  /** Admin API port; 0 = any free port (logged at start). */
+  port: number;
+  /** Bearer token of the admin API; `undefined` only with {@link WorkerConfig.insecureLocal}. */
+  adminToken: string | undefined;
+  /** Serve the admin API without a token (refused unless bound to loopback). */
+  insecureLocal: boolean;
+  /** Largest accepted request body (bytes). */
+  bodyLimit: number;
+  /** HMAC-SHA256 key of outgoing webhooks and notifications; `undefined` = webhook jobs dead-letter. */
+  webhookSecret: string | undefined;
+  /** Per-attempt timeout of one webhook or notification POST (ms). */
+  webhookTimeoutMs: number;
+  /** Where `notify.send` posts; `undefined` = notifications become log lines. */
+  notifyUrl: string | undefined;
+  /** How often this process schedules `maintenance.purge` (ms); 0 = never. */
+  purgeIntervalMs: number;
+  /** Finished jobs older than this are purged (ms). */
+  purgeAfterMs: number;
+  /** pino level. */
+  logLevel: string;
+  /** OTLP/HTTP endpoint of traces and metrics; `undefined` = no export. */
+  otlpEndpoint: string | undefined;
+  /** Port of a Prometheus `/metrics` endpoint; `undefined` = none. */
+  prometheusPort: number | undefined;
+}
+
+const OPTIONS = {
+  dsn: { type: 'string' },
+  'data-dir': { type: 'string' },
+  concurrency: { type: 'string' },
+  'retry-base': { type: 'string' },
+  'shutdown-timeout': { type: 'string' },
+  queues: { type: 'string' },
+  listen: { type: 'string' },
+  'admin-token': { type: 'string' },
+  'insecure-local': { type: 'boolean' },
+  'body-limit': { type: 'string' },
+  'webhook-secret': { type: 'string' },
+  'webhook-timeout': { type: 'string' },
+  'notify-url': { type: 'string' },
+  'purge-interval': { type: 'string' },
+  'purge-after': { type: 'string' },
+  'log-level': { type: 'string' },
+  'otlp-endpoint': { type: 'string' },
+  'prometheus-port': { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+/** Flag and environment reference printed by `--help` (and kept in docs/akerdock-worker.md). */
+export const USAGE = `usage: akerdock-worker [flags]
+
+  --dsn URL               AKERDOCK_DATABASE_URL, DATABASE_URL   (none: embedded Postgres in --data-dir)
+  --data-dir DIR          AKERDOCK_DATA_DIR                     (.q/pgdata)
+  --concurrency N         AKERDOCK_WORKER_CONCURRENCY           (10)
+  --retry-base DUR        AKERDOCK_RETRY_BASE                   (5s)
+  --shutdown-timeout DUR  AKERDOCK_SHUTDOWN_TIMEOUT             (30s)
+  --queues A,B            AKERDOCK_QUEUES                       (all known queues)
+  --listen HOST:PORT      AKERDOCK_LISTEN                       (127.0.0.1:8080)
+  --admin-token TOKEN     AKERDOCK_ADMIN_TOKEN                  (required unless --insecure-local)
+  --insecure-local        no token; only allowed on a loopback address
+  --body-limit BYTES      AKERDOCK_BODY_LIMIT                   (65536)
+  --webhook-secret KEY    AKERDOCK_WEBHOOK_SECRET               (HMAC-SHA256 signing key)
+  --webhook-timeout DUR   AKERDOCK_WEBHOOK_TIMEOUT              (10s per attempt)
+  --notify-url URL        AKERDOCK_NOTIFY_URL                   (none: notifications are logged)
+  --purge-interval DUR    AKERDOCK_PURGE_INTERVAL               (5m; 0 = off)
+  --purge-after DUR       AKERDOCK_PURGE_AFTER                  (30d)
+  --log-level LEVEL       AKERDOCK_LOG_LEVEL                    (info)
+  --otlp-endpoint URL     OTEL_EXPORTER_OTLP_ENDPOINT           (none)
+  --prometheus-port N     AKERDOCK_PROMETHEUS_PORT              (none)
+Durations: 250ms, 5s, 1m30s, 30d; a bare number is milliseconds.`;
+
+/** Raised for bad flags or environment; the process prints it with {@link USAGE} and exits 2. */
+export function configError(message: string): QError {
+  return new QError(QErrorCode.CONFIG, message);
+}
+
+/** Result of {@link parseConfig}: the config, or a request for the usage text. */
+export type ParsedConfig = { help: true } | { help: false; config: WorkerConfig };
+
+/**
+ * Resolves the worker configuration: a flag wins over its environment variable, which wins over
+ * the default. Throws `QError` `CONFIG` on any bad value, before anything is started.
+ */
+export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): ParsedConfig {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({ args: argv, options: OPTIONS, allowPositionals: false, strict: true }));
+  } catch (err) {
+    throw configError((err as Error).message);
+  }
+  if (values.help) return { help: true };
+  const pick = (flag: keyof typeof OPTIONS, ...vars: string[]): string | undefined => {
+    const v = values[flag];
+    if (typeof v === 'string') return v;
+    for (const name of vars) if (env[name] !== undefined && env[name] !== '') return env[name];
+    return undefined;
+  };
+  const duration = (flag: keyof typeof OPTIONS, envName: string, dflt: string, min: number): number => {
+    const text = pick(flag, envName) ?? dflt;
+    let ms: number;
+    try {
+      ms = parseDuration(text, `--${flag}`);
+    } catch (err) {
+      throw configError((err as Error).message);
+    }
+    if (ms < min) throw configError(`--${flag} must be at least ${min} ms, got "${text}"`);
+    return ms;
+  };
+  const integer = (flag: keyof typeof OPTIONS, envName: string, dflt: number, min: number, max: number): number => {
+    const text = pick(flag, envName);
+    if (text === undefined) return dflt;
+    if (!/^\d+$/.test(text.trim()) || Number(text) < min || Number(text) > max) {
+      throw configError(`--${flag} must be an integer from ${min} to ${max}, got "${text}"`);
+    }
+    return Number(text);
+  };
+
+  const queues = (pick('queues', 'AKERDOCK_QUEUES') ?? KNOWN_QUEUES.join(','))
+    .split(',').map((q) => q.trim()).filter(Boolean);
+  const unknown = queues.filter((q) => !KNOWN_QUEUES.includes(q));
+  if (queues.length === 0 || unknown.length > 0) {
+    throw configError(`--queues: unknown queue(s) ${JSON.stringify(unknown)} (known: ${KNOWN_QUEUES.join(', ')})`);
+  }
+
+  const { host, port } = parseListen(pick('listen', 'AKERDOCK_LISTEN') ?? '127.0.0.1:8080');
+  const adminToken = pick('admin-token', 'AKERDOCK_ADMIN_TOKEN');
+  const insecureLocal = values['insecure-local'] === true;
+  if (adminToken !== undefined && adminToken.length < 16) {
+    throw configError('the admin token must be at least 16 characters');
+  }
+  if (adminToken === undefined && !insecureLocal) {
+    throw configError('the admin API needs a token: set AKERDOCK_ADMIN_TOKEN (or --insecure-local on a loopback address)');
+  }
+  if (adminToken === undefined && !isLoopback(host)) {
+    throw configError(`--insecure-local is only allowed on a loopback address, not "${host}"`);
+  }
+
+  const optionalUrl = (flag: keyof typeof OPTIONS, ...vars: string[]): string | undefined => {
+    const text = pick(flag, ...vars);
+    if (text === undefined) return undefined;
+    let u: URL;
+    try {
+      u = new URL(text);
+    } catch {
+      throw configError(`--${flag} is not a URL`);
+    }
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw configError(`--${flag} must be http(s)`);
+    return text;
+  };
+  const prometheus = pick('prometheus-port', 'AKERDOCK_PROMETHEUS_PORT');
+
+  return {
+    help: false,
+    config: {
+      dsn: pick('dsn', 'AKERDOCK_DATABASE_URL', 'DATABASE_URL'),
+      dataDir: pick('data-dir', 'AKERDOCK_DATA_DIR') ?? '.q/pgdata',
+      concurrency: integer('concurrency', 'AKERDOCK_WORKER_CONCURRENCY', 10, 1, 1000),
+      retryBaseMs: duration('retry-base', 'AKERDOCK_RETRY_BASE', '5s', 1),
+      shutdownTimeoutMs: duration('shutdown-timeout', 'AKERDOCK_SHUTDOWN_TIMEOUT', '30s', 0),
+      queues,
+      host,
+      port,
+      adminToken,
+      insecureLocal: adminToken === undefined,
+      bodyLimit: integer('body-limit', 'AKERDOCK_BODY_LIMIT', 65_536, 1_024, 16 * 1024 * 1024),
+      webhookSecret: pick('webhook-secret', 'AKERDOCK_WEBHOOK_SECRET'),
+      webhookTimeoutMs: duration('webhook-timeout', 'AKERDOCK_WEBHOOK_TIMEOUT', '10s', 1),
+      notifyUrl: optionalUrl('notify-url', 'AKERDOCK_NOTIFY_URL'),
+      purgeIntervalMs: duration('purge-interval', 'AKERDOCK_PURGE_INTERVAL', '5m', 0),
+      purgeAfterMs: duration('purge-after', 'AKERDOCK_PURGE_AFTER', '30d', 0),
+      logLevel: pick('log-level', 'AKERDOCK_LOG_LEVEL') ?? 'info',
+      otlpEndpoint: optionalUrl('otlp-endpoint', 'OTEL_EXPORTER_OTLP_ENDPOINT'),
+      prometheusPort: prometheus === undefined ? undefined : integer('prometheus-port', 'AKERDOCK_PROMETHEUS_PORT', 0, 1, 65_535),
+    },
+  };
+}
+
+/** Splits `host:port` (`[::1]:8080` for IPv6). */
+function parseListen(text: string): { host: string; port: number } {
+  const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(text.trim());
+  const port = m ? Number(m[3]) : NaN;
+  if (!m || port > 65_535) throw configError(`--listen must be HOST:PORT, got "${text}"`);
+  return { host: (m[1] ?? m[2]) as string, port };
+}
+
+/** True for addresses only this machine can reach. */
+export function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}

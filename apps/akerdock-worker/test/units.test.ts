@@ -1,0 +1,107 @@
+// Pure parts: config resolution, durations, signatures, status classification, OpenAPI document.
+import { describe, expect, it } from 'vitest';
+import { isQError } from '@q/schema';
+import { parseConfig, type WorkerConfig } from '../src/config.js';
+import { parseDuration } from '../src/duration.js';
+import { classifyStatus } from '../src/handlers/http-post.js';
+import { signWebhook, verifyWebhook } from '../src/signing.js';
+import { openApiDocument } from '../src/api/openapi.js';
+
+const TOKEN = 'a-very-long-admin-token';
+const cfg = (argv: string[], env: NodeJS.ProcessEnv = {}): WorkerConfig => {
+  const r = parseConfig(argv, env);
+  if (r.help) throw new Error('help');
+  return r.config;
+};
+const configError = (fn: () => unknown) => {
+  try {
+    fn();
+  } catch (err) {
+    expect(isQError(err, 'CONFIG')).toBe(true);
+    return (err as Error).message;
+  }
+  throw new Error('no error');
+};
+
+describe('config', () => {
+  it('has the seed defaults', () => {
+    const c = cfg([], { AKERDOCK_ADMIN_TOKEN: TOKEN });
+    expect(c).toMatchObject({
+      dsn: undefined, dataDir: '.q/pgdata', concurrency: 10, retryBaseMs: 5_000, shutdownTimeoutMs: 30_000,
+      host: '127.0.0.1', port: 8080, adminToken: TOKEN, insecureLocal: false, bodyLimit: 65_536,
+      purgeAfterMs: 30 * 86_400_000, purgeIntervalMs: 300_000,
+    });
+    expect(c.queues).toEqual(['default', 'deploy', 'backup', 'cleanup', 'notify', 'maintenance', 'webhook', 'task']);
+  });
+
+  it('prefers flags over environment', () => {
+    const c = cfg(['--concurrency', '3', '--retry-base', '200ms', '--dsn', 'postgres://x@h/db'],
+      { AKERDOCK_WORKER_CONCURRENCY: '7', AKERDOCK_RETRY_BASE: '9s', DATABASE_URL: 'postgres://y@h/db', AKERDOCK_ADMIN_TOKEN: TOKEN });
+    expect(c.concurrency).toBe(3);
+    expect(c.retryBaseMs).toBe(200);
+    expect(c.dsn).toBe('postgres://x@h/db');
+    expect(cfg([], { AKERDOCK_SHUTDOWN_TIMEOUT: '1m30s', AKERDOCK_ADMIN_TOKEN: TOKEN }).shutdownTimeoutMs).toBe(90_000);
+  });
+
+  it('refuses to serve the API without a token unless --insecure-local on loopback', () => {
+    expect(configError(() => cfg([]))).toMatch(/AKERDOCK_ADMIN_TOKEN/);
+    expect(cfg(['--insecure-local']).insecureLocal).toBe(true);
+    expect(cfg(['--insecure-local', '--listen', '[::1]:0']).host).toBe('::1');
+    expect(configError(() => cfg(['--insecure-local', '--listen', '0.0.0.0:8080']))).toMatch(/loopback/);
+    expect(configError(() => cfg(['--admin-token', 'short']))).toMatch(/16 characters/);
+  });
+
+  it('rejects bad values before anything starts', () => {
+    const env = { AKERDOCK_ADMIN_TOKEN: TOKEN };
+    expect(configError(() => cfg(['--concurrency', '0'], env))).toMatch(/concurrency/);
+    expect(configError(() => cfg(['--retry-base', 'soon'], env))).toMatch(/retry-base/);
+    expect(configError(() => cfg(['--queues', 'default,nope'], env))).toMatch(/nope/);
+    expect(configError(() => cfg(['--listen', 'nowhere'], env))).toMatch(/HOST:PORT/);
+    expect(configError(() => cfg(['--notify-url', 'ftp://x'], env))).toMatch(/http/);
+    expect(configError(() => cfg(['--bogus'], env))).toMatch(/bogus/);
+  });
+
+  it('parses durations', () => {
+    expect(parseDuration('250ms', 'x')).toBe(250);
+    expect(parseDuration('1h2m3s', 'x')).toBe(3_723_000);
+    expect(parseDuration('1.5s', 'x')).toBe(1_500);
+    expect(parseDuration('30d', 'x')).toBe(30 * 86_400_000);
+    expect(parseDuration('42', 'x')).toBe(42);
+    expect(() => parseDuration('5 s', 'x')).toThrow(/duration/);
+    expect(() => parseDuration('', 'x')).toThrow(/duration/);
+  });
+});
+
+describe('webhook signature', () => {
+  it('verifies its own signature and nothing else', () => {
+    const sig = signWebhook('s3cret', '{"a":1}', 1_700_000_000);
+    expect(sig).toMatch(/^t=1700000000,v1=[0-9a-f]{64}$/);
+    const at = { nowSeconds: 1_700_000_010 };
+    expect(verifyWebhook('s3cret', '{"a":1}', sig, at)).toBe(true);
+    expect(verifyWebhook('s3cret', '{"a":2}', sig, at)).toBe(false);
+    expect(verifyWebhook('other', '{"a":1}', sig, at)).toBe(false);
+    expect(verifyWebhook('s3cret', '{"a":1}', sig, { nowSeconds: 1_700_001_000 })).toBe(false); // replayed later
+    expect(verifyWebhook('s3cret', '{"a":1}', undefined, at)).toBe(false);
+    expect(verifyWebhook('s3cret', '{"a":1}', 't=1700000000,v1=zz', at)).toBe(false);
+  });
+
+  it('classifies receiver answers', () => {
+    expect([200, 201, 204, 299].map(classifyStatus)).toEqual(['delivered', 'delivered', 'delivered', 'delivered']);
+    expect([400, 401, 404, 410, 422].map(classifyStatus)).toEqual(['give_up', 'give_up', 'give_up', 'give_up', 'give_up']);
+    expect([408, 429, 500, 502, 503, 301].map(classifyStatus)).toEqual(['retry', 'retry', 'retry', 'retry', 'retry', 'retry']);
+  });
+});
+
+describe('OpenAPI document', () => {
+  it('describes every route from the validation schemas', () => {
+    const doc = openApiDocument('1.2.3') as { openapi: string; paths: Record<string, Record<string, { parameters?: Array<{ name: string; in: string }> }>> };
+    expect(doc.openapi).toBe('3.1.0');
+    expect(Object.keys(doc.paths).sort()).toEqual(
+      ['/healthz', '/jobs', '/jobs/{uuid}', '/jobs/{uuid}/cancel', '/jobs/{uuid}/forget', '/jobs/{uuid}/retry', '/readyz'],
+    );
+    expect(Object.keys(doc.paths['/jobs'] ?? {}).sort()).toEqual(['get', 'post']);
+    const listParams = doc.paths['/jobs']?.get?.parameters?.map((p) => `${p.in}:${p.name}`);
+    expect(listParams).toEqual(['query:status', 'query:queue', 'query:type', 'query:cursor', 'query:limit']);
+    expect(doc.paths['/jobs']?.post?.parameters?.map((p) => p.name)).toEqual(['Idempotency-Key']);
+  });
+});
