@@ -1,6 +1,11 @@
-export { INSTRUMENTATION_SCOPE, instrumentClient, instrumentPool, qTracer, withOperation } from './pool.js';
 export {
-  METRIC, jobMetrics, observeGauge, qMeter, quotaKeyClass, quotaMetrics, requestMetrics,
+  INSTRUMENTATION_SCOPE, instrumentClient, instrumentPool, qTracer, recordError, scrubError, withOperation,
+} from './pool.js';
+export {
+  contextFromTraceparent, currentTraceparent, formatTraceparent, linksFromTraceparent, parseTraceparent,
+} from './propagation.js';
+export {
+  JOB_DURATION_BUCKETS_S, METRIC, jobMetrics, observeGauge, qMeter, quotaKeyClass, quotaMetrics, requestMetrics,
   type JobMetrics, type QuotaMetrics, type RequestMetrics,
 } from './metrics.js';
-export type { MeterProvider, Tracer, TracerProvider } from '@opentelemetry/api';
+export type { Link, MeterProvider, Tracer, TracerProvider } from '@opentelemetry/api';

@@ -64,12 +64,22 @@ export interface JobMetrics {
   leaseLost: Counter;
 }
 
+/** Bucket boundaries (seconds) of {@link METRIC.jobsDuration}. */
+export const JOB_DURATION_BUCKETS_S: readonly number[] = Object.freeze([
+  0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600,
+]);
+
 /** Creates the job-queue instruments. */
 export function jobMetrics(meterProvider?: MeterProvider): JobMetrics {
   const m = qMeter(meterProvider);
   return {
     completed: m.createCounter(METRIC.jobsCompleted, { unit: '{job}', description: 'Job attempts finished, by type and outcome' }),
-    duration: m.createHistogram(METRIC.jobsDuration, { unit: 's', description: 'Duration of job attempts' }),
+    duration: m.createHistogram(METRIC.jobsDuration, {
+      unit: 's',
+      description: 'Duration of job attempts',
+      // The SDK's default buckets (0…10 000) suit milliseconds; jobs run from ms to an hour.
+      advice: { explicitBucketBoundaries: [...JOB_DURATION_BUCKETS_S] },
+    }),
     claimed: m.createCounter(METRIC.jobsClaimed, { unit: '{job}', description: 'Jobs leased by workers' }),
     leaseLost: m.createCounter(METRIC.jobsLeaseLost, { unit: '{job}', description: 'Running jobs whose lease was lost (handler aborted)' }),
   };

@@ -1,4 +1,4 @@
-import { SpanKind, SpanStatusCode, context, trace, type Tracer, type TracerProvider } from '@opentelemetry/api';
+import { SpanKind, SpanStatusCode, context, trace, type Span, type Tracer, type TracerProvider } from '@opentelemetry/api';
 import type pg from 'pg';
 
 /** Instrumentation scope name of every q span and metric. */
@@ -10,11 +10,13 @@ const INSTRUMENTED = Symbol.for('q.otel.instrumented');
 /**
  * Adds one span per statement to every connection `pool` opens from now on (`db.system` =
  * `postgresql`, `db.statement` = the parameterised SQL text — parameter values are never
- * recorded —, `db.operation`, `db.name` of a named statement). Statement spans are children of
- * the active span, normally an operation span from {@link withOperation}.
+ * recorded —, `db.operation` = the statement's first keyword, `db.statement.name` of a named
+ * prepared statement). Statement spans are children of the active span, normally an operation
+ * span from {@link withOperation}. A failing statement's span records the SQLSTATE
+ * (`db.response.status_code`) and a scrubbed exception, with status ERROR.
  *
- * Without a `tracerProvider` the pool is returned untouched: no wrapper, no span objects.
- * Call it before the pool opens its first connection.
+ * Without a `tracerProvider` the pool is returned untouched: no wrapper, no listener, no span
+ * objects. Call it before the pool opens its first connection (`openPool`'s `instrument` option).
  */
 export function instrumentPool<P extends pg.Pool>(pool: P, tracerProvider?: TracerProvider): P {
   if (!tracerProvider) return pool;
@@ -26,7 +28,7 @@ export function instrumentPool<P extends pg.Pool>(pool: P, tracerProvider?: Trac
   return pool;
 }
 
-/** Adds statement spans to one client (see {@link instrumentPool}). */
+/** Adds statement spans to one client (see {@link instrumentPool}). Idempotent. */
 export function instrumentClient(client: pg.ClientBase, tracer: Tracer): void {
   const target = client as unknown as { query: QueryFn; [INSTRUMENTED]?: boolean };
   if (target[INSTRUMENTED]) return;
@@ -50,11 +52,11 @@ export function instrumentClient(client: pg.ClientBase, tracer: Tracer): void {
       },
       context.active(),
     );
+    let ended = false;
     const finish = (err?: unknown) => {
-      if (err) {
-        span.recordException(scrubError(err));
-        span.setStatus({ code: SpanStatusCode.ERROR, message: scrubError(err).message });
-      }
+      if (ended) return;
+      ended = true;
+      if (err) recordError(span, err);
       span.end();
     };
     const last = args[args.length - 1];
@@ -65,7 +67,6 @@ export function instrumentClient(client: pg.ClientBase, tracer: Tracer): void {
         finish(err);
         cb(err, res);
       };
-      return original(...args);
     }
     let result: unknown;
     try {
@@ -74,6 +75,7 @@ export function instrumentClient(client: pg.ClientBase, tracer: Tracer): void {
       finish(err);
       throw err;
     }
+    if (typeof last === 'function') return result;
     if (result && typeof (result as Promise<unknown>).then === 'function') {
       (result as Promise<unknown>).then(
         () => finish(),
@@ -93,21 +95,33 @@ export function instrumentClient(client: pg.ClientBase, tracer: Tracer): void {
 
 /**
  * Runs `fn` inside an operation span named `name` (e.g. `q.store.dispatch`) when a tracer is
- * given; statement spans of `fn` become its children. Without a tracer it just calls `fn`.
+ * given; statement spans of `fn` become its children. A thrown error is recorded (scrubbed) with
+ * status ERROR and rethrown.
+ *
+ * Without a tracer it returns `fn()` itself: no span, no context, no extra promise. (Callers that
+ * want the no-provider path allocation-free should also skip building `attributes`.)
  */
-export async function withOperation<T>(
+export function withOperation<T>(
   tracer: Tracer | undefined,
   name: string,
   fn: () => Promise<T>,
   attributes?: Record<string, string | number | boolean>,
 ): Promise<T> {
   if (!tracer) return fn();
+  return traced(tracer, name, fn, attributes);
+}
+
+async function traced<T>(
+  tracer: Tracer,
+  name: string,
+  fn: () => Promise<T>,
+  attributes: Record<string, string | number | boolean> | undefined,
+): Promise<T> {
   const span = tracer.startSpan(name, { kind: SpanKind.INTERNAL, ...(attributes ? { attributes } : {}) });
   try {
     return await context.with(trace.setSpan(context.active(), span), fn);
   } catch (err) {
-    span.recordException(scrubError(err));
-    span.setStatus({ code: SpanStatusCode.ERROR, message: scrubError(err).message });
+    recordError(span, err);
     throw err;
   } finally {
     span.end();
@@ -119,17 +133,46 @@ export function qTracer(tracerProvider?: TracerProvider): Tracer | undefined {
   return tracerProvider?.getTracer(INSTRUMENTATION_SCOPE);
 }
 
+/**
+ * Records `err` on `span` without leaking data: the exception is scrubbed (see
+ * {@link scrubError}), the status set to ERROR, and a Postgres SQLSTATE kept as
+ * `db.response.status_code`.
+ */
+export function recordError(span: Span, err: unknown): void {
+  const scrubbed = scrubError(err);
+  const code = sqlState(err);
+  if (code) span.setAttribute('db.response.status_code', code);
+  span.recordException(scrubbed);
+  span.setStatus({ code: SpanStatusCode.ERROR, message: scrubbed.message });
+}
+
 function firstKeyword(sql: string): string {
-  const m = /^\s*(?:--[^\n]*\n\s*)*([a-zA-Z]+)/.exec(sql);
+  const m = /^\s*(?:(?:--[^\n]*\n|\/\*[\s\S]*?\*\/)\s*)*([a-zA-Z]+)/.exec(sql);
   return (m?.[1] ?? 'query').toUpperCase();
 }
 
-// Postgres error messages can quote a failing row's values (e.g. unique violations): keep the
-// code and the constraint, drop the DETAIL, so no payload reaches a span.
-function scrubError(err: unknown): Error {
-  if (!(err instanceof Error)) return new Error('query failed');
-  const pgErr = err as Error & { code?: string; constraint?: string };
-  const e = new Error(pgErr.message);
-  e.name = pgErr.code ? `PostgresError ${pgErr.code}` : pgErr.name;
+// A Postgres error (pg's DatabaseError) carries a severity and a five-character SQLSTATE; a
+// Node system error may have a five-letter code too (EPIPE), hence the severity check.
+function sqlState(err: unknown): string | undefined {
+  const e = err as { code?: unknown; severity?: unknown } | null | undefined;
+  const code = e?.code;
+  return typeof code === 'string' && typeof e?.severity === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
+}
+
+/**
+ * A copy of `err` safe to put on a span. Postgres messages can quote an input value
+ * (`invalid input syntax for type uuid: "…"`), and their DETAIL repeats a row's values (unique
+ * violations): keep the message with any trailing quoted value replaced by `"?"`, name it after
+ * the SQLSTATE, drop everything else.
+ */
+export function scrubError(err: unknown): Error {
+  if (!(err instanceof Error)) return new Error('operation failed');
+  const code = sqlState(err);
+  const message = code ? err.message.replace(/: (".*"|'.*')$/s, ': "?"') : err.message;
+  const e = new Error(message);
+  e.name = code ? `PostgresError ${code}` : err.name;
+  // The original stack starts with the original message; keep only its frames.
+  const frames = err.stack?.split('\n').filter((l) => /^\s+at /.test(l));
+  e.stack = `${e.name}: ${message}${frames?.length ? `\n${frames.join('\n')}` : ''}`;
   return e;
 }

@@ -1,0 +1,145 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { context, propagation, trace } from '@opentelemetry/api';
+import { afterEach, describe, expect, it } from 'vitest';
+import { jobMetrics, quotaMetrics, requestMetrics, observeGauge, METRIC, currentTraceparent } from '../src/index.js';
+import { startTelemetry, type Telemetry } from '../src/sdk.js';
+
+const started: Telemetry[] = [];
+const servers: http.Server[] = [];
+afterEach(async () => {
+  await Promise.all(started.splice(0).map((t) => t.shutdown()));
+  await Promise.all(servers.splice(0).map((s) => new Promise((r) => s.close(r))));
+});
+
+function start(opts: Parameters<typeof startTelemetry>[0]): Telemetry {
+  const t = startTelemetry(opts);
+  started.push(t);
+  return t;
+}
+
+async function listen(handler: http.RequestListener): Promise<number> {
+  const server = http.createServer(handler);
+  servers.push(server);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return (server.address() as AddressInfo).port;
+}
+
+async function get(url: string): Promise<{ status: number; body: string }> {
+  const res = await fetch(url);
+  return { status: res.status, body: await res.text() };
+}
+
+describe('startTelemetry', () => {
+  it('serves every q metric on the Prometheus endpoint', async () => {
+    const t = start({ serviceName: 'q-test', prometheusPort: 0, prometheusHost: '127.0.0.1', registerGlobals: false });
+    await t.ready;
+    expect(t.prometheusPort).toBeGreaterThan(0);
+    const jobs = jobMetrics(t.meterProvider);
+    const reqs = requestMetrics(t.meterProvider);
+    const quota = quotaMetrics(t.meterProvider);
+    jobs.completed.add(1, { 'job.type': 'email', 'job.status': 'succeeded' });
+    jobs.duration.record(0.2, { 'job.type': 'email', 'job.status': 'succeeded' });
+    jobs.claimed.add(1, { 'job.queue': 'default' });
+    jobs.leaseLost.add(1, { 'job.type': 'email' });
+    for (const c of Object.values(reqs)) c.add(2, { queue: 'q1' });
+    quota.grants.add(3, { 'quota.kind': 'slots', 'quota.key_class': 'tenant' });
+    quota.refusals.add(1, { 'quota.kind': 'rate', 'quota.key_class': 'tenant' });
+    const stopBacklog = observeGauge(t.meterProvider, METRIC.requestsBacklog, { unit: '{request}', description: 'Pending requests' },
+      () => [{ value: 42, attributes: { queue: 'q1' } }]);
+    const stopOwned = observeGauge(t.meterProvider, METRIC.partitionsOwned, { unit: '{partition}', description: 'Partitions leased' },
+      async () => [{ value: 16, attributes: { queue: 'q1', owner: 'd1' } }]);
+
+    const { status, body } = await get(`http://127.0.0.1:${t.prometheusPort}/metrics`);
+    expect(status).toBe(200);
+    for (const name of Object.values(METRIC)) expect(body).toContain(name.replace(/\./g, '_'));
+    expect(body).toMatch(/q_jobs_completed(_total)?\{[^}]*job_type="email"[^}]*\} 1/);
+    expect(body).toMatch(/q_requests_backlog\{[^}]*queue="q1"[^}]*\} 42/);
+    expect(body).toMatch(/q_partitions_owned\{[^}]*owner="d1"[^}]*\} 16/);
+    expect(body).toMatch(/q_jobs_duration(_seconds)?_bucket\{[^}]*le="0.25"[^}]*\} 1/);
+
+    expect((await get(`http://127.0.0.1:${t.prometheusPort}/other`)).status).toBe(404);
+    stopBacklog();
+    stopOwned();
+  });
+
+  it('rejects ready when the Prometheus port is taken', async () => {
+    const port = await listen((_, res) => res.end());
+    const t = start({ serviceName: 'q-test', prometheusPort: port, prometheusHost: '127.0.0.1', registerGlobals: false });
+    await expect(t.ready).rejects.toMatchObject({ code: 'EADDRINUSE' });
+    expect(t.prometheusPort).toBeUndefined();
+  });
+
+  it('validates its options', () => {
+    expect(() => startTelemetry({ serviceName: '' })).toThrow(/serviceName/);
+    expect(() => startTelemetry({ serviceName: 's', prometheusPort: 70000, registerGlobals: false })).toThrow(/prometheusPort/);
+  });
+
+  it('exports traces and metrics over OTLP/HTTP, flushed by shutdown()', async () => {
+    const received: Array<{ path: string; body: string }> = [];
+    const port = await listen((req, res) => {
+      let body = '';
+      req.setEncoding('utf8');
+      req.on('data', (c: string) => (body += c));
+      req.on('end', () => {
+        received.push({ path: req.url ?? '', body });
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      });
+    });
+    const t = startTelemetry({
+      serviceName: 'q-otlp-test',
+      otlpEndpoint: `http://127.0.0.1:${port}/`,
+      otlpHeaders: { 'x-test': '1' },
+      metricExportIntervalMs: 3_600_000, // only shutdown() can export them
+    });
+    // Globals: context manager (spans nest across await), propagator, providers.
+    const tracer = trace.getTracer('q-test');
+    let inner: string | undefined;
+    let outer: string | undefined;
+    await tracer.startActiveSpan('q.test.outer', async (span) => {
+      outer = currentTraceparent();
+      await new Promise((r) => setTimeout(r, 5));
+      inner = currentTraceparent(); // the context survived the await
+      const carrier: Record<string, string> = {};
+      propagation.inject(context.active(), carrier);
+      expect(carrier.traceparent).toBe(outer);
+      span.end();
+    });
+    expect(inner).toBe(outer);
+    jobMetrics(t.meterProvider).completed.add(1, { 'job.type': 'otlp', 'job.status': 'failed' });
+    expect(received).toEqual([]); // batched, nothing sent yet
+
+    await t.shutdown();
+    const traces = received.filter((r) => r.path === '/v1/traces');
+    const metrics = received.filter((r) => r.path === '/v1/metrics');
+    expect(traces).toHaveLength(1);
+    expect(metrics).toHaveLength(1);
+    expect(traces[0]!.body).toContain('q.test.outer');
+    expect(traces[0]!.body).toContain('q-otlp-test');
+    expect(metrics[0]!.body).toContain(METRIC.jobsCompleted);
+    // Globals are released: a later startTelemetry can register again.
+    expect(currentTraceparent()).toBeUndefined();
+    await t.shutdown(); // idempotent
+    const again = start({ serviceName: 'again', registerGlobals: true });
+    let seen: string | undefined;
+    trace.getTracer('x').startActiveSpan('s', (s) => {
+      seen = currentTraceparent();
+      s.end();
+    });
+    expect(seen).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
+    expect(again.prometheusPort).toBeUndefined();
+    await again.ready;
+  });
+
+  it('reports a refused OTLP export from forceFlush', async () => {
+    // 400 is not retryable, so the export fails at once (a closed port is retried for seconds).
+    const port = await listen((req, res) => {
+      req.resume();
+      req.on('end', () => res.writeHead(400).end('bad'));
+    });
+    const t = startTelemetry({ serviceName: 'q-test', otlpEndpoint: `http://127.0.0.1:${port}`, registerGlobals: false });
+    t.tracerProvider.getTracer('t').startSpan('lost').end();
+    await expect(t.forceFlush()).rejects.toBeDefined();
+    await t.shutdown().catch(() => undefined);
+  });
+});
