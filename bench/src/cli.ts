@@ -1,0 +1,39 @@
+#!/usr/bin/env node
+/**
+ * `pnpm bench [scenario…]`: q against pg-boss, graphile-worker and the raw-SQL limit.
+ * Markdown table on stdout, progress on stderr; exit code 1 if any run failed its own checks.
+ */
+import { parseArgs, USAGE } from './args.js';
+import { runBench } from './run.js';
+import { allScenarios } from './scenarios/index.js';
+
+const log = (line: string) => process.stderr.write(`${line}\n`);
+
+async function main(): Promise<number> {
+  const args = parseArgs(process.argv.slice(2));
+  if (args.help) {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  if (args.list) {
+    for (const s of allScenarios()) process.stdout.write(`${s.name}\t${s.title}\n`);
+    return 0;
+  }
+  const out = await runBench(args, log);
+  process.stdout.write(`${out.markdown}\n`);
+  log(`results: ${out.jsonPath}\nchart:   ${out.chartPath}`);
+  if (out.failed.length > 0) {
+    log(`\nFAILED (${out.failed.length}):\n${out.failed.map((f) => `  ${f}`).join('\n')}`);
+    return 1;
+  }
+  return 0;
+}
+
+main().then(
+  // Peers may keep timers alive after stop(): exit explicitly once everything is written.
+  (code) => process.exit(code),
+  (err: unknown) => {
+    log(`bench: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,49 @@
+/** One figure a scenario measures per run. */
+export interface Metric {
+  /** Key in a run's {@link Measurement}. */
+  key: string;
+  /** Column label, e.g. `jobs/s`. */
+  unit: string;
+  /** Whether a larger value is better (throughput) or a smaller one (latency). */
+  better: 'higher' | 'lower';
+}
+
+/** What one run of one system returns: a value per metric key. */
+export type Measurement = Record<string, number>;
+
+/** Handed to every run. */
+export interface RunContext {
+  /** DSN of a database created for this run alone. */
+  readonly dsn: string;
+  /** Tiny sizes, one repetition: proves the code works, measures nothing. */
+  readonly smoke: boolean;
+  /** This is the discarded warm-up run (sizes are reduced). */
+  readonly warmup: boolean;
+  /** The size to use: `full` normally, `smoke` in smoke mode, a fraction of `full` for the warm-up. */
+  n(full: number, smoke: number): number;
+  /** Progress line on stderr. */
+  log(message: string): void;
+}
+
+/** A contender in a scenario. */
+export interface System {
+  /** `q`, `pg-boss`, `graphile-worker`, `raw-sql`, … */
+  name: string;
+  /** A reason to skip this system (e.g. its package has not landed), or undefined to run it. */
+  skip?: () => Promise<string | undefined>;
+  run(ctx: RunContext): Promise<Measurement>;
+}
+
+/** A benchmark: the same work done by each system. */
+export interface Scenario {
+  /** CLI name, e.g. `job-drain-c8`. */
+  name: string;
+  /** One line for the table. */
+  title: string;
+  metrics: Metric[];
+  /** The system the ratios are about (the others are compared against it). */
+  baseline: string;
+  systems: System[];
+  /** Repetitions per system in a full run (default from the CLI). */
+  reps?: number;
+}

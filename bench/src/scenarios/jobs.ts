@@ -1,0 +1,174 @@
+import { performance } from 'node:perf_hooks';
+import type { Scenario, System } from '../scenario.js';
+import { percentile } from '../stats.js';
+import { ExactlyOnce, check, waitUntil } from '../verify.js';
+import { graphileWorker } from '../systems/graphile.js';
+import type { JobSystem } from '../systems/jobs.js';
+import { pgBoss } from '../systems/pgboss.js';
+import { qJobs } from '../systems/q-jobs.js';
+import { rawSqlJobs } from '../systems/raw-jobs.js';
+
+/** The contenders of every job scenario, q first (the baseline of the ratios). */
+export const JOB_SYSTEMS: JobSystem[] = [qJobs(), graphileWorker, pgBoss, rawSqlJobs];
+
+const BATCH = 1_000;
+
+function asSystem(js: JobSystem, run: System['run']): System {
+  return { name: js.name, ...(js.skip ? { skip: () => (js.skip as () => Promise<string | undefined>)() } : {}), run };
+}
+
+/** Enqueues `n` jobs in batches of {@link BATCH}. */
+async function fill(h: { enqueueBatch(from: number, n: number): Promise<void> }, n: number): Promise<void> {
+  for (let from = 0; from < n; from += BATCH) await h.enqueueBatch(from, Math.min(BATCH, n - from));
+}
+
+/** Job enqueue, one call (one transaction) per job, sequential. */
+export function jobEnqueueSingle(systems = JOB_SYSTEMS): Scenario {
+  return {
+    name: 'job-enqueue-single',
+    title: 'job enqueue, one job per call (sequential)',
+    metrics: [{ key: 'rate', unit: 'jobs/s', better: 'higher' }],
+    baseline: 'q',
+    systems: systems.map((js) =>
+      asSystem(js, async (ctx) => {
+        const n = ctx.n(1_000, 20);
+        const h = await js.open(ctx.dsn, 2);
+        try {
+          const t0 = performance.now();
+          for (let i = 0; i < n; i++) await h.enqueueOne(i);
+          const s = (performance.now() - t0) / 1000;
+          const stored = await h.waiting();
+          check(stored === n, `${js.name}: ${stored} jobs stored after enqueueing ${n}`);
+          return { rate: n / s };
+        } finally {
+          await h.close();
+        }
+      }),
+    ),
+  };
+}
+
+/** Job enqueue through each system's batch API, 1,000 jobs per call. */
+export function jobEnqueueBatch(systems = JOB_SYSTEMS): Scenario {
+  return {
+    name: 'job-enqueue-batch',
+    title: 'job enqueue, batches of 1,000',
+    metrics: [{ key: 'rate', unit: 'jobs/s', better: 'higher' }],
+    baseline: 'q',
+    systems: systems.map((js) =>
+      asSystem(js, async (ctx) => {
+        const n = ctx.n(20_000, 2_000);
+        const h = await js.open(ctx.dsn, 2);
+        try {
+          const t0 = performance.now();
+          await fill(h, n);
+          const s = (performance.now() - t0) / 1000;
+          const stored = await h.waiting();
+          check(stored === n, `${js.name}: ${stored} jobs stored after enqueueing ${n}`);
+          return { rate: n / s };
+        } finally {
+          await h.close();
+        }
+      }),
+    ),
+  };
+}
+
+/**
+ * Drain: `n` no-op jobs enqueued up front (not timed), then workers at `concurrency` started; timed
+ * until the database shows every job durably completed. Each job must have run exactly once.
+ */
+export function jobDrain(concurrency: number, systems = JOB_SYSTEMS, name = `job-drain-c${concurrency}`, baseline = 'q'): Scenario {
+  return {
+    name,
+    title: `job drain, 50,000 no-op jobs, concurrency ${concurrency}`,
+    metrics: [{ key: 'rate', unit: 'jobs/s', better: 'higher' }],
+    baseline,
+    systems: systems.map((js) => asSystem(js, (ctx) => drainRun(js, ctx.n(50_000, 300), concurrency, ctx.dsn))),
+  };
+}
+
+/** One drain run; exported for the OpenTelemetry scenario. */
+export async function drainRun(js: JobSystem, n: number, concurrency: number, dsn: string): Promise<{ rate: number }> {
+  const h = await js.open(dsn, concurrency + 2);
+  const seen = new ExactlyOnce(n);
+  let closed = false;
+  try {
+    await fill(h, n);
+    const stored = await h.waiting();
+    check(stored === n, `${js.name}: ${stored} jobs stored after enqueueing ${n}`);
+    const t0 = performance.now();
+    await h.startWorkers({ concurrency, mode: 'throughput', handle: (p) => seen.hit(p.i) });
+    await seen.all(240_000);
+    await waitUntil(async () => (await h.completed()) >= n, 60_000, `${js.name}: ${n} completions recorded`);
+    const s = (performance.now() - t0) / 1000;
+    const done = await h.completed();
+    check(done === n, `${js.name}: ${done} completions recorded, expected ${n}`);
+    closed = true;
+    await h.close();
+    seen.verify(`${js.name} drain`); // also catches a job run again while stopping
+    return { rate: n / s };
+  } finally {
+    if (!closed) await h.close().catch(() => undefined);
+  }
+}
+
+/**
+ * Enqueue → handler-start latency: jobs enqueued at a steady 200/s (open loop), workers idle and
+ * woken by each system's notification path. Latency is measured from the enqueue call to the
+ * start of the handler, in the same process (same clock).
+ */
+export function jobLatency(systems = JOB_SYSTEMS): Scenario {
+  return {
+    name: 'job-latency',
+    title: 'enqueue → handler start at 200 jobs/s (concurrency 8)',
+    metrics: [
+      { key: 'p50', unit: 'ms', better: 'lower' },
+      { key: 'p99', unit: 'ms', better: 'lower' },
+    ],
+    baseline: 'q',
+    systems: systems.map((js) =>
+      asSystem(js, async (ctx) => {
+        const n = ctx.n(800, 40);
+        const perSecond = 200;
+        const h = await js.open(ctx.dsn, 12);
+        const seen = new ExactlyOnce(n);
+        const sentAt = new Float64Array(n);
+        const startedAt = new Float64Array(n);
+        let closed = false;
+        try {
+          await h.startWorkers({
+            concurrency: 8,
+            mode: 'latency',
+            handle: (p) => {
+              startedAt[p.i] = performance.now();
+              seen.hit(p.i);
+            },
+          });
+          await new Promise((r) => setTimeout(r, 300)); // workers idle and listening
+          const t0 = performance.now();
+          const sends: Array<Promise<void>> = [];
+          for (let i = 0; i < n; i++) {
+            const due = t0 + (i * 1000) / perSecond;
+            const wait = due - performance.now();
+            if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+            sentAt[i] = performance.now();
+            sends.push(h.enqueueOne(i));
+          }
+          await Promise.all(sends);
+          await seen.all(60_000);
+          await waitUntil(async () => (await h.completed()) >= n, 60_000, `${js.name}: ${n} completions recorded`);
+          const done = await h.completed();
+          check(done === n, `${js.name}: ${done} completions recorded, expected ${n}`);
+          closed = true;
+          await h.close();
+          seen.verify(`${js.name} latency`);
+          const lat = Array.from({ length: n }, (_, i) => (startedAt[i] as number) - (sentAt[i] as number));
+          return { p50: percentile(lat, 50), p99: percentile(lat, 99) };
+        } finally {
+          if (!closed) await h.close().catch(() => undefined);
+        }
+      }),
+    ),
+  };
+}

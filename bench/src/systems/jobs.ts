@@ -1,0 +1,40 @@
+/** A no-op job's payload: its index, so a run can prove each job ran exactly once. */
+export interface NoopPayload {
+  i: number;
+}
+
+/** How the workers of a job system are started. */
+export interface WorkerStart {
+  concurrency: number;
+  /** `throughput`: the system's best documented throughput settings; `latency`: its low-latency ones. */
+  mode: 'throughput' | 'latency';
+  /** Called at the start of each job's handler. */
+  handle(payload: NoopPayload): void;
+}
+
+/** One job system opened on a run's database: the operations the job scenarios need. */
+export interface JobHarness {
+  /** Enqueues one job (one round trip / transaction per call where the system allows). */
+  enqueueOne(i: number): Promise<void>;
+  /** Enqueues jobs `from…from+count-1` with the system's batch API. */
+  enqueueBatch(from: number, count: number): Promise<void>;
+  /** Jobs stored and not yet completed (verifies enqueue counts). */
+  waiting(): Promise<number>;
+  /** Jobs durably completed. */
+  completed(): Promise<number>;
+  startWorkers(opts: WorkerStart): Promise<void>;
+  /** Stops workers and closes every connection. */
+  close(): Promise<void>;
+}
+
+/** A job system the job scenarios compare. */
+export interface JobSystem {
+  name: string;
+  /** A reason not to run, or undefined. */
+  skip?(): Promise<string | undefined>;
+  /** Opens on a fresh database and installs the system's schema (not timed). */
+  open(dsn: string, poolSize: number, opts?: { traced?: boolean }): Promise<JobHarness>;
+}
+
+/** The queue/task name every job scenario uses. */
+export const QUEUE = 'bench';

@@ -1,0 +1,54 @@
+import type { TracerProvider } from '@opentelemetry/api';
+import pg from 'pg';
+import { QUEUE, type JobHarness, type JobSystem, type NoopPayload } from './jobs.js';
+import { loadJobStore, loadJobWorker, loadOtel, missing, need, type QJobQueue, type QWorker } from './q-api.js';
+
+/** `q`: `JobQueue` producer and `Worker` consumer of `@q/job-worker` on the `@q/store` job table. */
+export function qJobs(name = 'q', tracerProvider?: () => TracerProvider): JobSystem {
+  return {
+    name,
+    skip: () => missing(loadJobStore, loadJobWorker, loadOtel),
+    async open(dsn, poolSize): Promise<JobHarness> {
+      const { JobStore } = await need(loadJobStore);
+      const { JobQueue, Worker } = await need(loadJobWorker);
+      const { qTracer } = await need(loadOtel);
+      const tp = tracerProvider?.();
+      const store = await JobStore.open(dsn, { maxConns: poolSize, ...(tp ? { tracerProvider: tp } : {}) });
+      const queue: QJobQueue = new JobQueue(store, { knownQueues: [QUEUE] });
+      const probe = new pg.Pool({ connectionString: dsn, max: 1 });
+      const count = async (statuses: string[]): Promise<number> => {
+        const r = await probe.query<{ n: string }>('SELECT count(*) AS n FROM jobs WHERE status::text = ANY($1::text[])', [statuses]);
+        return Number(r.rows[0]?.n ?? 0);
+      };
+      let worker: QWorker | undefined;
+      let running: Promise<void> | undefined;
+      const abort = new AbortController();
+      return {
+        async enqueueOne(i) {
+          await queue.enqueue({ queue: QUEUE, type: 'noop', payload: { i } satisfies NoopPayload });
+        },
+        async enqueueBatch(from, n) {
+          await queue.enqueueMany(Array.from({ length: n }, (_, k) => ({ queue: QUEUE, type: 'noop', payload: { i: from + k } satisfies NoopPayload })));
+        },
+        waiting: () => count(['queued', 'scheduled', 'leased', 'running', 'retry_wait']),
+        completed: () => count(['succeeded']),
+        async startWorkers(opts) {
+          const tracer = tp ? qTracer(tp) : undefined;
+          worker = new Worker(store, { queues: [QUEUE], concurrency: opts.concurrency, ...(tracer ? { tracer } : {}) });
+          worker.register('noop', async (job) => {
+            opts.handle(job.payload as NoopPayload);
+            return null;
+          });
+          running = worker.run(abort.signal);
+        },
+        async close() {
+          abort.abort();
+          await running;
+          await worker?.wait(10_000);
+          await store.close();
+          await probe.end();
+        },
+      };
+    },
+  };
+}

@@ -1,0 +1,39 @@
+import { context, type TracerProvider } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
+import { BasicTracerProvider, BatchSpanProcessor, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace-base';
+
+/** Counts exported spans and drops them: export cost without a collector in the measurement. */
+class CountingExporter implements SpanExporter {
+  spans = 0;
+  export(spans: ReadableSpan[], done: (r: ExportResult) => void): void {
+    this.spans += spans.length;
+    done({ code: ExportResultCode.SUCCESS });
+  }
+  async shutdown(): Promise<void> {}
+  async forceFlush(): Promise<void> {}
+}
+
+/** A real SDK tracer provider as an app would register it (always-on sampling, batch processor). */
+export interface BenchTracing {
+  readonly provider: TracerProvider;
+  /** Flushes and shuts down; returns how many spans were exported. */
+  shutdown(): Promise<number>;
+}
+
+/** Starts tracing with an async-context manager, as `@q/otel/sdk` or any Node SDK would. */
+export function startTracing(): BenchTracing {
+  const manager = new AsyncLocalStorageContextManager().enable();
+  context.setGlobalContextManager(manager);
+  const exporter = new CountingExporter();
+  const provider = new BasicTracerProvider({ spanProcessors: [new BatchSpanProcessor(exporter, { maxQueueSize: 65_536, maxExportBatchSize: 2_048 })] });
+  return {
+    provider,
+    async shutdown() {
+      await provider.forceFlush();
+      await provider.shutdown();
+      context.disable();
+      return exporter.spans;
+    },
+  };
+}
