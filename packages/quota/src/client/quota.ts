@@ -1,0 +1,246 @@
+import { hostname } from 'node:os';
+import { QErrorCode, invalidArgument, isQError, migrate } from '@q/schema';
+import type pg from 'pg';
+import { closedError } from '../errors.js';
+import { errorFields, silentLogger, type Logger } from '../logger.js';
+import type { OpenOptions } from '../options.js';
+import { QuotaStore } from '../store.js';
+import { MAX_INT4, checkInt, checkName } from '../validate.js';
+import { Batcher, type BatchOutcome } from './batcher.js';
+import { Holders, type Holder } from './holders.js';
+import { ReleaseQueue } from './releases.js';
+
+/** Gives an acquired slot back. Idempotent; resolves once the release is flushed and never rejects. */
+export type Release = () => Promise<void>;
+
+/** Options of {@link createQuota}: exactly one of `dsn` and `pool`. */
+export interface QuotaOptions extends OpenOptions {
+  /** Postgres URL; the client opens (and closes) its own pool. Put the schema in the DSN if needed. */
+  dsn?: string;
+  /** A pool you own and close yourself. */
+  pool?: pg.Pool;
+  /** Lease of the client's holders, renewed every `ttlMs / 3` (at least 100 ms). A crashed
+   * process's slots count until its lease lapses. Default 30 000. */
+  ttlMs?: number;
+  /** How often expired admissions and idle rows are reaped (`reapQuota`). Default `max(ttlMs, 1000)`. */
+  reapIntervalMs?: number;
+  /** Rows of each kind one reap deletes at most. Default 1000. */
+  reapLimit?: number;
+  /** Start of holder names (`<prefix>-<8 hex>`). Default the host name. */
+  holderPrefix?: string;
+  /** Structured logger (pino-compatible). Default silent. */
+  logger?: Logger;
+}
+
+const DEFAULT_TTL_MS = 30_000;
+
+/**
+ * Creates a {@link Quota} client on `opts.dsn` (its own pool; the `quota` module is migrated
+ * unless `migrate: false`) or on `opts.pool` (yours; migrated too unless `migrate: false`).
+ */
+export async function createQuota(opts: QuotaOptions): Promise<Quota> {
+  if (!opts || typeof opts !== 'object') throw invalidArgument('createQuota needs options');
+  if ((opts.dsn === undefined) === (opts.pool === undefined)) throw invalidArgument('createQuota needs exactly one of dsn and pool');
+  const ttlMs = checkInt('ttlMs', opts.ttlMs ?? DEFAULT_TTL_MS, 1);
+  const reapIntervalMs = checkInt('reapIntervalMs', opts.reapIntervalMs ?? Math.max(ttlMs, 1000), 1);
+  const reapLimit = checkInt('reapLimit', opts.reapLimit ?? 1000, 1, MAX_INT4);
+  const holderPrefix = checkName('holderPrefix', opts.holderPrefix ?? safeHostname());
+  let store: QuotaStore;
+  if (opts.pool) {
+    if (opts.migrate !== false) await migrate(opts.pool, { modules: ['quota'] });
+    store = QuotaStore.fromPool(opts.pool, opts);
+  } else {
+    store = await QuotaStore.open(opts.dsn!, opts);
+  }
+  return new Quota(store, { ttlMs, reapIntervalMs, reapLimit, holderPrefix, logger: opts.logger ?? silentLogger, ownsStore: true });
+}
+
+interface Settings {
+  ttlMs: number;
+  reapIntervalMs: number;
+  reapLimit: number;
+  holderPrefix: string;
+  logger: Logger;
+  ownsStore: boolean;
+}
+
+/**
+ * The quota client most users want: concurrency slots (`acquire`) and sliding-window rate
+ * admission (`admit`), shared by every process on the database.
+ *
+ * It registers and renews its own holder, sends at most one statement per batching key at a
+ * time (callers arriving meanwhile share the next one and are served in arrival order),
+ * releases grants whose callers gave up, retires a holder on any error and registers a fresh
+ * one, and reaps expired rows periodically. It never admits more than a limit.
+ */
+export class Quota {
+  readonly #store: QuotaStore;
+  readonly #settings: Settings;
+  readonly #log: Logger;
+  readonly #holders: Holders;
+  readonly #releases: ReleaseQueue;
+  readonly #slots = new Batcher<Release | null>();
+  readonly #rates = new Batcher<boolean>();
+  #timer: NodeJS.Timeout | undefined;
+  #tick: Promise<void> | undefined;
+  #lastReap = performance.now();
+  #closed = false;
+  #closing: Promise<void> | undefined;
+
+  /** @internal Use {@link createQuota}. */
+  constructor(store: QuotaStore, settings: Settings) {
+    this.#store = store;
+    this.#settings = settings;
+    this.#log = settings.logger;
+    this.#holders = new Holders(store, settings.ttlMs, settings.holderPrefix, settings.logger);
+    this.#releases = new ReleaseQueue(store, this.#holders, settings.logger);
+    this.#schedule();
+  }
+
+  /** The store underneath (for operators and tests). */
+  get store(): QuotaStore {
+    return this.#store;
+  }
+
+  /** Names of this client's holders not yet deleted (the current one and retired ones). */
+  get holders(): string[] {
+    return this.#holders.names;
+  }
+
+  /**
+   * Takes one concurrency slot of `key` if fewer than `limit` are in use across all processes.
+   * Returns the function that gives it back, or `null` when the key is full (it does not wait).
+   * If `signal` aborts first, the promise rejects with its reason and a slot granted meanwhile is
+   * released.
+   */
+  acquire(key: string, limit: number, signal?: AbortSignal): Promise<Release | null> {
+    try {
+      checkName('key', key);
+      checkInt('limit', limit, 0, MAX_INT4);
+      if (this.#closed) throw closedError('Quota');
+      signal?.throwIfAborted();
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return this.#slots.enqueue(`${limit}:${key}`, (n) => this.#acquireBatch(key, limit, n), signal);
+  }
+
+  /**
+   * Admits one unit of `key` if fewer than `limit` were admitted in the trailing `windowMs`
+   * (exact sliding window, database clock). If `signal` aborts first, the promise rejects with its
+   * reason (an admission granted meanwhile is spent).
+   */
+  admit(key: string, limit: number, windowMs: number, signal?: AbortSignal): Promise<boolean> {
+    try {
+      checkName('key', key);
+      checkInt('limit', limit, 0, MAX_INT4);
+      checkInt('windowMs', windowMs, 1);
+      if (this.#closed) throw closedError('Quota');
+      signal?.throwIfAborted();
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return this.#rates.enqueue(`${limit}:${windowMs}:${key}`, (n) => this.#admitBatch(key, limit, windowMs, n), signal);
+  }
+
+  /**
+   * Stops renewing and reaping, refuses new calls (`CLOSED`), lets statements in flight finish,
+   * flushes releases, deletes this client's holders (their slots stop counting at once) and
+   * closes the pool it opened. Idempotent.
+   */
+  close(): Promise<void> {
+    this.#closing ??= this.#close();
+    return this.#closing;
+  }
+
+  async #close(): Promise<void> {
+    this.#closed = true;
+    clearTimeout(this.#timer);
+    await this.#tick;
+    const closed = closedError('Quota');
+    this.#slots.rejectQueued(closed);
+    this.#rates.rejectQueued(closed);
+    await Promise.all([this.#slots.idle(), this.#rates.idle()]);
+    await this.#releases.idle();
+    await this.#holders.deleteAll();
+    if (this.#settings.ownsStore) await this.#store.close();
+  }
+
+  async #acquireBatch(key: string, limit: number, n: number): Promise<BatchOutcome<Release | null>> {
+    let retried = false;
+    for (;;) {
+      const h = await this.#holders.live();
+      if (h.retired) continue; // retired while we resumed: never grant on it
+      this.#holders.hold(h, 1);
+      let granted: number;
+      try {
+        granted = await this.#store.acquireQuotaSlots(h.name, key, n, limit);
+      } catch (err) {
+        // The grant may have committed with its reply lost: only deleting the holder frees it.
+        this.#holders.retire(h, isQError(err, QErrorCode.QUOTA_HOLDER_LAPSED) ? 'lapsed' : 'acquire failed');
+        this.#holders.unhold(h, 1);
+        if (isQError(err, QErrorCode.QUOTA_HOLDER_LAPSED) && !retried) {
+          retried = true;
+          continue;
+        }
+        throw err;
+      }
+      this.#holders.hold(h, granted);
+      this.#holders.unhold(h, 1);
+      return {
+        granted,
+        grant: () => this.#releaseOnce(h, key),
+        refusal: null,
+        unused: (count) => void this.#releases.enqueue(h, key, count),
+      };
+    }
+  }
+
+  async #admitBatch(key: string, limit: number, windowMs: number, n: number): Promise<BatchOutcome<boolean>> {
+    const granted = await this.#store.admitQuota(key, n, limit, windowMs);
+    return { granted, grant: () => true, refusal: false, unused: () => undefined };
+  }
+
+  #releaseOnce(h: Holder, key: string): Release {
+    let released: Promise<void> | undefined;
+    // Once closing, the holder is about to be deleted, which frees the slot anyway.
+    return () => (released ??= this.#closing ? Promise.resolve() : this.#releases.enqueue(h, key, 1));
+  }
+
+  #schedule(): void {
+    if (this.#closed) return;
+    const every = Math.max(100, Math.floor(this.#settings.ttlMs / 3));
+    this.#timer = setTimeout(() => {
+      this.#tick = this.#heartbeat().finally(() => {
+        this.#tick = undefined;
+        this.#schedule();
+      });
+    }, every);
+    // Background upkeep never keeps a process alive on its own.
+    this.#timer.unref();
+  }
+
+  async #heartbeat(): Promise<void> {
+    try {
+      await this.#holders.heartbeat();
+    } catch (err) {
+      this.#log.warn(errorFields(err), 'quota heartbeat failed');
+    }
+    if (this.#closed || performance.now() - this.#lastReap < this.#settings.reapIntervalMs) return;
+    this.#lastReap = performance.now();
+    try {
+      const changed = await this.#store.reapQuota(this.#settings.reapLimit);
+      if (changed > 0) this.#log.debug({ changed }, 'quota reaped');
+    } catch (err) {
+      this.#log.warn(errorFields(err), 'quota reap failed');
+    }
+  }
+}
+
+function safeHostname(): string {
+  try {
+    return hostname() || 'quota';
+  } catch {
+    return 'quota';
+  }
+}

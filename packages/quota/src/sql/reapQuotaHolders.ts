@@ -1,0 +1,15 @@
+import { DB_NOW_MS, type Queryable } from './queryable.js';
+
+const text = `
+WITH gone AS (
+  DELETE FROM async_quota_holders WHERE expires_ms < ${DB_NOW_MS} - $1::bigint RETURNING holder
+), slots AS (
+  DELETE FROM async_quota_slots WHERE holder IN (SELECT holder FROM gone)
+)
+SELECT count(*)::int AS n FROM gone`;
+
+/** Deletes holders lapsed for longer than `graceMs`, with their slot rows; returns how many. */
+export async function reapQuotaHolders(db: Queryable, graceMs: number): Promise<number> {
+  const { rows } = await db.query<{ n: number }>({ name: 'q_quota_reap_holders', text, values: [graceMs] });
+  return rows[0]?.n ?? 0;
+}

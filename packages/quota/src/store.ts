@@ -1,0 +1,191 @@
+import type { Tracer } from '@opentelemetry/api';
+import { instrumentPool, qTracer, quotaKeyClass, quotaMetrics, withOperation, type QuotaMetrics } from '@q/otel';
+import { QuotaHolderLapsedError, invalidArgument, migrate, openPool } from '@q/schema';
+import type pg from 'pg';
+import { closedError, databaseError } from './errors.js';
+import type { OpenOptions, TelemetryOptions } from './options.js';
+import { acquireQuotaSlots } from './sql/acquireQuotaSlots.js';
+import { admitQuota } from './sql/admitQuota.js';
+import { deleteQuotaHolder } from './sql/deleteQuotaHolder.js';
+import { reapQuota } from './sql/reapQuota.js';
+import { reapQuotaHolders } from './sql/reapQuotaHolders.js';
+import { registerQuotaHolder } from './sql/registerQuotaHolder.js';
+import { releaseQuotaSlots } from './sql/releaseQuotaSlots.js';
+import { renewQuotaHolder } from './sql/renewQuotaHolder.js';
+import { MAX_INT4, checkInt, checkName, checkRelease } from './validate.js';
+
+/**
+ * Distributed concurrency slots and sliding-window rate admission, counted in Postgres with the
+ * database clock. Slots belong to *holders*: leased names whose slots count only while the lease
+ * is live, so a crashed process's slots come back once its lease lapses.
+ *
+ * Most users want the {@link Quota} client (`createQuota`), which manages holders, batching and
+ * releases on top of this store.
+ */
+export class QuotaStore {
+  readonly #pool: pg.Pool;
+  readonly #ownsPool: boolean;
+  readonly #tracer: Tracer | undefined;
+  readonly #metrics: QuotaMetrics;
+  #closed = false;
+
+  private constructor(pool: pg.Pool, ownsPool: boolean, telemetry: TelemetryOptions) {
+    this.#pool = pool;
+    this.#ownsPool = ownsPool;
+    this.#tracer = qTracer(telemetry.tracerProvider);
+    this.#metrics = quotaMetrics(telemetry.meterProvider);
+  }
+
+  /**
+   * Opens a pool on `dsn` (validated, pinged; errors never show the password) and, unless
+   * `opts.migrate === false`, migrates the `quota` module only into the DSN's schema.
+   */
+  static async open(dsn: string, opts: OpenOptions = {}): Promise<QuotaStore> {
+    const pool = await openPool(dsn, {
+      maxConns: opts.maxConns,
+      applicationName: opts.applicationName ?? 'q-quota',
+      instrument: (p) => void instrumentPool(p, opts.tracerProvider),
+    });
+    try {
+      if (opts.migrate !== false) await migrate(pool, { modules: ['quota'] });
+    } catch (err) {
+      await pool.end().catch(() => undefined);
+      throw err;
+    }
+    return new QuotaStore(pool, true, opts);
+  }
+
+  /**
+   * Wraps a pool you own (and close). Does not migrate: call `migrate(pool, { modules: ['quota'] })`
+   * from `@q/schema` first. Statement spans need `instrumentPool` from `@q/otel` on that pool.
+   */
+  static fromPool(pool: pg.Pool, telemetry: TelemetryOptions = {}): QuotaStore {
+    if (!pool || typeof (pool as { query?: unknown }).query !== 'function') {
+      throw invalidArgument('fromPool needs a pg.Pool');
+    }
+    return new QuotaStore(pool, false, telemetry);
+  }
+
+  /** The pool this store runs on. */
+  get pool(): pg.Pool {
+    return this.#pool;
+  }
+
+  /**
+   * Registers `holder` with a lease of `ttlMs` from now (database clock). Names are single-use:
+   * a name that exists (even lapsed) fails with `DUPLICATE`.
+   */
+  async registerQuotaHolder(holder: string, ttlMs: number): Promise<void> {
+    checkName('holder', holder);
+    checkInt('ttlMs', ttlMs, 1);
+    await this.#run('register_holder', () => registerQuotaHolder(this.#pool, holder, ttlMs));
+  }
+
+  /**
+   * Extends a live holder's lease to `ttlMs` from now. `false` once it lapsed, or when it is
+   * unknown or deleted: a lapsed holder is never revived, so its slots never count again.
+   */
+  async renewQuotaHolder(holder: string, ttlMs: number): Promise<boolean> {
+    checkName('holder', holder);
+    checkInt('ttlMs', ttlMs, 1);
+    return this.#run('renew_holder', () => renewQuotaHolder(this.#pool, holder, ttlMs));
+  }
+
+  /** Deletes a holder and its slots, which stop counting at once. Idempotent. */
+  async deleteQuotaHolder(holder: string): Promise<void> {
+    checkName('holder', holder);
+    await this.#run('delete_holder', () => deleteQuotaHolder(this.#pool, holder));
+  }
+
+  /** Deletes holders that lapsed more than `graceMs` ago, with their slots. Recently lapsed ones are kept. */
+  async reapQuotaHolders(graceMs: number): Promise<void> {
+    checkInt('graceMs', graceMs, 0);
+    await this.#run('reap_holders', () => reapQuotaHolders(this.#pool, graceMs));
+  }
+
+  /**
+   * Grants up to `n` slots of `key` to `holder`, so that the slots of `key` held by live holders
+   * never exceed `limit` (the limit is per call: callers with different limits on one key share
+   * one count). Acquires on one key serialise across processes. Returns the grant, `0..n`.
+   * @throws QuotaHolderLapsedError when `holder` lapsed, is unknown or was deleted.
+   */
+  async acquireQuotaSlots(holder: string, key: string, n: number, limit: number): Promise<number> {
+    checkName('holder', holder);
+    checkName('key', key);
+    checkInt('n', n, 0, MAX_INT4);
+    checkInt('limit', limit, 0, MAX_INT4);
+    const keyClass = quotaKeyClass(key);
+    const granted = await this.#run('acquire', () => acquireQuotaSlots(this.#pool, holder, key, n, limit), keyClass);
+    if (granted < 0) throw new QuotaHolderLapsedError(holder);
+    this.#count('slots', keyClass, granted, n - granted);
+    return granted;
+  }
+
+  /**
+   * Gives back `counts[i]` slots of `keys[i]` held by `holder`. Touches only the holder's own
+   * slots and never goes below zero; unknown keys are ignored. Different lengths are
+   * `INVALID_ARGUMENT` before any statement is sent.
+   */
+  async releaseQuotaSlots(holder: string, keys: string[], counts: number[]): Promise<void> {
+    checkName('holder', holder);
+    checkRelease(keys, counts);
+    if (keys.length === 0) return;
+    await this.#run('release', () => releaseQuotaSlots(this.#pool, holder, keys, counts));
+  }
+
+  /**
+   * Admits up to `n` units of `key` so that no trailing window of `windowMs` holds more than
+   * `limit` admissions (exact sliding window on the database clock; each window length keeps its
+   * own log). Returns the number admitted, `0..n`.
+   */
+  async admitQuota(key: string, n: number, limit: number, windowMs: number): Promise<number> {
+    checkName('key', key);
+    checkInt('n', n, 0, MAX_INT4);
+    checkInt('limit', limit, 0, MAX_INT4);
+    checkInt('windowMs', windowMs, 1);
+    const keyClass = quotaKeyClass(key);
+    const granted = await this.#run('admit', () => admitQuota(this.#pool, key, n, limit, windowMs), keyClass);
+    this.#count('rate', keyClass, granted, n - granted);
+    return granted;
+  }
+
+  /**
+   * Deletes up to `limit` rows of each kind that no longer count: expired admissions (window
+   * counts stay exact), empty windows and slots, and keys no slot names. Takes the same row locks
+   * as acquire and admit (skipping rows in use), so it never races them. Returns the number of
+   * windows updated plus rows deleted.
+   */
+  async reapQuota(limit: number): Promise<number> {
+    checkInt('limit', limit, 1, MAX_INT4);
+    return this.#run('reap', () => reapQuota(this.#pool, limit));
+  }
+
+  /** Closes the pool if this store opened it. Idempotent. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    if (this.#ownsPool) await this.#pool.end();
+  }
+
+  async #run<T>(op: string, fn: () => Promise<T>, keyClass?: string): Promise<T> {
+    if (this.#closed) throw closedError('QuotaStore');
+    return withOperation(
+      this.#tracer,
+      `q.quota.${op}`,
+      async () => {
+        try {
+          return await fn();
+        } catch (err) {
+          throw databaseError(`quota ${op}`, err);
+        }
+      },
+      keyClass === undefined ? undefined : { 'quota.key_class': keyClass },
+    );
+  }
+
+  #count(kind: 'slots' | 'rate', keyClass: string, granted: number, refused: number): void {
+    const attributes = { 'quota.kind': kind, 'quota.key_class': keyClass };
+    if (granted > 0) this.#metrics.grants.add(granted, attributes);
+    if (refused > 0) this.#metrics.refusals.add(refused, attributes);
+  }
+}

@@ -1,0 +1,29 @@
+import { invalidArgument } from '@q/schema';
+
+/** Largest value of a Postgres `integer` (slot counts and limits are stored as one). */
+export const MAX_INT4 = 2_147_483_647;
+
+/** A non-empty string, else `INVALID_ARGUMENT`. */
+export function checkName(what: string, value: unknown): string {
+  if (typeof value !== 'string' || value.length === 0) throw invalidArgument(`${what} must be a non-empty string`);
+  return value;
+}
+
+/** An integer in `[min, max]`, else `INVALID_ARGUMENT`. */
+export function checkInt(what: string, value: unknown, min: number, max = Number.MAX_SAFE_INTEGER): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw invalidArgument(`${what} must be an integer in [${min}, ${max}]`);
+  }
+  return value;
+}
+
+/** Checks the arguments of a release: equal lengths, non-empty keys, non-negative counts. */
+export function checkRelease(keys: unknown, counts: unknown): { keys: string[]; counts: number[] } {
+  if (!Array.isArray(keys) || !Array.isArray(counts)) throw invalidArgument('keys and counts must be arrays');
+  if (keys.length !== counts.length) {
+    throw invalidArgument(`releaseQuotaSlots: ${keys.length} keys but ${counts.length} counts`);
+  }
+  keys.forEach((k, i) => checkName(`keys[${i}]`, k));
+  counts.forEach((c, i) => checkInt(`counts[${i}]`, c, 0, MAX_INT4));
+  return { keys: keys as string[], counts: counts as number[] };
+}
