@@ -1,0 +1,230 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { stampOf, type Completion, type Request } from '../src/index.js';
+import { at, openTestStore, req, token, type TestStore } from './requests/helpers.js';
+
+let t: TestStore;
+beforeAll(async () => {
+  t = await openTestStore();
+});
+afterAll(() => t.close());
+beforeEach(async () => {
+  await t.store.truncateForTest();
+  await t.store.ensurePartitions('q');
+  await t.store.acquirePartitions('q', 'a', NOW, 600_000, 64);
+});
+
+const NOW = at(1_000);
+
+function done(r: { id: string; token: string; attempt: number }, payload = 'ok', over: Partial<Completion> = {}): Completion {
+  return { id: r.id, token: r.token, attempt: r.attempt, route: 'out', payload, ...over };
+}
+
+async function dispatchAll(): Promise<Request[]> {
+  return t.store.dispatch('q', 'a', NOW, 1000);
+}
+
+describe('ack', () => {
+  it('reports an exact boolean vector for duplicates, stale attempts and unknown keys', async () => {
+    await t.store.enqueue([req('a1'), req('a2'), req('a3')]);
+    const [r1, r2, r3] = await dispatchAll();
+    const unknown = { id: 'nope', token: token(), attempt: 1 };
+    const result = await t.store.ack('a', [
+      done(r1!, 'first'),                       // 0: true
+      done(r1!, 'again'),                       // 1: duplicate, same attempt → false
+      done({ ...r2!, attempt: r2!.attempt - 1 }), // 2: lower attempt → false...
+      done(r2!, 'higher'),                      // 3: ...the higher one later takes the slot → true
+      done(unknown),                            // 4: unknown → false
+      done(r3!, 'x', { route: 'other' }),       // 5: true
+    ]);
+    expect(result).toEqual([true, false, false, true, false, true]);
+    expect(await t.store.ack('a', [done(r1!)])).toEqual([false]); // already acked
+    const out = await t.store.popResults('out', 1_000, 10);
+    expect(out.map((r) => [r.id, r.token, r.payload])).toEqual([[r1!.id, r1!.token, 'first'], [r2!.id, r2!.token, 'higher']]);
+    expect((await t.store.popResults('other', 1_000, 10)).map((r) => r.payload)).toEqual(['x']);
+    expect(await t.store.hasRequests('q')).toBe(false);
+    expect(await t.store.ack('a', [])).toEqual([]);
+  });
+
+  it('of several duplicates the highest attempt wins, wherever it is', async () => {
+    await t.store.enqueue([req('d')]);
+    const [r] = await dispatchAll();
+    expect(await t.store.ack('a', [done({ ...r!, attempt: r!.attempt + 5 }), done(r!), done({ ...r!, attempt: r!.attempt + 5 })]))
+      .toEqual([false, false, false]);
+  });
+
+  it('another owner cannot ack', async () => {
+    await t.store.enqueue([req('o')]);
+    const [r] = await dispatchAll();
+    expect(await t.store.ack('b', [done(r!)])).toEqual([false]);
+    expect(await t.store.ack('a', [done(r!)])).toEqual([true]);
+  });
+
+  it('a pending request cannot be acked', async () => {
+    await t.store.enqueue([req('p')]);
+    const [r] = await dispatchAll();
+    await t.store.undispatch('a', [stampOf(r!)]);
+    expect(await t.store.ack('a', [done(r!)])).toEqual([false]);
+  });
+});
+
+describe('retry, undispatch, defer', () => {
+  it('a retry under the same epoch draws a new attempt and fences the old stamp', async () => {
+    await t.store.enqueue([req('r', { envelope: '{"try":0}', payload: Buffer.from([1, 2, 3]) })]);
+    const [first] = await dispatchAll();
+    expect(await t.store.retry('a', stampOf(first!), 1_000, '{"try":1}')).toBe(true);
+    expect(await t.store.retry('a', stampOf(first!), 1_000, '{"try":9}')).toBe(false); // no longer in flight
+    const [second] = await dispatchAll();
+    expect(second!.epoch).toBe(first!.epoch);
+    expect(second!.attempt).toBeGreaterThan(first!.attempt);
+    expect(second!.envelope).toBe('{"try":1}');
+    expect([...second!.payload]).toEqual([1, 2, 3]);
+    expect(await t.store.ack('a', [done(first!)])).toEqual([false]);
+    expect(await t.store.retry('a', stampOf(first!), 1_000, '{}')).toBe(false);
+    await t.store.undispatch('a', [stampOf(first!)]);
+    expect(await t.store.inFlight('q', 'a')).toEqual([stampOf(second!)]);
+    expect(await t.store.ack('a', [done(second!)])).toEqual([true]);
+  });
+
+  it('retry parks until notBefore with the new envelope; other owners are fenced', async () => {
+    await t.store.enqueue([req('park')]);
+    const [r] = await dispatchAll();
+    expect(await t.store.retry('b', stampOf(r!), 2_000, '{"b":1}')).toBe(false);
+    expect(await t.store.retry('a', stampOf(r!), 2_000, '{"a":1}')).toBe(true);
+    expect(await t.store.dispatch('q', 'a', at(1_999), 10)).toEqual([]);
+    expect(await t.store.hasRequests('q')).toBe(true); // parked is pending
+    const [again] = await t.store.dispatch('q', 'a', at(2_000), 10);
+    expect(again!.envelope).toBe('{"a":1}');
+  });
+
+  it('undispatch keeps deadline order and fences older attempts', async () => {
+    await t.store.enqueue([req('u1', { deadline: 10 }), req('u2', { deadline: 20 }), req('u3', { deadline: 30 })]);
+    const first = await dispatchAll();
+    await t.store.undispatch('a', [stampOf(first[0]!), stampOf(first[0]!), stampOf(first[2]!)]); // dupes are fine
+    const second = await dispatchAll();
+    expect(second.map((r) => r.id)).toEqual(['u1', 'u3']);
+    // The first attempts are fenced now: undispatching them does nothing.
+    await t.store.undispatch('a', [stampOf(first[0]!), stampOf(first[2]!)]);
+    expect((await t.store.inFlight('q', 'a')).length).toBe(3);
+    // Another owner cannot undispatch.
+    await t.store.undispatch('b', second.map(stampOf));
+    expect((await t.store.inFlight('q', 'a')).length).toBe(3);
+    await t.store.undispatch('a', [...second, first[1]!].map(stampOf));
+    expect((await dispatchAll()).map((r) => r.id)).toEqual(['u1', 'u2', 'u3']);
+  });
+
+  it('defer returns requests to pending until notBefore, keeping envelope and payload', async () => {
+    await t.store.enqueue([req('f1', { envelope: 'e1' }), req('f2')]);
+    const got = await dispatchAll();
+    await t.store.defer('b', got.map(stampOf), 5_000); // not b's
+    expect((await t.store.inFlight('q', 'a')).length).toBe(2);
+    await t.store.defer('a', got.map(stampOf), 5_000);
+    expect(await t.store.inFlight('q', 'a')).toEqual([]);
+    expect(await t.store.dispatch('q', 'a', at(4_999), 10)).toEqual([]);
+    const again = await t.store.dispatch('q', 'a', at(5_000), 10);
+    expect(again.map((r) => [r.id, r.envelope, Buffer.from(r.payload).toString()])).toEqual([['f1', 'e1', 'f1'], ['f2', '{}', 'f2']]);
+    await t.store.defer('a', [], 1); // empty: no-op
+  });
+});
+
+describe('cancel', () => {
+  it('cancels every stored generation of an id; a resubmission starts clean', async () => {
+    const g1 = req('c'), g2 = req('c'), other = req('keep');
+    await t.store.enqueue([g1, g2, other]);
+    const [d1] = await t.store.dispatch('q', 'a', NOW, 1); // g1 in flight, g2 pending
+    await t.store.cancel(['c', '', 'unknown']);
+    const keys = [g1, g2, other, { id: 'c', token: 'never' }].map((r) => ({ id: r.id, token: r.token }));
+    const cancelled = await t.store.cancelledKeys(keys);
+    expect(cancelled).toEqual([{ id: 'c', token: g1.token }, { id: 'c', token: g2.token }]);
+    const g3 = req('c');
+    await t.store.enqueue([g3]);
+    expect(await t.store.cancelledKeys([{ id: 'c', token: g3.token }])).toEqual([]);
+    const rest = await dispatchAll();
+    expect(rest.map((r) => [r.token, r.cancelled])).toEqual(
+      expect.arrayContaining([[g2.token, true], [g3.token, false], [other.token, false]]),
+    );
+    expect(d1!.cancelled).toBe(false); // it was dispatched before the cancel
+    expect(await t.store.cancelledKeys([])).toEqual([]);
+    await t.store.cancel([]);
+  });
+});
+
+describe('results', () => {
+  async function ackN(n: number, route = 'out', expiresAt = 0): Promise<void> {
+    await t.store.enqueue(Array.from({ length: n }, (_, i) => req(`res-${route}-${i}`, { deadline: i })));
+    const got = await dispatchAll();
+    expect(await t.store.ack('a', got.map((r) => done(r, r.id, { route, expiresAt })))).toEqual(got.map(() => true));
+  }
+
+  it('popResults drains a route in seq order', async () => {
+    await ackN(25);
+    expect(await t.store.resultDepth('out')).toBe(25);
+    const a = await t.store.popResults('out', 1_000, 10);
+    const b = await t.store.popResults('out', 1_000, 100);
+    const all = [...a, ...b];
+    expect(a).toHaveLength(10);
+    expect(all.map((r) => r.payload)).toEqual(Array.from({ length: 25 }, (_, i) => `res-out-${i}`));
+    expect(all.every((r, i) => i === 0 || r.seq > all[i - 1]!.seq)).toBe(true);
+    expect(await t.store.resultDepth('out')).toBe(0);
+    expect(await t.store.popResults('out', 1_000, 10)).toEqual([]);
+  });
+
+  it('4 concurrent poppers get disjoint results and together all of them', async () => {
+    await ackN(200);
+    const seen: number[] = [];
+    await Promise.all(Array.from({ length: 4 }, async () => {
+      for (;;) {
+        const got = await t.store.popResults('out', 1_000, 7);
+        if (got.length === 0) return;
+        seen.push(...got.map((r) => r.seq));
+      }
+    }));
+    expect(seen).toHaveLength(200);
+    expect(new Set(seen).size).toBe(200);
+  });
+
+  it('drops expired results (0 < expiresAt < now) instead of returning them', async () => {
+    await ackN(3, 'ttl', 500);
+    await ackN(2, 'ttl2', 0);
+    expect(await t.store.resultDepth('ttl')).toBe(3);
+    expect(await t.store.popResults('ttl', 500, 10)).toHaveLength(3); // expiring exactly now is live
+    await ackN(3, 'ttl3', 500);
+    expect(await t.store.popResults('ttl3', 501, 10)).toEqual([]);
+    expect(await t.store.resultDepth('ttl3')).toBe(0);
+    expect(await t.store.popResults('ttl2', 1e9, 10)).toHaveLength(2); // 0 never expires
+  });
+
+  it('expireResults deletes up to limit expired results on any route', async () => {
+    await ackN(3, 'e1', 100);
+    await ackN(3, 'e2', 100);
+    await ackN(2, 'e3', 0);
+    await ackN(2, 'e4', 200);
+    expect(await t.store.expireResults(150, 4)).toBe(4);
+    expect(await t.store.expireResults(150, 100)).toBe(2);
+    expect(await t.store.expireResults(150, 100)).toBe(0);
+    expect(await t.store.resultDepth('e3')).toBe(2);
+    expect(await t.store.resultDepth('e4')).toBe(2);
+    expect(await t.store.expireResults(150, 0)).toBe(0);
+  });
+});
+
+describe('backlog and hasRequests', () => {
+  it('count pending requests only, per queue, with expiring windows', async () => {
+    await t.store.ensurePartitions('q2');
+    expect(await t.store.hasRequests('q')).toBe(false);
+    expect(await t.store.backlog('q', 1_000, [10, 100])).toEqual({ depth: 0, expiring: [0, 0] });
+    await t.store.enqueue([
+      req('b1', { deadline: 1_000 }), req('b2', { deadline: 1_010 }), req('b3', { deadline: 1_011 }),
+      req('b4', { deadline: 1_100 }), req('b5', { deadline: 5_000 }), req('other', { queue: 'q2', deadline: 0 }),
+    ]);
+    expect(await t.store.hasRequests('q')).toBe(true);
+    expect(await t.store.backlog('q', 1_000, [0, 10, 100, 0])).toEqual({ depth: 5, expiring: [1, 2, 4, 1] });
+    expect(await t.store.backlog('q', 1_000, [])).toEqual({ depth: 5, expiring: [] });
+    // In-flight requests are not waiting.
+    await t.store.dispatch('q', 'a', NOW, 2);
+    expect(await t.store.backlog('q', 1_000, [100])).toEqual({ depth: 3, expiring: [2] });
+    await t.store.dispatch('q', 'a', NOW, 10);
+    expect(await t.store.hasRequests('q')).toBe(false);
+    expect(await t.store.hasRequests('q2')).toBe(true);
+    expect(await t.store.backlog('q', 1_000, [100])).toEqual({ depth: 0, expiring: [0] });
+  });
+});
