@@ -1,1 +1,5 @@
-export {};
+export { Consumer, type ConsumerOptions, type ConsumerState } from './consumer.js';
+export {
+  defaultOwner, runPartitionWorker, type Outcome, type PartitionWorkerOptions, type PartitionWorkerStats,
+} from './runner/run.js';
+export { silentLogger, type Logger } from './logger.js';

@@ -1,0 +1,74 @@
+import type { Completion } from '@q/store';
+import type { Consumer } from '../consumer.js';
+import { errorFields, type Logger } from '../logger.js';
+import { STORE_RETRIES, withRetries } from './retries.js';
+
+/** What became of one result: written, refused (fenced: no longer ours), or abandoned after failed writes. */
+export type AckOutcome = 'acked' | 'fenced' | 'abandoned';
+
+interface Pending {
+  completion: Completion;
+  resolve: (o: AckOutcome) => void;
+}
+
+/**
+ * Collects results and writes them with one `Consumer.ack` (one transaction) per batch: when
+ * `size` are waiting, or `flushMs` after the first one arrived. A batch that still fails after
+ * retries is abandoned (the next rebalance returns it to pending).
+ */
+export class AckBatcher {
+  private pending: Pending[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  private readonly writing = new Set<Promise<void>>();
+
+  constructor(
+    private readonly consumer: Consumer,
+    private readonly size: number,
+    private readonly flushMs: number,
+    private readonly log: Logger,
+  ) {}
+
+  /** Queues one result; resolves once it was written, fenced or abandoned. Never rejects. */
+  add(completion: Completion): Promise<AckOutcome> {
+    return new Promise<AckOutcome>((resolve) => {
+      this.pending.push({ completion, resolve });
+      if (this.pending.length >= this.size) this.flush();
+      else this.timer ??= setTimeout(() => this.flush(), this.flushMs);
+    });
+  }
+
+  /** Writes everything queued and waits for every write in progress. */
+  async drain(): Promise<void> {
+    this.flush();
+    while (this.writing.size > 0) await Promise.all([...this.writing]);
+  }
+
+  private flush(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    if (this.pending.length === 0) return;
+    const batch = this.pending;
+    this.pending = [];
+    const w = this.write(batch).finally(() => this.writing.delete(w));
+    this.writing.add(w);
+  }
+
+  private async write(batch: Pending[]): Promise<void> {
+    const completions = batch.map((p) => p.completion);
+    try {
+      const ok = await withRetries(() => this.consumer.ack(completions), STORE_RETRIES, (err, attempt) =>
+        this.log.warn({ ...errorFields(err), attempt, count: batch.length }, 'ack failed; retrying'),
+      );
+      let fenced = 0;
+      batch.forEach((p, i) => {
+        if (!ok[i]) fenced++;
+        p.resolve(ok[i] ? 'acked' : 'fenced');
+      });
+      if (fenced > 0) this.log.info({ queue: this.consumer.queue, fenced }, 'results fenced (requests no longer owned)');
+    } catch (err) {
+      this.consumer.abandon(...completions.map((c) => ({ id: c.id, token: c.token, attempt: c.attempt })));
+      this.log.error({ ...errorFields(err), count: batch.length }, 'ack failed; requests abandoned for redelivery');
+      for (const p of batch) p.resolve('abandoned');
+    }
+  }
+}

@@ -1,0 +1,405 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import type { MeterProvider, TracerProvider } from '@opentelemetry/api';
+import { qTracer, withOperation, type Tracer } from '@q/otel';
+import { invalidArgument } from '@q/schema';
+import { stampOf, type Request, type Stamp, type Store } from '@q/store';
+import { Consumer } from '../consumer.js';
+import { errorFields, silentLogger, type Logger } from '../logger.js';
+import { requireInt, requireName } from '../validate.js';
+import { AckBatcher } from './ack-batcher.js';
+import { STORE_RETRIES, withRetries } from './retries.js';
+import { Waker } from './waker.js';
+
+/**
+ * What a handler decided for one request:
+ * - `{ result }` — done: the result is written to `result.route` (acked), `expiresAt` in Unix s
+ *   (0 or absent = never expires);
+ * - `{ retryAt, envelope? }` — run it again, not before `retryAt` (Unix s), optionally with a new
+ *   envelope (e.g. a retry counter); the payload is kept;
+ * - `{ defer }` — put it back unchanged, not dispatched again before `defer` (Unix s).
+ */
+export type Outcome =
+  | { result: { route: string; payload: string; expiresAt?: number } }
+  | { retryAt: number; envelope?: string }
+  | { defer: number };
+
+/** Options of {@link runPartitionWorker}. */
+export interface PartitionWorkerOptions {
+  /** An open store (the caller closes it after the worker returned). */
+  store: Store;
+  /** The queue to serve. */
+  queue: string;
+  /** This dispatcher's unique lease-owner name. Default: `<hostname>-<8 hex>`. */
+  owner?: string;
+  /** Most requests handled (or having their outcome written) at once. */
+  concurrency: number;
+  /** Most requests dispatched per poll. */
+  batchSize: number;
+  /** Lease and membership lifetime (ms); rebalance runs every `max(100, leaseTtlMs / 3)` ms. */
+  leaseTtlMs: number;
+  /** How long (ms) a partition being handed over waits for its work in flight. */
+  drainTimeoutMs: number;
+  /**
+   * Handles one request. Cancelled requests are handed over too (`req.cancelled`), so the handler
+   * can answer them. `signal` aborts when the request is no longer this worker's (its partition
+   * was lost) or when a graceful stop timed out; whatever it returns then is fenced or put back.
+   * A handler that throws (or returns no valid outcome) gets its request retried after
+   * `errorRetryDelayMs`.
+   */
+  handle(req: Request, signal: AbortSignal): Promise<Outcome>;
+  /** Aborting it stops the worker gracefully: stop → keep settling until drained or `stopTimeoutMs` → close. */
+  signal: AbortSignal;
+  /** Pino-compatible logger. Default: silent. */
+  logger?: Logger;
+  /** Spans `q.partition-consumer.*`. Absent: none. */
+  tracerProvider?: TracerProvider;
+  /** Metrics (partitions owned). Absent: the global meter provider. */
+  meterProvider?: MeterProvider;
+  /** Wait (ms) after a poll that found less than it could take. Default 1000. */
+  pollIntervalMs?: number;
+  /** Results written per ack transaction at most. Default 32. */
+  ackBatchSize?: number;
+  /** Longest wait (ms) of a result for its batch to fill. Default 5. */
+  ackFlushMs?: number;
+  /** How long (ms) a graceful stop waits for work in flight. Default `drainTimeoutMs`. */
+  stopTimeoutMs?: number;
+  /** Delay (ms, rounded up to whole seconds) before a request whose handler threw runs again. Default 1000. */
+  errorRetryDelayMs?: number;
+}
+
+/** Counters of one {@link runPartitionWorker} run. */
+export interface PartitionWorkerStats {
+  /** The owner name the worker leased under. */
+  owner: string;
+  /** Requests handed to `handle`. */
+  dispatched: number;
+  /** Results written. */
+  acked: number;
+  /** Outcomes refused because the request was no longer this worker's. */
+  fenced: number;
+  /** Requests put back by `{ retryAt }` or a failed handler. */
+  retried: number;
+  /** Requests put back by `{ defer }`. */
+  deferred: number;
+  /** Requests returned to pending because their handler was aborted. */
+  undispatched: number;
+  /** Requests whose outcome could not be written (redelivered by the next rebalance or close). */
+  abandoned: number;
+  /** Handlers that threw or returned no valid outcome. */
+  failed: number;
+}
+
+interface Job {
+  req: Request;
+  ctrl: AbortController;
+  detached: boolean;
+}
+
+/**
+ * Runs a {@link Consumer} on `queue` until `signal` aborts: rebalances on the database clock,
+ * polls while it has capacity, runs `handle` with bounded concurrency, writes results in batches,
+ * retries and defers, retries failed store calls (3 tries, 100/200 ms apart) and abandons what
+ * it still cannot write. On abort it stops gracefully: withdraws (its partitions drain to the
+ * peers), keeps settling work until none is left or `stopTimeoutMs`, then closes (immediate
+ * hand-over). Resolves with the run's counters; rejects only on invalid options.
+ */
+export async function runPartitionWorker(opts: PartitionWorkerOptions): Promise<PartitionWorkerStats> {
+  return new PartitionWorker(opts).run();
+}
+
+/** The default owner name: `<hostname>-<8 hex>`, unique per call. */
+export function defaultOwner(): string {
+  return `${hostname()}-${randomBytes(4).toString('hex')}`;
+}
+
+class PartitionWorker {
+  private readonly consumer: Consumer;
+  private readonly acks: AckBatcher;
+  private readonly log: Logger;
+  private readonly tracer: Tracer | undefined;
+  private readonly stats: PartitionWorkerStats;
+  private readonly running = new Set<Job>();
+  private busy = 0;
+  private stopping = false;
+  private rebalancing = true;
+  private readonly rebalanceWaker = new Waker();
+  private readonly pollWaker = new Waker();
+  private readonly settleWaker = new Waker();
+  private readonly stopWaker = new Waker();
+  private readonly firstRebalance: Promise<void>;
+  private resolveFirst: () => void = () => undefined;
+  private readonly pollIntervalMs: number;
+  private readonly stopTimeoutMs: number;
+  private readonly errorRetryDelayMs: number;
+
+  constructor(private readonly opts: PartitionWorkerOptions) {
+    if (!opts || typeof opts !== 'object') throw invalidArgument('options are required');
+    if (!opts.store || typeof opts.store !== 'object') throw invalidArgument('store is required');
+    requireName(opts.queue, 'queue');
+    if (opts.owner !== undefined) requireName(opts.owner, 'owner');
+    requireInt(opts.concurrency, 'concurrency', 1);
+    requireInt(opts.batchSize, 'batchSize', 1);
+    requireInt(opts.leaseTtlMs, 'leaseTtlMs', 1);
+    requireInt(opts.drainTimeoutMs, 'drainTimeoutMs', 0);
+    if (typeof opts.handle !== 'function') throw invalidArgument('handle must be a function');
+    if (!(opts.signal instanceof AbortSignal)) throw invalidArgument('signal must be an AbortSignal');
+    this.pollIntervalMs = opts.pollIntervalMs ?? 1000;
+    requireInt(this.pollIntervalMs, 'pollIntervalMs', 1);
+    const ackBatchSize = opts.ackBatchSize ?? 32;
+    requireInt(ackBatchSize, 'ackBatchSize', 1);
+    const ackFlushMs = opts.ackFlushMs ?? 5;
+    requireInt(ackFlushMs, 'ackFlushMs', 0);
+    this.stopTimeoutMs = opts.stopTimeoutMs ?? opts.drainTimeoutMs;
+    requireInt(this.stopTimeoutMs, 'stopTimeoutMs', 0);
+    this.errorRetryDelayMs = opts.errorRetryDelayMs ?? 1000;
+    requireInt(this.errorRetryDelayMs, 'errorRetryDelayMs', 0);
+
+    const owner = opts.owner ?? defaultOwner();
+    this.log = opts.logger ?? silentLogger;
+    this.tracer = qTracer(opts.tracerProvider);
+    this.consumer = new Consumer(opts.store, opts.queue, owner, {
+      leaseTtlMs: opts.leaseTtlMs,
+      drainTimeoutMs: opts.drainTimeoutMs,
+      logger: this.log,
+      ...(opts.tracerProvider ? { tracerProvider: opts.tracerProvider } : {}),
+      ...(opts.meterProvider ? { meterProvider: opts.meterProvider } : {}),
+    });
+    this.acks = new AckBatcher(this.consumer, ackBatchSize, ackFlushMs, this.log);
+    this.firstRebalance = new Promise<void>((r) => (this.resolveFirst = r));
+    this.stats = { owner, dispatched: 0, acked: 0, fenced: 0, retried: 0, deferred: 0, undispatched: 0, abandoned: 0, failed: 0 };
+  }
+
+  async run(): Promise<PartitionWorkerStats> {
+    const { queue, signal } = this.opts;
+    this.log.info({ queue, owner: this.stats.owner }, 'partition worker starting');
+    const stopped = new Promise<void>((resolve) => {
+      if (signal.aborted) resolve();
+      else signal.addEventListener('abort', () => resolve(), { once: true });
+    });
+    void stopped.then(() => {
+      this.stopping = true;
+      this.pollWaker.wake();
+      this.stopWaker.wake();
+    });
+
+    const rebalanceLoop = this.rebalanceLoop();
+    await this.firstRebalance;
+    await this.pollLoop();
+    await stopped;
+
+    // Graceful stop: withdraw (partitions drain to the peers), settle what is in flight.
+    this.consumer.stop();
+    this.rebalanceWaker.wake();
+    await this.waitSettled(Date.now() + this.stopTimeoutMs);
+    if (this.busy > 0) {
+      this.log.warn({ queue, inFlight: this.running.size }, 'stop timeout; aborting handlers');
+      for (const job of this.running) job.ctrl.abort(new Error('partition worker stopping'));
+      await this.waitSettled(Date.now() + Math.min(1000, Math.max(100, this.opts.leaseTtlMs / 3)));
+      for (const job of [...this.running]) this.detach(job);
+    }
+    await this.acks.drain();
+    this.rebalancing = false;
+    this.rebalanceWaker.wake();
+    await rebalanceLoop;
+    try {
+      await withRetries(() => this.consumer.close(), STORE_RETRIES);
+    } catch (err) {
+      this.log.error({ ...errorFields(err), queue }, 'close failed; partitions are taken over after the lease TTL');
+    }
+    this.log.info({ ...this.stats, queue }, 'partition worker stopped');
+    return { ...this.stats };
+  }
+
+  // ---- rebalance ----
+
+  private async rebalanceLoop(): Promise<void> {
+    const interval = Math.max(100, Math.floor(this.opts.leaseTtlMs / 3));
+    while (this.rebalancing) {
+      const started = Date.now();
+      await this.rebalanceOnce();
+      this.resolveFirst();
+      if (!this.rebalancing) break;
+      await this.rebalanceWaker.wait(started + interval - Date.now());
+    }
+  }
+
+  private async rebalanceOnce(): Promise<void> {
+    try {
+      const now = await this.opts.store.now();
+      await this.consumer.rebalance(now);
+      this.abortLost();
+    } catch (err) {
+      this.log.warn({ ...errorFields(err), queue: this.opts.queue }, 'rebalance failed; retrying next beat');
+    }
+  }
+
+  /** Aborts handlers of requests dispatched under a lease this worker no longer holds. */
+  private abortLost(): void {
+    if (this.running.size === 0) return;
+    const held = new Set(this.consumer.inspect().leases.map((l) => `${l.partition}:${l.epoch}`));
+    for (const job of this.running) {
+      if (!job.ctrl.signal.aborted && !held.has(`${job.req.partition}:${job.req.epoch}`)) {
+        job.ctrl.abort(new Error('partition lease lost'));
+      }
+    }
+  }
+
+  // ---- poll ----
+
+  private async pollLoop(): Promise<void> {
+    const { concurrency, batchSize } = this.opts;
+    let failures = 0;
+    while (!this.stopping) {
+      const free = concurrency - this.busy;
+      if (free <= 0) {
+        await this.pollWaker.wait(this.pollIntervalMs);
+        continue;
+      }
+      const limit = Math.min(batchSize, free);
+      let rows: Request[];
+      try {
+        rows = await this.consumer.poll(new Date(), limit);
+        failures = 0;
+      } catch (err) {
+        failures++;
+        this.log.warn({ ...errorFields(err), queue: this.opts.queue }, 'poll failed');
+        await this.pollWaker.wait(Math.min(this.pollIntervalMs, 100 * 2 ** Math.min(failures, 6)));
+        continue;
+      }
+      // Rows dispatched while stopping are still handled: they are ours and the stop waits for them.
+      for (const r of rows) this.start(r);
+      // Waits are cut short only by a stop, not by freed capacity: nothing is waiting.
+      if (rows.length < limit && !this.stopping) await this.stopWaker.wait(this.pollIntervalMs);
+    }
+  }
+
+  // ---- handling ----
+
+  private start(req: Request): void {
+    this.busy++;
+    this.stats.dispatched++;
+    const job: Job = { req, ctrl: new AbortController(), detached: false };
+    this.running.add(job);
+    void this.runJob(job);
+  }
+
+  private async runJob(job: Job): Promise<void> {
+    const { req } = job;
+    let outcome: Outcome | undefined;
+    try {
+      const out = await withOperation(this.tracer, 'q.partition-consumer.handle', () => this.opts.handle(req, job.ctrl.signal), {
+        'q.queue': req.queue,
+        'q.partition': req.partition,
+      });
+      outcome = validOutcome(out);
+      if (!outcome) this.log.error({ queue: req.queue, id: req.id }, 'handler returned no valid outcome');
+    } catch (err) {
+      if (!job.ctrl.signal.aborted) this.log.warn({ ...errorFields(err), queue: req.queue, id: req.id }, 'handler failed');
+    }
+    if (job.detached) return; // the stop gave up on it: already abandoned
+    this.running.delete(job);
+    try {
+      await this.settle(job, outcome);
+    } catch (err) {
+      this.log.error({ ...errorFields(err), queue: req.queue, id: req.id }, 'settling a request failed');
+    } finally {
+      this.release();
+    }
+  }
+
+  private async settle(job: Job, outcome: Outcome | undefined): Promise<void> {
+    const { req } = job;
+    const stamp = stampOf(req);
+    if (outcome && 'result' in outcome) {
+      const { route, payload, expiresAt } = outcome.result;
+      const res = await this.acks.add({
+        id: req.id,
+        token: req.token,
+        attempt: req.attempt,
+        route,
+        payload,
+        ...(expiresAt !== undefined ? { expiresAt } : {}),
+      });
+      this.stats[res]++;
+      return;
+    }
+    if (!outcome && job.ctrl.signal.aborted) {
+      // Aborted (lease lost or stop timeout): put it back now; fenced if no longer ours.
+      await this.write('undispatched', stamp, () => this.consumer.undispatch([stamp]));
+      return;
+    }
+    if (outcome && 'defer' in outcome) {
+      const at = outcome.defer;
+      await this.write('deferred', stamp, () => this.consumer.defer([stamp], at));
+      return;
+    }
+    let retryAt: number;
+    let envelope = req.envelope;
+    if (outcome) {
+      retryAt = outcome.retryAt;
+      envelope = outcome.envelope ?? req.envelope;
+    } else {
+      this.stats.failed++;
+      retryAt = Math.ceil((Date.now() + this.errorRetryDelayMs) / 1000);
+    }
+    await this.write('retried', stamp, async () => {
+      if (!(await this.consumer.retry(stamp, retryAt, envelope))) this.stats.fenced++;
+    });
+  }
+
+  /** Writes an outcome with retries; abandons the request if it still fails. */
+  private async write(kind: 'retried' | 'deferred' | 'undispatched', stamp: Stamp, fn: () => Promise<void>): Promise<void> {
+    try {
+      await withRetries(fn, STORE_RETRIES, (err, attempt) =>
+        this.log.warn({ ...errorFields(err), attempt, queue: this.opts.queue }, `${kind}: store call failed; retrying`),
+      );
+      this.stats[kind]++;
+    } catch (err) {
+      // Defer/undispatch already abandoned it on their error; abandon is idempotent.
+      this.consumer.abandon(stamp);
+      this.stats.abandoned++;
+      this.log.error({ ...errorFields(err), queue: this.opts.queue, id: stamp.id }, `${kind}: giving up; request abandoned for redelivery`);
+    }
+  }
+
+  private detach(job: Job): void {
+    job.detached = true;
+    this.running.delete(job);
+    this.consumer.abandon(stampOf(job.req));
+    this.stats.abandoned++;
+    this.release();
+  }
+
+  private release(): void {
+    this.busy--;
+    this.pollWaker.wake();
+    this.settleWaker.wake();
+  }
+
+  private async waitSettled(deadline: number): Promise<void> {
+    while (this.busy > 0 && Date.now() < deadline) await this.settleWaker.wait(Math.min(100, deadline - Date.now()));
+  }
+}
+
+function isTime(v: unknown): v is number {
+  return typeof v === 'number' && Number.isFinite(v);
+}
+
+/** The outcome if `v` is a well-formed one, else `undefined`. */
+function validOutcome(v: unknown): Outcome | undefined {
+  if (!v || typeof v !== 'object') return undefined;
+  const o = v as Record<string, unknown>;
+  if ('result' in o) {
+    const r = o.result as Record<string, unknown> | null;
+    if (!r || typeof r !== 'object' || typeof r.route !== 'string' || r.route === '' || typeof r.payload !== 'string') return undefined;
+    if (r.expiresAt !== undefined && !isTime(r.expiresAt)) return undefined;
+    return v as Outcome;
+  }
+  if ('retryAt' in o) {
+    if (!isTime(o.retryAt) || (o.envelope !== undefined && typeof o.envelope !== 'string')) return undefined;
+    return v as Outcome;
+  }
+  if ('defer' in o) return isTime(o.defer) ? (v as Outcome) : undefined;
+  return undefined;
+}
