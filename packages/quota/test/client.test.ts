@@ -1,0 +1,236 @@
+import { createTestSchema, type TestSchema } from '@q/testing';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createQuota, type Quota, type Release } from '../src/index.js';
+import { lapseHolder, liveSlots, sleep, waitFor } from './helpers.js';
+
+let schema: TestSchema;
+let pool: pg.Pool;
+const statements: string[] = [];
+
+beforeAll(async () => {
+  schema = await createTestSchema('qclient');
+  pool = new pg.Pool({ connectionString: schema.dsn, max: 8 });
+  pool.on('error', () => undefined); // tests terminate backends on purpose
+  // Count what the clients send: pg's Pool.query is the one door every quota statement uses.
+  const query = pool.query.bind(pool) as (...args: unknown[]) => unknown;
+  (pool as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+    const c = args[0];
+    statements.push(typeof c === 'string' ? c : ((c as { text?: string }).text ?? ''));
+    return query(...args);
+  };
+});
+afterAll(async () => {
+  await pool?.end();
+  await schema?.drop();
+});
+
+const count = (fn: string) => statements.filter((s) => s.includes(fn)).length;
+
+async function holderRows(): Promise<string[]> {
+  const { rows } = await pool.query<{ holder: string }>(`SELECT holder FROM async_quota_holders ORDER BY holder`);
+  return rows.map((r) => r.holder);
+}
+
+/** Holds the key row of `key` locked, so acquires on it wait until `unlock()`. */
+async function lockKey(key: string): Promise<{ pid: number; unlock: () => Promise<void> }> {
+  const c = new pg.Client({ connectionString: schema.dsn });
+  await c.connect();
+  await c.query(`INSERT INTO async_quota_keys(key) VALUES ($1) ON CONFLICT DO NOTHING`, [key]);
+  await c.query('BEGIN');
+  await c.query(`SELECT 1 FROM async_quota_keys WHERE key = $1 FOR UPDATE`, [key]);
+  const { rows } = await c.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+  return { pid: rows[0]!.pid, unlock: async () => void (await c.query('COMMIT').finally(() => c.end())) };
+}
+
+/** Waits until some backend waits on a lock (our acquire reached the key row). */
+async function waitForLockWait(): Promise<void> {
+  await waitFor(async () => {
+    const { rows } = await pool.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%async_quota_acquire%'`);
+    return rows.length > 0;
+  }, 20_000, 'an acquire waiting on the key lock');
+}
+
+describe('Quota client', () => {
+  let quota: Quota;
+  beforeAll(async () => {
+    quota = await createQuota({ pool, ttlMs: 3_000 });
+  });
+  afterAll(async () => {
+    await quota?.close();
+  });
+
+  it('100 concurrent acquires with limit 7: exactly 7 granted, in far fewer statements than callers', async () => {
+    const before = count('async_quota_acquire');
+    const results = await Promise.all(Array.from({ length: 100 }, () => quota.acquire('tenant:burst', 7)));
+    const granted = results.filter((r): r is Release => r !== null);
+    expect(granted).toHaveLength(7);
+    expect(await liveSlots(pool, 'tenant:burst')).toBe(7);
+    const sent = count('async_quota_acquire') - before;
+    expect(sent).toBeGreaterThanOrEqual(1);
+    expect(sent).toBeLessThanOrEqual(5);
+    await Promise.all(granted.map((r) => r()));
+    await granted[0]!(); // a release is idempotent
+    expect(await liveSlots(pool, 'tenant:burst')).toBe(0);
+  });
+
+  it('100 callers taking turns never have more than 7 in use, and batch their statements', async () => {
+    const before = count('async_quota_acquire');
+    let attempts = 0;
+    let inUse = 0;
+    let peak = 0;
+    let done = 0;
+    await Promise.all(
+      Array.from({ length: 100 }, async (_, i) => {
+        for (let tries = 0; tries < 400; tries++) {
+          attempts += 1;
+          const release = await quota.acquire('tenant:turns', 7);
+          if (!release) {
+            await sleep(5 + (i % 7));
+            continue;
+          }
+          inUse += 1;
+          peak = Math.max(peak, inUse);
+          await sleep(2);
+          inUse -= 1;
+          await release();
+          done += 1;
+          return;
+        }
+      }),
+    );
+    expect(done).toBe(100);
+    expect(peak).toBeLessThanOrEqual(7);
+    expect(peak).toBeGreaterThan(1);
+    const sent = count('async_quota_acquire') - before;
+    expect(sent).toBeLessThan(attempts / 2);
+    await waitFor(async () => (await liveSlots(pool, 'tenant:turns')) === 0, 10_000, 'all slots released');
+  });
+
+  it('admit: 50 concurrent callers with a limit of 10 get exactly 10 admissions', async () => {
+    const before = count('async_quota_admit');
+    const results = await Promise.all(Array.from({ length: 50 }, () => quota.admit('api:outbound', 10, 60_000)));
+    expect(results.filter(Boolean)).toHaveLength(10);
+    expect(count('async_quota_admit') - before).toBeLessThanOrEqual(5);
+    expect(await quota.admit('api:outbound', 10, 60_000)).toBe(false);
+    expect(await quota.admit('api:outbound', 11, 60_000)).toBe(true); // a higher limit sees the same count
+  });
+
+  it('a caller that gives up while its statement runs has its grant released', async () => {
+    const key = 'tenant:abort';
+    const lock = await lockKey(key);
+    const ac = new AbortController();
+    const waiting = quota.acquire(key, 3, ac.signal);
+    const other = quota.acquire(key, 3);
+    await waitForLockWait();
+    ac.abort(new Error('caller gave up'));
+    await expect(waiting).rejects.toThrow('caller gave up');
+    await lock.unlock();
+    const release = await other;
+    expect(release).not.toBeNull();
+    // Only the caller still waiting keeps a slot; the given-up grant is released.
+    await waitFor(async () => (await liveSlots(pool, key)) === 1, 10_000, 'the abandoned grant released');
+    await release!();
+    expect(await liveSlots(pool, key)).toBe(0);
+    // An already aborted signal never sends anything.
+    await expect(quota.acquire(key, 3, AbortSignal.abort(new Error('no')))).rejects.toThrow('no');
+  });
+
+  it('registers a fresh holder after a lapse and keeps counting the old one’s grants until released', async () => {
+    const key = 'tenant:lapse';
+    const first = await quota.acquire(key, 5);
+    expect(first).not.toBeNull();
+    const [old] = quota.holders;
+    await lapseHolder(pool, old!);
+    const second = await quota.acquire(key, 5);
+    expect(second).not.toBeNull();
+    const current = quota.holders.filter((h) => h !== old);
+    expect(current).toHaveLength(1);
+    await first!();
+    await second!();
+    // The lapsed holder is deleted once nothing it holds is outstanding.
+    await waitFor(async () => !(await holderRows()).includes(old!), 10_000, 'the lapsed holder deleted');
+    expect(quota.holders).toEqual(current);
+  });
+
+  it('retires its holder on any error, deletes it, and serves the next caller with a fresh one', async () => {
+    const key = 'tenant:error';
+    const [before] = quota.holders;
+    const lock = await lockKey(key);
+    const failing = quota.acquire(key, 2);
+    await waitForLockWait();
+    // Cut the connection of the waiting acquire: its caller gets an error, never a guess.
+    await pool.query(
+      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%async_quota_acquire%'`,
+    );
+    await expect(failing).rejects.toMatchObject({ code: 'CONNECTION' });
+    await lock.unlock();
+    const release = await quota.acquire(key, 2);
+    expect(release).not.toBeNull();
+    expect(quota.holders).not.toContain(before);
+    await waitFor(async () => !(await holderRows()).includes(before!), 10_000, 'the retired holder deleted');
+    await release!();
+  });
+
+  it('a failed release is not retried: the holder is retired and deleted, freeing its slots once', async () => {
+    const key = 'tenant:release-fail';
+    const a = await quota.acquire(key, 4);
+    const b = await quota.acquire(key, 4);
+    const [h] = quota.holders;
+    // Block the release on the slot row, then cut it.
+    const c = new pg.Client({ connectionString: schema.dsn });
+    await c.connect();
+    await c.query('BEGIN');
+    await c.query(`SELECT 1 FROM async_quota_slots WHERE key = $1 AND holder = $2 FOR UPDATE`, [key, h]);
+    const releasing = a!();
+    await waitFor(async () => {
+      const { rows } = await pool.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%async_quota_slots s SET used%'`);
+      return rows.length > 0;
+    }, 20_000, 'a release waiting');
+    const sentBefore = count('SET used = greatest');
+    await pool.query(
+      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%async_quota_slots s SET used%'`,
+    );
+    await releasing; // resolves: the holder is retired instead
+    await c.query('COMMIT');
+    await c.end();
+    expect(count('SET used = greatest')).toBe(sentBefore);
+    // The other grant still counts until it is released; then the holder is deleted.
+    expect(await liveSlots(pool, key)).toBe(2);
+    expect(await quota.acquire(key, 4)).not.toBeNull(); // a fresh holder
+    await b!();
+    await waitFor(async () => !(await holderRows()).includes(h!), 10_000, 'the retired holder deleted');
+    expect(await liveSlots(pool, key)).toBe(1);
+  });
+
+  it('rejects bad arguments with INVALID_ARGUMENT', async () => {
+    await expect(quota.acquire('', 1)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await expect(quota.acquire('k', -1)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await expect(quota.acquire('k', 2.5)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await expect(quota.admit('k', 1, 0)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await expect(quota.admit('k', 1, -10)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await expect(quota.admit('', 1, 10)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await expect(createQuota({ pool, ttlMs: 0 })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await expect(createQuota({ ttlMs: 1000 })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await expect(createQuota({ dsn: 'mysql://x', ttlMs: 1000 })).rejects.toMatchObject({ code: 'UNSUPPORTED_DSN' });
+  });
+});
+
+describe('Quota client lifecycle', () => {
+  it('renews its holder every ttl/3, reaps, and close() deletes its holders and refuses new calls', async () => {
+    const quota = await createQuota({ dsn: schema.dsn, ttlMs: 600, reapIntervalMs: 200, maxConns: 3 });
+    const release = await quota.acquire('tenant:life', 1);
+    expect(release).not.toBeNull();
+    const [h] = quota.holders;
+    // Several TTLs later the holder is still live (renewed), so its slot still counts.
+    await sleep(2_000);
+    expect(await liveSlots(pool, 'tenant:life')).toBe(1);
+    expect(await quota.acquire('tenant:life', 1)).toBeNull();
+    await release!();
+    await quota.close();
+    await quota.close();
+    expect(await holderRows()).not.toContain(h);
+    await expect(quota.acquire('tenant:life', 1)).rejects.toMatchObject({ code: 'CLOSED' });
+    await expect(quota.admit('tenant:life', 1, 1000)).rejects.toMatchObject({ code: 'CLOSED' });
+  });
+});
