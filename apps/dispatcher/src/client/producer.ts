@@ -1,0 +1,49 @@
+// The producer side (DISPATCHER.md §5.7): submit public requests, cancel them, read results.
+import type { NewRequest, Store } from '@q/store';
+import { decodeResult, newRequestToken, splitPayload, validateRequest, type PublicRequest, type ResultMessage } from '../formats.js';
+
+/** Where submitted requests go. */
+export interface SubmitTarget {
+  /** Request queue (default `request-sql`). */
+  queue?: string;
+  /** Result route written into each envelope (used unless the queue config names one). */
+  route: string;
+}
+
+/** Default request queue of the SQL producer. */
+export const DEFAULT_QUEUE = 'request-sql';
+
+/**
+ * Validates every request first (nothing is written when one is invalid), then enqueues them
+ * in one transaction: a fresh generation token each, envelope stored apart from the payload.
+ * Returns the tokens in input order.
+ */
+export async function submitRequests(store: Pick<Store, 'enqueue'>, raw: unknown[], target: SubmitTarget): Promise<string[]> {
+  const now = Math.floor(Date.now() / 1000);
+  const reqs: PublicRequest[] = raw.map((r) => validateRequest(r, now));
+  const queue = target.queue ?? DEFAULT_QUEUE;
+  const rows: NewRequest[] = reqs.map((r) => {
+    const token = newRequestToken();
+    const { envelope, payload } = splitPayload(r, {
+      request_token: token,
+      request_queue_name: queue,
+      queue_id: queue,
+      result_queue_name: target.route,
+    });
+    return { id: r.id, token, queue, deadline: r.deadline, envelope, payload };
+  });
+  if (rows.length > 0) await store.enqueue(rows);
+  return rows.map((r) => r.token);
+}
+
+/** A popped result: the decoded message plus its route sequence number. */
+export interface PoppedResult {
+  seq: number;
+  result: ResultMessage;
+}
+
+/** Pops up to `limit` results of `route` (FIFO); expired ones are dropped by the store. */
+export async function popResults(store: Pick<Store, 'popResults'>, route: string, limit: number): Promise<PoppedResult[]> {
+  const rows = await store.popResults(route, Math.floor(Date.now() / 1000), limit);
+  return rows.map((r) => ({ seq: r.seq, result: decodeResult(r.id, r.payload) }));
+}

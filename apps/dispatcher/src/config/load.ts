@@ -1,0 +1,134 @@
+// Loads the configuration: a YAML or JSON file, then environment and flag overrides, then schema
+// validation (ajv) with errors that name the offending field.
+import fs from 'node:fs';
+import path from 'node:path';
+import { Ajv, type ErrorObject } from 'ajv';
+import YAML from 'yaml';
+import { QError, QErrorCode, validateDsn } from '@q/schema';
+import { CONFIG_SCHEMA, TOP_DEFAULTS, type DispatcherConfig } from './schema.js';
+
+/** Top-level fields that may be overridden by `--kebab-name` flags and `Q_UPPER_NAME` env vars. */
+export const OVERRIDABLE = ['url', 'owner', ...Object.keys(TOP_DEFAULTS)] as const;
+const NUMERIC = new Set(
+  Object.entries(TOP_DEFAULTS)
+    .filter(([, v]) => typeof v === 'number')
+    .map(([k]) => k),
+);
+
+/** Sources of {@link loadConfig}. */
+export interface LoadOptions {
+  /** Path of a `.yaml`/`.yml`/`.json` file. */
+  file?: string;
+  /** An already-parsed document, used when there is no file (e.g. the embedded default). */
+  document?: Record<string, unknown>;
+  /** Environment (default `process.env`): `Q_DSN` / `SQL_URL` (DSN, `SQL_URL` wins), `Q_<FIELD>`. */
+  env?: NodeJS.ProcessEnv;
+  /** Flag overrides keyed by field name (`concurrency`) or kebab name (`batch-size`). Win over env. */
+  overrides?: Record<string, string | number | undefined>;
+}
+
+function configError(msg: string): QError {
+  return new QError(QErrorCode.CONFIG, `config: ${msg}`);
+}
+
+/** Reads and parses a config file; errors name the file, never its content. */
+export function readConfigFile(file: string): Record<string, unknown> {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    throw configError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? 'error'}`);
+  }
+  const ext = path.extname(file).toLowerCase();
+  let doc: unknown;
+  try {
+    doc = ext === '.json' ? JSON.parse(text) : YAML.parse(text);
+  } catch (err) {
+    throw configError(`${file} is not valid ${ext === '.json' ? 'JSON' : 'YAML'}: ${(err as Error).message.split('\n')[0]}`);
+  }
+  if (doc === null || doc === undefined) doc = {};
+  if (typeof doc !== 'object' || Array.isArray(doc)) throw configError(`${file} must contain a mapping at the top level`);
+  return doc as Record<string, unknown>;
+}
+
+function setOverride(doc: Record<string, unknown>, field: string, value: string | number, source: string): void {
+  if (NUMERIC.has(field)) {
+    const n = typeof value === 'number' ? value : Number(value);
+    if (typeof value === 'string' && (value.trim() === '' || !Number.isFinite(n))) {
+      throw configError(`${field} (from ${source}) must be a number, got ${JSON.stringify(value)}`);
+    }
+    doc[field] = n;
+  } else {
+    doc[field] = value;
+  }
+}
+
+/** `/queues/0/gates/1/limit` → `queues[0].gates[1].limit`. */
+function fieldName(instancePath: string): string {
+  return instancePath
+    .split('/')
+    .slice(1)
+    .map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'))
+    .reduce((acc, p) => (/^\d+$/.test(p) ? `${acc}[${p}]` : acc ? `${acc}.${p}` : p), '');
+}
+
+function describe(e: ErrorObject): string {
+  const at = fieldName(e.instancePath);
+  const p = e.params as Record<string, unknown>;
+  switch (e.keyword) {
+    case 'required':
+      return `${at ? `${at}.` : ''}${String(p.missingProperty)} is required`;
+    case 'additionalProperties':
+      return `${at ? `${at}: ` : ''}unknown field ${JSON.stringify(p.additionalProperty)}`;
+    case 'enum':
+      return `${at} must be one of ${(p.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}`;
+    default:
+      return `${at || '(root)'} ${e.message ?? 'is invalid'}`;
+  }
+}
+
+const ajv = new Ajv({ useDefaults: true, allErrors: false, strict: true });
+const validate = ajv.compile<DispatcherConfig>(CONFIG_SCHEMA);
+
+/**
+ * Builds the effective configuration. Precedence: flags > env > file (or `document`) > defaults.
+ * Throws `QError` code `CONFIG` whose message names the field (`config: queues[0].gates[0].limit
+ * must be >= 1`).
+ */
+export function loadConfig(opts: LoadOptions = {}): DispatcherConfig {
+  const env = opts.env ?? process.env;
+  const doc: Record<string, unknown> = structuredClone(opts.file ? readConfigFile(opts.file) : (opts.document ?? {}));
+  for (const field of OVERRIDABLE) {
+    const v = env[`Q_${field.toUpperCase()}`];
+    if (v !== undefined && v !== '') setOverride(doc, field, v, `Q_${field.toUpperCase()}`);
+  }
+  if (env.Q_DSN) doc.url = env.Q_DSN;
+  if (env.SQL_URL) doc.url = env.SQL_URL;
+  for (const [k, v] of Object.entries(opts.overrides ?? {})) {
+    if (v === undefined) continue;
+    const field = k === 'dsn' ? 'url' : k.replace(/-/g, '_');
+    if (!(OVERRIDABLE as readonly string[]).includes(field)) throw configError(`unknown override ${JSON.stringify(k)}`);
+    setOverride(doc, field, v, `--${field.replace(/_/g, '-')}`);
+  }
+  if (!validate(doc)) throw configError(describe((validate.errors ?? [])[0] as ErrorObject));
+  const cfg = doc as unknown as DispatcherConfig;
+  if (cfg.url !== undefined) {
+    try {
+      validateDsn(cfg.url);
+    } catch (err) {
+      throw configError(`url: ${(err as Error).message}`);
+    }
+  }
+  const names = new Set<string>();
+  cfg.queues.forEach((q, i) => {
+    if (names.has(q.queue_name)) throw configError(`queues[${i}].queue_name ${JSON.stringify(q.queue_name)} is a duplicate`);
+    names.add(q.queue_name);
+    try {
+      new URL(q.igw_base_url);
+    } catch {
+      throw configError(`queues[${i}].igw_base_url is not a valid URL`);
+    }
+  });
+  if (cfg.retry_cap_ms < cfg.retry_base_ms) throw configError('retry_cap_ms must be >= retry_base_ms');
+  return cfg;
+}

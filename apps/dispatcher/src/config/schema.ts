@@ -1,0 +1,154 @@
+// JSON Schema of the dispatcher configuration (DISPATCHER.md §6, SQL transport). Field names
+// follow the upstream transport config (snake_case).
+
+/** A quota gate: concurrency slots or rate admissions per key (`metadata[attribute]`). */
+export interface GateConfig {
+  /** `concurrency`: at most `limit` requests of a key in flight; `rate`: at most `limit` per `window_ms`. */
+  kind: 'concurrency' | 'rate';
+  /** Metadata attribute that names the key (the tenant). Default `userid`. */
+  attribute: string;
+  limit: number;
+  /** Sliding window of a rate gate, ms. */
+  window_ms: number;
+  /** Quota key prefix; key = `<prefix><attribute>:<value>`. Default `quota:`. */
+  prefix: string;
+  /**
+   * How long a refused request waits in memory for the gate before going back to the queue
+   * (undispatched, no result). Default 1000 ms; 0 = undispatch at once.
+   */
+  wait_ms: number;
+}
+
+/** One request queue. */
+export interface QueueConfig {
+  queue_name: string;
+  igw_base_url: string;
+  request_path_url: string;
+  inference_objective?: string;
+  /** Result route of this queue's results; absent: the request's own route, else `result-sql`. */
+  result_queue_name?: string;
+  /** 0 = results never expire. */
+  result_ttl_seconds: number;
+  labels: Record<string, string>;
+  gates: GateConfig[];
+}
+
+/** The whole configuration, defaults applied. */
+export interface DispatcherConfig {
+  /** Postgres DSN; absent → the embedded Postgres under `.q/pgdata` (`run`/`demo`). */
+  url?: string;
+  /** Dispatcher identity; default `<hostname>-<8 hex>` per process. */
+  owner?: string;
+  lease_ttl_seconds: number;
+  handoff_timeout_seconds: number;
+  poll_interval_ms: number;
+  batch_size: number;
+  concurrency: number;
+  result_batch_size: number;
+  max_connections: number;
+  cancel_check_batch_size: number;
+  cancel_check_linger_ms: number;
+  /** Bound of each HTTP attempt (capped by the request deadline). */
+  request_timeout_ms: number;
+  /** Wait for in-flight work after SIGTERM. */
+  drain_timeout_ms: number;
+  /** Retry backoff base and cap (§3.4: 2 s, 60 s). */
+  retry_base_ms: number;
+  retry_cap_ms: number;
+  /** Fairness header name; "" disables it. */
+  fairness_header: string;
+  fairness_attribute: string;
+  /** `/healthz` + `/readyz` port; -1 = off, 0 = any free port. */
+  health_port: number;
+  /** Prometheus `/metrics` port; -1 = off, 0 = any free port. */
+  metrics_port: number;
+  queues: QueueConfig[];
+}
+
+const posInt = { type: 'integer', minimum: 1 } as const;
+const nonNegInt = { type: 'integer', minimum: 0 } as const;
+const port = { type: 'integer', minimum: -1, maximum: 65535 } as const;
+
+/** Defaults of top-level scalar fields (§6.2). */
+export const TOP_DEFAULTS = {
+  lease_ttl_seconds: 30,
+  handoff_timeout_seconds: 900,
+  poll_interval_ms: 1000,
+  batch_size: 10,
+  concurrency: 64,
+  result_batch_size: 32,
+  max_connections: 32,
+  cancel_check_batch_size: 256,
+  cancel_check_linger_ms: 5,
+  request_timeout_ms: 300_000,
+  drain_timeout_ms: 120_000,
+  retry_base_ms: 2000,
+  retry_cap_ms: 60_000,
+  fairness_header: 'x-llm-d-inference-fairness-id',
+  fairness_attribute: 'userid',
+  health_port: 8081,
+  metrics_port: 9090,
+} as const;
+
+/** The JSON schema (ajv, `useDefaults`). */
+export const CONFIG_SCHEMA = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['queues'],
+  properties: {
+    url: { type: 'string', pattern: '^postgres(ql)?://' },
+    owner: { type: 'string', minLength: 1, maxLength: 200 },
+    lease_ttl_seconds: { type: 'number', exclusiveMinimum: 0, default: TOP_DEFAULTS.lease_ttl_seconds },
+    handoff_timeout_seconds: { type: 'number', minimum: 0, default: TOP_DEFAULTS.handoff_timeout_seconds },
+    poll_interval_ms: { ...posInt, default: TOP_DEFAULTS.poll_interval_ms },
+    batch_size: { ...posInt, default: TOP_DEFAULTS.batch_size },
+    concurrency: { ...posInt, default: TOP_DEFAULTS.concurrency },
+    result_batch_size: { ...posInt, default: TOP_DEFAULTS.result_batch_size },
+    max_connections: { ...posInt, default: TOP_DEFAULTS.max_connections },
+    cancel_check_batch_size: { ...posInt, default: TOP_DEFAULTS.cancel_check_batch_size },
+    cancel_check_linger_ms: { ...nonNegInt, default: TOP_DEFAULTS.cancel_check_linger_ms },
+    request_timeout_ms: { ...posInt, default: TOP_DEFAULTS.request_timeout_ms },
+    drain_timeout_ms: { ...nonNegInt, default: TOP_DEFAULTS.drain_timeout_ms },
+    retry_base_ms: { ...nonNegInt, default: TOP_DEFAULTS.retry_base_ms },
+    retry_cap_ms: { ...nonNegInt, default: TOP_DEFAULTS.retry_cap_ms },
+    fairness_header: { type: 'string', pattern: '^[A-Za-z0-9!#$%&\'*+.^_`|~-]*$', default: TOP_DEFAULTS.fairness_header },
+    fairness_attribute: { type: 'string', minLength: 1, default: TOP_DEFAULTS.fairness_attribute },
+    health_port: { ...port, default: TOP_DEFAULTS.health_port },
+    metrics_port: { ...port, default: TOP_DEFAULTS.metrics_port },
+    queues: {
+      type: 'array',
+      minItems: 1,
+      items: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['queue_name', 'igw_base_url'],
+        properties: {
+          queue_name: { type: 'string', minLength: 1, maxLength: 200 },
+          igw_base_url: { type: 'string', pattern: '^https?://' },
+          request_path_url: { type: 'string', default: '/v1/completions' },
+          inference_objective: { type: 'string' },
+          result_queue_name: { type: 'string', minLength: 1 },
+          result_ttl_seconds: { ...nonNegInt, default: 0 },
+          labels: { type: 'object', additionalProperties: { type: 'string' }, default: {} },
+          gates: {
+            type: 'array',
+            default: [],
+            items: {
+              type: 'object',
+              additionalProperties: false,
+              required: ['kind', 'limit'],
+              properties: {
+                kind: { enum: ['concurrency', 'rate'] },
+                attribute: { type: 'string', minLength: 1, default: 'userid' },
+                limit: posInt,
+                window_ms: { ...posInt, default: 60_000 },
+                prefix: { type: 'string', default: 'quota:' },
+                wait_ms: { ...nonNegInt, default: 1000 },
+              },
+            },
+          },
+        },
+      },
+    },
+  },
+} as const;

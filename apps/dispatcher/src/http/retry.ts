@@ -1,0 +1,50 @@
+// Retry timing of DISPATCHER.md §3.3–§3.4: Retry-After parsing and the backoff algorithm.
+
+/**
+ * Parses a `Retry-After` value into seconds from `nowMs`: an integer ≥ 0, or an HTTP-date
+ * (IMF-fixdate, RFC 850, asctime) turned into "until then" (≥ 0). Anything else → `undefined`.
+ */
+export function parseRetryAfter(value: string | undefined | null, nowMs: number): number | undefined {
+  if (value === undefined || value === null) return undefined;
+  const v = value.trim();
+  if (/^\d+$/.test(v)) return Number(v);
+  // Date.parse accepts all three HTTP-date forms; require a weekday name so plain junk is ignored.
+  if (!/^(Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*,? /i.test(v)) return undefined;
+  let text = v.replace(/-/g, ' ');
+  // asctime carries no zone; HTTP dates are always GMT.
+  if (/^\w{3} \w{3} +\d{1,2} \d\d:\d\d:\d\d \d{4}$/.test(text)) text += ' GMT';
+  const at = Date.parse(text);
+  if (Number.isNaN(at)) return undefined;
+  return Math.max(0, (at - nowMs) / 1000);
+}
+
+/** Inputs of {@link retryBackoffSeconds}. */
+export interface BackoffInput {
+  /** Retries already made (`internal.retry_count`). */
+  retryCount: number;
+  /** Whole seconds left until the deadline (> 0). */
+  secondsToDeadline: number;
+  /** Parsed `Retry-After` seconds, if the response carried one. */
+  retryAfter?: number;
+  /** Base and cap in seconds (2, 60). */
+  baseSeconds: number;
+  capSeconds: number;
+  /** Random source in [0, 1); injectable for tests. */
+  random?: () => number;
+}
+
+/**
+ * The backoff of `retryMessage` (§3.4), in seconds (float): equal jitter over
+ * `min(cap, secondsToDeadline, base × 2^(retryCount+1))` (1st retry 2–4 s with base 2 s), raised to a `Retry-After` that asks for
+ * longer, clamped to half the remaining time plus 0–25 % jitter.
+ */
+export function retryBackoffSeconds(input: BackoffInput): number {
+  const rnd = input.random ?? Math.random;
+  const temp = Math.min(input.capSeconds, input.secondsToDeadline, input.baseSeconds * 2 ** (input.retryCount + 1));
+  let backoff = temp / 2 + (rnd() * temp) / 2;
+  if (input.retryAfter !== undefined && input.retryAfter > backoff) {
+    const clamped = Math.min(input.retryAfter, input.secondsToDeadline / 2);
+    backoff = Math.max(backoff, clamped * (1 + rnd() / 4));
+  }
+  return backoff;
+}

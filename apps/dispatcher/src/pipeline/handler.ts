@@ -1,0 +1,216 @@
+// The life of one dispatched request (DISPATCHER.md §1.2 step 5, §3, §4, §5.5): dequeue checks,
+// quota gates, the HTTP attempt, classification, and the decision: a result, a retry parked in
+// place, or back to pending.
+import type { DispatcherConfig, GateConfig, QueueConfig } from '../config/schema.js';
+import {
+  cancelledResult, deadlineExceededResult, encodeResult, errorResult, httpResult, parseEnvelope,
+  unparsableResult, type Envelope, type ResultMessage,
+} from '../formats.js';
+import type { InferenceClient } from '../http/client.js';
+import { buildHeaders, joinUrl } from '../http/headers.js';
+import { retryBackoffSeconds } from '../http/retry.js';
+import { errInfo, type Logger } from '../logger.js';
+import type { DispatcherMetrics } from '../metrics.js';
+import type { CancelBatcher } from './cancel-batcher.js';
+import type { Outcome, QueuedRequest, QuotaPort, Release } from './ports.js';
+
+/** Everything a handler needs. */
+export interface HandlerDeps {
+  queue: QueueConfig;
+  config: Pick<DispatcherConfig, 'request_timeout_ms' | 'retry_base_ms' | 'retry_cap_ms' | 'fairness_header' | 'fairness_attribute'>;
+  client: InferenceClient;
+  cancels: CancelBatcher;
+  /** Required when the queue has gates. */
+  quota?: QuotaPort;
+  metrics: DispatcherMetrics;
+  logger: Logger;
+  /** Aborted when the dispatcher starts stopping: gate waits end, the request goes back to pending. */
+  stopping?: AbortSignal;
+  random?: () => number;
+  /** Called with every final result (the demo's live tallies). */
+  onResult?: (result: ResultMessage, metadata: Record<string, string> | undefined) => void;
+}
+
+/** The default result route when neither the queue nor the request names one. */
+export const DEFAULT_ROUTE = 'result-sql';
+
+const nowSec = () => Date.now() / 1000;
+
+/** Creates the `handle(req, signal)` function of one queue's partition worker. */
+export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: AbortSignal) => Promise<Outcome> {
+  const { queue, config, metrics, logger } = deps;
+  const rnd = deps.random ?? Math.random;
+  // Concurrency gates first: waiting for a slot must not burn rate admissions.
+  const gates = [...queue.gates].sort((a, b) => (a.kind === b.kind ? 0 : a.kind === 'concurrency' ? -1 : 1));
+  if (gates.length > 0 && !deps.quota) throw new Error(`queue ${queue.queue_name}: gates need a quota client`);
+
+  const finish = (env: Envelope | undefined, req: QueuedRequest, result: ResultMessage): Outcome => {
+    result.request_token = req.token;
+    metrics.result(result.status_code, result.error_code);
+    deps.onResult?.(result, env?.data.metadata);
+    const ttl = env?.internal.result_ttl_seconds ?? queue.result_ttl_seconds;
+    const route = queue.result_queue_name || env?.internal.result_queue_name || DEFAULT_ROUTE;
+    return { result: { route, payload: encodeResult(result), ...(ttl > 0 ? { expiresAt: Math.floor(nowSec()) + ttl } : {}) } };
+  };
+  const backToPending = (): Outcome => ({ defer: Math.floor(nowSec()) });
+
+  /** Acquires every gate or none. `'refused'` / `'error'` leave nothing held. */
+  async function tryGates(env: Envelope): Promise<Release[] | 'refused' | 'error'> {
+    const held: Release[] = [];
+    for (const g of gates) {
+      const value = env.data.metadata?.[g.attribute];
+      if (!value) continue; // no key → not gated (§4.4)
+      const key = `${g.prefix}${g.attribute}:${value}`;
+      try {
+        if (g.kind === 'concurrency') {
+          const release = await deps.quota!.acquire(key, g.limit);
+          if (release === null) return refuse(held);
+          held.push(release);
+        } else if (!(await deps.quota!.admit(key, g.limit, g.window_ms))) {
+          return refuse(held);
+        }
+      } catch (err) {
+        logger.warn({ queue: queue.queue_name, ...errInfo(err) }, 'quota gate error');
+        releaseAll(held);
+        return 'error';
+      }
+    }
+    return held;
+  }
+
+  async function passGates(req: QueuedRequest, env: Envelope): Promise<Release[] | Outcome> {
+    const waitMs = Math.max(0, ...gates.map((g: GateConfig) => g.wait_ms));
+    const started = Date.now();
+    let delay = 100;
+    let counted = false;
+    let lastCancelCheck = Date.now();
+    for (;;) {
+      const r = await tryGates(env);
+      if (Array.isArray(r)) return r;
+      if (r === 'error') {
+        metrics.gateDecision('error');
+        return backToPending();
+      }
+      if (!counted) metrics.gateDecision('quota_exhausted');
+      counted = true;
+      const now = Date.now();
+      if (now >= req.deadline * 1000) return finish(env, req, deadlineExceededResult(req.id));
+      if (now - started >= waitMs || deps.stopping?.aborted) return backToPending();
+      if (now - lastCancelCheck >= 1000) {
+        lastCancelCheck = now;
+        const c = await checkCancelled(req);
+        if (c === 'error') return { retryAt: Math.ceil(nowSec() + 1) };
+        if (c) return finish(env, req, cancelledResult(req.id));
+      }
+      const sleep = Math.min(delay * (0.5 + rnd() / 2), started + waitMs - now, req.deadline * 1000 - now);
+      await sleepUnless(Math.max(1, sleep), deps.stopping);
+      delay = Math.min(1000, delay * 2);
+    }
+  }
+
+  async function checkCancelled(req: QueuedRequest): Promise<boolean | 'error'> {
+    try {
+      return await deps.cancels.isCancelled({ id: req.id, token: req.token });
+    } catch (err) {
+      logger.warn({ queue: queue.queue_name, ...errInfo(err) }, 'cancellation check failed');
+      return 'error';
+    }
+  }
+
+  return async function handle(req: QueuedRequest, signal?: AbortSignal): Promise<Outcome> {
+    const env = parseEnvelope(req.envelope);
+    if (!env) return finish(undefined, req, unparsableResult(req.id));
+    const retryCount = env.internal.retry_count ?? 0;
+    metrics.pulled(retryCount, undefined);
+    if (req.cancelled) return finish(env, req, cancelledResult(req.id));
+    if (Date.now() >= req.deadline * 1000) return finish(env, req, deadlineExceededResult(req.id));
+
+    const held = gates.length > 0 ? await passGates(req, env) : [];
+    if (!Array.isArray(held)) return held;
+    try {
+      // Right before the send: a request cancelled while it waited must not reach the endpoint.
+      const c = await checkCancelled(req);
+      if (c === 'error') return { retryAt: Math.ceil(nowSec() + 1) }; // fail closed, §3.4
+      if (c) return finish(env, req, cancelledResult(req.id));
+
+      const url = joinUrl(queue.igw_base_url, env.data.endpoint || queue.request_path_url);
+      const headers = buildHeaders({
+        objective: queue.inference_objective,
+        headers: env.data.headers,
+        metadata: env.data.metadata,
+        fairnessHeader: config.fairness_header,
+        fairnessAttribute: config.fairness_attribute,
+      });
+      metrics.inflight(1);
+      const t0 = performance.now();
+      let out;
+      try {
+        out = await deps.client.send(url, req.payload, headers, req.deadline * 1000, signal);
+      } finally {
+        metrics.inflight(-1);
+      }
+      metrics.attempt(performance.now() - t0);
+
+      switch (out.kind) {
+        case 'success':
+          return finish(env, req, httpResult(req.id, out.status, out.body));
+        case 'aborted':
+          return backToPending();
+        case 'fatal':
+          if (out.timeout === 'deadline') return finish(env, req, deadlineExceededResult(req.id));
+          if (out.status !== undefined) return finish(env, req, httpResult(req.id, out.status, out.body ?? ''));
+          return finish(env, req, errorResult(req.id, 'INFERENCE_ERROR', `Failed to send request to inference: ${out.message}`));
+        case 'retryable': {
+          const now = nowSec();
+          const secondsToDeadline = req.deadline - Math.floor(now);
+          if (secondsToDeadline <= 0) {
+            if (out.category === 'RATE_LIMIT') metrics.shedOnly();
+            return finish(env, req, httpResult(req.id, out.status, out.body));
+          }
+          const backoff = retryBackoffSeconds({
+            retryCount,
+            secondsToDeadline,
+            retryAfter: out.retryAfter,
+            baseSeconds: config.retry_base_ms / 1000,
+            capSeconds: config.retry_cap_ms / 1000,
+            random: rnd,
+          });
+          metrics.retry(out.category === 'RATE_LIMIT');
+          const next: Envelope = { ...env, internal: { ...env.internal, retry_count: retryCount + 1 } };
+          logger.debug({ queue: queue.queue_name, id: req.id, backoff, category: out.category }, 'retry scheduled');
+          return { retryAt: Math.ceil(now + backoff), envelope: JSON.stringify(next) };
+        }
+      }
+    } finally {
+      releaseAll(held);
+    }
+  };
+}
+
+function refuse(held: Release[]): 'refused' {
+  releaseAll(held);
+  return 'refused';
+}
+
+function releaseAll(held: Release[]): void {
+  for (const r of held.splice(0)) {
+    try {
+      void Promise.resolve(r()).catch(() => undefined);
+    } catch {
+      /* a release failure retires the holder inside Quota */
+    }
+  }
+}
+
+function sleepUnless(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    }
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}

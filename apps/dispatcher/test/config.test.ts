@@ -1,0 +1,63 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config/load.js';
+
+const queue = { queue_name: 'q1', igw_base_url: 'http://127.0.0.1:9/' };
+
+function configError(fn: () => unknown): { code?: string; message: string } {
+  try {
+    fn();
+  } catch (err) {
+    return err as { code?: string; message: string };
+  }
+  throw new Error('expected a config error');
+}
+
+describe('config', () => {
+  it('applies the §6.2 defaults', () => {
+    const c = loadConfig({ env: {}, document: { queues: [queue] } });
+    expect(c).toMatchObject({ lease_ttl_seconds: 30, handoff_timeout_seconds: 900, poll_interval_ms: 1000, batch_size: 10, concurrency: 64, result_batch_size: 32, max_connections: 32 });
+    expect(c.queues[0]).toMatchObject({ request_path_url: '/v1/completions', result_ttl_seconds: 0, labels: {}, gates: [] });
+    expect(c.url).toBeUndefined();
+  });
+
+  it('reads YAML and JSON files; env overrides the file and flags override env', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qcfg-'));
+    const y = path.join(dir, 'c.yaml');
+    fs.writeFileSync(y, `concurrency: 5\nqueues:\n  - queue_name: a\n    igw_base_url: http://x:1\n    gates:\n      - kind: concurrency\n        limit: 3\n`);
+    const j = path.join(dir, 'c.json');
+    fs.writeFileSync(j, JSON.stringify({ batch_size: 7, queues: [queue] }));
+    expect(loadConfig({ file: y, env: {} }).queues[0]?.gates[0]).toEqual({ kind: 'concurrency', limit: 3, attribute: 'userid', window_ms: 60000, prefix: 'quota:', wait_ms: 1000 });
+    expect(loadConfig({ file: y, env: { Q_CONCURRENCY: '9' } }).concurrency).toBe(9);
+    expect(loadConfig({ file: y, env: { Q_CONCURRENCY: '9' }, overrides: { concurrency: '11' } }).concurrency).toBe(11);
+    expect(loadConfig({ file: j, env: {} }).batch_size).toBe(7);
+    const dsn = 'postgres://u:secret@127.0.0.1:5432/db';
+    expect(loadConfig({ file: j, env: { Q_DSN: 'postgres://a@h/x', SQL_URL: dsn } }).url).toBe(dsn);
+    fs.rmSync(dir, { recursive: true });
+  });
+
+  it.each([
+    [{ queues: [] }, 'queues must NOT have fewer than 1 items'],
+    [{}, 'queues is required'],
+    [{ queues: [{ queue_name: 'a' }] }, 'queues[0].igw_base_url is required'],
+    [{ queues: [{ ...queue, gates: [{ kind: 'concurrency', limit: 0 }] }] }, 'queues[0].gates[0].limit must be >= 1'],
+    [{ queues: [{ ...queue, gates: [{ kind: 'tokens', limit: 2 }] }] }, 'queues[0].gates[0].kind must be one of'],
+    [{ queues: [queue], batch_size: 'ten' }, 'batch_size must be integer'],
+    [{ queues: [{ ...queue, colour: 'red' }] }, 'queues[0]: unknown field "colour"'],
+    [{ queues: [queue, queue] }, 'queues[1].queue_name "q1" is a duplicate'],
+    [{ queues: [queue], url: 'mysql://u:pw@h/db' }, 'url must match pattern'],
+  ])('rejects %j naming the field', (doc, message) => {
+    const err = configError(() => loadConfig({ env: {}, document: doc }));
+    expect(err.code).toBe('CONFIG');
+    expect(err.message).toContain(message);
+    expect(err.message).not.toContain('pw');
+  });
+
+  it('rejects bad overrides and unreadable files with the field or file named', () => {
+    expect(configError(() => loadConfig({ env: { Q_CONCURRENCY: 'lots' }, document: { queues: [queue] } })).message).toContain('concurrency (from Q_CONCURRENCY) must be a number');
+    expect(configError(() => loadConfig({ env: {}, document: { queues: [queue] }, overrides: { 'lease-ttl-seconds': '-1' } })).message).toContain('lease_ttl_seconds must be > 0');
+    expect(configError(() => loadConfig({ file: '/nonexistent/q.yaml', env: {} })).message).toContain('cannot read /nonexistent/q.yaml');
+  });
+});
