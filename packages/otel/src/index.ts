@@ -5,7 +5,7 @@ export {
   contextFromTraceparent, currentTraceparent, formatTraceparent, linksFromTraceparent, parseTraceparent,
 } from './propagation.js';
 export {
-  JOB_DURATION_BUCKETS_S, METRIC, jobMetrics, observeGauge, qMeter, quotaKeyClass, quotaMetrics, requestMetrics,
-  type JobMetrics, type QuotaMetrics, type RequestMetrics,
+  JOB_DURATION_BUCKETS_S, METRIC, jobMetrics, observeBacklog, observeGauge, qMeter, quotaKeyClass, quotaMetrics, requestMetrics,
+  type BacklogSource, type JobMetrics, type QuotaMetrics, type RequestMetrics,
 } from './metrics.js';
 export type { Link, MeterProvider, Tracer, TracerProvider } from '@opentelemetry/api';

@@ -127,3 +127,36 @@ export function observeGauge(
   gauge.addCallback(cb);
   return () => gauge.removeCallback(cb);
 }
+
+/** What {@link observeBacklog} reads: `Store` from `@q/store` fits. */
+export interface BacklogSource {
+  backlog(queue: string, now: number, windows: number[]): Promise<{ depth: number }>;
+}
+
+/**
+ * Registers {@link METRIC.requestsBacklog}: pending requests per queue (attribute `queue`), read
+ * from `source.backlog` on every collection (one statement per queue, only when a reader
+ * collects). A queue whose read fails is skipped for that collection. `queues` may be a function
+ * for a changing set. Returns a function that unregisters the gauge.
+ */
+export function observeBacklog(
+  meterProvider: MeterProvider | undefined,
+  source: BacklogSource,
+  queues: readonly string[] | (() => readonly string[]),
+): () => void {
+  return observeGauge(
+    meterProvider,
+    METRIC.requestsBacklog,
+    { unit: '{request}', description: 'Pending requests (not yet dispatched) per queue' },
+    async () => {
+      const list = typeof queues === 'function' ? queues() : queues;
+      const now = Math.floor(Date.now() / 1000);
+      const read = await Promise.allSettled(list.map((queue) => source.backlog(queue, now, [])));
+      const out: Array<{ value: number; attributes: Attributes }> = [];
+      read.forEach((r, i) => {
+        if (r.status === 'fulfilled') out.push({ value: r.value.depth, attributes: { queue: list[i]! } });
+      });
+      return out;
+    },
+  );
+}

@@ -1,5 +1,5 @@
 import { SpanKind } from '@opentelemetry/api';
-import { METRIC } from '@q/otel';
+import { METRIC, observeBacklog } from '@q/otel';
 import { Store } from '@q/store';
 import { createTestSchema, type TestSchema } from '@q/testing';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -59,6 +59,22 @@ it('a dispatch produces q.store.dispatch with a child statement span carrying th
   const dispatched = metrics.get(METRIC.requestsDispatched);
   expect(dispatched?.dataPoints).toEqual([expect.objectContaining({ value: 1, attributes: { queue: 'q1' } })]);
   expect(metrics.get(METRIC.requestsEnqueued)?.dataPoints[0]?.value).toBe(1);
+});
+
+it('observeBacklog reports pending requests per queue from the Store', async () => {
+  const now = await store.now();
+  const deadline = Math.floor(now.getTime() / 1000) + 3600;
+  await store.enqueue(['a', 'b', 'c'].map((id) => ({
+    id, token: 't', queue: 'q2', deadline, envelope: '{}', payload: new Uint8Array(),
+  })));
+  const stop = observeBacklog(tel.meterProvider, store, () => ['q1', 'q2']);
+  try {
+    const points = (await tel.metrics()).get(METRIC.requestsBacklog)?.dataPoints ?? [];
+    const byQueue = Object.fromEntries(points.map((p) => [p.attributes.queue, p.value]));
+    expect(byQueue).toEqual({ q1: 0, q2: 3 }); // r1 of q1 is in flight, not pending
+  } finally {
+    stop();
+  }
 });
 
 it('a failing operation records the error on the operation span', async () => {
