@@ -1,1 +1,9 @@
-export {};
+export { JobStore, DEFAULT_MAX_RESUMES, ENQUEUE_CHUNK, COMPLETE_CHUNK, type MaintenanceResult } from './job-store.js';
+export { JobListener, type JobListenerHandlers, type JobNotification } from './listener.js';
+export { encodeCursor, decodeCursor } from './cursor.js';
+export { DEFAULT_MAX_ATTEMPTS } from './validate.js';
+export {
+  JOB_STATUSES,
+  type CancelOutcome, type Job, type JobLease, type JobListFilter, type JobOutcome, type JobPage, type JobStatus,
+  type LeaseState, type LeasedJob, type NewJob, type ReapedJob, type Step, type StepStatus,
+} from './types.js';

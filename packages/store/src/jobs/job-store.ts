@@ -1,0 +1,530 @@
+import { createHash } from 'node:crypto';
+import type { Tracer } from '@opentelemetry/api';
+import { instrumentPool, qTracer, withOperation } from '@q/otel';
+import { QError, QErrorCode, invalidArgument, migrate, openPool } from '@q/schema';
+import type pg from 'pg';
+import type { OpenOptions } from '../options.js';
+import { decodeCursor, encodeCursor } from './cursor.js';
+import { repairJson, storableText, tryStringify } from './json.js';
+import { JobListener, type JobListenerHandlers } from './listener.js';
+import { toJob, toLeasedJob, type JobRow } from './row.js';
+import { cancelJob } from './sql/cancel-job.js';
+import { claimJobs } from './sql/claim-jobs.js';
+import { completeJobs, type CompletionBatch } from './sql/complete-jobs.js';
+import { dbNow } from './sql/db-now.js';
+import { enqueueJobs, type EnqueueRow } from './sql/enqueue-jobs.js';
+import { forgetDeadLetter } from './sql/forget-dead-letter.js';
+import { getJobById, getJobByUuid } from './sql/get-job.js';
+import { getJobsByIdempotencyKey } from './sql/get-jobs-by-idempotency-key.js';
+import { heartbeatJobs } from './sql/heartbeat-jobs.js';
+import { listJobs } from './sql/list-jobs.js';
+import { tryMaintenanceXactLock } from './sql/maintenance-lock.js';
+import { markJobsRunning } from './sql/mark-jobs-running.js';
+import { promoteDueJobs } from './sql/promote-due-jobs.js';
+import { purgeFinished } from './sql/purge-finished.js';
+import { reapExpiredLeases } from './sql/reap-expired-leases.js';
+import { releaseJobs } from './sql/release-jobs.js';
+import { updateJobSteps } from './sql/update-job-steps.js';
+import type {
+  CancelOutcome, Job, JobLease, JobListFilter, JobOutcome, JobPage, LeaseState, LeasedJob, NewJob, ReapedJob, Step,
+} from './types.js';
+import { checkStatus, checkUuid, toEnqueueBatch } from './validate.js';
+
+/** Crashes a job survives before the reaper dead-letters it (the 4th crash). */
+export const DEFAULT_MAX_RESUMES = 3;
+/** Jobs per enqueue statement; larger batches are split, in one transaction. */
+export const ENQUEUE_CHUNK = 2_000;
+/** Outcomes per completion statement. */
+export const COMPLETE_CHUNK = 2_000;
+
+const DEFAULT_LIST_LIMIT = 25;
+// A lock-key race (two claimers saw one key free) is retried at once, a bounded number of times.
+const CLAIM_RACE_RETRIES = 8;
+const UNIQUE_VIOLATION = '23505';
+const FOREIGN_KEY_VIOLATION = '23503';
+const LOCK_KEY_INDEX = 'jobs_lock_key_active_key';
+
+/** Result of {@link JobStore.maintain}. */
+export interface MaintenanceResult {
+  reaped: ReapedJob[];
+  promoted: number;
+}
+
+/**
+ * The job table's narrow driver: every operation is one parameterised statement (batched with
+ * `unnest` where it takes many jobs), and every write of a lease holder is fenced by the lease's
+ * token. `JobQueue` and `Worker` (`@q/job-worker`) are built on it.
+ */
+export class JobStore {
+  /** The pool the store queries through (owned: closed by {@link JobStore.close}). */
+  readonly pool: pg.Pool;
+  /** The LISTEN/NOTIFY channel of this job table (one per schema). */
+  readonly channel: string;
+  /** The schema (`current_schema()`) holding the job table. */
+  readonly schema: string;
+  readonly #dsn: string;
+  readonly #tracer: Tracer | undefined;
+  readonly #applicationName: string;
+  readonly #listeners = new Set<JobListener>();
+  #closed = false;
+
+  private constructor(pool: pg.Pool, dsn: string, schema: string, tracer: Tracer | undefined, applicationName: string) {
+    this.pool = pool;
+    this.#dsn = dsn;
+    this.schema = schema;
+    this.channel = `q_jobs_${createHash('sha256').update(schema).digest('hex').slice(0, 24)}`;
+    this.#tracer = tracer;
+    this.#applicationName = applicationName;
+  }
+
+  /**
+   * Opens a pool on `dsn` (validated; its password never appears in an error) and migrates the
+   * `jobs` module into the connection's current schema unless `opts.migrate` is false.
+   */
+  static async open(dsn: string, opts: OpenOptions = {}): Promise<JobStore> {
+    const applicationName = opts.applicationName ?? 'q-jobs';
+    const pool = await openPool(dsn, {
+      maxConns: opts.maxConns,
+      applicationName,
+      instrument: (p) => instrumentPool(p, opts.tracerProvider),
+    });
+    try {
+      if (opts.migrate !== false) await migrate(pool, { modules: ['jobs'] });
+      const { rows } = await pool.query<{ schema: string | null }>('SELECT current_schema() AS schema');
+      const schema = rows[0]?.schema;
+      if (!schema) throw new QError(QErrorCode.CONFIG, 'the connection has no current schema (check search_path)');
+      return new JobStore(pool, dsn, schema, qTracer(opts.tracerProvider), applicationName);
+    } catch (err) {
+      await pool.end().catch(() => undefined);
+      throw err;
+    }
+  }
+
+  /** Closes the pool and every listener. Idempotent. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await Promise.all([...this.#listeners].map((l) => l.close()));
+    await this.pool.end();
+  }
+
+  /** The database clock (every process times leases alike). */
+  now(): Promise<Date> {
+    return this.#op('now', () => dbNow(this.pool));
+  }
+
+  /**
+   * Inserts jobs; all or none. An idempotency-key conflict inserts nothing for that job and
+   * returns the stored original, unchanged. A `runAt` after the database's now makes the job
+   * `scheduled`; otherwise it is `queued` at the database's now. Queued jobs wake idle workers
+   * (NOTIFY, delivered at commit). One statement per {@link ENQUEUE_CHUNK} jobs; several chunks
+   * share one transaction. Returns the jobs in input order.
+   */
+  async enqueue(jobs: readonly NewJob[]): Promise<Job[]> {
+    if (!Array.isArray(jobs)) throw invalidArgument('jobs must be an array');
+    const batch = toEnqueueBatch(jobs);
+    if (jobs.length === 0) return [];
+    return this.#op('enqueue', async () => {
+      if (jobs.length <= ENQUEUE_CHUNK) return this.#enqueueChunk(this.pool, batch, 0, jobs.length);
+      return this.#transaction(async (client) => {
+        const out: Job[] = [];
+        for (let from = 0; from < jobs.length; from += ENQUEUE_CHUNK) {
+          out.push(...(await this.#enqueueChunk(client, batch, from, Math.min(from + ENQUEUE_CHUNK, jobs.length))));
+        }
+        return out;
+      });
+    }, { 'job.count': jobs.length });
+  }
+
+  async #enqueueChunk(
+    db: pg.Pool | pg.PoolClient,
+    b: ReturnType<typeof toEnqueueBatch>,
+    from: number,
+    to: number,
+  ): Promise<Job[]> {
+    const slice = <T>(a: T[]) => (from === 0 && to === a.length ? a : a.slice(from, to));
+    const chunk = {
+      uuids: slice(b.uuids), queues: slice(b.queues), types: slice(b.types), payloads: slice(b.payloads),
+      priorities: slice(b.priorities), runAts: slice(b.runAts), maxAttempts: slice(b.maxAttempts),
+      idempotencyKeys: slice(b.idempotencyKeys), lockKeys: slice(b.lockKeys), teamIds: slice(b.teamIds),
+      resourceIds: slice(b.resourceIds), retryOfIds: slice(b.retryOfIds),
+    };
+    let rows: EnqueueRow[];
+    try {
+      rows = await enqueueJobs(db, chunk, this.channel);
+    } catch (err) {
+      throw mapWriteError(err);
+    }
+    const byUuid = new Map<string, JobRow>();
+    const byKey = new Map<string, JobRow>();
+    for (const r of rows) {
+      if (r.inserted) byUuid.set(r.uuid, r);
+      // At most one row per key: an original committed before the statement, or the row this
+      // batch inserted first (a later duplicate in the batch resolves to it).
+      if (r.idempotency_key !== null) byKey.set(r.idempotency_key, r);
+    }
+    const missing = chunk.uuids.flatMap((u, i) => {
+      const key = chunk.idempotencyKeys[i];
+      return !byUuid.has(u) && key !== null && key !== undefined && !byKey.has(key) ? [key] : [];
+    });
+    if (missing.length > 0) {
+      // A concurrent producer committed the key while this statement ran: read its row now.
+      for (const r of await getJobsByIdempotencyKey(db, missing)) if (r.idempotency_key) byKey.set(r.idempotency_key, r);
+    }
+    return chunk.uuids.map((u, i) => {
+      const row = byUuid.get(u) ?? byKey.get(chunk.idempotencyKeys[i] ?? '');
+      if (!row) throw new QError(QErrorCode.NOT_FOUND, 'the job holding this idempotency key was deleted meanwhile');
+      return toJob(row);
+    });
+  }
+
+  /** The job with this uuid, or `null`. */
+  async get(uuid: string): Promise<Job | null> {
+    checkUuid(uuid);
+    const row = await this.#op('get', () => getJobByUuid(this.pool, uuid));
+    return row ? toJob(row) : null;
+  }
+
+  /** The job with this id, or `null`. */
+  async getById(id: number): Promise<Job | null> {
+    if (!Number.isSafeInteger(id)) throw invalidArgument('id must be a safe integer');
+    const row = await this.#op('get', () => getJobById(this.pool, id));
+    return row ? toJob(row) : null;
+  }
+
+  /**
+   * One page of jobs, newest first (`id DESC`), filtered by status/queue/type/team. `limit` is
+   * 1–100 (default 25); a bad limit or cursor is `INVALID_ARGUMENT`.
+   */
+  async list(filter: JobListFilter = {}): Promise<JobPage> {
+    const limit = filter.limit ?? DEFAULT_LIST_LIMIT;
+    if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw invalidArgument('limit must be between 1 and 100');
+    const status = filter.status === undefined ? null : checkStatus(filter.status);
+    for (const k of ['queue', 'type'] as const) {
+      if (filter[k] !== undefined && typeof filter[k] !== 'string') throw invalidArgument(`${k} must be a string`);
+    }
+    if (filter.teamId !== undefined && !Number.isSafeInteger(filter.teamId)) throw invalidArgument('teamId must be a safe integer');
+    const beforeId = filter.cursor === undefined || filter.cursor === null ? null : decodeCursor(filter.cursor);
+    const rows = await this.#op('list', () =>
+      listJobs(this.pool, {
+        status,
+        queue: filter.queue ?? null,
+        type: filter.type ?? null,
+        teamId: filter.teamId ?? null,
+        beforeId,
+        limit: limit + 1,
+      }),
+    );
+    const jobs = rows.slice(0, limit).map(toJob);
+    const last = jobs[jobs.length - 1];
+    return { jobs, nextCursor: rows.length > limit && last ? encodeCursor(last.id) : null };
+  }
+
+  /**
+   * Leases up to `limit` eligible jobs of `queues` in one statement: `queued`, due, ordered by
+   * priority DESC, run_at, id across the queues; skipping rows other claimers hold (SKIP LOCKED)
+   * and jobs whose lock key is held. Each lease gets `leaseMs` (database clock) and a fresh
+   * fencing token, and uses up one attempt. A lock-key race with another claimer is retried at
+   * once, never surfaced. Returned in claim order.
+   */
+  async claim(opts: { queues: readonly string[]; workerId: string; limit: number; leaseMs: number }): Promise<LeasedJob[]> {
+    const queues = checkQueues(opts.queues);
+    if (typeof opts.workerId !== 'string' || opts.workerId === '') throw invalidArgument('workerId must be a non-empty string');
+    if (!Number.isInteger(opts.limit) || opts.limit < 1) throw invalidArgument('limit must be a positive integer');
+    const leaseMs = checkLeaseMs(opts.leaseMs);
+    return this.#op('claim', async () => {
+      for (let attempt = 0; ; attempt++) {
+        try {
+          const rows = await claimJobs(this.pool, queues, opts.limit, opts.workerId, leaseMs);
+          return rows.map(toLeasedJob).sort(claimOrder);
+        } catch (err) {
+          if (!isLockKeyRace(err) || attempt >= CLAIM_RACE_RETRIES) {
+            if (isLockKeyRace(err)) return [];
+            throw err;
+          }
+        }
+      }
+    });
+  }
+
+  /** leased → running for the leases still held (fenced by token); returns them with their cancel flag. */
+  async markRunning(leases: readonly JobLease[]): Promise<LeaseState[]> {
+    const { ids, tokens } = splitLeases(leases);
+    if (ids.length === 0) return [];
+    const rows = await this.#op('mark_running', () => markJobsRunning(this.pool, ids, tokens));
+    return rows.map((r) => ({ id: Number(r.id), cancelRequested: r.cancel_requested }));
+  }
+
+  /**
+   * Extends the leases still held to `leaseMs` from now (fenced by token). A lease missing from
+   * the result was lost (reaped, cancelled out or finished). Carries the cancel flag.
+   */
+  async heartbeat(leases: readonly JobLease[], leaseMs: number): Promise<LeaseState[]> {
+    const { ids, tokens } = splitLeases(leases);
+    checkLeaseMs(leaseMs);
+    if (ids.length === 0) return [];
+    const rows = await this.#op('heartbeat', () => heartbeatJobs(this.pool, ids, tokens, leaseMs));
+    return rows.map((r) => ({ id: Number(r.id), cancelRequested: r.cancel_requested }));
+  }
+
+  /**
+   * Records attempt outcomes, batched (one statement per {@link COMPLETE_CHUNK}), each fenced by
+   * its lease token: `succeeded` (result stored as JSON; undefined or non-serialisable → null),
+   * `retry_wait` (backoff `retryDelayMs` on the database clock), `dead_letter`, `cancelled`. A
+   * cancel requested during the attempt turns any outcome into `cancelled`. Returns, per input,
+   * whether the write happened (false = fenced).
+   */
+  async complete(outcomes: readonly JobOutcome[]): Promise<boolean[]> {
+    if (!Array.isArray(outcomes)) throw invalidArgument('outcomes must be an array');
+    const batch = toCompletionBatch(outcomes);
+    if (outcomes.length === 0) return [];
+    return this.#op('complete', async () => {
+      const written = new Set<number>();
+      for (let from = 0; from < outcomes.length; from += COMPLETE_CHUNK) {
+        const to = Math.min(from + COMPLETE_CHUNK, outcomes.length);
+        const part = sliceBatch(batch, from, to);
+        for (const r of await completeJobs(this.pool, part)) written.add(Number(r.id));
+      }
+      return outcomes.map((o) => written.has(o.id));
+    }, { 'job.count': outcomes.length });
+  }
+
+  /** Records a success (see {@link JobStore.complete}); false when fenced. */
+  async succeed(lease: JobLease, result?: unknown, steps?: Step[]): Promise<boolean> {
+    const [ok] = await this.complete([{ ...lease, status: 'succeeded', result, ...(steps ? { steps } : {}) }]);
+    return ok === true;
+  }
+
+  /**
+   * Records a failed attempt: `retry_wait` after `retryDelayMs`, or `dead_letter` when
+   * `retryDelayMs` is null. False when fenced.
+   */
+  async fail(lease: JobLease, error: string, retryDelayMs: number | null, steps?: Step[]): Promise<boolean> {
+    const outcome: JobOutcome =
+      retryDelayMs === null
+        ? { ...lease, status: 'dead_letter', error, ...(steps ? { steps } : {}) }
+        : { ...lease, status: 'retry_wait', error, retryDelayMs, ...(steps ? { steps } : {}) };
+    const [ok] = await this.complete([outcome]);
+    return ok === true;
+  }
+
+  /** Replaces the step timeline of a held lease; false when fenced. */
+  async updateSteps(lease: JobLease, steps: readonly Step[]): Promise<boolean> {
+    checkLease(lease);
+    const json = stepsJson(steps);
+    return this.#op('update_steps', () => updateJobSteps(this.pool, lease.id, lease.leaseToken, json));
+  }
+
+  /**
+   * Gives held leases back (a stopping worker): the jobs are `queued` again at once, the attempt
+   * given back, their place in line kept; idle workers are woken. Returns the ids released.
+   */
+  async release(leases: readonly JobLease[]): Promise<number[]> {
+    const { ids, tokens } = splitLeases(leases);
+    if (ids.length === 0) return [];
+    return this.#op('release', () => releaseJobs(this.pool, ids, tokens, this.channel));
+  }
+
+  /** `scheduled`/`retry_wait` → `queued` once due; wakes idle workers. Returns the count. */
+  promoteDue(): Promise<number> {
+    return this.#op('promote', () => promoteDueJobs(this.pool, this.channel));
+  }
+
+  /**
+   * Takes back every lapsed lease: `retry_wait` now with the attempt given back and
+   * `resume_count + 1`, or `dead_letter` once the job was already resumed `maxResumes` times, or
+   * `cancelled` if a cancel was requested.
+   */
+  async reapExpired(maxResumes = DEFAULT_MAX_RESUMES): Promise<ReapedJob[]> {
+    if (!Number.isInteger(maxResumes) || maxResumes < 0) throw invalidArgument('maxResumes must be a non-negative integer');
+    const rows = await this.#op('reap', () => reapExpiredLeases(this.pool, maxResumes));
+    return rows.map((r) => ({ id: Number(r.id), uuid: r.uuid, status: r.status }));
+  }
+
+  /**
+   * Reaps then promotes in one transaction, under a transaction-level advisory lock: returns
+   * `null` (doing nothing) while another process runs maintenance. Workers prefer a
+   * session-level lock held by their listener; this is the fallback without one.
+   */
+  async maintain(maxResumes = DEFAULT_MAX_RESUMES): Promise<MaintenanceResult | null> {
+    if (!Number.isInteger(maxResumes) || maxResumes < 0) throw invalidArgument('maxResumes must be a non-negative integer');
+    return this.#op('maintain', () =>
+      this.#transaction(async (client) => {
+        if (!(await tryMaintenanceXactLock(client))) return null;
+        const reaped = await reapExpiredLeases(client, maxResumes);
+        const promoted = await promoteDueJobs(client, this.channel);
+        return { reaped: reaped.map((r) => ({ id: Number(r.id), uuid: r.uuid, status: r.status })), promoted };
+      }),
+    );
+  }
+
+  /**
+   * Cancels a waiting job at once (`cancelled`), or asks the worker running a leased/running job
+   * to abort it (it then ends `cancelled`).
+   */
+  async cancel(uuid: string): Promise<CancelOutcome> {
+    checkUuid(uuid);
+    const row = await this.#op('cancel', () => cancelJob(this.pool, uuid, this.channel));
+    if (!row) return 'not_cancellable';
+    return row.status === 'cancelled' ? 'cancelled' : 'cancel_requested';
+  }
+
+  /** `dead_letter` → `cancelled`; false when the job is missing or not in the dead letter. */
+  async forgetDeadLetter(uuid: string): Promise<boolean> {
+    checkUuid(uuid);
+    return this.#op('forget', () => forgetDeadLetter(this.pool, uuid));
+  }
+
+  /** Deletes `succeeded`/`cancelled` jobs finished more than `olderThanMs` ago; returns the count. */
+  async purgeFinished(olderThanMs: number): Promise<number> {
+    if (typeof olderThanMs !== 'number' || !Number.isFinite(olderThanMs) || olderThanMs < 0) {
+      throw invalidArgument('olderThanMs must be a non-negative number of milliseconds');
+    }
+    return this.#op('purge', () => purgeFinished(this.pool, olderThanMs));
+  }
+
+  /**
+   * A dedicated LISTEN connection on {@link JobStore.channel} (not taken from the pool), which
+   * can also hold the maintenance lock. Closed by {@link JobStore.close} at the latest.
+   */
+  listen(handlers: JobListenerHandlers): JobListener {
+    if (this.#closed) throw new QError(QErrorCode.CLOSED, 'the job store is closed');
+    const listener = new JobListener(this.#dsn, this.channel, this.#applicationName, handlers);
+    this.#listeners.add(listener);
+    const close = listener.close.bind(listener);
+    listener.close = async () => {
+      this.#listeners.delete(listener);
+      await close();
+    };
+    return listener;
+  }
+
+  #op<T>(name: string, fn: () => Promise<T>, attributes?: Record<string, string | number | boolean>): Promise<T> {
+    if (this.#closed) return Promise.reject(new QError(QErrorCode.CLOSED, 'the job store is closed'));
+    return withOperation(this.#tracer, `q.jobs.${name}`, fn, attributes);
+  }
+
+  async #transaction<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    let broken = false;
+    try {
+      await client.query('BEGIN');
+      try {
+        const out = await fn(client);
+        await client.query('COMMIT');
+        return out;
+      } catch (err) {
+        await client.query('ROLLBACK').catch(() => {
+          broken = true;
+        });
+        throw err;
+      }
+    } finally {
+      client.release(broken);
+    }
+  }
+}
+
+function claimOrder(a: Job, b: Job): number {
+  return b.priority - a.priority || a.runAt.getTime() - b.runAt.getTime() || a.id - b.id;
+}
+
+function isLockKeyRace(err: unknown): boolean {
+  const e = err as { code?: string; constraint?: string };
+  return e?.code === UNIQUE_VIOLATION && e.constraint === LOCK_KEY_INDEX;
+}
+
+function mapWriteError(err: unknown): unknown {
+  const e = err as { code?: string; constraint?: string };
+  if (e?.code === FOREIGN_KEY_VIOLATION) {
+    return invalidArgument('retryOfId refers to a job that does not exist');
+  }
+  return err;
+}
+
+function checkQueues(queues: readonly string[]): string[] {
+  if (!Array.isArray(queues) || queues.length === 0 || queues.some((q) => typeof q !== 'string' || q === '')) {
+    throw invalidArgument('queues must be a non-empty array of non-empty strings');
+  }
+  return [...new Set(queues)];
+}
+
+function checkLeaseMs(leaseMs: number): number {
+  if (typeof leaseMs !== 'number' || !Number.isFinite(leaseMs) || leaseMs <= 0) {
+    throw invalidArgument('leaseMs must be a positive number of milliseconds');
+  }
+  return Math.ceil(leaseMs);
+}
+
+function checkLease(l: JobLease): void {
+  if (!l || !Number.isSafeInteger(l.id)) throw invalidArgument('lease id must be a safe integer');
+  checkUuid(l.leaseToken, 'leaseToken');
+}
+
+function splitLeases(leases: readonly JobLease[]): { ids: number[]; tokens: string[] } {
+  if (!Array.isArray(leases)) throw invalidArgument('leases must be an array');
+  const ids: number[] = [];
+  const tokens: string[] = [];
+  for (const l of leases) {
+    checkLease(l);
+    ids.push(l.id);
+    tokens.push(l.leaseToken);
+  }
+  return { ids, tokens };
+}
+
+function stepsJson(steps: readonly Step[]): string {
+  if (!Array.isArray(steps)) throw invalidArgument('steps must be an array');
+  return repairJson(tryStringify(steps) ?? '[]');
+}
+
+/** Result as stored: JSON text, or null for `undefined`/non-serialisable values. */
+function resultJson(result: unknown): string | null {
+  if (result === undefined) return null;
+  const text = tryStringify(result);
+  return text === undefined ? null : repairJson(text);
+}
+
+function toCompletionBatch(outcomes: readonly JobOutcome[]): CompletionBatch {
+  const b: CompletionBatch = { ids: [], tokens: [], statuses: [], results: [], errors: [], retryDelaysMs: [], steps: [] };
+  for (const o of outcomes) {
+    checkLease(o);
+    b.ids.push(o.id);
+    b.tokens.push(o.leaseToken);
+    b.statuses.push(o.status);
+    b.steps.push(o.steps === undefined ? null : stepsJson(o.steps));
+    switch (o.status) {
+      case 'succeeded':
+        b.results.push(resultJson(o.result));
+        b.errors.push(null);
+        b.retryDelaysMs.push(null);
+        break;
+      case 'retry_wait':
+        if (typeof o.retryDelayMs !== 'number' || !Number.isFinite(o.retryDelayMs) || o.retryDelayMs < 0) {
+          throw invalidArgument('retryDelayMs must be a non-negative number of milliseconds');
+        }
+        b.results.push(null);
+        b.errors.push(storableText(String(o.error)));
+        b.retryDelaysMs.push(Math.round(o.retryDelayMs));
+        break;
+      case 'dead_letter':
+      case 'cancelled':
+        b.results.push(null);
+        b.errors.push(o.error === undefined ? null : storableText(String(o.error)));
+        b.retryDelaysMs.push(null);
+        break;
+      default:
+        throw invalidArgument('outcome status must be succeeded, retry_wait, dead_letter or cancelled');
+    }
+  }
+  return b;
+}
+
+function sliceBatch(b: CompletionBatch, from: number, to: number): CompletionBatch {
+  if (from === 0 && to === b.ids.length) return b;
+  return {
+    ids: b.ids.slice(from, to), tokens: b.tokens.slice(from, to), statuses: b.statuses.slice(from, to),
+    results: b.results.slice(from, to), errors: b.errors.slice(from, to),
+    retryDelaysMs: b.retryDelaysMs.slice(from, to), steps: b.steps.slice(from, to),
+  };
+}

@@ -1,0 +1,150 @@
+import pg from 'pg';
+import { tryMaintenanceSessionLock } from './sql/maintenance-lock.js';
+
+/** A message on the job channel. */
+export type JobNotification =
+  /** Jobs became eligible in `queue` (enqueued, promoted or given back). */
+  | { kind: 'queued'; queue: string }
+  /** A cancel was requested for the leased/running job `id`. */
+  | { kind: 'cancel'; id: number };
+
+/** Callbacks of {@link JobListener}. */
+export interface JobListenerHandlers {
+  /** A notification arrived. */
+  onNotification(n: JobNotification): void;
+  /** The connection came (back) up: notifications may have been missed meanwhile. */
+  onConnected?(): void;
+  /** The connection failed; the listener reconnects by itself. */
+  onError?(err: Error): void;
+}
+
+const RECONNECT_MIN_MS = 500;
+const RECONNECT_MAX_MS = 10_000;
+
+/**
+ * A dedicated connection that LISTENs on the job channel and can hold the maintenance lock
+ * (session-level, released when the connection closes, so a crashed holder frees it at once).
+ * It reconnects with backoff; while it is down, callers keep polling.
+ */
+export class JobListener {
+  #client: pg.Client | undefined;
+  #closed = false;
+  #leader = false;
+  #retryMs = RECONNECT_MIN_MS;
+  #timer: NodeJS.Timeout | undefined;
+  #connecting: Promise<void> | undefined;
+
+  /** @internal Created by `JobStore.listen`. */
+  constructor(
+    private readonly dsn: string,
+    private readonly channel: string,
+    private readonly applicationName: string,
+    private readonly handlers: JobListenerHandlers,
+  ) {}
+
+  /** True while the LISTEN connection is up. */
+  get connected(): boolean {
+    return this.#client !== undefined;
+  }
+
+  /** True while this listener holds the maintenance lock. */
+  get isLeader(): boolean {
+    return this.#leader;
+  }
+
+  /** Connects and LISTENs; a failure is reported to `onError` and retried in the background. */
+  start(): Promise<void> {
+    this.#connecting ??= this.#connect().finally(() => {
+      this.#connecting = undefined;
+    });
+    return this.#connecting;
+  }
+
+  /**
+   * Holds or tries to take the maintenance lock: true when this process should run maintenance.
+   * False while disconnected.
+   */
+  async tryLeadership(): Promise<boolean> {
+    const client = this.#client;
+    if (!client) return false;
+    if (this.#leader) return true;
+    try {
+      this.#leader = await tryMaintenanceSessionLock(client);
+    } catch (err) {
+      this.#fail(client, err);
+    }
+    return this.#leader;
+  }
+
+  /** Closes the connection (releasing the lock). */
+  async close(): Promise<void> {
+    this.#closed = true;
+    clearTimeout(this.#timer);
+    await this.#connecting?.catch(() => undefined);
+    const client = this.#client;
+    this.#client = undefined;
+    this.#leader = false;
+    await client?.end().catch(() => undefined);
+  }
+
+  async #connect(): Promise<void> {
+    if (this.#closed || this.#client) return;
+    const client = new pg.Client({ connectionString: this.dsn, application_name: this.applicationName });
+    client.on('error', (err) => this.#fail(client, err));
+    client.on('end', () => this.#fail(client, new Error('listener connection ended')));
+    client.on('notification', (msg) => {
+      if (msg.channel !== this.channel || !msg.payload) return;
+      const n = parse(msg.payload);
+      if (n) this.handlers.onNotification(n);
+    });
+    try {
+      await client.connect();
+      // The channel is derived from the schema name (hex digest): a safe identifier.
+      await client.query(`LISTEN ${client.escapeIdentifier(this.channel)}`);
+    } catch (err) {
+      client.removeAllListeners('end');
+      await client.end().catch(() => undefined);
+      this.#report(err);
+      this.#schedule();
+      return;
+    }
+    if (this.#closed) {
+      await client.end().catch(() => undefined);
+      return;
+    }
+    this.#client = client;
+    this.#retryMs = RECONNECT_MIN_MS;
+    this.handlers.onConnected?.();
+  }
+
+  #fail(client: pg.Client, err: unknown): void {
+    if (this.#client !== client) return;
+    this.#client = undefined;
+    this.#leader = false;
+    client.removeAllListeners('end');
+    client.end().catch(() => undefined);
+    if (this.#closed) return;
+    this.#report(err);
+    this.#schedule();
+  }
+
+  #report(err: unknown): void {
+    this.handlers.onError?.(err instanceof Error ? err : new Error(String(err)));
+  }
+
+  #schedule(): void {
+    if (this.#closed) return;
+    clearTimeout(this.#timer);
+    this.#timer = setTimeout(() => void this.start(), this.#retryMs);
+    this.#retryMs = Math.min(this.#retryMs * 2, RECONNECT_MAX_MS);
+  }
+}
+
+function parse(payload: string): JobNotification | undefined {
+  if (payload.startsWith('q:')) return { kind: 'queued', queue: payload.slice(2) };
+  if (payload.startsWith('c:')) {
+    const id = Number(payload.slice(2));
+    return Number.isSafeInteger(id) ? { kind: 'cancel', id } : undefined;
+  }
+  return undefined;
+}

@@ -1,0 +1,32 @@
+import type { JobStatus } from '../types.js';
+import type { Queryable } from './db.js';
+
+// A waiting job is cancelled at once. A leased/running one gets cancel_requested_at, and its
+// worker is told on the notification channel (heartbeats carry the flag too, as a fallback).
+const TEXT = `
+WITH c AS (
+  UPDATE jobs SET
+    status = CASE WHEN status IN ('queued', 'scheduled', 'retry_wait') THEN 'cancelled'::job_status ELSE status END,
+    finished_at = CASE WHEN status IN ('queued', 'scheduled', 'retry_wait') THEN now() ELSE finished_at END,
+    cancel_requested_at = coalesce(cancel_requested_at, now()),
+    updated_at = now()
+  WHERE uuid = $1::uuid AND status IN ('queued', 'scheduled', 'retry_wait', 'leased', 'running')
+  RETURNING id, status
+)
+SELECT c.id, c.status,
+       (SELECT count(*) FROM (SELECT pg_notify($2, 'c:' || c2.id) FROM c c2 WHERE c2.status <> 'cancelled') n) AS notified
+FROM c`;
+
+/** Cancels (or requests cancellation of) the job; returns its new status, or undefined. */
+export async function cancelJob(
+  db: Queryable,
+  uuid: string,
+  channel: string,
+): Promise<{ id: string; status: JobStatus } | undefined> {
+  const { rows } = await db.query<{ id: string; status: JobStatus }>({
+    name: 'q_jobs_cancel',
+    text: TEXT,
+    values: [uuid, channel],
+  });
+  return rows[0];
+}

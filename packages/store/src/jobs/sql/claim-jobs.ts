@@ -1,0 +1,54 @@
+import { jobColumns, type JobRow } from '../row.js';
+import type { Queryable } from './db.js';
+
+// One statement leases up to $2 jobs. Each queue is scanned in dequeue-index order by its own
+// lateral subquery (a single scan over queue = ANY(...) could not use the index order and would
+// sort every queued row), locking rows with SKIP LOCKED so concurrent claimers pass each other.
+// A job is skipped while another job with its lock key is leased or running, and the batch keeps
+// at most one job per lock key; two claimers can still both see a key free, in which case the
+// partial unique index jobs_lock_key_active_key refuses the second (the caller retries at once).
+// Rows locked but not picked are released when the statement commits. The ORDER BY spells out
+// NULLS LAST to match jobs_dequeue_idx exactly (priority is NOT NULL, but the planner only uses
+// an index for ordering when the null placement matches).
+const TEXT = `
+WITH cand AS (
+  SELECT c.id, c.lock_key, c.priority, c.run_at
+  FROM unnest($1::text[]) AS q(name)
+  CROSS JOIN LATERAL (
+    SELECT j.id, j.lock_key, j.priority, j.run_at FROM jobs j
+    WHERE j.queue = q.name AND j.status = 'queued' AND j.run_at <= now()
+      AND (j.lock_key IS NULL OR NOT EXISTS (
+            SELECT 1 FROM jobs h WHERE h.lock_key = j.lock_key AND h.status IN ('leased', 'running')))
+    ORDER BY j.priority DESC NULLS LAST, j.run_at, j.id
+    LIMIT $2
+    FOR UPDATE OF j SKIP LOCKED
+  ) c
+), pick AS (
+  SELECT r.id FROM (
+    SELECT cand.*, row_number() OVER (PARTITION BY lock_key ORDER BY priority DESC, run_at, id) AS rn FROM cand
+  ) r
+  WHERE r.lock_key IS NULL OR r.rn = 1
+  ORDER BY r.priority DESC, r.run_at, r.id
+  LIMIT $2
+)
+UPDATE jobs SET status = 'leased', leased_by = $3, lease_token = gen_random_uuid(),
+       lease_expires_at = now() + $4 * interval '1 millisecond', heartbeat_at = now(),
+       attempt = jobs.attempt + 1, updated_at = now()
+FROM pick WHERE jobs.id = pick.id
+RETURNING ${jobColumns('jobs')}, jobs.lease_token`;
+
+/** Leases up to `limit` eligible jobs of `queues` for `workerId`; each gets a new fencing token. */
+export async function claimJobs(
+  db: Queryable,
+  queues: string[],
+  limit: number,
+  workerId: string,
+  leaseMs: number,
+): Promise<Array<JobRow & { lease_token: string }>> {
+  const { rows } = await db.query<JobRow & { lease_token: string }>({
+    name: 'q_jobs_claim',
+    text: TEXT,
+    values: [queues, limit, workerId, leaseMs],
+  });
+  return rows;
+}

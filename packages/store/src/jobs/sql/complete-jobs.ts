@@ -1,0 +1,50 @@
+import type { JobStatus } from '../types.js';
+import type { Queryable } from './db.js';
+
+/** Column arrays of one completion batch; index i of every array is outcome i. */
+export interface CompletionBatch {
+  ids: number[];
+  tokens: string[];
+  statuses: Array<'succeeded' | 'retry_wait' | 'dead_letter' | 'cancelled'>;
+  /** JSON text, or null for SQL NULL. */
+  results: Array<string | null>;
+  errors: Array<string | null>;
+  retryDelaysMs: Array<number | null>;
+  /** JSON text of the final timeline, or null to keep the stored one. */
+  steps: Array<string | null>;
+}
+
+// Records many attempts' outcomes in one statement, each fenced by its lease token (in the
+// UPDATE's own WHERE, so a concurrent reap is re-checked). A cancel requested while the attempt
+// ran wins over its outcome. A success keeps an earlier last_error; a failure overwrites it; a
+// retry waits its backoff on the database clock.
+const FINAL = `(CASE WHEN jobs.cancel_requested_at IS NOT NULL THEN 'cancelled'::job_status ELSE u.status::job_status END)`;
+const TEXT = `
+UPDATE jobs SET
+  status = ${FINAL},
+  result = CASE WHEN u.status = 'succeeded' THEN u.result::jsonb ELSE jobs.result END,
+  last_error = coalesce(u.error, jobs.last_error),
+  run_at = CASE ${FINAL} WHEN 'retry_wait' THEN now() + u.delay_ms * interval '1 millisecond'
+                         WHEN 'dead_letter' THEN now() ELSE jobs.run_at END,
+  steps = coalesce(u.steps::jsonb, jobs.steps),
+  finished_at = CASE WHEN ${FINAL} = 'retry_wait' THEN NULL ELSE now() END,
+  dead_lettered_at = CASE ${FINAL} WHEN 'dead_letter' THEN now() WHEN 'retry_wait' THEN NULL
+                                   ELSE jobs.dead_lettered_at END,
+  leased_by = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
+FROM unnest($1::int8[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::int8[], $7::text[])
+  AS u(id, token, status, result, error, delay_ms, steps)
+WHERE jobs.id = u.id AND jobs.lease_token = u.token AND jobs.status IN ('leased', 'running')
+RETURNING jobs.id, jobs.status`;
+
+/** Writes the outcomes whose lease is still held; returns those rows with their new status. */
+export async function completeJobs(
+  db: Queryable,
+  b: CompletionBatch,
+): Promise<Array<{ id: string; status: JobStatus }>> {
+  const { rows } = await db.query<{ id: string; status: JobStatus }>({
+    name: 'q_jobs_complete',
+    text: TEXT,
+    values: [b.ids, b.tokens, b.statuses, b.results, b.errors, b.retryDelaysMs, b.steps],
+  });
+  return rows;
+}

@@ -1,0 +1,66 @@
+import { jobColumns, type JobRow } from '../row.js';
+import type { Queryable } from './db.js';
+
+/** Column arrays of one enqueue batch; index i of every array is job i. */
+export interface EnqueueBatch {
+  uuids: string[];
+  queues: string[];
+  types: string[];
+  payloads: string[];
+  priorities: number[];
+  runAts: Array<Date | null>;
+  maxAttempts: number[];
+  idempotencyKeys: Array<string | null>;
+  lockKeys: Array<string | null>;
+  teamIds: Array<number | null>;
+  resourceIds: Array<number | null>;
+  retryOfIds: Array<number | null>;
+}
+
+/** Rows inserted, plus the stored originals of the batch's idempotency keys. */
+export interface EnqueueRow extends JobRow {
+  inserted: boolean;
+}
+
+// One statement per batch. The database clock decides queued vs scheduled, so a queued job is
+// eligible at once whatever the producer's clock says. Idempotency conflicts are skipped and the
+// originals returned by the second branch (rows committed before this statement; a duplicate key
+// inside the batch resolves to the row the first branch inserted). Idle workers are woken with one
+// notification per queue that received a queued job; it is delivered at commit.
+const TEXT = `
+WITH input AS (
+  SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::timestamptz[],
+                       $7::int4[], $8::text[], $9::text[], $10::int8[], $11::int8[], $12::int8[])
+    WITH ORDINALITY AS i(uuid, queue, job_type, payload, priority, run_at, max_attempts, idempotency_key,
+                         lock_key, team_id, resource_id, retry_of_id, ord)
+), ins AS (
+  INSERT INTO jobs AS j (uuid, queue, job_type, payload, priority, run_at, status, max_attempts,
+                         idempotency_key, lock_key, team_id, resource_id, retry_of_id)
+  SELECT uuid, queue, job_type, payload::jsonb, priority,
+         CASE WHEN run_at > now() THEN run_at ELSE now() END,
+         CASE WHEN run_at > now() THEN 'scheduled'::job_status ELSE 'queued'::job_status END,
+         max_attempts, idempotency_key, lock_key, team_id, resource_id, retry_of_id
+  FROM input ORDER BY ord
+  ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+  RETURNING ${jobColumns('j')}
+)
+SELECT ins.*, true AS inserted,
+       (SELECT count(*) FROM (SELECT pg_notify($13, 'q:' || d.queue)
+                              FROM (SELECT DISTINCT queue FROM ins WHERE status = 'queued') d) n) AS notified
+FROM ins
+UNION ALL
+SELECT ${jobColumns('o')}, false, 0 FROM jobs o
+WHERE o.idempotency_key IN (SELECT idempotency_key FROM input WHERE idempotency_key IS NOT NULL)`;
+
+/** Inserts a batch (`unnest`), skipping idempotency conflicts; notifies `channel` for queued jobs. */
+export async function enqueueJobs(db: Queryable, b: EnqueueBatch, channel: string): Promise<EnqueueRow[]> {
+  const { rows } = await db.query<EnqueueRow>({
+    name: 'q_jobs_enqueue',
+    text: TEXT,
+    values: [
+      b.uuids, b.queues, b.types, b.payloads, b.priorities, b.runAts, b.maxAttempts, b.idempotencyKeys,
+      b.lockKeys, b.teamIds, b.resourceIds, b.retryOfIds, channel,
+    ],
+  });
+  return rows;
+}

@@ -1,0 +1,22 @@
+import type { Queryable } from './db.js';
+
+const TEXT = `
+UPDATE jobs SET heartbeat_at = now(), lease_expires_at = now() + $3 * interval '1 millisecond', updated_at = now()
+FROM unnest($1::int8[], $2::uuid[]) AS u(id, token)
+WHERE jobs.id = u.id AND jobs.lease_token = u.token AND jobs.status IN ('leased', 'running')
+RETURNING jobs.id, jobs.cancel_requested_at IS NOT NULL AS cancel_requested`;
+
+/** Extends the leases still held by `leaseMs`; returns them with their cancel flag. */
+export async function heartbeatJobs(
+  db: Queryable,
+  ids: number[],
+  tokens: string[],
+  leaseMs: number,
+): Promise<Array<{ id: string; cancel_requested: boolean }>> {
+  const { rows } = await db.query<{ id: string; cancel_requested: boolean }>({
+    name: 'q_jobs_heartbeat',
+    text: TEXT,
+    values: [ids, tokens, leaseMs],
+  });
+  return rows;
+}

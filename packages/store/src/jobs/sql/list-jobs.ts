@@ -1,0 +1,33 @@
+import { jobColumns, type JobRow } from '../row.js';
+import type { JobStatus } from '../types.js';
+import type { Queryable } from './db.js';
+
+const TEXT = `
+SELECT ${jobColumns('j')} FROM jobs j
+WHERE ($1::job_status IS NULL OR j.status = $1::job_status)
+  AND ($2::text IS NULL OR j.queue = $2::text)
+  AND ($3::text IS NULL OR j.job_type = $3::text)
+  AND ($4::int8 IS NULL OR j.team_id = $4::int8)
+  AND ($5::int8 IS NULL OR j.id < $5::int8)
+ORDER BY j.id DESC
+LIMIT $6`;
+
+/** Filter of {@link listJobs}; `null` means "any". */
+export interface ListParams {
+  status: JobStatus | null;
+  queue: string | null;
+  type: string | null;
+  teamId: number | null;
+  beforeId: number | null;
+  limit: number;
+}
+
+/** Jobs matching the filter, `id DESC`, at most `limit`. */
+export async function listJobs(db: Queryable, p: ListParams): Promise<JobRow[]> {
+  const { rows } = await db.query<JobRow>({
+    name: 'q_jobs_list',
+    text: TEXT,
+    values: [p.status, p.queue, p.type, p.teamId, p.beforeId, p.limit],
+  });
+  return rows;
+}

@@ -1,0 +1,17 @@
+import type { Queryable } from './db.js';
+
+const TEXT = `
+WITH p AS (
+  UPDATE jobs SET status = 'queued', updated_at = now()
+  WHERE status IN ('scheduled', 'retry_wait') AND run_at <= now()
+  RETURNING queue
+)
+SELECT count(*)::int AS promoted,
+       (SELECT count(*) FROM (SELECT pg_notify($1, 'q:' || d.queue) FROM (SELECT DISTINCT queue FROM p) d) n) AS notified
+FROM p`;
+
+/** scheduled/retry_wait → queued once `run_at` is due; wakes idle workers. Returns the count. */
+export async function promoteDueJobs(db: Queryable, channel: string): Promise<number> {
+  const { rows } = await db.query<{ promoted: number }>({ name: 'q_jobs_promote', text: TEXT, values: [channel] });
+  return rows[0]?.promoted ?? 0;
+}

@@ -1,0 +1,31 @@
+import type { JobStatus } from '../types.js';
+import type { Queryable } from './db.js';
+
+// A lapsed lease means the worker died or hung: not a failure. The attempt is given back and
+// resume_count rises; once a job has already been resumed $1 times the next crash dead-letters it
+// (attempt kept). Every CASE sees the old resume_count. An earlier last_error is kept.
+const TEXT = `
+UPDATE jobs SET
+  status = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'::job_status
+                WHEN resume_count >= $1 THEN 'dead_letter'::job_status ELSE 'retry_wait'::job_status END,
+  dead_lettered_at = CASE WHEN cancel_requested_at IS NULL AND resume_count >= $1 THEN now() ELSE dead_lettered_at END,
+  finished_at = CASE WHEN cancel_requested_at IS NOT NULL OR resume_count >= $1 THEN now() ELSE finished_at END,
+  attempt = CASE WHEN cancel_requested_at IS NULL AND resume_count >= $1 THEN attempt ELSE greatest(attempt - 1, 0) END,
+  resume_count = resume_count + 1,
+  last_error = coalesce(last_error, 'lease expired (worker crash or hang)'),
+  run_at = now(), leased_by = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
+WHERE status IN ('leased', 'running') AND lease_expires_at < now()
+RETURNING id, uuid, status`;
+
+/** Takes back every lapsed lease; returns the jobs with their new status. */
+export async function reapExpiredLeases(
+  db: Queryable,
+  maxResumes: number,
+): Promise<Array<{ id: string; uuid: string; status: JobStatus }>> {
+  const { rows } = await db.query<{ id: string; uuid: string; status: JobStatus }>({
+    name: 'q_jobs_reap',
+    text: TEXT,
+    values: [maxResumes],
+  });
+  return rows;
+}

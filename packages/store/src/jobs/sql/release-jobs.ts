@@ -1,0 +1,24 @@
+import type { Queryable } from './db.js';
+
+// A worker that stops gives its unfinished leases back: the job is queued again at once with the
+// attempt given back (it did not fail), keeping its place in line. A requested cancel is honoured.
+const TEXT = `
+WITH r AS (
+  UPDATE jobs SET
+    status = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'::job_status ELSE 'queued'::job_status END,
+    finished_at = CASE WHEN cancel_requested_at IS NOT NULL THEN now() ELSE finished_at END,
+    attempt = greatest(jobs.attempt - 1, 0),
+    leased_by = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
+  FROM unnest($1::int8[], $2::uuid[]) AS u(id, token)
+  WHERE jobs.id = u.id AND jobs.lease_token = u.token AND jobs.status IN ('leased', 'running')
+  RETURNING jobs.id, jobs.queue, jobs.status
+)
+SELECT r.id, (SELECT count(*) FROM (SELECT pg_notify($3, 'q:' || d.queue)
+                                     FROM (SELECT DISTINCT queue FROM r WHERE status = 'queued') d) n) AS notified
+FROM r`;
+
+/** Returns held leases to the queue (attempt given back); returns the ids released. */
+export async function releaseJobs(db: Queryable, ids: number[], tokens: string[], channel: string): Promise<number[]> {
+  const { rows } = await db.query<{ id: string }>({ name: 'q_jobs_release', text: TEXT, values: [ids, tokens, channel] });
+  return rows.map((r) => Number(r.id));
+}

@@ -1,0 +1,149 @@
+/** Job states, in the order the `job_status` enum declares them. */
+export const JOB_STATUSES = [
+  'scheduled', 'queued', 'leased', 'running', 'retry_wait', 'succeeded', 'cancelled', 'dead_letter',
+] as const;
+
+/**
+ * Where a job is in its life: `scheduled` (future `runAt`), `queued` (eligible), `leased` (claimed
+ * by a worker), `running`, `retry_wait` (failed, waiting for its backoff), and the terminal
+ * `succeeded`, `cancelled`, `dead_letter`. There is no `failed`.
+ */
+export type JobStatus = (typeof JOB_STATUSES)[number];
+
+/** Status of one step of a job's timeline. `pending` exists for compatibility but is never written. */
+export type StepStatus = 'pending' | 'running' | 'succeeded' | 'failed' | 'skipped';
+
+/**
+ * One entry of a job's step timeline (as stored in `jobs.steps`). Times are RFC 3339 UTC strings;
+ * absent fields are omitted, never `null`.
+ */
+export interface Step {
+  name: string;
+  status: StepStatus;
+  message?: string;
+  started_at?: string;
+  finished_at?: string;
+}
+
+/** A row of the `jobs` table. Times are instants read from the database. */
+export interface Job {
+  id: number;
+  uuid: string;
+  queue: string;
+  type: string;
+  payload: unknown;
+  status: JobStatus;
+  /** Higher is claimed first. */
+  priority: number;
+  /** The job may not start before this instant; also its FIFO key. */
+  runAt: Date;
+  /** Incremented when the job is leased (given back when a crash or a drain returns it). */
+  attempt: number;
+  maxAttempts: number;
+  idempotencyKey: string | null;
+  lockKey: string | null;
+  /** Id of the worker holding the lease, if any. */
+  leasedBy: string | null;
+  leaseExpiresAt: Date | null;
+  /** Set by `cancel` on a leased/running job: its handler is aborted and the job ends `cancelled`. */
+  cancelRequestedAt: Date | null;
+  lastError: string | null;
+  /** The step timeline of the latest attempt; `[]` when it recorded none. */
+  steps: Step[];
+  /** The handler's result (JSON), or `null`. */
+  result: unknown;
+  retryOfId: number | null;
+  teamId: number | null;
+  resourceId: number | null;
+  /** Lease-expiry reclaims (crashes) over the job's whole life; never reset. */
+  resumeCount: number;
+  createdAt: Date;
+  updatedAt: Date;
+  finishedAt: Date | null;
+  deadLetteredAt: Date | null;
+}
+
+/** A claimed job with the fencing token of its lease. Every outcome write must present the token. */
+export interface LeasedJob extends Job {
+  leaseToken: string;
+}
+
+/** Identifies one lease: the job id and the lease's fencing token. */
+export interface JobLease {
+  id: number;
+  leaseToken: string;
+}
+
+/** A job to insert (see {@link JobStore.enqueue}). */
+export interface NewJob {
+  /** Logical queue; the store does not check it against a list (`JobQueue` does). */
+  queue: string;
+  type: string;
+  /** Any JSON value; absent or `null` is stored as `{}`. */
+  payload?: unknown;
+  /** Default 0; higher is claimed first. 32-bit integer. */
+  priority?: number;
+  /** A future instant makes the job `scheduled`; past or absent means `queued` now (database clock). */
+  runAt?: Date;
+  /** Default 5; at least 1. */
+  maxAttempts?: number;
+  /** Global idempotency key: a second job with the same key returns the original. */
+  idempotencyKey?: string;
+  /** At most one job per lock key is leased or running at a time. */
+  lockKey?: string;
+  teamId?: number;
+  resourceId?: number;
+  retryOfId?: number;
+}
+
+/** What the lease holder reports for one attempt (see {@link JobStore.complete}). */
+export type JobOutcome = JobLease & {
+  /** Final timeline of the attempt; absent keeps the stored one. */
+  steps?: Step[];
+} & (
+  | { status: 'succeeded'; result?: unknown }
+  | { status: 'retry_wait'; error: string; retryDelayMs: number }
+  | { status: 'dead_letter'; error: string }
+  | { status: 'cancelled'; error?: string }
+);
+
+/** State of a lease after a fenced write: still held, and whether a cancel was requested. */
+export interface LeaseState {
+  id: number;
+  cancelRequested: boolean;
+}
+
+/** A lease taken back by the reaper. */
+export interface ReapedJob {
+  id: number;
+  uuid: string;
+  status: JobStatus;
+}
+
+/** Filter of {@link JobStore.list}. */
+export interface JobListFilter {
+  status?: JobStatus;
+  queue?: string;
+  type?: string;
+  teamId?: number;
+  /** Opaque cursor from a previous page's `nextCursor`. */
+  cursor?: string;
+  /** 1–100, default 25. */
+  limit?: number;
+}
+
+/** One page of jobs, newest (`id DESC`) first. */
+export interface JobPage {
+  jobs: Job[];
+  /** Pass as `cursor` for the next page; `null` on the last page. */
+  nextCursor: string | null;
+}
+
+/** Result of {@link JobStore.cancel}. */
+export type CancelOutcome =
+  /** A waiting job was cancelled at once. */
+  | 'cancelled'
+  /** A leased/running job was asked to stop; its worker aborts the handler and records `cancelled`. */
+  | 'cancel_requested'
+  /** No such job, or already finished. */
+  | 'not_cancellable';

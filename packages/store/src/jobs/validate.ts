@@ -1,0 +1,96 @@
+import { randomUUID } from 'node:crypto';
+import { invalidArgument } from '@q/schema';
+import { isStorableJson, payloadProblem } from './json.js';
+import { JOB_STATUSES, type JobStatus, type NewJob } from './types.js';
+import type { EnqueueBatch } from './sql/enqueue-jobs.js';
+
+const INT32_MIN = -2_147_483_648;
+const INT32_MAX = 2_147_483_647;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Default `maxAttempts` of a new job. */
+export const DEFAULT_MAX_ATTEMPTS = 5;
+
+/** Throws `INVALID_ARGUMENT` unless `uuid` is a UUID string. */
+export function checkUuid(uuid: unknown, what = 'uuid'): string {
+  if (typeof uuid !== 'string' || !UUID.test(uuid)) throw invalidArgument(`${what} must be a UUID string`);
+  return uuid;
+}
+
+/** Throws `INVALID_ARGUMENT` unless `v` is a job status. */
+export function checkStatus(v: unknown): JobStatus {
+  if (typeof v !== 'string' || !(JOB_STATUSES as readonly string[]).includes(v)) {
+    throw invalidArgument(`status must be one of ${JOB_STATUSES.join(', ')}`);
+  }
+  return v as JobStatus;
+}
+
+function optString(v: unknown, what: string): string | null {
+  if (v === undefined || v === null) return null;
+  if (typeof v !== 'string') throw invalidArgument(`${what} must be a string`);
+  if (v.includes('\0')) throw invalidArgument(`${what} must not contain NUL characters`);
+  return v;
+}
+
+function optId(v: unknown, what: string): number | null {
+  if (v === undefined || v === null) return null;
+  if (typeof v !== 'number' || !Number.isSafeInteger(v)) throw invalidArgument(`${what} must be a safe integer`);
+  return v;
+}
+
+function int32(v: unknown, what: string, min = INT32_MIN): number {
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > INT32_MAX) {
+    throw invalidArgument(`${what} must be an integer between ${min} and ${INT32_MAX}`);
+  }
+  return v;
+}
+
+/**
+ * Checks every job of a batch and turns it into statement columns, or throws `INVALID_ARGUMENT`
+ * naming the first bad field (and its index in a batch) before anything is sent.
+ */
+export function toEnqueueBatch(jobs: readonly NewJob[]): EnqueueBatch {
+  const b: EnqueueBatch = {
+    uuids: [], queues: [], types: [], payloads: [], priorities: [], runAts: [], maxAttempts: [],
+    idempotencyKeys: [], lockKeys: [], teamIds: [], resourceIds: [], retryOfIds: [],
+  };
+  jobs.forEach((job, i) => {
+    const at = jobs.length > 1 ? ` (job ${i})` : '';
+    try {
+      if (!job || typeof job !== 'object') throw invalidArgument('job must be an object');
+      const queue = optString(job.queue, 'queue');
+      if (!queue) throw invalidArgument('queue must be a non-empty string');
+      const type = optString(job.type, 'type');
+      if (type === null) throw invalidArgument('type must be a string');
+      const payload = job.payload === undefined || job.payload === null ? {} : job.payload;
+      const problem = payloadProblem(payload);
+      if (problem) throw invalidArgument(problem);
+      const json = JSON.stringify(payload) as string | undefined;
+      if (typeof json !== 'string') throw invalidArgument('payload must be a JSON value');
+      if (!isStorableJson(json)) throw invalidArgument('payload contains \\u0000 or a lone surrogate, which Postgres jsonb cannot store');
+      let runAt: Date | null = null;
+      if (job.runAt !== undefined && job.runAt !== null) {
+        if (!(job.runAt instanceof Date) || Number.isNaN(job.runAt.getTime())) throw invalidArgument('runAt must be a valid Date');
+        runAt = job.runAt;
+      }
+      b.uuids.push(randomUUID());
+      b.queues.push(queue);
+      b.types.push(type);
+      b.payloads.push(json);
+      b.priorities.push(job.priority === undefined || job.priority === null ? 0 : int32(job.priority, 'priority'));
+      b.runAts.push(runAt);
+      b.maxAttempts.push(
+        job.maxAttempts === undefined || job.maxAttempts === null ? DEFAULT_MAX_ATTEMPTS : int32(job.maxAttempts, 'maxAttempts', 1),
+      );
+      b.idempotencyKeys.push(optString(job.idempotencyKey, 'idempotencyKey'));
+      b.lockKeys.push(optString(job.lockKey, 'lockKey'));
+      b.teamIds.push(optId(job.teamId, 'teamId'));
+      b.resourceIds.push(optId(job.resourceId, 'resourceId'));
+      b.retryOfIds.push(optId(job.retryOfId, 'retryOfId'));
+    } catch (err) {
+      if (err instanceof Error && at) err.message += at;
+      throw err;
+    }
+  });
+  return b;
+}
