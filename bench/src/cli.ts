@@ -7,7 +7,8 @@ import { parseArgs, USAGE } from './args.js';
 import { runBench } from './run.js';
 import { allScenarios } from './scenarios/index.js';
 
-const log = (line: string) => process.stderr.write(`${line}\n`);
+const started = Date.now();
+const log = (line: string) => process.stderr.write(`${((Date.now() - started) / 1000).toFixed(1).padStart(6)}s ${line}\n`);
 
 async function main(): Promise<number> {
   const args = parseArgs(process.argv.slice(2));

@@ -1,5 +1,8 @@
 import type { Scenario } from '../scenario.js';
 import { jobDrain, jobEnqueueBatch, jobEnqueueSingle, jobLatency } from './jobs.js';
+import { otelDispatchAck, otelJobDrain } from './otel.js';
+import { quotaAcquire, quotaAdmit } from './quota.js';
+import { requestDispatchAck, requestEnqueue } from './requests.js';
 
 /** Every scenario, in the order a full run executes them. */
 export function allScenarios(): Scenario[] {
@@ -9,6 +12,15 @@ export function allScenarios(): Scenario[] {
     jobDrain(8),
     jobDrain(32),
     jobLatency(),
+    requestEnqueue(),
+    requestDispatchAck(1),
+    requestDispatchAck(4),
+    quotaAdmit(1),
+    quotaAdmit(1000),
+    quotaAcquire(1),
+    quotaAcquire(1000),
+    otelJobDrain(),
+    otelDispatchAck(),
   ];
 }
 

@@ -83,14 +83,22 @@ export interface QConsumer {
 }
 
 // ---- @q/quota ------------------------------------------------------------------------------
-export type QRelease = () => Promise<void> | void;
+export type QRelease = () => Promise<void>;
+export interface QQuotaStore {
+  registerQuotaHolder(holder: string, ttlMs: number): Promise<void>;
+  acquireQuotaSlots(holder: string, key: string, n: number, limit: number): Promise<number>;
+  releaseQuotaSlots(holder: string, keys: string[], counts: number[]): Promise<void>;
+  admitQuota(key: string, n: number, limit: number, windowMs: number): Promise<number>;
+  close(): Promise<void>;
+}
 export interface QQuota {
   acquire(key: string, limit: number, signal?: AbortSignal): Promise<QRelease | null>;
   admit(key: string, limit: number, windowMs: number, signal?: AbortSignal): Promise<boolean>;
   close(): Promise<void>;
 }
 export interface QQuotaModule {
-  createQuota(opts: { dsn?: string; pool?: import('pg').Pool; ttlMs: number }): QQuota | Promise<QQuota>;
+  createQuota(opts: { dsn?: string; pool?: import('pg').Pool; ttlMs?: number; maxConns?: number }): Promise<QQuota>;
+  QuotaStore: { open(dsn: string, opts?: QOpenOptions): Promise<QQuotaStore> };
 }
 
 // ---- @q/otel ---------------------------------------------------------------------------------
@@ -128,7 +136,7 @@ export const loadPartition = () =>
   once<QPartitionModule>('partition', () =>
     load('@q/partition-consumer', ['runPartitionWorker', 'Consumer'], () => import('@q/partition-consumer')),
   );
-export const loadQuota = () => once<QQuotaModule>('quota', () => load('@q/quota', ['createQuota'], () => import('@q/quota')));
+export const loadQuota = () => once<QQuotaModule>('quota', () => load('@q/quota', ['createQuota', 'QuotaStore'], () => import('@q/quota')));
 export const loadOtel = () => once<QOtelModule>('otel', () => load('@q/otel', ['qTracer'], () => import('@q/otel')));
 
 /** Loads every module and returns the first reason one is unusable (a System's `skip`). */

@@ -1,0 +1,57 @@
+import type { Scenario, System } from '../scenario.js';
+import { startTracing, type BenchTracing } from '../tracing.js';
+import { check } from '../verify.js';
+import { qJobs } from '../systems/q-jobs.js';
+import { qStoreRequests } from '../systems/q-requests.js';
+import { drainRun } from './jobs.js';
+import { dispatchAckRun } from './requests.js';
+
+/**
+ * Runs `body` with a real SDK tracer provider (or none), and proves tracing was on by counting the
+ * spans exported — a traced run that exports nothing fails.
+ */
+async function traced<T>(on: boolean, name: string, body: (tracing: BenchTracing | undefined) => Promise<T>): Promise<T> {
+  const tracing = on ? startTracing() : undefined;
+  let spans = 0;
+  try {
+    return await body(tracing);
+  } finally {
+    if (tracing) spans = await tracing.shutdown();
+    if (tracing) check(spans > 0, `${name}: tracing was on but no span was exported`);
+  }
+}
+
+function pair(run: (on: boolean, name: string) => System['run']): System[] {
+  return [
+    { name: 'q+otel', run: run(true, 'q+otel') },
+    { name: 'q', run: run(false, 'q') },
+  ];
+}
+
+/** Job drain (concurrency 8) with and without a tracer provider. */
+export function otelJobDrain(): Scenario {
+  const skip = qJobs().skip as () => Promise<string | undefined>;
+  return {
+    name: 'otel-job-drain',
+    title: 'OpenTelemetry: job drain (20,000 jobs, concurrency 8) traced vs untraced',
+    metrics: [{ key: 'rate', unit: 'jobs/s', better: 'higher' }],
+    baseline: 'q+otel',
+    systems: pair((on, name) => (ctx) =>
+      traced(on, name, (t) => drainRun(qJobs(name, t ? () => t.provider : undefined), ctx.n(20_000, 200), 8, ctx.dsn)),
+    ).map((s) => ({ ...s, skip })),
+  };
+}
+
+/** Request dispatch → ack (one owner, batch 256) with and without a tracer provider. */
+export function otelDispatchAck(): Scenario {
+  const skip = qStoreRequests().skip as () => Promise<string | undefined>;
+  return {
+    name: 'otel-dispatch-ack',
+    title: 'OpenTelemetry: request dispatch → ack (20,000 requests, 1 runner) traced vs untraced',
+    metrics: [{ key: 'rate', unit: 'req/s', better: 'higher' }],
+    baseline: 'q+otel',
+    systems: pair((on, name) => (ctx) =>
+      traced(on, name, (t) => dispatchAckRun(qStoreRequests(name, t ? () => t.provider : undefined), ctx.n(20_000, 300), 1, ctx.dsn)),
+    ).map((s) => ({ ...s, skip })),
+  };
+}
