@@ -29,3 +29,36 @@ export async function requestQueueViolations(dsn: string, ids: string[]): Promis
     await c.end();
   }
 }
+
+/** Violations of the job-queue promises, read from the database alone. */
+export async function jobQueueViolations(dsn: string, killedPids: Set<number>): Promise<{ problems: string[]; counts: Record<string, number> }> {
+  const c = new pg.Client({ connectionString: dsn });
+  await c.connect();
+  try {
+    const problems: string[] = [];
+    const byStatus = await c.query<{ status: string; n: number }>(`SELECT status::text, count(*)::int AS n FROM jobs GROUP BY 1`);
+    const counts = Object.fromEntries(byStatus.rows.map((r) => [r.status, r.n]));
+    for (const [status, n] of Object.entries(counts)) {
+      if (status !== 'succeeded' && status !== 'dead_letter') problems.push(`${n} jobs ended ${status}`);
+    }
+    // A success is recorded for an execution that really ran.
+    const orphan = await c.query<{ id: number }>(
+      `SELECT j.id FROM jobs j WHERE j.status = 'succeeded' AND NOT EXISTS (
+         SELECT 1 FROM chaos_effects e WHERE e.job_id = j.id AND e.pid = (j.result->>'pid')::int AND e.attempt = (j.result->>'attempt')::int)`,
+    );
+    for (const r of orphan.rows.slice(0, 5)) problems.push(`job ${r.id} succeeded with a result no execution produced`);
+    // Executions after the recorded success by processes that were never killed would mean a
+    // second success was possible: a job only runs again when its runner died mid-attempt.
+    const twice = await c.query<{ id: number; pids: number[] }>(
+      `SELECT j.id, array_agg(e.pid) AS pids FROM jobs j JOIN chaos_effects e ON e.job_id = j.id
+        WHERE j.status = 'succeeded' AND e.attempt > (j.result->>'attempt')::int GROUP BY j.id`,
+    );
+    for (const r of twice.rows) {
+      const survivors = r.pids.filter((p) => !killedPids.has(p));
+      if (survivors.length > 0) problems.push(`job ${r.id} ran again after its success (pids ${survivors.join(', ')})`);
+    }
+    return { problems, counts };
+  } finally {
+    await c.end();
+  }
+}
