@@ -249,10 +249,12 @@ class PartitionWorker {
 
   private async pollLoop(): Promise<void> {
     const { concurrency, batchSize } = this.opts;
+    // Poll once half a batch fits, not for every freed slot: fewer, fuller dispatches.
+    const worthPolling = Math.max(1, Math.floor(Math.min(batchSize, concurrency) / 2));
     let failures = 0;
     while (!this.stopping) {
       const free = concurrency - this.busy;
-      if (free <= 0) {
+      if (free < worthPolling) {
         await this.pollWaker.wait(this.pollIntervalMs);
         continue;
       }

@@ -1,0 +1,207 @@
+import type { TestSchema } from '@q/testing';
+import type { Request, Store } from '@q/store';
+import type pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runPartitionWorker, type Logger, type Outcome, type PartitionWorkerOptions } from '../src/index.js';
+import { idInPartition, ids, openTestStore, requests, waitFor } from './helpers.js';
+
+let schema: TestSchema;
+let store: Store;
+let db: pg.Pool;
+const unhandled: unknown[] = [];
+const onUnhandled = (err: unknown) => unhandled.push(err);
+
+beforeAll(async () => {
+  ({ schema, store } = await openTestStore('pc_runner', 6));
+  db = schema.pool();
+  process.on('unhandledRejection', onUnhandled);
+});
+afterAll(async () => {
+  process.off('unhandledRejection', onUnhandled);
+  await store?.close();
+  await schema?.drop();
+});
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const unixNow = () => Math.floor(Date.now() / 1000);
+
+function base(queue: string, ac: AbortController, handle: PartitionWorkerOptions['handle']): PartitionWorkerOptions {
+  return { store, queue, concurrency: 8, batchSize: 8, leaseTtlMs: 1500, drainTimeoutMs: 3000, pollIntervalMs: 50, handle, signal: ac.signal };
+}
+
+async function count(sql: string, params: unknown[]): Promise<number> {
+  const { rows } = await db.query<{ n: string }>(sql, params);
+  return Number(rows[0]?.n ?? 0);
+}
+const results = (route: string) => count('SELECT count(*) AS n FROM async_results WHERE route = $1', [route]);
+const left = (queue: string) => count('SELECT count(*) AS n FROM async_requests WHERE queue = $1', [queue]);
+
+/** A logger that keeps every line. */
+function memoryLogger(): Logger & { lines: Array<{ level: string; msg?: string; fields: Record<string, unknown> }> } {
+  const lines: Array<{ level: string; msg?: string; fields: Record<string, unknown> }> = [];
+  const at = (level: string) => (fields: Record<string, unknown>, msg?: string) => void lines.push({ level, msg, fields });
+  return { lines, debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
+}
+
+describe('runPartitionWorker', () => {
+  it('handles every request once with bounded concurrency, batches acks, and stops cleanly', async () => {
+    const q = 'rw-basic';
+    await store.enqueue(requests(q, ids('basic', 400)));
+    const ac = new AbortController();
+    let running = 0;
+    let peak = 0;
+    const seen = new Map<string, number>();
+    const log = memoryLogger();
+    const done = runPartitionWorker({
+      ...base(q, ac, async (req: Request, signal: AbortSignal) => {
+        expect(signal).toBeInstanceOf(AbortSignal);
+        running++;
+        peak = Math.max(peak, running);
+        seen.set(req.id, (seen.get(req.id) ?? 0) + 1);
+        await sleep(2);
+        running--;
+        return { result: { route: 'rw-basic-out', payload: JSON.stringify({ id: req.id }) } };
+      }),
+      owner: 'worker-one',
+      logger: log,
+      ackBatchSize: 16,
+    });
+    await waitFor(async () => (await results('rw-basic-out')) === 400);
+    ac.abort();
+    const stats = await done;
+    expect(stats).toMatchObject({ owner: 'worker-one', dispatched: 400, acked: 400, fenced: 0, abandoned: 0, failed: 0 });
+    expect(peak).toBeLessThanOrEqual(8);
+    expect([...seen.values()].every((n) => n === 1)).toBe(true);
+    expect(await left(q)).toBe(0);
+    // Closed: nothing held, no membership.
+    expect(await count(`SELECT count(*) AS n FROM async_partitions WHERE queue = $1 AND owner <> ''`, [q])).toBe(0);
+    expect(await count('SELECT count(*) AS n FROM async_dispatchers WHERE queue = $1', [q])).toBe(0);
+    expect(log.lines.some((l) => l.msg === 'partition worker stopped')).toBe(true);
+    expect(JSON.stringify(log.lines)).not.toContain('"basic-'); // no request ids or payloads in routine logs
+  });
+
+  it('applies retry, defer and handler failures, then finishes', async () => {
+    const q = 'rw-outcomes';
+    await store.enqueue(requests(q, ['retry-me', 'defer-me', 'throw-me', 'junk-me']));
+    const ac = new AbortController();
+    const calls = new Map<string, Request[]>();
+    const done = runPartitionWorker({
+      ...base(q, ac, async (req): Promise<Outcome> => {
+        const seen = calls.get(req.id) ?? [];
+        seen.push(req);
+        calls.set(req.id, seen);
+        const first = seen.length === 1;
+        if (req.id === 'retry-me' && first) return { retryAt: 0, envelope: '{"retries":1}' };
+        if (req.id === 'defer-me' && first) return { defer: unixNow() + 1 };
+        if (req.id === 'throw-me' && first) throw new Error('boom');
+        if (req.id === 'junk-me' && first) return { nonsense: true } as unknown as Outcome;
+        return { result: { route: 'rw-outcomes-out', payload: req.envelope, expiresAt: unixNow() + 3600 } };
+      }),
+      errorRetryDelayMs: 0,
+    });
+    await waitFor(async () => (await results('rw-outcomes-out')) === 4);
+    ac.abort();
+    const stats = await done;
+    expect(stats).toMatchObject({ acked: 4, retried: 3, deferred: 1, failed: 2, abandoned: 0 });
+    expect(calls.get('retry-me')?.[1]?.envelope).toBe('{"retries":1}');
+    expect(calls.get('throw-me')?.[1]?.envelope).toBe('{"id":"throw-me"}');
+    expect(calls.get('defer-me')?.length).toBe(2);
+    expect(await left(q)).toBe(0);
+  });
+
+  it('graceful stop waits for work in flight and writes its results before closing', async () => {
+    const q = 'rw-graceful';
+    await store.enqueue(requests(q, ids('graceful', 6)));
+    const ac = new AbortController();
+    let started = 0;
+    const done = runPartitionWorker({
+      ...base(q, ac, async (req) => {
+        started++;
+        await sleep(400);
+        return { result: { route: 'rw-graceful-out', payload: req.id } };
+      }),
+      concurrency: 6,
+    });
+    await waitFor(() => started === 6);
+    ac.abort();
+    const stats = await done;
+    expect(stats).toMatchObject({ dispatched: 6, acked: 6, abandoned: 0 });
+    expect(await results('rw-graceful-out')).toBe(6);
+    expect(await left(q)).toBe(0);
+  });
+
+  it('a stop that times out aborts the handlers and puts their requests back', async () => {
+    const q = 'rw-timeout';
+    await store.enqueue(requests(q, ids('timeout', 3)));
+    const ac = new AbortController();
+    let started = 0;
+    const done = runPartitionWorker({
+      ...base(q, ac, (_req, signal) => {
+        started++;
+        return new Promise<Outcome>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason)));
+      }),
+      stopTimeoutMs: 200,
+    });
+    await waitFor(() => started === 3);
+    ac.abort();
+    const stats = await done;
+    expect(stats).toMatchObject({ dispatched: 3, acked: 0, undispatched: 3 });
+    expect(await results('rw-timeout-out')).toBe(0);
+    expect(await count('SELECT count(*) AS n FROM async_requests WHERE queue = $1 AND dispatch_epoch = 0', [q])).toBe(3);
+  });
+
+  it('two workers share the queue; a handler whose partition moved is aborted and its late result fenced', async () => {
+    const q = 'rw-pair';
+    // One request per partition, so every partition is busy and the hand-over has to wait.
+    await store.enqueue(requests(q, Array.from({ length: 64 }, (_, p) => idInPartition('pair', p))));
+    const acA = new AbortController();
+    const acB = new AbortController();
+    const aborted: string[] = [];
+    // a holds everything and sits on its work; b joins, a's stop times out, b redelivers.
+    const a = runPartitionWorker({
+      ...base(q, acA, (req, signal) =>
+        new Promise<Outcome>((resolve) =>
+          signal.addEventListener('abort', () => {
+            aborted.push(req.id);
+            // Ignores the abort and answers anyway: the write must be refused.
+            resolve({ result: { route: 'rw-pair-out', payload: 'late' } });
+          }),
+        )),
+      owner: 'pair-a',
+      concurrency: 64,
+      batchSize: 64,
+      drainTimeoutMs: 600,
+      stopTimeoutMs: 10_000,
+    });
+    await waitFor(async () => (await count(`SELECT count(*) AS n FROM async_requests WHERE queue = $1 AND dispatch_epoch > 0`, [q])) === 64);
+    const b = runPartitionWorker({
+      ...base(q, acB, async (req) => ({ result: { route: 'rw-pair-out', payload: req.id } })),
+      owner: 'pair-b',
+    });
+    // a drains half its partitions to b; after the drain timeout b redelivers their work.
+    await waitFor(async () => (await results('rw-pair-out')) >= 32);
+    acA.abort();
+    const statsA = await a; // a's remaining handlers are aborted only if their partitions move: its stop waits
+    await waitFor(async () => (await results('rw-pair-out')) === 64);
+    acB.abort();
+    const statsB = await b;
+    expect(await left(q)).toBe(0);
+    expect(await count(`SELECT count(*) AS n FROM async_results WHERE route = 'rw-pair-out' AND payload = 'late'`, [])).toBe(statsA.acked);
+    expect(statsA.fenced).toBeGreaterThanOrEqual(32);
+    expect(aborted.length).toBeGreaterThanOrEqual(32);
+    expect(statsA.acked + statsB.acked).toBe(64);
+  });
+
+  it('rejects invalid options with INVALID_ARGUMENT', async () => {
+    const ac = new AbortController();
+    const ok = base('rw-bad', ac, async () => ({ defer: 0 }));
+    await expect(runPartitionWorker({ ...ok, concurrency: 0 })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await expect(runPartitionWorker({ ...ok, queue: '' })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await expect(runPartitionWorker({ ...ok, handle: undefined as never })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await expect(runPartitionWorker({ ...ok, signal: undefined as never })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+  });
+
+  it('left no unhandled rejection behind', () => {
+    expect(unhandled).toEqual([]);
+  });
+});
