@@ -1,0 +1,21 @@
+import { QError, QErrorCode } from '@q/schema';
+
+/** Why a handler's `signal` was aborted. */
+export type JobAbortCause =
+  /** Another owner holds the job now (the lease lapsed and was reaped): stop, nothing will be recorded. */
+  | 'lease_lost'
+  /** `JobQueue.cancel` was called: stop; the job ends `cancelled`. */
+  | 'cancelled'
+  /** The worker's drain timed out: stop; the job goes back to the queue. */
+  | 'shutdown';
+
+/** The `reason` of an aborted handler signal. */
+export class JobAbortedError extends QError {
+  readonly reason: JobAbortCause;
+
+  constructor(cause: JobAbortCause) {
+    super(QErrorCode.INVALID_STATE, `job aborted: ${cause.replace('_', ' ')}`);
+    this.name = 'JobAbortedError';
+    this.reason = cause;
+  }
+}

@@ -1,0 +1,145 @@
+import { QError, QErrorCode, invalidArgument } from '@q/schema';
+import type { Job, JobListFilter, JobPage, JobStore, NewJob } from '@q/store';
+
+/** A job to enqueue. */
+export interface EnqueueOptions {
+  /** Logical queue; must be one of the queue's `knownQueues`. Default `default`. */
+  queue?: string;
+  /** Job type: selects the handler a worker runs. */
+  type: string;
+  /** Any JSON value (no BigInt, function, symbol or cycle). Absent: `{}`. */
+  payload?: unknown;
+  /** Higher is claimed first. Default 0. */
+  priority?: number;
+  /** Not before this instant: a future `runAt` makes the job `scheduled`. Absent/past: `queued` now. */
+  runAt?: Date;
+  /** Attempts before the dead letter. Default 5; at least 1. */
+  maxAttempts?: number;
+  /** Global idempotency key: enqueueing it again returns the original job, unchanged. */
+  idempotencyKey?: string;
+  /** At most one job per lock key is leased or running at a time. */
+  lockKey?: string;
+  teamId?: number;
+  resourceId?: number;
+  /** The job this one retries (set by {@link JobQueue.retryDeadLetter}). */
+  retryOfId?: number;
+}
+
+/** Options of {@link JobQueue}. */
+export interface JobQueueOptions {
+  /** The queues some worker consumes: enqueueing anywhere else is refused with `UNKNOWN_QUEUE`. */
+  knownQueues: string[];
+}
+
+/** The producer side of the job queue: enqueue, inspect, cancel, and manage the dead letter. */
+export class JobQueue {
+  readonly #store: JobStore;
+  readonly #known: readonly string[];
+
+  constructor(store: JobStore, opts: JobQueueOptions) {
+    if (!store || typeof store.enqueue !== 'function') throw invalidArgument('store must be a JobStore');
+    const known = opts?.knownQueues;
+    if (!Array.isArray(known) || known.length === 0 || known.some((q) => typeof q !== 'string' || q === '')) {
+      throw invalidArgument('knownQueues must be a non-empty array of queue names');
+    }
+    this.#store = store;
+    this.#known = Object.freeze([...known]);
+  }
+
+  /**
+   * Enqueues one job and returns it. An idempotency-key conflict returns the original job,
+   * unchanged. Unknown queue → `UNKNOWN_QUEUE`; bad field → `INVALID_ARGUMENT`; nothing is
+   * written then.
+   */
+  async enqueue(opts: EnqueueOptions): Promise<Job> {
+    const [job] = await this.#store.enqueue([this.#toNewJob(opts)]);
+    return job!;
+  }
+
+  /**
+   * Enqueues many jobs with the same rules, all or none: every job is checked before anything is
+   * sent, and each chunk of up to 2,000 jobs is one statement. Returns the jobs in input order.
+   */
+  async enqueueMany(opts: EnqueueOptions[]): Promise<Job[]> {
+    if (!Array.isArray(opts)) throw invalidArgument('enqueueMany takes an array of EnqueueOptions');
+    const jobs = opts.map((o, i) => {
+      try {
+        return this.#toNewJob(o);
+      } catch (err) {
+        if (err instanceof Error && opts.length > 1) err.message += ` (job ${i})`;
+        throw err;
+      }
+    });
+    return this.#store.enqueue(jobs);
+  }
+
+  /** The job with this uuid, or `null`. */
+  get(uuid: string): Promise<Job | null> {
+    return this.#store.get(uuid);
+  }
+
+  /** A page of jobs, `id DESC`; pass `nextCursor` as `cursor` for the next one. `limit` 1–100, default 25. */
+  list(filter: JobListFilter = {}): Promise<JobPage> {
+    return this.#store.list(filter);
+  }
+
+  /**
+   * Cancels a `queued`/`scheduled`/`retry_wait` job at once; for a `leased`/`running` job, aborts
+   * its handler's signal and the job ends `cancelled`. False when the job is missing or finished.
+   */
+  async cancel(uuid: string): Promise<boolean> {
+    return (await this.#store.cancel(uuid)) !== 'not_cancellable';
+  }
+
+  /**
+   * Enqueues a new job copying a dead-lettered one (queue, type, payload, priority, maxAttempts,
+   * lockKey, teamId, resourceId) with `retryOfId` = its id. The original stays `dead_letter`.
+   * Missing job → `NOT_FOUND`; not in the dead letter → `INVALID_STATE`.
+   */
+  async retryDeadLetter(uuid: string, opts: { idempotencyKey?: string } = {}): Promise<Job> {
+    const job = await this.#store.get(uuid);
+    if (!job) throw new QError(QErrorCode.NOT_FOUND, 'job not found');
+    if (job.status !== 'dead_letter') {
+      throw new QError(QErrorCode.INVALID_STATE, `only dead-letter jobs can be retried (job is ${job.status})`);
+    }
+    return this.enqueue({
+      queue: job.queue,
+      type: job.type,
+      payload: job.payload,
+      priority: job.priority,
+      maxAttempts: job.maxAttempts,
+      ...(job.lockKey !== null ? { lockKey: job.lockKey } : {}),
+      ...(job.teamId !== null ? { teamId: job.teamId } : {}),
+      ...(job.resourceId !== null ? { resourceId: job.resourceId } : {}),
+      ...(opts?.idempotencyKey !== undefined ? { idempotencyKey: opts.idempotencyKey } : {}),
+      retryOfId: job.id,
+    });
+  }
+
+  /** Moves a dead-lettered job to `cancelled`; false when it is missing or not in the dead letter. */
+  forgetDeadLetter(uuid: string): Promise<boolean> {
+    return this.#store.forgetDeadLetter(uuid);
+  }
+
+  /** Deletes `succeeded`/`cancelled` jobs finished more than `olderThanMs` ago; returns the count. */
+  purgeFinished(olderThanMs: number): Promise<number> {
+    return this.#store.purgeFinished(olderThanMs);
+  }
+
+  #toNewJob(opts: EnqueueOptions): NewJob {
+    if (!opts || typeof opts !== 'object') throw invalidArgument('enqueue takes EnqueueOptions');
+    if (opts.queue !== undefined && opts.queue !== null && typeof opts.queue !== 'string') {
+      throw invalidArgument('queue must be a string');
+    }
+    const queue = opts.queue || 'default';
+    if (!this.#known.includes(queue)) {
+      throw new QError(
+        QErrorCode.UNKNOWN_QUEUE,
+        `queue: "${queue}" is not consumed by any worker (known: [${this.#known.join(' ')}])`,
+      );
+    }
+    if (typeof opts.type !== 'string') throw invalidArgument('type must be a string');
+    const { queue: _q, ...rest } = opts;
+    return { ...rest, queue };
+  }
+}

@@ -1,0 +1,546 @@
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import type { Tracer } from '@opentelemetry/api';
+import { withOperation, type JobMetrics } from '@q/otel';
+import { QError, QErrorCode, invalidArgument } from '@q/schema';
+import type { Job, JobListener, JobOutcome, JobStore, LeasedJob, LeaseState } from '@q/store';
+import { retryBackoffMs } from './backoff.js';
+import { Completer } from './completer.js';
+import { LEASE_DURATION_MS, RETRY_BASE_MS } from './constants.js';
+import { JobAbortedError } from './errors.js';
+import { errorFields, firstLine, silentLogger, type Logger } from './logger.js';
+import { StepRecorder } from './step-recorder.js';
+
+/** What a handler gets besides the job: an abort signal and the attempt's step timeline. */
+export interface HandlerContext {
+  /**
+   * Aborted when the job's lease is lost, when the job is cancelled, or when a drain times out;
+   * `signal.reason` is a {@link JobAbortedError}. Not aborted when the worker merely stops
+   * claiming: a job that finishes within the drain timeout is recorded.
+   */
+  signal: AbortSignal;
+  steps: StepRecorder;
+}
+
+/**
+ * Runs one attempt of a job. Resolve with a result (stored as JSON; non-serialisable → null) or
+ * throw/reject to fail the attempt (retried with backoff, dead-lettered after `maxAttempts`).
+ * It must be idempotent: a job whose worker died is run again.
+ */
+export type HandlerFunc = (job: Job, ctx: HandlerContext) => Promise<unknown>;
+
+/** Options of {@link Worker}. */
+export interface WorkerOptions {
+  /** Queues to claim from (one global order across them: priority DESC, run_at, id). */
+  queues: string[];
+  /** Jobs run at once (at least 1). */
+  concurrency: number;
+  /** Structured logger (pino-compatible). Default: silent. */
+  logger?: Logger;
+  /** Instruments from `jobMetrics(meterProvider)` of `@q/otel`. Default: none recorded. */
+  metrics?: JobMetrics;
+  /** Records a `q.jobs.process` span per attempt. Default: none. */
+  tracer?: Tracer;
+  /** First retry delay (doubles per attempt, capped at 5 min). Default 5 s. */
+  retryBaseMs?: number;
+  /** Lease duration; renewed every third of it. Default {@link LEASE_DURATION_MS} (90 s). */
+  leaseDurationMs?: number;
+  /** Idle polling interval, the fallback when no notification arrives. Default 1 s. */
+  pollIntervalMs?: number;
+  /** How often the maintenance holder reaps lapsed leases and promotes due jobs. Default 1 s. */
+  maintenanceIntervalMs?: number;
+  /** Crashes a job survives; the next one dead-letters it. Default 3. */
+  maxResumes?: number;
+  /** Jobs claimed per statement at most. Default: `concurrency`. */
+  claimBatchSize?: number;
+  /** Worker id stored in `leased_by`. Default `<hostname>-<pid>-<8 hex>`. */
+  workerId?: string;
+}
+
+const CLAIM_ERROR_DELAY_MS = 2_000;
+
+/** One attempt in flight: from the claim until its outcome is written (or given back). */
+interface Execution {
+  job: LeasedJob;
+  controller: AbortController;
+  recorder: StepRecorder;
+  /** A cancel was requested: the outcome is `cancelled`. */
+  cancelRequested: boolean;
+  /** The lease was lost: nothing more will be recorded. */
+  leaseLost: boolean;
+  /** Given back by a timed-out drain: the handler's outcome is discarded. */
+  released: boolean;
+  /** The handler settled (its slot is free). */
+  settled: boolean;
+}
+
+type State = 'new' | 'running' | 'stopping' | 'stopped';
+
+/**
+ * Consumes jobs with bounded concurrency. It claims several jobs per statement, marks them
+ * running, renews their leases in one statement every third of the lease, and writes outcomes in
+ * batches, every write fenced by the lease token. Idle, it waits for a notification (LISTEN) or
+ * its poll interval. One worker per job table at a time (advisory lock) reaps lapsed leases and
+ * promotes due jobs.
+ */
+export class Worker {
+  /** The id stored in `leased_by` of the jobs this worker holds. */
+  readonly id: string;
+  readonly #store: JobStore;
+  readonly #queues: string[];
+  readonly #concurrency: number;
+  readonly #batch: number;
+  readonly #logger: Logger;
+  readonly #metrics: JobMetrics | undefined;
+  readonly #tracer: Tracer | undefined;
+  readonly #retryBaseMs: number;
+  readonly #leaseMs: number;
+  readonly #pollMs: number;
+  readonly #maintenanceMs: number;
+  readonly #maxResumes: number;
+  readonly #handlers = new Map<string, HandlerFunc>();
+  readonly #executions = new Map<number, Execution>();
+  readonly #completer: Completer;
+  #state: State = 'new';
+  #busy = 0;
+  #workSignal = false;
+  #waiter: (() => void) | undefined;
+  #listener: JobListener | undefined;
+  #heartbeatTimer: NodeJS.Timeout | undefined;
+  #maintenanceTimer: NodeJS.Timeout | undefined;
+  #loop: Promise<void> | undefined;
+  #loopDone = false;
+  #drained: (() => void) | undefined;
+  #shutdown: Promise<void> | undefined;
+
+  constructor(store: JobStore, opts: WorkerOptions) {
+    if (!store || typeof store.claim !== 'function') throw invalidArgument('store must be a JobStore');
+    if (!opts || typeof opts !== 'object') throw invalidArgument('Worker takes WorkerOptions');
+    const queues = opts.queues;
+    if (!Array.isArray(queues) || queues.length === 0 || queues.some((q) => typeof q !== 'string' || q === '')) {
+      throw invalidArgument('queues must be a non-empty array of queue names');
+    }
+    if (typeof opts.concurrency !== 'number' || !Number.isFinite(opts.concurrency)) {
+      throw invalidArgument('concurrency must be a number');
+    }
+    this.#store = store;
+    this.#queues = [...new Set(queues)];
+    this.#concurrency = Math.max(Math.floor(opts.concurrency), 1);
+    this.#batch = positiveInt(opts.claimBatchSize, this.#concurrency, 'claimBatchSize');
+    this.#logger = opts.logger ?? silentLogger;
+    this.#metrics = opts.metrics;
+    this.#tracer = opts.tracer;
+    this.#retryBaseMs = positive(opts.retryBaseMs, RETRY_BASE_MS, 'retryBaseMs');
+    this.#leaseMs = positive(opts.leaseDurationMs, LEASE_DURATION_MS, 'leaseDurationMs');
+    this.#pollMs = positive(opts.pollIntervalMs, 1_000, 'pollIntervalMs');
+    this.#maintenanceMs = positive(opts.maintenanceIntervalMs, 1_000, 'maintenanceIntervalMs');
+    this.#maxResumes = opts.maxResumes ?? 3;
+    if (!Number.isInteger(this.#maxResumes) || this.#maxResumes < 0) throw invalidArgument('maxResumes must be a non-negative integer');
+    if (opts.workerId !== undefined && (typeof opts.workerId !== 'string' || opts.workerId === '')) {
+      throw invalidArgument('workerId must be a non-empty string');
+    }
+    this.id = opts.workerId ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
+    this.#completer = new Completer(store, this.#logger);
+  }
+
+  /** Binds a job type to its handler (registering a type again replaces it). */
+  register(type: string, handler: HandlerFunc): void {
+    if (typeof type !== 'string') throw invalidArgument('type must be a string');
+    if (typeof handler !== 'function') throw invalidArgument('handler must be a function');
+    this.#handlers.set(type, handler);
+  }
+
+  /**
+   * Claims and runs jobs until `signal` aborts; resolves once claiming has stopped. Jobs in flight
+   * keep running: call {@link Worker.wait} to drain them. A worker runs once.
+   */
+  async run(signal: AbortSignal): Promise<void> {
+    if (!signal || typeof signal.aborted !== 'boolean') throw invalidArgument('run takes an AbortSignal');
+    if (this.#state !== 'new') throw new QError(QErrorCode.INVALID_STATE, 'a worker runs once');
+    this.#state = 'running';
+    if (signal.aborted) {
+      this.#state = 'stopped';
+      return;
+    }
+    signal.addEventListener('abort', () => this.#requestStop(), { once: true });
+    this.#logger.info({ worker_id: this.id, concurrency: this.#concurrency, queues: this.#queues }, 'worker started');
+    this.#listener = this.#store.listen({
+      onNotification: (n) => {
+        if (n.kind === 'queued') {
+          if (this.#queues.includes(n.queue)) this.#wake();
+        } else {
+          this.#cancelRequested(n.id);
+        }
+      },
+      onConnected: () => this.#wake(),
+      onError: (err) => {
+        if (this.#state === 'running') this.#logger.warn(errorFields(err), 'job listener connection failed, polling');
+      },
+    });
+    await this.#listener.start();
+    this.#scheduleHeartbeat();
+    void this.#maintain();
+    this.#loop = this.#claimLoop();
+    await this.#loop;
+    // Nothing left in flight: release the listener and timers now (so the process can exit even
+    // if nobody calls wait()); otherwise the last job to finish does it.
+    if (this.#executions.size === 0) await this.#finish();
+  }
+
+  /**
+   * Stops claiming (as if `run`'s signal aborted) and waits until every job in flight has
+   * finished and its outcome and steps are recorded, for at most `timeoutMs`. Jobs still running
+   * then have their signal aborted and go back to the queue at once, the attempt given back.
+   * Resolves immediately if the worker never ran.
+   */
+  async wait(timeoutMs: number): Promise<void> {
+    if (typeof timeoutMs !== 'number' || Number.isNaN(timeoutMs) || timeoutMs < 0) {
+      throw invalidArgument('timeoutMs must be a non-negative number of milliseconds');
+    }
+    if (this.#state === 'new') return;
+    this.#requestStop();
+    await this.#loop;
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = await Promise.race([
+      this.#whenDrained().then(() => false),
+      new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(true), timeoutMs);
+      }),
+    ]);
+    clearTimeout(timer);
+    if (timedOut) await this.#giveBack();
+    await this.#finish();
+  }
+
+  #requestStop(): void {
+    if (this.#state !== 'running') return;
+    this.#state = 'stopping';
+    this.#logger.info({ worker_id: this.id, in_flight: this.#executions.size }, 'worker stopping');
+    clearTimeout(this.#maintenanceTimer);
+    this.#waiter?.();
+  }
+
+  get #stopping(): boolean {
+    return this.#state !== 'running';
+  }
+
+  // --- claiming -------------------------------------------------------------------------------
+
+  async #claimLoop(): Promise<void> {
+    while (!this.#stopping) {
+      const free = this.#concurrency - this.#busy;
+      if (free <= 0) {
+        await this.#idle(() => this.#busy < this.#concurrency);
+        continue;
+      }
+      const limit = Math.min(free, this.#batch);
+      this.#workSignal = false;
+      let jobs: LeasedJob[];
+      try {
+        jobs = await this.#store.claim({ queues: this.#queues, workerId: this.id, limit, leaseMs: this.#leaseMs });
+      } catch (err) {
+        if (this.#stopping) break;
+        this.#logger.warn(errorFields(err), 'claim failed');
+        await this.#idle(() => false, CLAIM_ERROR_DELAY_MS);
+        continue;
+      }
+      if (jobs.length > 0) await this.#start(jobs);
+      // A short batch means the queues are drained: wait for a notification or the poll.
+      if (jobs.length < limit) await this.#idle(() => this.#workSignal, this.#pollMs);
+    }
+    this.#loopDone = true;
+  }
+
+  /** Waits until `ready()` holds after a wake-up, the timeout passes, or the worker stops. */
+  #idle(ready: () => boolean, timeoutMs?: number): Promise<void> {
+    if (this.#stopping || ready()) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.#waiter = undefined;
+        resolve();
+      };
+      const timer = timeoutMs === undefined ? undefined : setTimeout(done, timeoutMs);
+      this.#waiter = () => {
+        if (this.#stopping || ready()) done();
+      };
+    });
+  }
+
+  #wake(): void {
+    this.#workSignal = true;
+    this.#waiter?.();
+  }
+
+  async #start(jobs: LeasedJob[]): Promise<void> {
+    const leases = jobs.map((j) => ({ id: j.id, leaseToken: j.leaseToken }));
+    if (this.#stopping) {
+      await this.#store.release(leases).catch((err: unknown) => this.#logger.warn(errorFields(err), 'could not give back jobs'));
+      return;
+    }
+    for (const job of jobs) this.#metrics?.claimed.add(1, { 'job.queue': job.queue });
+    const executions = jobs.map((job) => this.#track(job));
+    let states: LeaseState[];
+    try {
+      states = await this.#store.markRunning(leases);
+    } catch (err) {
+      this.#logger.warn(errorFields(err), 'could not mark jobs running; giving them back');
+      await this.#store.release(leases).catch(() => undefined);
+      for (const e of executions) this.#untrack(e, true);
+      return;
+    }
+    const byId = new Map(states.map((s) => [s.id, s]));
+    for (const e of executions) {
+      const state = byId.get(e.job.id);
+      if (!state) {
+        this.#logger.warn(this.#jobFields(e.job), 'lost lease before running');
+        this.#untrack(e, true);
+      } else if (state.cancelRequested) {
+        e.cancelRequested = true;
+        void this.#record(e, { ...lease(e), status: 'cancelled' }, 'cancelled', undefined).then(() => this.#settle(e));
+      } else {
+        e.job.status = 'running';
+        void this.#execute(e);
+      }
+    }
+  }
+
+  #track(job: LeasedJob): Execution {
+    const e: Execution = {
+      job,
+      controller: new AbortController(),
+      recorder: new StepRecorder((steps) => this.#store.updateSteps(lease(e), steps).catch(() => false)),
+      cancelRequested: false,
+      leaseLost: false,
+      released: false,
+      settled: false,
+    };
+    this.#executions.set(job.id, e);
+    this.#busy++;
+    return e;
+  }
+
+  /** Frees the slot (once) and, when `done`, forgets the execution. */
+  #untrack(e: Execution, done: boolean): void {
+    if (!e.settled) {
+      e.settled = true;
+      this.#busy--;
+      this.#waiter?.();
+    }
+    if (done && this.#executions.get(e.job.id) === e) {
+      this.#executions.delete(e.job.id);
+      if (this.#executions.size === 0) {
+        this.#drained?.();
+        if (this.#state === 'stopping' && this.#loopDone) void this.#finish();
+      }
+    }
+  }
+
+  #settle(e: Execution): void {
+    this.#untrack(e, true);
+  }
+
+  // --- one attempt ----------------------------------------------------------------------------
+
+  async #execute(e: Execution): Promise<void> {
+    const { job } = e;
+    const handler = this.#handlers.get(job.type);
+    if (!handler) {
+      const msg = `no handler registered for job type "${job.type}"`;
+      this.#untrack(e, false);
+      await this.#record(e, this.#failure(e, msg), undefined, msg);
+      this.#settle(e);
+      return;
+    }
+    const started = performance.now();
+    let outcome: JobOutcome;
+    let error: string | undefined;
+    try {
+      const result = await withOperation(
+        this.#tracer,
+        'q.jobs.process',
+        async () => {
+          try {
+            return await handler(job, { signal: e.controller.signal, steps: e.recorder });
+          } catch (err) {
+            error = err instanceof Error ? err.message : String(err);
+            // The span records only the first line: messages can be long and are the handler's.
+            throw new Error(firstLine(error || 'job failed'));
+          }
+        },
+        { 'job.type': job.type, 'job.queue': job.queue, 'job.attempt': job.attempt },
+      );
+      outcome = { ...lease(e), status: 'succeeded', result };
+    } catch {
+      outcome = this.#failure(e, error ?? 'job failed');
+    }
+    this.#untrack(e, false);
+    if (e.cancelRequested) outcome = { ...lease(e), status: 'cancelled', ...(error !== undefined ? { error } : {}) };
+    const status = outcome.status === 'retry_wait' ? 'failed' : outcome.status;
+    const attrs = { 'job.type': job.type, 'job.status': status };
+    this.#metrics?.completed.add(1, attrs);
+    this.#metrics?.duration.record((performance.now() - started) / 1000, attrs);
+    await this.#record(e, outcome, status, error);
+    this.#settle(e);
+  }
+
+  #failure(e: Execution, message: string): JobOutcome {
+    const { job } = e;
+    return job.attempt >= job.maxAttempts
+      ? { ...lease(e), status: 'dead_letter', error: message }
+      : { ...lease(e), status: 'retry_wait', error: message, retryDelayMs: retryBackoffMs(job.attempt, this.#retryBaseMs) };
+  }
+
+  /** Writes the outcome with the final timeline, unless the job was given back by a drain. */
+  async #record(e: Execution, outcome: JobOutcome, status: string | undefined, error: string | undefined): Promise<void> {
+    if (e.released) return;
+    const fields = this.#jobFields(e.job);
+    const written = await this.#completer.submit({ ...outcome, steps: e.recorder.steps });
+    if (!written) {
+      this.#logger.warn(fields, 'could not record job outcome (lease lost?)');
+      return;
+    }
+    switch (outcome.status) {
+      case 'succeeded':
+        this.#logger.info(fields, 'job succeeded');
+        break;
+      case 'retry_wait':
+        this.#logger.warn({ ...fields, err: { message: firstLine(error ?? '') }, retry_in_ms: Math.round(outcome.retryDelayMs) }, 'job attempt failed, will retry');
+        break;
+      case 'dead_letter':
+        this.#logger.error({ ...fields, err: { message: firstLine(error ?? '') } }, 'job dead-lettered');
+        break;
+      default:
+        this.#logger.info({ ...fields, status }, 'job cancelled');
+    }
+  }
+
+  #jobFields(job: Job): Record<string, unknown> {
+    return { job_uuid: job.uuid, job_type: job.type, attempt: job.attempt, worker_id: this.id };
+  }
+
+  // --- leases ---------------------------------------------------------------------------------
+
+  #scheduleHeartbeat(): void {
+    this.#heartbeatTimer = setTimeout(() => void this.#heartbeat(), this.#leaseMs / 3);
+  }
+
+  async #heartbeat(): Promise<void> {
+    const held = [...this.#executions.values()].filter((e) => !e.released && !e.leaseLost);
+    if (held.length > 0) {
+      try {
+        const states = await this.#store.heartbeat(held.map(lease), this.#leaseMs);
+        const byId = new Map(states.map((s) => [s.id, s]));
+        for (const e of held) {
+          const state = byId.get(e.job.id);
+          // Gone from the result: the outcome was written meanwhile, or the lease was lost.
+          if (!state) {
+            if (this.#executions.get(e.job.id) === e && !e.settled) this.#leaseLost(e);
+          } else if (state.cancelRequested) this.#cancel(e);
+        }
+      } catch (err) {
+        this.#logger.warn(errorFields(err), 'heartbeat failed');
+      }
+    }
+    if (this.#state !== 'stopped') this.#scheduleHeartbeat();
+  }
+
+  #leaseLost(e: Execution): void {
+    if (e.leaseLost) return;
+    e.leaseLost = true;
+    this.#metrics?.leaseLost.add(1, { 'job.type': e.job.type });
+    this.#logger.warn(this.#jobFields(e.job), 'job lease lost; aborting its handler');
+    e.controller.abort(new JobAbortedError('lease_lost'));
+  }
+
+  #cancelRequested(id: number): void {
+    const e = this.#executions.get(id);
+    if (e) this.#cancel(e);
+  }
+
+  #cancel(e: Execution): void {
+    if (e.cancelRequested) return;
+    e.cancelRequested = true;
+    this.#logger.info(this.#jobFields(e.job), 'job cancel requested; aborting its handler');
+    e.controller.abort(new JobAbortedError('cancelled'));
+  }
+
+  // --- maintenance ----------------------------------------------------------------------------
+
+  async #maintain(): Promise<void> {
+    if (this.#stopping) return;
+    try {
+      const listener = this.#listener;
+      let result: { reaped: Array<{ uuid: string; status: string }>; promoted: number } | null = null;
+      if (listener?.connected) {
+        if (await listener.tryLeadership()) {
+          const reaped = await this.#store.reapExpired(this.#maxResumes);
+          const promoted = await this.#store.promoteDue();
+          result = { reaped, promoted };
+        }
+      } else {
+        result = await this.#store.maintain(this.#maxResumes);
+      }
+      for (const r of result?.reaped ?? []) this.#logger.warn({ job_uuid: r.uuid, new_status: r.status }, 'expired lease reaped');
+      if (result && result.promoted > 0) this.#wake();
+    } catch (err) {
+      if (!this.#stopping) this.#logger.warn(errorFields(err), 'job maintenance failed');
+    }
+    if (!this.#stopping) this.#maintenanceTimer = setTimeout(() => void this.#maintain(), this.#maintenanceMs);
+  }
+
+  // --- drain ----------------------------------------------------------------------------------
+
+  #whenDrained(): Promise<void> {
+    if (this.#executions.size === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.#drained = () => {
+        this.#drained = undefined;
+        resolve();
+      };
+    });
+  }
+
+  /** Aborts what still runs and returns it to the queue at once (attempt given back). */
+  async #giveBack(): Promise<void> {
+    const left = [...this.#executions.values()];
+    for (const e of left) {
+      e.released = true;
+      e.controller.abort(new JobAbortedError('shutdown'));
+    }
+    try {
+      const released = await this.#store.release(left.map(lease));
+      this.#logger.warn({ worker_id: this.id, released: released.length }, 'drain timed out; unfinished jobs returned to the queue');
+    } catch (err) {
+      this.#logger.error(errorFields(err), 'drain timed out and unfinished jobs could not be returned; their leases will lapse');
+    }
+    for (const e of left) this.#untrack(e, true);
+  }
+
+  #finish(): Promise<void> {
+    this.#shutdown ??= (async () => {
+      this.#state = 'stopped';
+      clearTimeout(this.#heartbeatTimer);
+      clearTimeout(this.#maintenanceTimer);
+      await this.#listener?.close();
+      this.#logger.info({ worker_id: this.id }, 'worker stopped');
+    })();
+    return this.#shutdown;
+  }
+}
+
+function lease(e: Execution): { id: number; leaseToken: string } {
+  return { id: e.job.id, leaseToken: e.job.leaseToken };
+}
+
+function positive(v: number | undefined, dflt: number, what: string): number {
+  if (v === undefined || v === null) return dflt;
+  if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0) throw invalidArgument(`${what} must be a positive number`);
+  return v;
+}
+
+function positiveInt(v: number | undefined, dflt: number, what: string): number {
+  if (v === undefined || v === null) return dflt;
+  if (!Number.isInteger(v) || v < 1) throw invalidArgument(`${what} must be a positive integer`);
+  return v;
+}
