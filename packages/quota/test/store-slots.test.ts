@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { QuotaHolderLapsedError, type QuotaStore } from '../src/index.js';
 import type { TestSchema } from '@q/testing';
-import { dbNowMs, lapseHolder, liveSlots, openTestStore, shiftHolder, sleep } from './helpers.js';
+import pg from 'pg';
+import { dbNowMs, lapseHolder, liveSlots, openTestStore, shiftHolder, sleep, waitFor } from './helpers.js';
 
 let schema: TestSchema;
 let store: QuotaStore;
@@ -92,6 +93,30 @@ describe('QuotaStore slots', () => {
     expect(await liveSlots(schema.pool(), 'n1')).toBe(2);
     const { rows } = await schema.pool().query<{ expires_ms: string }>(`SELECT expires_ms FROM async_quota_holders WHERE holder = $1`, [a]);
     expect(Number(rows[0]!.expires_ms)).toBeGreaterThan((await dbNowMs(schema.pool())) + TTL - 10_000);
+  });
+
+  it('a renewal waits for an acquire in progress on the holder’s keys, so it never revives a holder that acquire saw lapsed', async () => {
+    const a = await holder();
+    expect(await store.acquireQuotaSlots(a, 'w1', 1, 5)).toBe(1);
+    // Stand in for an acquire on w1 that holds the key lock.
+    const c = new pg.Client({ connectionString: schema.dsn });
+    await c.connect();
+    try {
+      await c.query('BEGIN');
+      await c.query(`SELECT 1 FROM async_quota_keys WHERE key = 'w1' FOR UPDATE`);
+      const renewing = store.renewQuotaHolder(a, TTL);
+      await waitFor(async () => {
+        const { rows } = await schema.pool().query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%async_quota_renew%'`);
+        return rows.length > 0;
+      }, 20_000, 'the renewal waiting on the key lock');
+      // While that acquire runs, the lease runs out (it counts the holder as lapsed)...
+      await lapseHolder(schema.pool(), a);
+      await c.query('COMMIT');
+      // ...so the renewal that waited must not bring it back.
+      expect(await renewing).toBe(false);
+    } finally {
+      await c.end();
+    }
   });
 
   it('a real lease runs out on the database clock', async () => {
