@@ -1,18 +1,27 @@
 -- Planner-proof hot statements of the request queue.
 --
 -- A queue table is often analysed while empty, then refilled: its statistics then say "empty"
--- and the planner happily picks a sequential scan, a hash join over a full index scan or a
--- sort of the whole table, reading every row to hand out a handful. Each function below
--- disables those plan shapes for its own statements only (SET on the function), so every hot
--- statement walks an index from its keys and stops at its batch size, whatever the statistics
--- say. Each is called as one statement: one round trip, one transaction.
+-- and the planner happily picks a sequential scan, or a full index scan joined to the input,
+-- reading every row to hand out a handful. So every hot statement is written so that the only
+-- plans left walk an index from its keys and stop at the batch size, whatever the statistics
+-- say:
+--   * sequential and bitmap scans are off for the function's own statements (SET on the
+--     function);
+--   * input keys drive per-key lookups through LATERAL ... LIMIT 1 (a subquery the planner
+--     cannot turn into a join with a full scan of the table);
+--   * rows are picked (and locked) first, then changed by ctid = ANY(...): a TID scan;
+--   * the change itself carries no condition that would make a partial index usable for a
+--     full scan: the pick already checked everything under the row lock.
+-- Each function is called as one statement: one round trip, one transaction. Input keys are
+-- locked in index order (ORDER BY id, request_token), as cancel's index scan does, so
+-- concurrent batches do not deadlock.
 --
 -- async_dispatch: stamps up to p_limit pending, due rows of the partitions p_owner holds and is
 -- not draining with the partition's epoch and a fresh attempt; earliest deadline first, then
 -- submission order. Rows locked by a concurrent dispatcher are skipped, never waited for.
 CREATE OR REPLACE FUNCTION async_dispatch(p_owner TEXT, p_queue TEXT, p_now BIGINT, p_limit INTEGER)
 RETURNS SETOF async_requests LANGUAGE sql
-SET enable_seqscan = off SET enable_bitmapscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+SET enable_seqscan = off SET enable_bitmapscan = off
 AS $$
   WITH picked AS MATERIALIZED (
     SELECT r.ctid AS rid
@@ -27,8 +36,8 @@ AS $$
   )
   UPDATE async_requests r
      SET dispatch_epoch = p.epoch, dispatch_attempt = nextval('async_dispatch_attempts')
-    FROM picked, async_partitions p
-   WHERE r.ctid = picked.rid AND r.dispatch_epoch = 0
+    FROM async_partitions p
+   WHERE r.ctid = ANY (ARRAY(SELECT rid FROM picked))
      AND p.queue = r.queue AND p.partition_id = r.partition_id AND p.owner = p_owner AND p.draining = 0
   RETURNING r.*
 $$;
@@ -36,24 +45,35 @@ $$;
 -- async_ack: deletes each request still in flight under the given attempt in a partition p_owner
 -- holds at the row's epoch, and records its result, in one statement. Returns the acked keys.
 -- Input keys must be distinct (the client dedupes); p_ords carries each key's input position so
--- results of one batch get their seq in input order.
+-- results of one batch get their seq in input order. (dispatch_epoch <> 0 rather than > 0: the
+-- same test, since epochs are never negative, without making the in-flight index usable for a
+-- full scan.)
 CREATE OR REPLACE FUNCTION async_ack(p_owner TEXT, p_ids TEXT[], p_tokens TEXT[], p_attempts BIGINT[],
   p_routes TEXT[], p_payloads TEXT[], p_expires BIGINT[], p_ords INTEGER[], p_now_ms BIGINT)
 RETURNS TABLE (acked_id TEXT, acked_token TEXT) LANGUAGE sql
-SET enable_seqscan = off SET enable_bitmapscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+SET enable_seqscan = off SET enable_bitmapscan = off
 AS $$
-  WITH input AS (
-    SELECT * FROM unnest(p_ids, p_tokens, p_attempts, p_routes, p_payloads, p_expires, p_ords)
-      AS i(id, request_token, attempt, route, payload, expires_at, ord)
+  WITH hit AS MATERIALIZED (
+    SELECT x.rid, i.id, i.request_token, i.route, i.payload, i.expires_at, i.ord
+      FROM unnest(p_ids, p_tokens, p_attempts, p_routes, p_payloads, p_expires, p_ords)
+             AS i(id, request_token, attempt, route, payload, expires_at, ord)
+     CROSS JOIN LATERAL (
+       SELECT r.ctid AS rid
+         FROM async_requests r
+         JOIN async_partitions p ON p.queue = r.queue AND p.partition_id = r.partition_id
+        WHERE r.id = i.id AND r.request_token = i.request_token
+          AND r.dispatch_epoch <> 0 AND r.dispatch_attempt = i.attempt
+          AND p.owner = p_owner AND p.epoch = r.dispatch_epoch
+        LIMIT 1
+          FOR UPDATE OF r
+     ) x
+     ORDER BY i.id, i.request_token
   ),
   done AS (
     DELETE FROM async_requests r
-     USING input i, async_partitions p
-     WHERE r.id = i.id AND r.request_token = i.request_token
-       AND r.dispatch_epoch > 0 AND r.dispatch_attempt = i.attempt
-       AND p.queue = r.queue AND p.partition_id = r.partition_id
-       AND p.owner = p_owner AND p.epoch = r.dispatch_epoch
-    RETURNING i.route, r.id, r.request_token, i.payload, i.expires_at, i.ord
+     USING hit h
+     WHERE r.ctid = ANY (ARRAY(SELECT rid FROM hit)) AND r.ctid = h.rid
+    RETURNING h.route, h.id, h.request_token, h.payload, h.expires_at, h.ord
   )
   INSERT INTO async_results (route, id, request_token, payload, expires_at, created_at)
   SELECT d.route, d.id, d.request_token, d.payload, d.expires_at, p_now_ms FROM done d ORDER BY d.ord
@@ -63,14 +83,15 @@ $$;
 -- async_in_flight: current-epoch stamps of p_owner's partitions (stale-epoch rows excluded).
 CREATE OR REPLACE FUNCTION async_in_flight(p_owner TEXT, p_queue TEXT)
 RETURNS TABLE (stamp_id TEXT, stamp_token TEXT, stamp_attempt BIGINT) LANGUAGE sql STABLE
-SET enable_seqscan = off SET enable_bitmapscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+SET enable_seqscan = off SET enable_bitmapscan = off
 AS $$
   SELECT r.id, r.request_token, r.dispatch_attempt
-    FROM async_partitions p
-    JOIN async_requests r
-      ON r.queue = p.queue AND r.partition_id = p.partition_id
-     AND r.dispatch_epoch > 0 AND r.dispatch_epoch = p.epoch
-   WHERE p.queue = p_queue AND p.owner = p_owner
+    FROM async_requests r
+    JOIN async_partitions p ON p.queue = r.queue AND p.partition_id = r.partition_id
+   WHERE r.queue = p_queue AND r.dispatch_epoch > 0
+     AND r.partition_id = ANY (ARRAY(
+           SELECT o.partition_id FROM async_partitions o WHERE o.queue = p_queue AND o.owner = p_owner))
+     AND p.owner = p_owner AND r.dispatch_epoch = p.epoch
 $$;
 --> statement-breakpoint
 -- async_reset_stale: returns to pending every row stamped by an older epoch of p_owner's
@@ -78,22 +99,23 @@ $$;
 -- skipped and left for a later call: this never blocks on them. Returns how many it reset.
 CREATE OR REPLACE FUNCTION async_reset_stale(p_owner TEXT, p_queue TEXT, p_partitions INTEGER[])
 RETURNS BIGINT LANGUAGE sql
-SET enable_seqscan = off SET enable_bitmapscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+SET enable_seqscan = off SET enable_bitmapscan = off
 AS $$
   WITH stale AS MATERIALIZED (
     SELECT r.ctid AS rid
-      FROM async_partitions p
-      JOIN async_requests r
-        ON r.queue = p.queue AND r.partition_id = p.partition_id
-       AND r.dispatch_epoch > 0 AND r.dispatch_epoch < p.epoch
-     WHERE p.queue = p_queue AND p.owner = p_owner
-       AND (p_partitions IS NULL OR p.partition_id = ANY (p_partitions))
+      FROM async_requests r
+      JOIN async_partitions p ON p.queue = r.queue AND p.partition_id = r.partition_id
+     WHERE r.queue = p_queue AND r.dispatch_epoch > 0
+       AND r.partition_id = ANY (ARRAY(
+             SELECT o.partition_id FROM async_partitions o
+              WHERE o.queue = p_queue AND o.owner = p_owner
+                AND (p_partitions IS NULL OR o.partition_id = ANY (p_partitions))))
+       AND p.owner = p_owner AND r.dispatch_epoch < p.epoch
        FOR UPDATE OF r SKIP LOCKED
   ),
   reset AS (
     UPDATE async_requests r SET dispatch_epoch = 0
-      FROM stale
-     WHERE r.ctid = stale.rid AND r.dispatch_epoch > 0
+     WHERE r.ctid = ANY (ARRAY(SELECT rid FROM stale))
     RETURNING 1
   )
   SELECT count(*) FROM reset
@@ -105,15 +127,26 @@ $$;
 CREATE OR REPLACE FUNCTION async_undispatch(p_owner TEXT, p_ids TEXT[], p_tokens TEXT[], p_attempts BIGINT[],
   p_not_before BIGINT)
 RETURNS BIGINT LANGUAGE sql
-SET enable_seqscan = off SET enable_bitmapscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+SET enable_seqscan = off SET enable_bitmapscan = off
 AS $$
-  WITH changed AS (
+  WITH hit AS MATERIALIZED (
+    SELECT x.rid
+      FROM unnest(p_ids, p_tokens, p_attempts) AS i(id, request_token, attempt)
+     CROSS JOIN LATERAL (
+       SELECT r.ctid AS rid
+         FROM async_requests r
+         JOIN async_partitions p ON p.queue = r.queue AND p.partition_id = r.partition_id
+        WHERE r.id = i.id AND r.request_token = i.request_token
+          AND r.dispatch_epoch <> 0 AND r.dispatch_attempt = i.attempt AND p.owner = p_owner
+        LIMIT 1
+          FOR UPDATE OF r
+     ) x
+     ORDER BY i.id, i.request_token
+  ),
+  changed AS (
     UPDATE async_requests r
        SET dispatch_epoch = 0, not_before = coalesce(p_not_before, r.not_before)
-      FROM unnest(p_ids, p_tokens, p_attempts) AS i(id, request_token, attempt), async_partitions p
-     WHERE r.id = i.id AND r.request_token = i.request_token
-       AND r.dispatch_epoch > 0 AND r.dispatch_attempt = i.attempt
-       AND p.queue = r.queue AND p.partition_id = r.partition_id AND p.owner = p_owner
+     WHERE r.ctid = ANY (ARRAY(SELECT rid FROM hit))
     RETURNING 1
   )
   SELECT count(*) FROM changed
@@ -122,34 +155,72 @@ $$;
 -- async_cancelled_keys: the subset of the given keys whose row is marked cancelled.
 CREATE OR REPLACE FUNCTION async_cancelled_keys(p_ids TEXT[], p_tokens TEXT[])
 RETURNS TABLE (cancelled_id TEXT, cancelled_token TEXT) LANGUAGE sql STABLE
-SET enable_seqscan = off SET enable_bitmapscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+SET enable_seqscan = off SET enable_bitmapscan = off
 AS $$
-  SELECT r.id, r.request_token
+  SELECT i.id, i.request_token
     FROM unnest(p_ids, p_tokens) AS i(id, request_token)
-    JOIN async_requests r ON r.id = i.id AND r.request_token = i.request_token
-   WHERE r.cancelled = 1
+   CROSS JOIN LATERAL (
+     SELECT 1 FROM async_requests r
+      WHERE r.id = i.id AND r.request_token = i.request_token AND r.cancelled = 1
+      LIMIT 1
+   ) x
 $$;
 --> statement-breakpoint
--- async_pop_results: drops the route's expired results (0 < expires_at < p_now), then deletes and
--- returns up to p_limit of its results in seq order. Rows a concurrent popper holds are skipped,
--- so concurrent poppers get disjoint results.
+-- async_pop_results: deletes and returns up to p_limit live results of the route in seq order.
+-- Walking the route in seq order, it also deletes the expired results it meets (0 < expires_at
+-- < p_now) without returning them, and walks on until it has p_limit live ones, the route is
+-- exhausted, or it has walked 8 rounds (a route buried under expired results is cleaned over
+-- several calls, or by expireResults). Every row it reads it deletes. Rows a concurrent popper
+-- holds are skipped, so concurrent poppers get disjoint results.
 CREATE OR REPLACE FUNCTION async_pop_results(p_route TEXT, p_now BIGINT, p_limit INTEGER)
-RETURNS SETOF async_results LANGUAGE sql
-SET enable_seqscan = off SET enable_bitmapscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+RETURNS SETOF async_results LANGUAGE plpgsql
+SET enable_seqscan = off SET enable_bitmapscan = off
 AS $$
-  DELETE FROM async_results x
-   WHERE x.seq IN (SELECT e.seq FROM async_results e
-                    WHERE e.route = p_route AND e.expires_at > 0 AND e.expires_at < p_now
-                      FOR UPDATE SKIP LOCKED);
-  WITH picked AS MATERIALIZED (
-    SELECT s.seq FROM async_results s
-     WHERE s.route = p_route
-     ORDER BY s.seq
-     LIMIT p_limit
-       FOR UPDATE SKIP LOCKED
+DECLARE
+  v_left INTEGER := p_limit;
+  v_rows async_results[];
+  v_live INTEGER;
+BEGIN
+  FOR v_round IN 1..8 LOOP
+    EXIT WHEN v_left <= 0;
+    WITH picked AS MATERIALIZED (
+      SELECT s.ctid AS rid FROM async_results s
+       WHERE s.route = p_route
+       ORDER BY s.route, s.seq
+       LIMIT v_left
+         FOR UPDATE SKIP LOCKED
+    ),
+    gone AS (
+      DELETE FROM async_results x
+       WHERE x.ctid = ANY (ARRAY(SELECT rid FROM picked))
+      RETURNING x.*
+    )
+    SELECT coalesce(array_agg(g ORDER BY g.seq), '{}') INTO v_rows FROM gone g;
+    EXIT WHEN cardinality(v_rows) = 0;
+    RETURN QUERY SELECT * FROM unnest(v_rows) AS u WHERE NOT (u.expires_at > 0 AND u.expires_at < p_now);
+    GET DIAGNOSTICS v_live = ROW_COUNT;
+    -- A short round means the route has nothing more this popper may take.
+    EXIT WHEN cardinality(v_rows) < v_left;
+    v_left := v_left - v_live;
+  END LOOP;
+END
+$$;
+--> statement-breakpoint
+-- async_retry: parks the request still carrying the stamp, in a partition p_owner holds, until
+-- p_not_before with a new envelope (payload kept). Returns how many rows changed (0 or 1).
+CREATE OR REPLACE FUNCTION async_retry(p_owner TEXT, p_id TEXT, p_token TEXT, p_attempt BIGINT,
+  p_not_before BIGINT, p_envelope TEXT)
+RETURNS BIGINT LANGUAGE sql
+SET enable_seqscan = off SET enable_bitmapscan = off
+AS $$
+  WITH changed AS (
+    UPDATE async_requests r
+       SET dispatch_epoch = 0, not_before = p_not_before, envelope = p_envelope
+     WHERE r.id = p_id AND r.request_token = p_token
+       AND r.dispatch_epoch <> 0 AND r.dispatch_attempt = p_attempt
+       AND EXISTS (SELECT 1 FROM async_partitions p
+                    WHERE p.queue = r.queue AND p.partition_id = r.partition_id AND p.owner = p_owner)
+    RETURNING 1
   )
-  DELETE FROM async_results x
-   USING picked
-   WHERE x.seq = picked.seq
-  RETURNING x.*
+  SELECT count(*) FROM changed
 $$;

@@ -6,7 +6,7 @@ export const popResultsStatement: Statement = {
   text: `SELECT seq, route, id, request_token, payload FROM async_pop_results($1, $2, $3) ORDER BY seq`,
 };
 
-/** Drops the route's expired results, then deletes and returns up to `limit` of them in seq order. */
+/** Deletes and returns up to `limit` live results of `route` in seq order, dropping expired ones it meets. */
 export async function popRouteResults(db: Db, route: string, nowSeconds: number, limit: number): Promise<Result[]> {
   const { rows } = await run<{ seq: string; route: string; id: string; request_token: string; payload: string }>(
     db, popResultsStatement, [route, nowSeconds, limit],
@@ -17,9 +17,9 @@ export async function popRouteResults(db: Db, route: string, nowSeconds: number,
 export const expireResultsStatement: Statement = {
   name: 'q_store_expire_results',
   text: `DELETE FROM async_results x
- WHERE x.seq IN (SELECT e.seq FROM async_results e
-                  WHERE e.expires_at > 0 AND e.expires_at < $1
-                  LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+ WHERE x.ctid = ANY (ARRAY(SELECT e.ctid FROM async_results e
+                            WHERE e.expires_at > 0 AND e.expires_at < $1
+                            LIMIT $2 FOR UPDATE SKIP LOCKED))`,
 };
 
 /** Deletes up to `limit` results of any route whose TTL ended before `nowSeconds`; returns how many. */
