@@ -1,3 +1,4 @@
 export { FaultProxy } from './proxy.js';
 export { Proc, logDir, rng, sleep } from './procs.js';
 export { deadTuples, pinVacuumHorizon, terminateBackends } from './pgfaults.js';
+export { seedWorkload, spawnWorkload, waitDrained, workloadViolations, type Workload } from './workload.js';
