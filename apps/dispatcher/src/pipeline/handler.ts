@@ -35,6 +35,7 @@ export interface HandlerDeps {
 export const DEFAULT_ROUTE = 'result-sql';
 
 const nowSec = () => Date.now() / 1000;
+const CANCEL_CHECK_THROTTLE_MS = 1000;
 
 /** Creates the `handle(req, signal)` function of one queue's partition worker. */
 export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: AbortSignal) => Promise<Outcome> {
@@ -54,9 +55,28 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
   };
   const backToPending = (): Outcome => ({ defer: Math.floor(nowSec()) });
 
-  /** Acquires every gate or none. `'refused'` / `'error'` leave nothing held. */
-  async function tryGates(env: Envelope): Promise<Release[] | 'refused' | 'error'> {
-    const held: Release[] = [];
+  // Requests parked at a concurrency gate wake as soon as a slot of their key is released here
+  // (the timer covers releases by other dispatchers).
+  const parked = new Map<string, Set<() => void>>();
+  const wake = (key: string) => {
+    for (const w of parked.get(key) ?? []) w();
+  };
+  const releaseAll = (held: Held[]) => {
+    for (const h of held.splice(0)) {
+      void Promise.resolve()
+        .then(() => h.release())
+        .catch(() => undefined) // a failed release retires the holder inside Quota
+        .then(() => wake(h.key));
+    }
+  };
+  const refuse = (held: Held[], key: string): { refused: string } => {
+    releaseAll(held);
+    return { refused: key };
+  };
+
+  /** Acquires every gate or none. A refusal or an error leaves nothing held. */
+  async function tryGates(env: Envelope): Promise<Held[] | { refused: string } | 'error'> {
+    const held: Held[] = [];
     for (const g of gates) {
       const value = env.data.metadata?.[g.attribute];
       if (!value) continue; // no key → not gated (§4.4)
@@ -64,10 +84,10 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
       try {
         if (g.kind === 'concurrency') {
           const release = await deps.quota!.acquire(key, g.limit);
-          if (release === null) return refuse(held);
-          held.push(release);
+          if (release === null) return refuse(held, key);
+          held.push({ key, release });
         } else if (!(await deps.quota!.admit(key, g.limit, g.window_ms))) {
-          return refuse(held);
+          return refuse(held, key);
         }
       } catch (err) {
         logger.warn({ queue: queue.queue_name, ...errInfo(err) }, 'quota gate error');
@@ -78,7 +98,7 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
     return held;
   }
 
-  async function passGates(req: QueuedRequest, env: Envelope): Promise<Release[] | Outcome> {
+  async function passGates(req: QueuedRequest, env: Envelope): Promise<Held[] | Outcome> {
     const waitMs = Math.max(0, ...gates.map((g: GateConfig) => g.wait_ms));
     const started = Date.now();
     let delay = 100;
@@ -96,14 +116,14 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
       const now = Date.now();
       if (now >= req.deadline * 1000) return finish(env, req, deadlineExceededResult(req.id));
       if (now - started >= waitMs || deps.stopping?.aborted) return backToPending();
-      if (now - lastCancelCheck >= 1000) {
+      if (now - lastCancelCheck >= CANCEL_CHECK_THROTTLE_MS) {
         lastCancelCheck = now;
         const c = await checkCancelled(req);
         if (c === 'error') return { retryAt: Math.ceil(nowSec() + 1) };
         if (c) return finish(env, req, cancelledResult(req.id));
       }
       const sleep = Math.min(delay * (0.5 + rnd() / 2), started + waitMs - now, req.deadline * 1000 - now);
-      await sleepUnless(Math.max(1, sleep), deps.stopping);
+      await parkUntil(parked, r.refused, Math.max(1, sleep), deps.stopping);
       delay = Math.min(1000, delay * 2);
     }
   }
@@ -118,6 +138,7 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
   }
 
   return async function handle(req: QueuedRequest, signal?: AbortSignal): Promise<Outcome> {
+    const pulledAt = Date.now();
     const env = parseEnvelope(req.envelope);
     if (!env) return finish(undefined, req, unparsableResult(req.id));
     const retryCount = env.internal.retry_count ?? 0;
@@ -129,9 +150,13 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
     if (!Array.isArray(held)) return held;
     try {
       // Right before the send: a request cancelled while it waited must not reach the endpoint.
-      const c = await checkCancelled(req);
-      if (c === 'error') return { retryAt: Math.ceil(nowSec() + 1) }; // fail closed, §3.4
-      if (c) return finish(env, req, cancelledResult(req.id));
+      // Throttled like upstream (one real check per second per message): the dispatch itself
+      // read the flag, so a request that did not wait needs no second look.
+      if (Date.now() - pulledAt >= CANCEL_CHECK_THROTTLE_MS) {
+        const c = await checkCancelled(req);
+        if (c === 'error') return { retryAt: Math.ceil(nowSec() + 1) }; // fail closed, §3.4
+        if (c) return finish(env, req, cancelledResult(req.id));
+      }
 
       const url = joinUrl(queue.igw_base_url, env.data.endpoint || queue.request_path_url);
       const headers = buildHeaders({
@@ -187,28 +212,25 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
   };
 }
 
-function refuse(held: Release[]): 'refused' {
-  releaseAll(held);
-  return 'refused';
+interface Held {
+  key: string;
+  release: Release;
 }
 
-function releaseAll(held: Release[]): void {
-  for (const r of held.splice(0)) {
-    try {
-      void Promise.resolve(r()).catch(() => undefined);
-    } catch {
-      /* a release failure retires the holder inside Quota */
-    }
-  }
-}
-
-function sleepUnless(ms: number, signal?: AbortSignal): Promise<void> {
+/** Sleeps `ms`, or less: until a slot of `key` is released here, or `signal` aborts. */
+function parkUntil(parked: Map<string, Set<() => void>>, key: string, ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     if (signal?.aborted) return resolve();
     const t = setTimeout(done, ms);
+    let set = parked.get(key);
+    if (!set) parked.set(key, (set = new Set()));
+    set.add(done);
     function done() {
       clearTimeout(t);
       signal?.removeEventListener('abort', done);
+      const s = parked.get(key);
+      s?.delete(done);
+      if (s?.size === 0) parked.delete(key);
       resolve();
     }
     signal?.addEventListener('abort', done, { once: true });

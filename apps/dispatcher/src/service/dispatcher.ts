@@ -1,0 +1,178 @@
+// The dispatcher service: one partition worker per queue over one Store, quota gates through
+// Quota, one keep-alive inference client, health/readiness/metrics endpoints, graceful stop.
+import { randomBytes } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
+import { hostname } from 'node:os';
+import type { MeterProvider } from '@opentelemetry/api';
+import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
+import { MeterProvider as SdkMeterProvider } from '@opentelemetry/sdk-metrics';
+import { runPartitionWorker, type PartitionWorkerStats } from '@q/partition-consumer';
+import { createQuota, type Quota } from '@q/quota';
+import { Store } from '@q/store';
+import type { DispatcherConfig } from '../config/schema.js';
+import type { ResultMessage } from '../formats.js';
+import { InferenceClient } from '../http/client.js';
+import { errInfo, silentLogger, type Logger } from '../logger.js';
+import { DispatcherMetrics } from '../metrics.js';
+import { CancelBatcher } from '../pipeline/cancel-batcher.js';
+import { createHandler } from '../pipeline/handler.js';
+import type { QuotaPort } from '../pipeline/ports.js';
+import { startEndpoint, type Endpoint } from './http-endpoints.js';
+
+/** Options of {@link Dispatcher.start}. */
+export interface DispatcherOptions {
+  /** Effective configuration; `url` is required here. */
+  config: DispatcherConfig;
+  logger?: Logger;
+  /** Record metrics here instead of the dispatcher's own Prometheus-backed provider. */
+  meterProvider?: MeterProvider;
+  /** Called with every final result (before it is written). */
+  onResult?: (queue: string, result: ResultMessage, metadata: Record<string, string> | undefined) => void;
+}
+
+/** A running dispatcher. */
+export class Dispatcher {
+  /** Lease owner name (`<hostname>-<8 hex>` unless configured). */
+  readonly owner: string;
+  /** Per-queue instruments and tallies. */
+  readonly metrics = new Map<string, DispatcherMetrics>();
+  /** Bound ports of `/healthz`+`/readyz` and `/metrics` (undefined when off). */
+  healthPort: number | undefined;
+  metricsPort: number | undefined;
+
+  private ready = false;
+  private readonly stopCtl = new AbortController();
+  private readonly runs: Array<Promise<PartitionWorkerStats>> = [];
+  private readonly endpoints: Endpoint[] = [];
+  private stopping: Promise<PartitionWorkerStats[]> | undefined;
+  private meterOwned: SdkMeterProvider | undefined;
+
+  private constructor(
+    private readonly config: DispatcherConfig,
+    readonly store: Store,
+    private readonly quota: Quota | undefined,
+    private readonly client: InferenceClient,
+    private readonly logger: Logger,
+  ) {
+    this.owner = config.owner ?? `${hostname()}-${randomBytes(4).toString('hex')}`;
+    setMaxListeners(0, this.stopCtl.signal); // every parked request listens for the stop
+  }
+
+  /** Opens the store (migrating `requests`, and `quota` when a queue has gates) and starts every queue. */
+  static async start(opts: DispatcherOptions): Promise<Dispatcher> {
+    const { config } = opts;
+    if (!config.url) throw new Error('Dispatcher.start: config.url (the DSN) is required');
+    const logger = opts.logger ?? silentLogger;
+    let meterProvider = opts.meterProvider;
+    let prometheus: PrometheusExporter | undefined;
+    let owned: SdkMeterProvider | undefined;
+    if (!meterProvider) {
+      prometheus = new PrometheusExporter({ preventServerStart: true });
+      owned = new SdkMeterProvider({ readers: [prometheus] });
+      meterProvider = owned;
+    }
+    const store = await Store.open(config.url, { maxConns: config.max_connections, meterProvider, applicationName: 'q-dispatcher' });
+    const gated = config.queues.some((q) => q.gates.length > 0);
+    let quota: Quota | undefined;
+    try {
+      if (gated) quota = await createQuota({ pool: store.pool, ttlMs: config.lease_ttl_seconds * 1000, meterProvider, logger });
+    } catch (err) {
+      await store.close();
+      throw err;
+    }
+    const client = new InferenceClient({ connections: config.concurrency * config.queues.length, requestTimeoutMs: config.request_timeout_ms });
+    const d = new Dispatcher(config, store, quota, client, logger);
+    d.meterOwned = owned;
+    try {
+      await d.startEndpoints(prometheus);
+      d.startQueues(meterProvider, opts.onResult);
+    } catch (err) {
+      await d.stop();
+      throw err;
+    }
+    d.ready = true;
+    logger.info({ owner: d.owner, queues: config.queues.map((q) => q.queue_name) }, 'dispatcher started');
+    return d;
+  }
+
+  /** True between start and stop. */
+  isReady(): boolean {
+    return this.ready;
+  }
+
+  private async startEndpoints(prometheus: PrometheusExporter | undefined): Promise<void> {
+    const { health_port: hp, metrics_port: mp } = this.config;
+    const src = { isReady: () => this.ready, check: () => this.store.ping(), prometheus };
+    if (hp >= 0) {
+      const e = await startEndpoint(hp, { ...src, prometheus: mp === hp ? prometheus : undefined });
+      this.endpoints.push(e);
+      this.healthPort = e.port;
+      if (mp === hp) this.metricsPort = e.port;
+    }
+    if (mp >= 0 && mp !== hp && prometheus) {
+      const e = await startEndpoint(mp, { isReady: () => false, check: async () => undefined, prometheus });
+      this.endpoints.push(e);
+      this.metricsPort = e.port;
+    }
+  }
+
+  private startQueues(meterProvider: MeterProvider, onResult: DispatcherOptions['onResult']): void {
+    const cfg = this.config;
+    const cancels = new CancelBatcher(this.store, cfg.cancel_check_batch_size, cfg.cancel_check_linger_ms);
+    const quota: QuotaPort | undefined = this.quota;
+    for (const queue of cfg.queues) {
+      const metrics = new DispatcherMetrics(meterProvider, queue.queue_name);
+      this.metrics.set(queue.queue_name, metrics);
+      const handle = createHandler({
+        queue,
+        config: cfg,
+        client: this.client,
+        cancels,
+        quota,
+        metrics,
+        logger: this.logger,
+        stopping: this.stopCtl.signal,
+        onResult: onResult ? (r, m) => onResult(queue.queue_name, r, m) : undefined,
+      });
+      this.runs.push(
+        runPartitionWorker({
+          store: this.store,
+          queue: queue.queue_name,
+          owner: this.owner,
+          concurrency: cfg.concurrency,
+          batchSize: cfg.batch_size,
+          leaseTtlMs: cfg.lease_ttl_seconds * 1000,
+          drainTimeoutMs: cfg.handoff_timeout_seconds * 1000,
+          stopTimeoutMs: cfg.drain_timeout_ms,
+          pollIntervalMs: cfg.poll_interval_ms,
+          ackBatchSize: cfg.result_batch_size,
+          handle,
+          signal: this.stopCtl.signal,
+          logger: this.logger,
+          meterProvider,
+        }),
+      );
+    }
+  }
+
+  /**
+   * Graceful stop (§1.3): not ready → stop consuming (partitions drain to peers) → wait for work
+   * in flight up to `drain_timeout_ms` (then in-flight calls are aborted and put back) → close.
+   * Idempotent; resolves with each queue's counters.
+   */
+  stop(): Promise<PartitionWorkerStats[]> {
+    this.stopping ??= (async () => {
+      this.ready = false;
+      this.stopCtl.abort();
+      const stats = await Promise.all(this.runs);
+      await Promise.allSettled(this.endpoints.map((e) => e.close()));
+      await this.quota?.close().catch((err: unknown) => this.logger.warn(errInfo(err), 'quota close failed'));
+      await this.client.close().catch(() => undefined);
+      await this.store.close().catch((err: unknown) => this.logger.warn(errInfo(err), 'store close failed'));
+      await this.meterOwned?.shutdown().catch(() => undefined);
+      this.logger.info({ owner: this.owner }, 'dispatcher stopped');
+      return stats;
+    })();
+    return this.stopping;
+  }
+}

@@ -1,0 +1,82 @@
+// Shared test helpers: scripted fake-server behaviour, submitting, collecting results.
+import { Store } from '@q/store';
+import { popResults, submitRequests } from '../src/client/producer.js';
+import type { ResultMessage } from '../src/formats.js';
+import type { Action, Call } from '../src/sim/server.js';
+
+/** Waits until `fn()` is truthy (polling), or fails after `timeoutMs`. */
+export async function waitFor<T>(fn: () => T | Promise<T>, timeoutMs = 30_000, what = 'condition'): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** The `scenario` field of a call's JSON body. */
+export function scenarioOf(call: Call): { scenario: string; id: string } {
+  try {
+    const b = JSON.parse(call.body) as { scenario?: string; id?: string };
+    return { scenario: b.scenario ?? 'ok', id: b.id ?? '' };
+  } catch {
+    return { scenario: 'ok', id: '' };
+  }
+}
+
+/** Collects every result of a route into a map (id → results). */
+export class Results {
+  readonly byId = new Map<string, ResultMessage[]>();
+  count = 0;
+  constructor(
+    private readonly store: Store,
+    private readonly route: string,
+  ) {}
+  async drain(): Promise<void> {
+    for (;;) {
+      const rows = await popResults(this.store, this.route, 500);
+      for (const { result } of rows) {
+        this.count++;
+        const l = this.byId.get(result.id) ?? [];
+        l.push(result);
+        this.byId.set(result.id, l);
+      }
+      if (rows.length < 500) return;
+    }
+  }
+  async waitFor(ids: string[], timeoutMs = 45_000): Promise<void> {
+    await waitFor(async () => {
+      await this.drain();
+      return ids.every((id) => this.byId.has(id));
+    }, timeoutMs, `results of ${ids.length} requests on ${this.route}`);
+  }
+  one(id: string): ResultMessage {
+    const l = this.byId.get(id);
+    if (!l || l.length !== 1) throw new Error(`expected exactly one result for ${id}, got ${l?.length ?? 0}`);
+    return l[0] as ResultMessage;
+  }
+}
+
+/** Submits requests whose payload carries `{ id, scenario }` for the fake server. */
+export async function submit(
+  store: Store,
+  queue: string,
+  route: string,
+  reqs: Array<{ id: string; scenario?: string; tenant?: string; deadlineIn?: number }>,
+): Promise<void> {
+  const now = Math.floor(Date.now() / 1000);
+  await submitRequests(
+    store,
+    reqs.map((r) => ({
+      id: r.id,
+      deadline: now + (r.deadlineIn ?? 60),
+      payload: { id: r.id, scenario: r.scenario ?? 'ok', prompt: 'hi' },
+      ...(r.tenant ? { metadata: { userid: r.tenant } } : {}),
+    })),
+    { queue, route },
+  );
+}
+
+/** A 200 with a body naming the request. */
+export const ok = (id: string, delayMs = 0): Action => ({ status: 200, body: JSON.stringify({ ok: id }), delayMs });
