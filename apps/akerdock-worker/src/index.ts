@@ -9,3 +9,7 @@ export { jobToJson, type JobJson } from './api/job-json.js';
 export { openApiDocument } from './api/openapi.js';
 export { AdminClient, ApiCallError, type JobPage, type RetryAnswer } from './cli/client.js';
 export { CLI_USAGE, runCli, type CliIo } from './cli/q-jobs.js';
+export { startWorkerApp, type WorkerApp, type WorkerAppOptions } from './app.js';
+export { adaptHandler } from './handler-adapter.js';
+export { startPurgeScheduler } from './scheduler.js';
+export type { EnqueueOptions, HandlerContext, HandlerFunc, Job, JobQueueLike, JobStatus, Step } from './job-types.js';

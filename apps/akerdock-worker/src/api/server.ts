@@ -44,8 +44,9 @@ export function buildAdminServer(opts: AdminServerOptions): FastifyInstance {
   const app = Fastify({
     logger: false,
     bodyLimit: opts.bodyLimit,
-    // Refuse unknown fields instead of silently dropping them.
-    ajv: { customOptions: { removeAdditional: false, allErrors: false } },
+    // Strict bodies: refuse unknown fields and wrong types instead of dropping or coercing them
+    // (the one numeric query parameter is converted by hand below).
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: false, allErrors: false } },
     return503OnClosing: true,
   });
   const check = bearerChecker(opts.token);
@@ -103,6 +104,10 @@ export function buildAdminServer(opts: AdminServerOptions): FastifyInstance {
 
   app.route<{ Querystring: ListQuery }>({
     ...route(ROUTES.list),
+    preValidation: async (req) => {
+      const q = req.query as unknown as Record<string, unknown>;
+      if (typeof q.limit === 'string' && /^-?\d{1,6}$/.test(q.limit)) q.limit = Number(q.limit);
+    },
     handler: async (req) => {
       const q = req.query;
       const page = await opts.jobs.list({ status: q.status, queue: q.queue, type: q.type, cursor: q.cursor, limit: q.limit });

@@ -1,0 +1,52 @@
+#!/usr/bin/env node
+// akerdock-worker: consumes the job queues, runs the handlers and serves the admin API.
+// SIGTERM/SIGINT drain gracefully (AKERDOCK_SHUTDOWN_TIMEOUT); a second signal exits at once.
+import { isQError } from '@q/schema';
+import { startWorkerApp } from '../app.js';
+import { USAGE, parseConfig } from '../config.js';
+import { createLogger } from '../logger.js';
+
+let parsed;
+try {
+  parsed = parseConfig(process.argv.slice(2), process.env);
+} catch (err) {
+  if (!isQError(err, 'CONFIG')) throw err;
+  process.stderr.write(`akerdock-worker: ${err.message}\n\n${USAGE}\n`);
+  process.exit(2);
+}
+if (parsed.help) {
+  process.stdout.write(`${USAGE}\n`);
+  process.exit(0);
+}
+const config = parsed.config;
+const log = createLogger(config.logLevel);
+
+let app: Awaited<ReturnType<typeof startWorkerApp>> | undefined;
+let signals = 0;
+const onSignal = (signal: NodeJS.Signals) => {
+  signals += 1;
+  if (signals > 1 || !app) {
+    log.warn({ signal }, 'second signal: exiting without draining');
+    process.exit(1);
+  }
+  log.info({ signal }, 'shutting down');
+  app.stop().then(
+    () => {
+      log.info({}, 'stopped');
+      process.exit(0);
+    },
+    (err: unknown) => {
+      log.error({ err }, 'shutdown failed');
+      process.exit(1);
+    },
+  );
+};
+process.on('SIGTERM', onSignal);
+process.on('SIGINT', onSignal);
+
+try {
+  app = await startWorkerApp(config, { logger: log });
+} catch (err) {
+  log.error({ err }, 'could not start');
+  process.exit(1);
+}

@@ -1,0 +1,27 @@
+import type pg from 'pg';
+import { QuotaStore } from '@q/quota';
+import { Store } from '@q/store';
+import type { PurgeTargets } from './handlers/purge.js';
+import { installedModules } from './sql/installedModules.js';
+
+/**
+ * What `maintenance.purge` can clean in this database: always the jobs; the request queue's
+ * results and the quota bookkeeping only when those modules are migrated in the same schema
+ * (the worker never migrates them itself). Closers are pushed onto `cleanups`.
+ */
+export async function purgeTargets(
+  pool: pg.Pool,
+  jobs: PurgeTargets['jobs'],
+  dsn: string,
+  cleanups: Array<() => Promise<void>>,
+): Promise<PurgeTargets> {
+  const installed = await installedModules(pool);
+  const targets: PurgeTargets = { jobs };
+  if (installed.requests) {
+    const store = await Store.open(dsn, { maxConns: 1, migrate: false, applicationName: 'akerdock-purge' });
+    cleanups.push(() => store.close());
+    targets.results = store;
+  }
+  if (installed.quota) targets.quota = QuotaStore.fromPool(pool);
+  return targets;
+}

@@ -1,0 +1,48 @@
+import { parseConfig, type WorkerConfig } from '../src/config.js';
+
+/** Admin token used by every test server. */
+export const TOKEN = 'test-admin-token-0123456789';
+/** Webhook signing key used by every test server. */
+export const SECRET = 'test-webhook-secret';
+
+/** A worker config for tests: loopback on a free port, token, short timings. */
+export function testConfig(dsn: string, argv: string[] = []): WorkerConfig {
+  const r = parseConfig([
+    '--dsn', dsn, '--listen', '127.0.0.1:0', '--admin-token', TOKEN, '--webhook-secret', SECRET,
+    '--purge-interval', '0', '--log-level', 'silent', '--concurrency', '4', ...argv,
+  ], {});
+  if (r.help) throw new Error('unexpected --help');
+  return r.config;
+}
+
+/** Polls `check` until it returns a value other than `undefined`/`false`, or fails after `timeoutMs`. */
+export async function waitFor<T>(what: string, check: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 60_000): Promise<T> {
+  const until = Date.now() + timeoutMs;
+  let delay = 20;
+  for (;;) {
+    const v = await check();
+    if (v !== undefined && v !== false) return v;
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, delay));
+    delay = Math.min(delay * 2, 250);
+  }
+}
+
+/** `fetch` against a test server with the bearer token (unless `token: null`). */
+export async function api(
+  base: string,
+  method: string,
+  path: string,
+  opts: { body?: unknown; rawBody?: string; token?: string | null; headers?: Record<string, string> } = {},
+): Promise<{ status: number; json: unknown; headers: Headers }> {
+  const headers: Record<string, string> = { ...opts.headers };
+  const token = opts.token === undefined ? TOKEN : opts.token;
+  if (token !== null) headers.authorization = `Bearer ${token}`;
+  let body: string | undefined;
+  if (opts.rawBody !== undefined) body = opts.rawBody;
+  else if (opts.body !== undefined) body = JSON.stringify(opts.body);
+  if (body !== undefined && !headers['content-type']) headers['content-type'] = 'application/json';
+  const res = await fetch(new URL(path, base), { method, headers, body });
+  const text = await res.text();
+  return { status: res.status, json: text ? JSON.parse(text) : undefined, headers: res.headers };
+}

@@ -1,0 +1,84 @@
+// Runs the app's bin scripts as real child processes (TypeScript sources through tsx).
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const bin = (name: string) => path.join(here, '..', 'src', 'bin', `${name}.ts`);
+const NODE_ARGS = ['--conditions=q-source', '--import', 'tsx'];
+
+/** Runs `q-jobs` to completion. */
+export function runQJobs(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [...NODE_ARGS, bin('q-jobs'), ...args], {
+      env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
+    child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+    child.once('error', reject);
+    child.once('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** A running `akerdock-worker` child: its JSON log lines and exit. */
+export interface WorkerChild {
+  child: ChildProcess;
+  lines: Array<Record<string, unknown>>;
+  /** Resolves with the first log line matching `msg`. */
+  line(msg: string, timeoutMs?: number): Promise<Record<string, unknown>>;
+  exited: Promise<number | null>;
+}
+
+export function spawnWorker(args: string[], env: NodeJS.ProcessEnv = {}): WorkerChild {
+  const child = spawn(process.execPath, [...NODE_ARGS, bin('akerdock-worker'), ...args], {
+    env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const lines: Array<Record<string, unknown>> = [];
+  const waiters: Array<() => void> = [];
+  let buf = '';
+  child.stdout?.on('data', (b: Buffer) => {
+    buf += b.toString();
+    let i: number;
+    while ((i = buf.indexOf('\n')) >= 0) {
+      const text = buf.slice(0, i);
+      buf = buf.slice(i + 1);
+      try {
+        lines.push(JSON.parse(text) as Record<string, unknown>);
+      } catch {
+        lines.push({ msg: text });
+      }
+      for (const w of waiters.splice(0)) w();
+    }
+  });
+  let stderr = '';
+  child.stderr?.on('data', (b: Buffer) => (stderr += b.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => {
+    for (const w of waiters.splice(0)) w();
+    resolve(code);
+  }));
+  return {
+    child,
+    lines,
+    exited,
+    line(msg, timeoutMs = 60_000) {
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no "${msg}" log line; stderr: ${stderr.slice(-2000)}`)), timeoutMs);
+        const check = () => {
+          const found = lines.find((l) => l.msg === msg);
+          if (found) {
+            clearTimeout(timer);
+            resolve(found);
+          } else if (child.exitCode !== null) {
+            clearTimeout(timer);
+            reject(new Error(`worker exited (${child.exitCode}) before "${msg}"; stderr: ${stderr.slice(-2000)}`));
+          } else {
+            waiters.push(check);
+          }
+        };
+        check();
+      });
+    },
+  };
+}
