@@ -26,7 +26,7 @@ export interface BenchOutcome {
 
 /** Runs the selected scenarios and writes the JSON, the chart (and the README section). */
 export async function runBench(args: BenchArgs, log: (line: string) => void): Promise<BenchOutcome> {
-  const scenarios = selectScenarios(args.scenarios);
+  const scenarios = selectScenarios(args.scenarios, args.smoke);
   const server = await openServer(process.env.DATABASE_URL, log);
   try {
     const machine = await describeMachine(server);

@@ -46,4 +46,9 @@ export interface Scenario {
   systems: System[];
   /** Repetitions per system in a full run (default from the CLI). */
   reps?: number;
+  /**
+   * Name of a sibling scenario that runs the same code with other parameters: a smoke run of
+   * everything leaves this one out (it is still run when named explicitly).
+   */
+  smokeCoveredBy?: string;
 }

@@ -47,7 +47,9 @@ describe('pnpm bench --smoke', () => {
       results: Array<{ name: string; systems: Array<{ system: string; samples: unknown[]; skipped?: string }> }>;
     };
     expect(data.smoke).toBe(true);
-    expect(data.results.map((x) => x.name)).toEqual(names);
+    const ran = data.results.map((x) => x.name);
+    expect(ran.length).toBeGreaterThanOrEqual(8);
+    for (const n of ran) expect(names).toContain(n);
     for (const s of data.results) {
       for (const sys of s.systems) {
         if (!sys.skipped) expect(sys.samples, `${s.name}/${sys.system}`).toHaveLength(1);

@@ -34,10 +34,10 @@ export function evaluateTargets(list: ScenarioResult[]): TargetOutcome[] {
     out.push(atLeast(`${s}: q ≥ 2.5× graphile-worker`, advantage(results, s, 'graphile-worker'), 2.5));
     out.push(atLeast(`${s}: q ≥ 0.6× raw-sql`, advantage(results, s, 'raw-sql'), 0.6));
   }
-  if (results.has('job-enqueue-batch')) {
-    const peers = ['graphile-worker', 'pg-boss'].map((p) => advantage(results, 'job-enqueue-batch', p));
+  if (results.has('job-enqueue')) {
+    const peers = ['graphile-worker', 'pg-boss'].map((p) => advantage(results, 'job-enqueue', p, 'batch'));
     const vsBetter = peers.some((p) => p === undefined) ? undefined : Math.min(...(peers as number[]));
-    out.push(atLeast('job-enqueue-batch: q ≥ 1.5× the better peer', vsBetter, 1.5));
+    out.push(atLeast('job-enqueue batch: q ≥ 1.5× the better peer', vsBetter, 1.5));
   }
   if (results.has('job-latency')) {
     const p50 = medianOf(results, 'job-latency', 'q', 'p50');

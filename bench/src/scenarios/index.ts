@@ -1,14 +1,14 @@
 import type { Scenario } from '../scenario.js';
-import { jobDrain, jobEnqueueBatch, jobEnqueueSingle, jobLatency } from './jobs.js';
+import { jobDrain, jobEnqueue, jobLatency } from './jobs.js';
 import { otelDispatchAck, otelJobDrain } from './otel.js';
+import { partitionNewcomer, partitionRedelivery } from './partition.js';
 import { quotaAcquire, quotaAdmit } from './quota.js';
 import { requestDispatchAck, requestEnqueue } from './requests.js';
 
 /** Every scenario, in the order a full run executes them. */
 export function allScenarios(): Scenario[] {
   return [
-    jobEnqueueSingle(),
-    jobEnqueueBatch(),
+    jobEnqueue(),
     jobDrain(8),
     jobDrain(32),
     jobLatency(),
@@ -21,13 +21,18 @@ export function allScenarios(): Scenario[] {
     quotaAcquire(1000),
     otelJobDrain(),
     otelDispatchAck(),
+    partitionNewcomer(),
+    partitionRedelivery(),
   ];
 }
 
-/** Scenarios named (or prefixed) by `wanted`; all of them when `wanted` is empty. */
-export function selectScenarios(wanted: string[]): Scenario[] {
+/**
+ * Scenarios named (or prefixed) by `wanted`; all of them when `wanted` is empty — in a smoke run,
+ * all but those whose code a sibling already runs.
+ */
+export function selectScenarios(wanted: string[], smoke = false): Scenario[] {
   const all = allScenarios();
-  if (wanted.length === 0) return all;
+  if (wanted.length === 0) return smoke ? all.filter((s) => !s.smokeCoveredBy) : all;
   const picked = all.filter((s) => wanted.some((w) => s.name === w || s.name.startsWith(w)));
   const unknown = wanted.filter((w) => !all.some((s) => s.name === w || s.name.startsWith(w)));
   if (unknown.length > 0) {

@@ -33,6 +33,7 @@ export function quotaAdmit(keys: 1 | 1000): Scenario {
   const name = keys === 1 ? 'quota-admit-hot' : 'quota-admit-1k';
   return {
     name,
+    ...(keys !== 1 ? { smokeCoveredBy: 'quota-admit-hot' } : {}),
     title: `quota admit, ${keys === 1 ? 'one hot key' : '1,000 keys'}, ${CALLERS} concurrent callers`,
     metrics: [{ key: 'rate', unit: 'calls/s', better: 'higher' }],
     baseline: 'q',
@@ -73,6 +74,7 @@ export function quotaAcquire(keys: 1 | 1000): Scenario {
   const limit = CALLERS / 2;
   return {
     name,
+    ...(keys !== 1 ? { smokeCoveredBy: 'quota-acquire-hot' } : {}),
     title: `quota acquire + release, ${keys === 1 ? 'one hot key' : '1,000 keys'}, limit ${limit}, ${CALLERS} concurrent callers`,
     metrics: [{ key: 'rate', unit: 'pairs/s', better: 'higher' }],
     baseline: 'q',

@@ -63,6 +63,7 @@ export function requestDispatchAck(
 ): Scenario {
   return {
     name: `request-dispatch-ack-r${runners}`,
+    ...(runners !== 4 ? { smokeCoveredBy: 'request-dispatch-ack-r4' } : {}),
     title: `request dispatch → ack, batch 256, ${runners} runner(s), 20,000 requests`,
     metrics: [{ key: 'rate', unit: 'req/s', better: 'higher' }],
     baseline: 'q',
