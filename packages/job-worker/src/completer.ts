@@ -18,7 +18,7 @@ export class Completer {
   readonly #store: JobStore;
   readonly #logger: Logger;
   #queue: Pending[] = [];
-  #flushing: Promise<void> | undefined;
+  #flushing = false;
 
   constructor(store: JobStore, logger: Logger) {
     this.#store = store;
@@ -29,27 +29,36 @@ export class Completer {
   submit(outcome: JobOutcome): Promise<boolean> {
     return new Promise((resolve) => {
       this.#queue.push({ outcome, resolve });
-      this.#flushing ??= this.#flush().finally(() => {
-        this.#flushing = undefined;
-      });
+      if (!this.#flushing) {
+        this.#flushing = true;
+        void this.#flush();
+      }
     });
   }
 
   async #flush(): Promise<void> {
-    while (this.#queue.length > 0) {
-      const batch = this.#queue.splice(0, MAX_BATCH);
-      try {
-        const written = await this.#store.complete(batch.map((p) => p.outcome));
-        batch.forEach((p, i) => p.resolve(written[i] === true));
-      } catch (err) {
-        if (batch.length > 1) this.#logger.warn(errorFields(err), 'batched outcome write failed, writing one by one');
-        for (const p of batch) {
-          try {
-            p.resolve((await this.#store.complete([p.outcome]))[0] === true);
-          } catch (e) {
-            this.#logger.error({ ...errorFields(e), job_id: p.outcome.id }, 'could not record job outcome');
-            p.resolve(false);
-          }
+    // The flag is cleared in the same tick as the final empty-queue check, so a submit can never
+    // slip in between and wait for a flush that is not coming.
+    try {
+      while (this.#queue.length > 0) await this.#writeNext();
+    } finally {
+      this.#flushing = false;
+    }
+  }
+
+  async #writeNext(): Promise<void> {
+    const batch = this.#queue.splice(0, MAX_BATCH);
+    try {
+      const written = await this.#store.complete(batch.map((p) => p.outcome));
+      batch.forEach((p, i) => p.resolve(written[i] === true));
+    } catch (err) {
+      if (batch.length > 1) this.#logger.warn(errorFields(err), 'batched outcome write failed, writing one by one');
+      for (const p of batch) {
+        try {
+          p.resolve((await this.#store.complete([p.outcome]))[0] === true);
+        } catch (e) {
+          this.#logger.error({ ...errorFields(e), job_id: p.outcome.id }, 'could not record job outcome');
+          p.resolve(false);
         }
       }
     }

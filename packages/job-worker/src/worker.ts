@@ -365,7 +365,7 @@ export class Worker {
           } catch (err) {
             error = err instanceof Error ? err.message : String(err);
             // The span records only the first line: messages can be long and are the handler's.
-            throw new Error(firstLine(error || 'job failed'));
+            throw new Error(firstLine(error || 'job failed'), { cause: err });
           }
         },
         { 'job.type': job.type, 'job.queue': job.queue, 'job.attempt': job.attempt },

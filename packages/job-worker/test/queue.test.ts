@@ -1,0 +1,131 @@
+// JobQueue, the producer side, on real Postgres.
+import { isQError } from '@q/schema';
+import { JobStore } from '@q/store';
+import { createTestSchema, type TestSchema } from '@q/testing';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { JobQueue, KNOWN_QUEUES } from '../src/index.js';
+
+let schema: TestSchema;
+let store: JobStore;
+let queue: JobQueue;
+
+beforeAll(async () => {
+  schema = await createTestSchema('jqueue');
+  store = await JobStore.open(schema.dsn, { maxConns: 4 });
+  queue = new JobQueue(store, { knownQueues: [...KNOWN_QUEUES] });
+});
+afterAll(async () => {
+  await store?.close();
+  await schema?.drop();
+});
+beforeEach(async () => {
+  await store.pool.query('TRUNCATE jobs');
+});
+
+const count = async () => (await store.pool.query('SELECT count(*)::int AS n FROM jobs')).rows[0].n as number;
+
+describe('enqueue', () => {
+  it('defaults to the default queue, payload {}, 5 attempts, queued', async () => {
+    const job = await queue.enqueue({ type: 'server.validate' });
+    expect(job).toMatchObject({ queue: 'default', type: 'server.validate', payload: {}, maxAttempts: 5, status: 'queued', attempt: 0 });
+    expect(await queue.get(job.uuid)).toEqual(job);
+    expect(await queue.get('00000000-0000-4000-8000-000000000000')).toBeNull();
+  });
+
+  it('an unknown queue is UNKNOWN_QUEUE and writes nothing', async () => {
+    const err = await queue.enqueue({ queue: 'nope', type: 't' }).catch((e: unknown) => e);
+    expect(isQError(err, 'UNKNOWN_QUEUE')).toBe(true);
+    expect((err as Error).message).toBe(
+      'queue: "nope" is not consumed by any worker (known: [default deploy backup cleanup notify maintenance webhook task])',
+    );
+    expect(await count()).toBe(0);
+  });
+
+  it('bad payloads and fields are INVALID_ARGUMENT; the payload is never quoted', async () => {
+    const secret = 'hunter2-secret';
+    for (const payload of [{ secret, n: 1n }, { secret, f: () => secret }]) {
+      const err = await queue.enqueue({ type: 't', payload }).catch((e: unknown) => e);
+      expect(isQError(err, 'INVALID_ARGUMENT')).toBe(true);
+      expect((err as Error).message).toContain('payload');
+      expect((err as Error).message).not.toContain(secret);
+    }
+    const circular: Record<string, unknown> = { secret };
+    circular.me = circular;
+    await expect(queue.enqueue({ type: 't', payload: circular })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await expect(queue.enqueue({ type: 't', maxAttempts: 0 })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await expect(queue.enqueue({ type: 't', maxAttempts: -1 })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await expect(queue.enqueue({ type: 5 as unknown as string })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    expect(await count()).toBe(0);
+  });
+
+  it('an idempotency-key conflict returns the original job unchanged', async () => {
+    const a = await queue.enqueue({ type: 'a', payload: { v: 1 }, idempotencyKey: 'deploy-42' });
+    const b = await queue.enqueue({ queue: 'deploy', type: 'b', payload: { v: 2 }, idempotencyKey: 'deploy-42' });
+    expect(b).toEqual(a);
+    expect(await count()).toBe(1);
+  });
+
+  it('enqueueMany is all or none, in input order', async () => {
+    await expect(queue.enqueueMany([{ type: 'ok' }, { queue: 'nope', type: 'bad' }])).rejects.toMatchObject({ code: 'UNKNOWN_QUEUE' });
+    expect(await count()).toBe(0);
+    const jobs = await queue.enqueueMany([
+      { type: 'one', priority: 3 },
+      { type: 'two', queue: 'backup', runAt: new Date(Date.now() + 60_000) },
+    ]);
+    expect(jobs.map((j) => [j.type, j.status])).toEqual([['one', 'queued'], ['two', 'scheduled']]);
+  });
+});
+
+describe('list, cancel, dead letter', () => {
+  it('list pages with an opaque cursor', async () => {
+    await queue.enqueueMany(Array.from({ length: 5 }, (_, i) => ({ type: `t${i}`, teamId: 7 })));
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    for (let page = 0; page < 5; page++) {
+      const res = await queue.list({ teamId: 7, limit: 2, ...(cursor ? { cursor } : {}) });
+      seen.push(...res.jobs.map((j) => j.type));
+      if (!res.nextCursor) break;
+      cursor = res.nextCursor;
+    }
+    expect(seen).toEqual(['t4', 't3', 't2', 't1', 't0']);
+    await expect(queue.list({ cursor: 'not-a-cursor!' })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: 'invalid cursor' });
+    await expect(queue.list({ limit: 101 })).rejects.toMatchObject({ message: 'limit must be between 1 and 100' });
+  });
+
+  it('cancel: waiting jobs at once; finished ones not', async () => {
+    const job = await queue.enqueue({ type: 't', runAt: new Date(Date.now() + 60_000) });
+    expect(await queue.cancel(job.uuid)).toBe(true);
+    expect((await queue.get(job.uuid))!.status).toBe('cancelled');
+    expect(await queue.cancel(job.uuid)).toBe(false);
+  });
+
+  it('retryDeadLetter copies the job with retryOfId; forgetDeadLetter cancels it; others are INVALID_STATE/false', async () => {
+    const orig = await queue.enqueue({
+      queue: 'deploy', type: 'deployment.run', payload: { id: 9 }, priority: 4, maxAttempts: 1, lockKey: 'deploy:app:x', teamId: 3, resourceId: 11,
+    });
+    await expect(queue.retryDeadLetter(orig.uuid)).rejects.toMatchObject({ code: 'INVALID_STATE' });
+    expect(await queue.forgetDeadLetter(orig.uuid)).toBe(false);
+    const [l] = await store.claim({ queues: ['deploy'], workerId: 'w', limit: 1, leaseMs: 10_000 });
+    await store.fail(l!, 'fatal', null);
+
+    const retry = await queue.retryDeadLetter(orig.uuid, { idempotencyKey: 'retry-1' });
+    expect(retry).toMatchObject({
+      queue: 'deploy', type: 'deployment.run', payload: { id: 9 }, priority: 4, maxAttempts: 1, lockKey: 'deploy:app:x',
+      teamId: 3, resourceId: 11, retryOfId: orig.id, status: 'queued', attempt: 0, resumeCount: 0, idempotencyKey: 'retry-1',
+    });
+    expect(await queue.retryDeadLetter(orig.uuid, { idempotencyKey: 'retry-1' })).toEqual(retry);
+    expect((await queue.get(orig.uuid))!.status).toBe('dead_letter');
+    expect(await queue.forgetDeadLetter(orig.uuid)).toBe(true);
+    expect((await queue.get(orig.uuid))!.status).toBe('cancelled');
+    await expect(queue.retryDeadLetter('00000000-0000-4000-8000-000000000000')).rejects.toMatchObject({ code: 'NOT_FOUND' });
+  });
+
+  it('purgeFinished deletes finished jobs older than the given age', async () => {
+    const job = await queue.enqueue({ type: 't' });
+    await queue.cancel(job.uuid);
+    expect(await queue.purgeFinished(60_000)).toBe(0);
+    await store.pool.query(`UPDATE jobs SET finished_at = now() - interval '2 minutes'`);
+    expect(await queue.purgeFinished(60_000)).toBe(1);
+    await expect(queue.purgeFinished(-1)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+  });
+});
