@@ -107,7 +107,14 @@ export function withOperation<T>(
   fn: () => Promise<T>,
   attributes?: Record<string, string | number | boolean>,
 ): Promise<T> {
-  if (!tracer) return fn();
+  if (!tracer) {
+    try {
+      return fn();
+    } catch (err) {
+      // Same contract as the traced path (an async function): a synchronous throw rejects.
+      return Promise.reject(err);
+    }
+  }
   return traced(tracer, name, fn, attributes);
 }
 

@@ -140,6 +140,13 @@ describe('without a tracer provider', () => {
       const inner = Promise.resolve(7);
       // No wrapper promise either: the operation is the function's own promise.
       expect(withOperation(tracer, 'q.test.off', () => inner)).toBe(inner);
+      // A synchronous throw still becomes a rejection, as with a tracer.
+      const boom = () => {
+        throw new Error('sync');
+      };
+      await expect(withOperation(tracer, 'q.test.off', boom)).rejects.toThrow('sync');
+      await expect(withOperation(qTracer(tracing.provider), 'q.test.on', boom)).rejects.toThrow('sync');
+      tracing.exporter.reset();
 
       await withOperation(tracer, 'q.test.off', async () => {
         await pool.query('SELECT $1::int AS n', [1]);
