@@ -2,3 +2,4 @@ export { FaultProxy } from './proxy.js';
 export { Proc, logDir, rng, sleep } from './procs.js';
 export { deadTuples, pinVacuumHorizon, terminateBackends } from './pgfaults.js';
 export { seedWorkload, spawnWorkload, waitDrained, workloadViolations, type Workload } from './workload.js';
+export { DSN_PASSWORD, PAYLOAD_SECRET, dsnWithPassword, findSecrets } from './secrets.js';

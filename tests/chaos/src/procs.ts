@@ -56,9 +56,10 @@ export class Proc {
   }
 }
 
-/** Folder for process logs of one scenario (grepped for secrets at the end). */
+/** A fresh folder for the process logs of one scenario (grepped for secrets at the end). */
 export function logDir(scenario: string): string {
   const dir = path.join(process.env.Q_CHAOS_LOG_DIR ?? path.join(process.cwd(), '.chaos-logs'), scenario);
+  fs.rmSync(dir, { recursive: true, force: true });
   fs.mkdirSync(dir, { recursive: true });
   return dir;
 }

@@ -6,6 +6,7 @@ import { JobStore, Store } from '@q/store';
 import pg from 'pg';
 import { jobQueueViolations, requestQueueViolations } from './invariants.js';
 import { Proc, sleep } from './procs.js';
+import { PAYLOAD_SECRET, dsnWithPassword } from './secrets.js';
 
 const workers = path.join(path.dirname(fileURLToPath(import.meta.url)), 'workers');
 
@@ -27,13 +28,13 @@ export async function seedWorkload(dsn: string, requests: number, jobs: number):
       const batch = Array.from({ length: Math.min(1000, requests - done) }, (_, i) => {
           const id = `mix-${done + i}`;
         requestIds.push(id);
-        return { id, token: randomBytes(8).toString('hex'), queue: 'chaos', deadline, envelope: '{}', payload: Buffer.from(id) };
+        return { id, token: randomBytes(8).toString('hex'), queue: 'chaos', deadline, envelope: '{}', payload: Buffer.from(`${PAYLOAD_SECRET}:${id}`) };
       });
       await store.enqueue(batch);
     }
     const queue = new JobQueue(jobStore, { knownQueues: ['task'] });
     for (let done = 0; done < jobs; done += 1000) {
-      await queue.enqueueMany(Array.from({ length: Math.min(1000, jobs - done) }, () => ({ queue: 'task', type: 'chaos.job', maxAttempts: 8 })));
+      await queue.enqueueMany(Array.from({ length: Math.min(1000, jobs - done) }, () => ({ queue: 'task', type: 'chaos.job', maxAttempts: 8, payload: { secret: PAYLOAD_SECRET } })));
     }
     return { requestIds, jobs };
   } finally {
@@ -43,7 +44,8 @@ export async function seedWorkload(dsn: string, requests: number, jobs: number):
 }
 
 /** Starts `dispatchers` request-queue processes and `jobWorkers` job-worker processes. */
-export function spawnWorkload(dsn: string, logs: string, dispatchers: number, jobWorkers: number, env: Record<string, string> = {}): Proc[] {
+export function spawnWorkload(plainDsn: string, logs: string, dispatchers: number, jobWorkers: number, env: Record<string, string> = {}): Proc[] {
+  const dsn = dsnWithPassword(plainDsn);
   const procs: Proc[] = [];
   for (let i = 0; i < dispatchers; i++) {
     procs.push(new Proc(`d${i}`, path.join(workers, 'request-worker.ts'), { Q_DSN: dsn, Q_OWNER: `d${i}`, ...env }, path.join(logs, `d${i}.log`)));

@@ -3,7 +3,7 @@
 // processes must recover by themselves (no restart) and every invariant must hold.
 import { createTestSchema, type TestSchema } from '@q/testing';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { FaultProxy, logDir, seedWorkload, sleep, spawnWorkload, terminateBackends, waitDrained, workloadViolations } from '../src/index.js';
+import { findSecrets, FaultProxy, logDir, seedWorkload, sleep, spawnWorkload, terminateBackends, waitDrained, workloadViolations } from '../src/index.js';
 
 let schema: TestSchema;
 beforeAll(async () => {
@@ -21,7 +21,8 @@ it('connection faults: terminated backends and a 5 s blackhole are survived with
   const viaProxy = new URL(schema.dsn);
   viaProxy.hostname = '127.0.0.1';
   viaProxy.port = String(port);
-  const procs = spawnWorkload(viaProxy.toString(), logDir('connection-faults'), 2, 2, { Q_LEASE_TTL_MS: '3000', Q_LEASE_MS: '8000' });
+  const logs = logDir('connection-faults');
+  const procs = spawnWorkload(viaProxy.toString(), logs, 2, 2, { Q_LEASE_TTL_MS: '3000', Q_LEASE_MS: '8000' });
   let terminated = 0;
   try {
     await Promise.all(procs.map((p) => p.waitFor(/"ready"/)));
@@ -45,6 +46,7 @@ it('connection faults: terminated backends and a 5 s blackhole are survived with
     expect(alive).toBe(4);
     expect(drained).toBe(true);
     expect(violations).toEqual([]);
+    expect(findSecrets(logs)).toEqual([]);
   } finally {
     for (const p of procs) p.signal('SIGKILL');
     await proxy.close();

@@ -7,7 +7,7 @@ import { JobQueue } from '@q/job-worker';
 import { JobStore } from '@q/store';
 import { createTestSchema, type TestSchema } from '@q/testing';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { Proc, logDir, rng, sleep } from '../src/index.js';
+import { PAYLOAD_SECRET, Proc, dsnWithPassword, findSecrets, logDir, rng, sleep } from '../src/index.js';
 import { jobQueueViolations } from '../src/invariants.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -32,10 +32,10 @@ it('job queue: random SIGKILLs lose no job and never let one succeed twice', asy
   const queue = new JobQueue(store, { knownQueues: ['task'] });
   try {
     for (let b = 0; b < TOTAL / 1000; b++) {
-      await queue.enqueueMany(Array.from({ length: 1000 }, (_, i) => ({ queue: 'task', type: 'chaos.job', payload: { n: b * 1000 + i }, maxAttempts: 8 })));
+      await queue.enqueueMany(Array.from({ length: 1000 }, (_, i) => ({ queue: 'task', type: 'chaos.job', payload: { n: b * 1000 + i, secret: PAYLOAD_SECRET }, maxAttempts: 8 })));
     }
     const killed = new Set<number>();
-    const spawnOne = (slot: number) => new Proc(`w${slot}`, WORKER, { Q_DSN: schema.dsn, Q_NAME: `w${slot}` }, path.join(logs, `w${slot}.log`));
+    const spawnOne = (slot: number) => new Proc(`w${slot}`, WORKER, { Q_DSN: dsnWithPassword(schema.dsn), Q_NAME: `w${slot}` }, path.join(logs, `w${slot}.log`));
     const procs = [0, 1, 2, 3].map(spawnOne);
     await Promise.all(procs.map((p) => p.waitFor(/"ready"/)));
     const chaosEnd = Date.now() + CHAOS_MS;
@@ -59,6 +59,7 @@ it('job queue: random SIGKILLs lose no job and never let one succeed twice', asy
     const { problems, counts } = await jobQueueViolations(schema.dsn, killed);
     console.log(`chaos job-queue: seed ${seed}, ${TOTAL} jobs (${JSON.stringify(counts)}), ${killed.size} SIGKILLs, ${problems.length} invariant violations`);
     expect(problems).toEqual([]);
+    expect(findSecrets(logs)).toEqual([]);
     expect((counts.succeeded ?? 0) + (counts.dead_letter ?? 0)).toBe(TOTAL);
   } finally {
     await store.close();

@@ -4,7 +4,7 @@ import { startEmbeddedPostgres, type EmbeddedPostgres } from '@q/devdb';
 import { dsnWithSchema } from '@q/testing';
 import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { logDir, seedWorkload, sleep, spawnWorkload, waitDrained, workloadViolations } from '../src/index.js';
+import { findSecrets, logDir, seedWorkload, sleep, spawnWorkload, waitDrained, workloadViolations } from '../src/index.js';
 
 let server: EmbeddedPostgres;
 let dsn: string;
@@ -22,7 +22,8 @@ afterAll(async () => {
 
 it('postgres restart: a crash and restart mid-run loses nothing', async () => {
   const workload = await seedWorkload(dsn, 4_000, 4_000);
-  const procs = spawnWorkload(dsn, logDir('postgres-restart'), 2, 2, { Q_LEASE_TTL_MS: '3000', Q_LEASE_MS: '8000' });
+  const logs = logDir('postgres-restart');
+  const procs = spawnWorkload(dsn, logs, 2, 2, { Q_LEASE_TTL_MS: '3000', Q_LEASE_MS: '8000' });
   try {
     await Promise.all(procs.map((p) => p.waitFor(/"ready"/)));
     await sleep(1_500);
@@ -40,6 +41,7 @@ it('postgres restart: a crash and restart mid-run loses nothing', async () => {
     expect(alive).toBe(4);
     expect(drained).toBe(true);
     expect(violations).toEqual([]);
+    expect(findSecrets(logs)).toEqual([]);
   } finally {
     for (const p of procs) p.signal('SIGKILL');
   }

@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { Store } from '@q/store';
 import { createTestSchema, type TestSchema } from '@q/testing';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { Proc, logDir, rng, sleep } from '../src/index.js';
+import { PAYLOAD_SECRET, Proc, dsnWithPassword, findSecrets, logDir, rng, sleep } from '../src/index.js';
 import { requestQueueViolations } from '../src/invariants.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -35,14 +35,14 @@ it('request queue: random SIGKILLs and restarts lose nothing and never double-ac
       const batch = Array.from({ length: 1000 }, (_, i) => {
         const id = `chaos-${b}-${i}`;
         ids.push(id);
-        return { id, token: randomBytes(8).toString('hex'), queue: 'chaos', deadline, envelope: '{}', payload: Buffer.from(id) };
+        return { id, token: randomBytes(8).toString('hex'), queue: 'chaos', deadline, envelope: '{}', payload: Buffer.from(`${PAYLOAD_SECRET}:${id}`) };
       });
       await store.enqueue(batch);
     }
 
     let generation = 0;
     const spawnOne = (slot: number) =>
-      new Proc(`d${slot}`, WORKER, { Q_DSN: schema.dsn, Q_OWNER: `d${slot}-g${generation++}` }, path.join(logs, `d${slot}.log`));
+      new Proc(`d${slot}`, WORKER, { Q_DSN: dsnWithPassword(schema.dsn), Q_OWNER: `d${slot}-g${generation++}` }, path.join(logs, `d${slot}.log`));
     const procs = [0, 1, 2].map(spawnOne);
     await Promise.all(procs.map((p) => p.waitFor(/"ready"/)));
 
@@ -69,6 +69,7 @@ it('request queue: random SIGKILLs and restarts lose nothing and never double-ac
     const violations = await requestQueueViolations(schema.dsn, ids);
     console.log(`chaos request-queue: seed ${seed}, ${TOTAL} requests, ${kills} SIGKILLs, ${violations.length} invariant violations`);
     expect(violations).toEqual([]);
+    expect(findSecrets(logs)).toEqual([]);
   } finally {
     await store.close();
   }

@@ -2,7 +2,9 @@ import { startEmbeddedPostgres } from '@q/devdb';
 import { createTestSchema, type TestSchema } from '@q/testing';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FaultProxy, deadTuples, pinVacuumHorizon, terminateBackends } from '../src/index.js';
+import fs from 'node:fs';
+import path from 'node:path';
+import { DSN_PASSWORD, FaultProxy, PAYLOAD_SECRET, deadTuples, dsnWithPassword, findSecrets, logDir, pinVacuumHorizon, terminateBackends } from '../src/index.js';
 
 let schema: TestSchema;
 beforeAll(async () => {
@@ -104,5 +106,15 @@ describe('fault toolkit', () => {
     } finally {
       await server.stop();
     }
+  });
+
+  it('findSecrets reports any log line carrying a payload marker or the DSN password', () => {
+    const dir = logDir('toolkit-secrets');
+    fs.writeFileSync(path.join(dir, 'clean.log'), '{"msg":"ready"}\n');
+    expect(findSecrets(dir)).toEqual([]);
+    fs.writeFileSync(path.join(dir, 'leaky.log'), `{"msg":"x","dsn":"${dsnWithPassword('postgres://u@h/db')}"}\n{"payload":"${PAYLOAD_SECRET}"}\n`);
+    const hits = findSecrets(dir);
+    expect(hits).toHaveLength(2);
+    expect(hits[0]).toContain(DSN_PASSWORD);
   });
 });
