@@ -6,11 +6,13 @@ import { lapseHolder, liveSlots, sleep, waitFor } from './helpers.js';
 
 let schema: TestSchema;
 let pool: pg.Pool;
+// Every test file shares the server: only ever look at (and cut) this file's own connections.
+const APP = `qclient-${process.pid}-${Math.random().toString(16).slice(2, 10)}`;
 const statements: string[] = [];
 
 beforeAll(async () => {
   schema = await createTestSchema('qclient');
-  pool = new pg.Pool({ connectionString: schema.dsn, max: 8 });
+  pool = new pg.Pool({ connectionString: schema.dsn, max: 8, application_name: APP });
   pool.on('error', () => undefined); // tests terminate backends on purpose
   // Count what the clients send: pg's Pool.query is the one door every quota statement uses.
   const query = pool.query.bind(pool) as (...args: unknown[]) => unknown;
@@ -46,7 +48,10 @@ async function lockKey(key: string): Promise<{ pid: number; unlock: () => Promis
 /** Waits until some backend waits on a lock (our acquire reached the key row). */
 async function waitForLockWait(): Promise<void> {
   await waitFor(async () => {
-    const { rows } = await pool.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%async_quota_acquire%'`);
+    const { rows } = await pool.query(
+      `SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%async_quota_acquire%'`,
+      [APP],
+    );
     return rows.length > 0;
   }, 20_000, 'an acquire waiting on the key lock');
 }
@@ -122,6 +127,7 @@ describe('Quota client', () => {
     const ac = new AbortController();
     const waiting = quota.acquire(key, 3, ac.signal);
     const other = quota.acquire(key, 3);
+    waiting.catch(() => undefined); // asserted below
     await waitForLockWait();
     ac.abort(new Error('caller gave up'));
     await expect(waiting).rejects.toThrow('caller gave up');
@@ -158,10 +164,12 @@ describe('Quota client', () => {
     const [before] = quota.holders;
     const lock = await lockKey(key);
     const failing = quota.acquire(key, 2);
+    failing.catch(() => undefined); // asserted below; never unhandled if an earlier step fails
     await waitForLockWait();
     // Cut the connection of the waiting acquire: its caller gets an error, never a guess.
     await pool.query(
-      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%async_quota_acquire%'`,
+      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%async_quota_acquire%'`,
+      [APP],
     );
     await expect(failing).rejects.toMatchObject({ code: 'CONNECTION' });
     await lock.unlock();
@@ -184,12 +192,16 @@ describe('Quota client', () => {
     await c.query(`SELECT 1 FROM async_quota_slots WHERE key = $1 AND holder = $2 FOR UPDATE`, [key, h]);
     const releasing = a!();
     await waitFor(async () => {
-      const { rows } = await pool.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%async_quota_slots s SET used%'`);
+      const { rows } = await pool.query(
+        `SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%async_quota_slots s SET used%'`,
+        [APP],
+      );
       return rows.length > 0;
     }, 20_000, 'a release waiting');
     const sentBefore = count('SET used = greatest');
     await pool.query(
-      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%async_quota_slots s SET used%'`,
+      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%async_quota_slots s SET used%'`,
+      [APP],
     );
     await releasing; // resolves: the holder is retired instead
     await c.query('COMMIT');

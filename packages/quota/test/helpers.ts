@@ -3,10 +3,12 @@ import type pg from 'pg';
 import { QuotaStore } from '../src/index.js';
 
 /** A fresh schema with the quota module migrated, and a store on it. */
-export async function openTestStore(prefix: string, maxConns = 8): Promise<{ schema: TestSchema; store: QuotaStore }> {
+export async function openTestStore(prefix: string, maxConns = 8): Promise<{ schema: TestSchema; store: QuotaStore; app: string }> {
   const schema = await createTestSchema(prefix);
-  const store = await QuotaStore.open(schema.dsn, { maxConns });
-  return { schema, store };
+  // A unique application_name: tests that look at pg_stat_activity see only their own connections.
+  const app = `${schema.name}-store`;
+  const store = await QuotaStore.open(schema.dsn, { maxConns, applicationName: app });
+  return { schema, store, app };
 }
 
 /** The database clock in ms, as the quota functions read it. */

@@ -6,10 +6,11 @@ import { dbNowMs, lapseHolder, liveSlots, openTestStore, shiftHolder, sleep, wai
 
 let schema: TestSchema;
 let store: QuotaStore;
+let app: string;
 const TTL = 60_000;
 
 beforeAll(async () => {
-  ({ schema, store } = await openTestStore('qslots'));
+  ({ schema, store, app } = await openTestStore('qslots'));
 });
 afterAll(async () => {
   await store?.close();
@@ -105,8 +106,12 @@ describe('QuotaStore slots', () => {
       await c.query('BEGIN');
       await c.query(`SELECT 1 FROM async_quota_keys WHERE key = 'w1' FOR UPDATE`);
       const renewing = store.renewQuotaHolder(a, TTL);
+      renewing.catch(() => undefined); // asserted below
       await waitFor(async () => {
-        const { rows } = await schema.pool().query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%async_quota_renew%'`);
+        const { rows } = await schema.pool().query(
+          `SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%async_quota_renew%'`,
+          [app],
+        );
         return rows.length > 0;
       }, 20_000, 'the renewal waiting on the key lock');
       // While that acquire runs, the lease runs out (it counts the holder as lapsed)...
