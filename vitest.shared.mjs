@@ -11,8 +11,10 @@ const root = path.dirname(fileURLToPath(import.meta.url));
  */
 export function qProject(name, test = {}) {
   return {
-    resolve: { conditions: ['q-source', ...defaultClientConditions] },
-    ssr: { resolve: { conditions: ['q-source', ...defaultServerConditions] } },
+    // vite's default `module` condition points some packages (@opentelemetry/api) at ESM builds
+    // Node itself cannot load: resolve as Node does, plus the source condition.
+    resolve: { conditions: ['q-source', ...defaultClientConditions.filter((c) => c !== 'module')] },
+    ssr: { resolve: { conditions: ['q-source', ...defaultServerConditions.filter((c) => c !== 'module')] } },
     test: {
       name,
       include: ['test/**/*.test.ts'],
