@@ -59,6 +59,34 @@ describe('ack', () => {
     expect(await t.store.ack('a', [done(r!)])).toEqual([true]);
   });
 
+  it('acks racing for one stamp: exactly one wins', async () => {
+    await t.store.enqueue(Array.from({ length: 10 }, (_, i) => req(`race-${i}`)));
+    const got = await dispatchAll();
+    const results = await Promise.all(got.map((r) => Promise.all([t.store.ack('a', [done(r)]), t.store.ack('a', [done(r)])])));
+    for (const [[x], [y]] of results) expect([x, y].filter(Boolean)).toHaveLength(1);
+    expect(await t.store.resultDepth('out')).toBe(10);
+  });
+
+  it('an ack that waited on a row another transaction changed still applies to the new row version', async () => {
+    await t.store.enqueue([req('waited'), req('bounced')]);
+    const [w, b] = await dispatchAll();
+    const holder = await t.schema.pool().connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query(`UPDATE async_requests SET cancelled = 1 WHERE id = 'waited'`); // still in flight
+      await holder.query(`UPDATE async_requests SET dispatch_epoch = 0 WHERE id = 'bounced'`); // back to pending
+      const acking = t.store.ack('a', [done(w!), done(b!)]);
+      await new Promise((r) => setTimeout(r, 200)); // the ack now waits on both row locks
+      await holder.query('COMMIT');
+      expect(await acking).toEqual([true, false]);
+    } finally {
+      holder.release();
+    }
+    const { rows } = await t.schema.pool().query(`SELECT id FROM async_requests ORDER BY id`);
+    expect(rows).toEqual([{ id: 'bounced' }]);
+    expect((await t.store.popResults('out', 1_000, 10)).map((r) => r.id)).toEqual(['waited']);
+  });
+
   it('a pending request cannot be acked', async () => {
     await t.store.enqueue([req('p')]);
     const [r] = await dispatchAll();

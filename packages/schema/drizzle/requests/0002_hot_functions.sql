@@ -7,11 +7,13 @@
 -- say:
 --   * sequential and bitmap scans are off for the function's own statements (SET on the
 --     function);
---   * input keys drive per-key lookups through LATERAL ... LIMIT 1 (a subquery the planner
---     cannot turn into a join with a full scan of the table);
---   * rows are picked (and locked) first, then changed by ctid = ANY(...): a TID scan;
---   * the change itself carries no condition that would make a partial index usable for a
---     full scan: the pick already checked everything under the row lock.
+--   * input keys drive per-key lookups: LATERAL ... LIMIT 1 subqueries (which the planner cannot
+--     turn into a join with a full scan of the table) or one primary-key statement per key;
+--   * rows a statement scans for (dispatch, resetStale, popResults) are picked and locked with
+--     SKIP LOCKED first, then changed by ctid = ANY(...): a TID scan. (A row changed by another
+--     transaction between the statement's snapshot and the lock is left for a later call.)
+--   * no condition that would make a partial index usable for a full scan where the statement
+--     is key-driven (dispatch_epoch <> 0 instead of > 0).
 -- Each function is called as one statement: one round trip, one transaction. Input keys are
 -- locked in index order (ORDER BY id, request_token), as cancel's index scan does, so
 -- concurrent batches do not deadlock.
@@ -43,41 +45,41 @@ AS $$
 $$;
 --> statement-breakpoint
 -- async_ack: deletes each request still in flight under the given attempt in a partition p_owner
--- holds at the row's epoch, and records its result, in one statement. Returns the acked keys.
+-- holds at the row's epoch, and records its result, in one call. Returns the acked keys.
 -- Input keys must be distinct (the client dedupes); p_ords carries each key's input position so
--- results of one batch get their seq in input order. (dispatch_epoch <> 0 rather than > 0: the
--- same test, since epochs are never negative, without making the in-flight index usable for a
--- full scan.)
+-- results of one batch get their seq in input order. One primary-key delete per key: a row a
+-- concurrent transaction changed meanwhile is re-checked in its new version (a set-based delete
+-- by ctid would miss it). dispatch_epoch <> 0 rather than > 0: the same test, since epochs are
+-- never negative, without making the in-flight index usable for a full scan.
 CREATE OR REPLACE FUNCTION async_ack(p_owner TEXT, p_ids TEXT[], p_tokens TEXT[], p_attempts BIGINT[],
   p_routes TEXT[], p_payloads TEXT[], p_expires BIGINT[], p_ords INTEGER[], p_now_ms BIGINT)
-RETURNS TABLE (acked_id TEXT, acked_token TEXT) LANGUAGE sql
+RETURNS TABLE (acked_id TEXT, acked_token TEXT) LANGUAGE plpgsql
 SET enable_seqscan = off SET enable_bitmapscan = off
 AS $$
-  WITH hit AS MATERIALIZED (
-    SELECT x.rid, i.id, i.request_token, i.route, i.payload, i.expires_at, i.ord
-      FROM unnest(p_ids, p_tokens, p_attempts, p_routes, p_payloads, p_expires, p_ords)
-             AS i(id, request_token, attempt, route, payload, expires_at, ord)
-     CROSS JOIN LATERAL (
-       SELECT r.ctid AS rid
-         FROM async_requests r
-         JOIN async_partitions p ON p.queue = r.queue AND p.partition_id = r.partition_id
-        WHERE r.id = i.id AND r.request_token = i.request_token
-          AND r.dispatch_epoch <> 0 AND r.dispatch_attempt = i.attempt
-          AND p.owner = p_owner AND p.epoch = r.dispatch_epoch
-        LIMIT 1
-          FOR UPDATE OF r
-     ) x
-     ORDER BY i.id, i.request_token
-  ),
-  done AS (
+DECLARE
+  v RECORD;
+  v_hit INTEGER[] := '{}';
+BEGIN
+  FOR v IN SELECT i.n, i.id, i.request_token, i.attempt
+             FROM unnest(p_ids, p_tokens, p_attempts) WITH ORDINALITY AS i(id, request_token, attempt, n)
+            ORDER BY i.id, i.request_token
+  LOOP
     DELETE FROM async_requests r
-     USING hit h
-     WHERE r.ctid = ANY (ARRAY(SELECT rid FROM hit)) AND r.ctid = h.rid
-    RETURNING h.route, h.id, h.request_token, h.payload, h.expires_at, h.ord
-  )
+     USING async_partitions p
+     WHERE r.id = v.id AND r.request_token = v.request_token
+       AND r.dispatch_epoch <> 0 AND r.dispatch_attempt = v.attempt
+       AND p.queue = r.queue AND p.partition_id = r.partition_id
+       AND p.owner = p_owner AND p.epoch = r.dispatch_epoch;
+    IF FOUND THEN
+      v_hit := v_hit || v.n::INTEGER;
+    END IF;
+  END LOOP;
   INSERT INTO async_results (route, id, request_token, payload, expires_at, created_at)
-  SELECT d.route, d.id, d.request_token, d.payload, d.expires_at, p_now_ms FROM done d ORDER BY d.ord
-  RETURNING id, request_token
+  SELECT p_routes[h], p_ids[h], p_tokens[h], p_payloads[h], p_expires[h], p_now_ms
+    FROM unnest(v_hit) AS h
+   ORDER BY p_ords[h];
+  RETURN QUERY SELECT p_ids[h], p_tokens[h] FROM unnest(v_hit) AS h;
+END
 $$;
 --> statement-breakpoint
 -- async_in_flight: current-epoch stamps of p_owner's partitions (stale-epoch rows excluded).
@@ -123,33 +125,33 @@ $$;
 --> statement-breakpoint
 -- async_undispatch: returns rows still carrying the given stamps, in partitions p_owner holds, to
 -- pending; with p_not_before they also wait until then (defer). No epoch or draining check: the
--- exact attempt already names one dispatch. Returns how many rows it changed.
+-- exact attempt already names one dispatch. One primary-key update per stamp (see async_ack).
+-- Returns how many rows it changed.
 CREATE OR REPLACE FUNCTION async_undispatch(p_owner TEXT, p_ids TEXT[], p_tokens TEXT[], p_attempts BIGINT[],
   p_not_before BIGINT)
-RETURNS BIGINT LANGUAGE sql
+RETURNS BIGINT LANGUAGE plpgsql
 SET enable_seqscan = off SET enable_bitmapscan = off
 AS $$
-  WITH hit AS MATERIALIZED (
-    SELECT x.rid
-      FROM unnest(p_ids, p_tokens, p_attempts) AS i(id, request_token, attempt)
-     CROSS JOIN LATERAL (
-       SELECT r.ctid AS rid
-         FROM async_requests r
-         JOIN async_partitions p ON p.queue = r.queue AND p.partition_id = r.partition_id
-        WHERE r.id = i.id AND r.request_token = i.request_token
-          AND r.dispatch_epoch <> 0 AND r.dispatch_attempt = i.attempt AND p.owner = p_owner
-        LIMIT 1
-          FOR UPDATE OF r
-     ) x
-     ORDER BY i.id, i.request_token
-  ),
-  changed AS (
+DECLARE
+  v RECORD;
+  v_changed BIGINT := 0;
+BEGIN
+  FOR v IN SELECT i.id, i.request_token, i.attempt
+             FROM unnest(p_ids, p_tokens, p_attempts) AS i(id, request_token, attempt)
+            ORDER BY i.id, i.request_token
+  LOOP
     UPDATE async_requests r
        SET dispatch_epoch = 0, not_before = coalesce(p_not_before, r.not_before)
-     WHERE r.ctid = ANY (ARRAY(SELECT rid FROM hit))
-    RETURNING 1
-  )
-  SELECT count(*) FROM changed
+     WHERE r.id = v.id AND r.request_token = v.request_token
+       AND r.dispatch_epoch <> 0 AND r.dispatch_attempt = v.attempt
+       AND EXISTS (SELECT 1 FROM async_partitions p
+                    WHERE p.queue = r.queue AND p.partition_id = r.partition_id AND p.owner = p_owner);
+    IF FOUND THEN
+      v_changed := v_changed + 1;
+    END IF;
+  END LOOP;
+  RETURN v_changed;
+END
 $$;
 --> statement-breakpoint
 -- async_cancelled_keys: the subset of the given keys whose row is marked cancelled.
