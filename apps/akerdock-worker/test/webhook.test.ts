@@ -70,7 +70,7 @@ describe('webhook.deliver', () => {
     expect(seqs).toEqual(Array.from({ length: N }, (_, i) => i));
 
     const sample = (await api(app.url, 'GET', `/jobs/${jobs.find((j) => unlucky(j.uuid))?.uuid}`)).json as JobJson;
-    expect(sample).toMatchObject({ status: 'succeeded', attempt: 2, result: { status: 200, attempt: 2 } });
+    expect(sample).toMatchObject({ status: 'succeeded', attempt: 2, result: { status: 200, attempt: 2 }, error: null });
     expect(sample.steps).toEqual([expect.objectContaining({ name: 'deliver', status: 'succeeded' })]);
   });
 
