@@ -6,6 +6,7 @@ import readline from 'node:readline';
 import { parseArgs } from 'node:util';
 import cliProgress from 'cli-progress';
 import { pino } from 'pino';
+import { startTelemetry } from '@q/otel/sdk';
 import { isQError, redactDsn } from '@q/schema';
 import { Store } from '@q/store';
 import type { EmbeddedPostgres } from '@q/devdb';
@@ -148,7 +149,10 @@ async function cmdRun(): Promise<void> {
     writeRunState(embedded.dsn);
     logger.info({ dsn: embedded.dsn, dataDir: embedded.dataDir }, 'embedded PostgreSQL started');
   }
-  const dispatcher = await Dispatcher.start({ config, logger });
+  // Tracing only when an OTLP collector is configured (§1.3); metrics are always on /metrics.
+  const otlp = process.env.OTEL_EXPORTER_OTLP_ENDPOINT;
+  const telemetry = otlp ? startTelemetry({ serviceName: process.env.OTEL_SERVICE_NAME || 'q-dispatcher', otlpEndpoint: otlp }) : undefined;
+  const dispatcher = await Dispatcher.start({ config, logger, tracerProvider: telemetry?.tracerProvider });
   logger.info({ owner: dispatcher.owner, healthPort: dispatcher.healthPort, metricsPort: dispatcher.metricsPort, dsn: redactDsn(config.url) }, 'ready');
   await new Promise<void>((resolve) => {
     const onSignal = (sig: string) => {
@@ -161,6 +165,7 @@ async function cmdRun(): Promise<void> {
   const stats = await dispatcher.stop();
   logger.info({ stats }, 'stopped');
   await sim?.close();
+  await telemetry?.shutdown().catch(() => undefined);
   if (embedded) {
     clearRunState();
     await embedded.stop();

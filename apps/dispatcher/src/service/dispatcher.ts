@@ -3,7 +3,7 @@
 import { randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { hostname } from 'node:os';
-import type { MeterProvider } from '@opentelemetry/api';
+import type { MeterProvider, TracerProvider } from '@opentelemetry/api';
 import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
 import { MeterProvider as SdkMeterProvider } from '@opentelemetry/sdk-metrics';
 import { runPartitionWorker, type PartitionWorkerStats } from '@q/partition-consumer';
@@ -26,6 +26,8 @@ export interface DispatcherOptions {
   logger?: Logger;
   /** Record metrics here instead of the dispatcher's own Prometheus-backed provider. */
   meterProvider?: MeterProvider;
+  /** Spans of the store, quota and partition worker (`q.*` operations and statements). */
+  tracerProvider?: TracerProvider;
   /** Called with every final result (before it is written). */
   onResult?: (queue: string, result: ResultMessage, metadata: Record<string, string> | undefined) => void;
 }
@@ -71,7 +73,7 @@ export class Dispatcher {
       owned = new SdkMeterProvider({ readers: [prometheus] });
       meterProvider = owned;
     }
-    const store = await Store.open(config.url, { maxConns: config.max_connections, meterProvider, applicationName: 'q-dispatcher' });
+    const store = await Store.open(config.url, { maxConns: config.max_connections, meterProvider, tracerProvider: opts.tracerProvider, applicationName: 'q-dispatcher' });
     const gated = config.queues.some((q) => q.gates.length > 0);
     let quota: Quota | undefined;
     try {
@@ -85,7 +87,7 @@ export class Dispatcher {
     d.meterOwned = owned;
     try {
       await d.startEndpoints(prometheus);
-      d.startQueues(meterProvider, opts.onResult);
+      d.startQueues(meterProvider, opts.tracerProvider, opts.onResult);
     } catch (err) {
       await d.stop();
       throw err;
@@ -116,7 +118,7 @@ export class Dispatcher {
     }
   }
 
-  private startQueues(meterProvider: MeterProvider, onResult: DispatcherOptions['onResult']): void {
+  private startQueues(meterProvider: MeterProvider, tracerProvider: TracerProvider | undefined, onResult: DispatcherOptions['onResult']): void {
     const cfg = this.config;
     const cancels = new CancelBatcher(this.store, cfg.cancel_check_batch_size, cfg.cancel_check_linger_ms);
     const quota: QuotaPort | undefined = this.quota;
@@ -150,6 +152,7 @@ export class Dispatcher {
           signal: this.stopCtl.signal,
           logger: this.logger,
           meterProvider,
+          tracerProvider,
         }),
       );
     }
