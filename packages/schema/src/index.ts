@@ -3,4 +3,5 @@ export * from './dsn.js';
 export * from './migrations.js';
 export * from './migrate.js';
 export * from './pool.js';
+export * from './text.js';
 export * from './tables.js';
