@@ -1,12 +1,11 @@
-import { invalidArgument } from '@q/schema';
+import { checkName as checkStorableName, invalidArgument } from '@q/schema';
 
 /** Largest value of a Postgres `integer` (slot counts and limits are stored as one). */
 export const MAX_INT4 = 2_147_483_647;
 
-/** A non-empty string, else `INVALID_ARGUMENT`. */
+/** A non-empty string Postgres stores verbatim (no NUL, no lone surrogate, bounded length), else `INVALID_ARGUMENT`. */
 export function checkName(what: string, value: unknown): string {
-  if (typeof value !== 'string' || value.length === 0) throw invalidArgument(`${what} must be a non-empty string`);
-  return value;
+  return checkStorableName('quota', what, value);
 }
 
 /** An integer in `[min, max]`, else `INVALID_ARGUMENT`. */
