@@ -75,7 +75,8 @@ export class Consumer {
   private readonly log: Logger;
   private readonly tracer: Tracer | undefined;
   private readonly cycle = new Serial();
-  private readonly unobserve: () => void;
+  private readonly meterProvider: MeterProvider | undefined;
+  private unobserve: (() => void) | undefined;
 
   private seeded = false;
   private stopping = false;
@@ -100,19 +101,7 @@ export class Consumer {
     this.drainTimeoutMs = opts.drainTimeoutMs;
     this.log = opts.logger ?? silentLogger;
     this.tracer = qTracer(opts.tracerProvider);
-    this.unobserve = observeGauge(
-      opts.meterProvider,
-      METRIC.partitionsOwned,
-      { unit: '{partition}', description: 'Partitions leased by this dispatcher, by state (active | draining)' },
-      () => {
-        let draining = 0;
-        for (const st of this.leases.values()) if (st.draining) draining++;
-        return [
-          { value: this.leases.size - draining, attributes: { queue: this.queue, state: 'active' } },
-          { value: draining, attributes: { queue: this.queue, state: 'draining' } },
-        ];
-      },
-    );
+    this.meterProvider = opts.meterProvider;
   }
 
   /** True once {@link Consumer.stop} (or close) was called. */
@@ -244,7 +233,8 @@ export class Consumer {
       withOperation(this.tracer, 'q.partition-consumer.close', async () => {
         this.closed = true;
         this.stopping = true;
-        this.unobserve();
+        this.unobserve?.();
+        this.unobserve = undefined;
         const errors: unknown[] = [];
         try {
           await this.undispatchOrphans();
@@ -304,6 +294,7 @@ export class Consumer {
     if (!this.seeded) {
       await this.store.ensurePartitions(this.queue);
       this.seeded = true;
+      this.observe();
     }
     // 2. Settle what this consumer could not: abandoned work, unknown dispatches.
     const errors: unknown[] = [];
@@ -392,6 +383,23 @@ export class Consumer {
       this.log.info({ queue: this.queue, partitions: surplus, target }, 'partitions draining');
       await this.releaseDrained(nowMs);
     }
+  }
+
+  /** Registers the partitions-owned gauge (from the first rebalance until close). */
+  private observe(): void {
+    this.unobserve ??= observeGauge(
+      this.meterProvider,
+      METRIC.partitionsOwned,
+      { unit: '{partition}', description: 'Partitions leased by this dispatcher, by state (active | draining)' },
+      () => {
+        let draining = 0;
+        for (const st of this.leases.values()) if (st.draining) draining++;
+        return [
+          { value: this.leases.size - draining, attributes: { queue: this.queue, state: 'active' } },
+          { value: draining, attributes: { queue: this.queue, state: 'draining' } },
+        ];
+      },
+    );
   }
 
   private syncLeases(held: Lease[], nowMs: number): void {

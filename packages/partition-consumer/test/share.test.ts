@@ -1,3 +1,5 @@
+import type { Attributes, MeterProvider } from '@opentelemetry/api';
+import { METRIC } from '@q/otel';
 import type { TestSchema } from '@q/testing';
 import { PARTITIONS, type Store } from '@q/store';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -85,5 +87,41 @@ describe('share of partitions', () => {
     const all = cs.flatMap((c) => c.inspect().active).sort((x, y) => x - y);
     expect(all).toEqual(Array.from({ length: PARTITIONS }, (_, i) => i));
     for (const c of cs) await c.close();
+  });
+});
+
+/** A meter provider that only collects observable-gauge callbacks, enough to read the gauge. */
+function gaugeReader(): { provider: MeterProvider; read(name: string): Promise<Array<{ value: number; attributes?: Attributes }>> } {
+  type Cb = (r: { observe(v: number, a?: Attributes): void }) => void | Promise<void>;
+  const callbacks = new Map<string, Set<Cb>>();
+  const meter = {
+    createObservableGauge(name: string) {
+      const set = callbacks.get(name) ?? new Set<Cb>();
+      callbacks.set(name, set);
+      return { addCallback: (cb: Cb) => set.add(cb), removeCallback: (cb: Cb) => set.delete(cb) };
+    },
+  };
+  return {
+    provider: { getMeter: () => meter } as unknown as MeterProvider,
+    async read(name) {
+      const out: Array<{ value: number; attributes?: Attributes }> = [];
+      for (const cb of callbacks.get(name) ?? []) await cb({ observe: (value, attributes) => out.push({ value, attributes }) });
+      return out;
+    },
+  };
+}
+
+describe('telemetry', () => {
+  it('reports partitions owned by state from the first rebalance until close', async () => {
+    const metrics = gaugeReader();
+    const c = new Consumer(store, 'gauge', 'gauge-a', { leaseTtlMs: TTL, drainTimeoutMs: 1000, meterProvider: metrics.provider });
+    expect(await metrics.read(METRIC.partitionsOwned)).toEqual([]);
+    await c.rebalance(await store.now());
+    expect(await metrics.read(METRIC.partitionsOwned)).toEqual([
+      { value: 64, attributes: { queue: 'gauge', state: 'active' } },
+      { value: 0, attributes: { queue: 'gauge', state: 'draining' } },
+    ]);
+    await c.close();
+    expect(await metrics.read(METRIC.partitionsOwned)).toEqual([]);
   });
 });

@@ -32,7 +32,7 @@ export interface PartitionWorkerOptions {
   queue: string;
   /** This dispatcher's unique lease-owner name. Default: `<hostname>-<8 hex>`. */
   owner?: string;
-  /** Most requests handled (or having their outcome written) at once. */
+  /** Most handlers running at once (and most outcome writes pending before polling pauses). */
   concurrency: number;
   /** Most requests dispatched per poll. */
   batchSize: number;
@@ -90,6 +90,9 @@ export interface PartitionWorkerStats {
   failed: number;
 }
 
+/** Longest wait of a stop for outcome writes still in progress (each is bounded by its retries anyway). */
+const SHUTDOWN_WRITE_MS = 5_000;
+
 interface Job {
   req: Request;
   ctrl: AbortController;
@@ -120,7 +123,8 @@ class PartitionWorker {
   private readonly tracer: Tracer | undefined;
   private readonly stats: PartitionWorkerStats;
   private readonly running = new Set<Job>();
-  private busy = 0;
+  /** Outcome writes in progress (a handler's slot is free again once it returned). */
+  private settling = 0;
   private stopping = false;
   private rebalancing = true;
   private readonly rebalanceWaker = new Waker();
@@ -165,13 +169,15 @@ class PartitionWorker {
       ...(opts.tracerProvider ? { tracerProvider: opts.tracerProvider } : {}),
       ...(opts.meterProvider ? { meterProvider: opts.meterProvider } : {}),
     });
-    this.acks = new AckBatcher(this.consumer, ackBatchSize, ackFlushMs, this.log);
+    // A batch larger than `concurrency` could never fill (a request keeps its slot until written).
+    this.acks = new AckBatcher(this.consumer, Math.min(ackBatchSize, opts.concurrency), ackFlushMs, this.log);
     this.firstRebalance = new Promise<void>((r) => (this.resolveFirst = r));
     this.stats = { owner, dispatched: 0, acked: 0, fenced: 0, retried: 0, deferred: 0, undispatched: 0, abandoned: 0, failed: 0 };
   }
 
   async run(): Promise<PartitionWorkerStats> {
     const { queue, signal } = this.opts;
+    if (signal.aborted) return { ...this.stats }; // stopped before it started: touch nothing
     this.log.info({ queue, owner: this.stats.owner }, 'partition worker starting');
     const stopped = new Promise<void>((resolve) => {
       if (signal.aborted) resolve();
@@ -192,13 +198,15 @@ class PartitionWorker {
     this.consumer.stop();
     this.rebalanceWaker.wake();
     await this.waitSettled(Date.now() + this.stopTimeoutMs);
-    if (this.busy > 0) {
+    if (this.running.size > 0) {
       this.log.warn({ queue, inFlight: this.running.size }, 'stop timeout; aborting handlers');
       for (const job of this.running) job.ctrl.abort(new Error('partition worker stopping'));
       await this.waitSettled(Date.now() + Math.min(1000, Math.max(100, this.opts.leaseTtlMs / 3)));
       for (const job of [...this.running]) this.detach(job);
     }
     await this.acks.drain();
+    // Outcome writes are bounded by their retries; do not let a hung one hold the stop forever.
+    await this.waitSettled(Date.now() + SHUTDOWN_WRITE_MS);
     this.rebalancing = false;
     this.rebalanceWaker.wake();
     await rebalanceLoop;
@@ -253,7 +261,8 @@ class PartitionWorker {
     const worthPolling = Math.max(1, Math.floor(Math.min(batchSize, concurrency) / 2));
     let failures = 0;
     while (!this.stopping) {
-      const free = concurrency - this.busy;
+      // Backpressure: no new work while a full round of outcomes is still being written.
+      const free = this.settling >= concurrency ? 0 : concurrency - this.running.size;
       if (free < worthPolling) {
         await this.pollWaker.wait(this.pollIntervalMs);
         continue;
@@ -279,7 +288,6 @@ class PartitionWorker {
   // ---- handling ----
 
   private start(req: Request): void {
-    this.busy++;
     this.stats.dispatched++;
     const job: Job = { req, ctrl: new AbortController(), detached: false };
     this.running.add(job);
@@ -301,12 +309,15 @@ class PartitionWorker {
     }
     if (job.detached) return; // the stop gave up on it: already abandoned
     this.running.delete(job);
+    this.settling++;
+    this.wake();
     try {
       await this.settle(job, outcome);
     } catch (err) {
       this.log.error({ ...errorFields(err), queue: req.queue, id: req.id }, 'settling a request failed');
     } finally {
-      this.release();
+      this.settling--;
+      this.wake();
     }
   }
 
@@ -370,17 +381,17 @@ class PartitionWorker {
     this.running.delete(job);
     this.consumer.abandon(stampOf(job.req));
     this.stats.abandoned++;
-    this.release();
+    this.wake();
   }
 
-  private release(): void {
-    this.busy--;
+  /** Capacity or progress changed: the poll loop and a waiting stop re-check. */
+  private wake(): void {
     this.pollWaker.wake();
     this.settleWaker.wake();
   }
 
   private async waitSettled(deadline: number): Promise<void> {
-    while (this.busy > 0 && Date.now() < deadline) await this.settleWaker.wait(Math.min(100, deadline - Date.now()));
+    while (this.running.size + this.settling > 0 && Date.now() < deadline) await this.settleWaker.wait(Math.min(100, deadline - Date.now()));
   }
 }
 

@@ -1,8 +1,17 @@
-/** Timed waits that can be cut short: `wait(ms)` resolves after `ms` or at the next `wake()`. */
+/**
+ * Timed waits that can be cut short: `wait(ms)` resolves after `ms` or at the next `wake()`.
+ * A `wake()` while nobody waits is kept for the next `wait`, so a wake-up is never lost between
+ * a check and the wait that follows it.
+ */
 export class Waker {
   private readonly waiting = new Set<() => void>();
+  private pending = false;
 
   wait(ms: number): Promise<void> {
+    if (this.pending) {
+      this.pending = false;
+      return Promise.resolve();
+    }
     return new Promise<void>((resolve) => {
       const done = (): void => {
         clearTimeout(timer);
@@ -15,6 +24,7 @@ export class Waker {
   }
 
   wake(): void {
+    if (this.waiting.size === 0) this.pending = true;
     for (const done of [...this.waiting]) done();
   }
 }
