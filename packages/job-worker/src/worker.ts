@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import type { Tracer } from '@opentelemetry/api';
 import { withOperation, type JobMetrics } from '@q/otel';
 import { QError, QErrorCode, invalidArgument } from '@q/schema';
-import type { Job, JobListener, JobOutcome, JobStore, LeasedJob, LeaseState } from '@q/store';
+import type { Job, JobListener, JobOutcome, JobStore, LeasedJob } from '@q/store';
 import { retryBackoffMs } from './backoff.js';
 import { Completer } from './completer.js';
 import { LEASE_DURATION_MS, RETRY_BASE_MS } from './constants.js';
@@ -237,7 +237,9 @@ export class Worker {
       this.#workSignal = false;
       let jobs: LeasedJob[];
       try {
-        jobs = await this.#store.claim({ queues: this.#queues, workerId: this.id, limit, leaseMs: this.#leaseMs });
+        // Claimed straight into `running`: handlers start at once, so a separate mark-running write
+        // would only add a commit to every batch.
+        jobs = await this.#store.claim({ queues: this.#queues, workerId: this.id, limit, leaseMs: this.#leaseMs, start: true });
       } catch (err) {
         if (this.#stopping) break;
         this.#logger.warn(errorFields(err), 'claim failed');
@@ -273,35 +275,14 @@ export class Worker {
   }
 
   async #start(jobs: LeasedJob[]): Promise<void> {
-    const leases = jobs.map((j) => ({ id: j.id, leaseToken: j.leaseToken }));
     if (this.#stopping) {
+      const leases = jobs.map((j) => ({ id: j.id, leaseToken: j.leaseToken }));
       await this.#store.release(leases).catch((err: unknown) => this.#logger.warn(errorFields(err), 'could not give back jobs'));
       return;
     }
-    for (const job of jobs) this.#metrics?.claimed.add(1, { 'job.queue': job.queue });
-    const executions = jobs.map((job) => this.#track(job));
-    let states: LeaseState[];
-    try {
-      states = await this.#store.markRunning(leases);
-    } catch (err) {
-      this.#logger.warn(errorFields(err), 'could not mark jobs running; giving them back');
-      await this.#store.release(leases).catch(() => undefined);
-      for (const e of executions) this.#untrack(e, true);
-      return;
-    }
-    const byId = new Map(states.map((s) => [s.id, s]));
-    for (const e of executions) {
-      const state = byId.get(e.job.id);
-      if (!state) {
-        this.#logger.warn(this.#jobFields(e.job), 'lost lease before running');
-        this.#untrack(e, true);
-      } else if (state.cancelRequested) {
-        e.cancelRequested = true;
-        void this.#record(e, { ...lease(e), status: 'cancelled' }, 'cancelled', undefined).then(() => this.#settle(e));
-      } else {
-        e.job.status = 'running';
-        void this.#execute(e);
-      }
+    for (const job of jobs) {
+      this.#metrics?.claimed.add(1, { 'job.queue': job.queue });
+      void this.#execute(this.#track(job));
     }
   }
 

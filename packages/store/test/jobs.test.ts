@@ -127,6 +127,14 @@ describe('claim', () => {
     expect(await claim(10, ['default', 'deploy'])).toEqual([]);
   });
 
+  it('start: true claims straight into running (no separate markRunning write)', async () => {
+    const [job] = await store.enqueue([{ queue: 'default', type: 't' }]);
+    const [l] = await store.claim({ queues: ['default'], workerId: 'w1', limit: 1, leaseMs: LEASE, start: true });
+    expect(l).toMatchObject({ id: job!.id, status: 'running', attempt: 1 });
+    expect(await store.markRunning([lease(l!)])).toEqual([]);
+    expect(await store.heartbeat([lease(l!)], LEASE)).toHaveLength(1);
+  });
+
   it('eight concurrent claimers lease each of 20 jobs exactly once', async () => {
     await store.enqueue(Array.from({ length: 20 }, (_, i) => ({ queue: 'default', type: 't', payload: { i } })));
     const seen: number[] = [];

@@ -225,9 +225,17 @@ export class JobStore {
    * priority DESC, run_at, id across the queues; skipping rows other claimers hold (SKIP LOCKED)
    * and jobs whose lock key is held. Each lease gets `leaseMs` (database clock) and a fresh
    * fencing token, and uses up one attempt. A lock-key race with another claimer is retried at
-   * once, never surfaced. Returned in claim order.
+   * once, never surfaced. Returned in claim order. The jobs are `leased` (then
+   * {@link JobStore.markRunning}), or directly `running` with `start: true` for a claimer that
+   * starts them at once — one write instead of two.
    */
-  async claim(opts: { queues: readonly string[]; workerId: string; limit: number; leaseMs: number }): Promise<LeasedJob[]> {
+  async claim(opts: {
+    queues: readonly string[];
+    workerId: string;
+    limit: number;
+    leaseMs: number;
+    start?: boolean;
+  }): Promise<LeasedJob[]> {
     const queues = checkQueues(opts.queues);
     if (typeof opts.workerId !== 'string' || opts.workerId === '') throw invalidArgument('workerId must be a non-empty string');
     if (!Number.isInteger(opts.limit) || opts.limit < 1) throw invalidArgument('limit must be a positive integer');
@@ -235,7 +243,7 @@ export class JobStore {
     return this.#op('claim', async () => {
       for (let attempt = 0; ; attempt++) {
         try {
-          const rows = await claimJobs(this.pool, queues, opts.limit, opts.workerId, leaseMs);
+          const rows = await claimJobs(this.pool, queues, opts.limit, opts.workerId, leaseMs, opts.start === true ? 'running' : 'leased');
           return rows.map(toLeasedJob).sort(claimOrder);
         } catch (err) {
           if (!isLockKeyRace(err) || attempt >= CLAIM_RACE_RETRIES) {

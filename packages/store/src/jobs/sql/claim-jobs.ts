@@ -31,24 +31,29 @@ WITH cand AS (
   ORDER BY r.priority DESC, r.run_at, r.id
   LIMIT $2
 )
-UPDATE jobs SET status = 'leased', leased_by = $3, lease_token = gen_random_uuid(),
+UPDATE jobs SET status = $5::job_status, leased_by = $3, lease_token = gen_random_uuid(),
        lease_expires_at = now() + $4 * interval '1 millisecond', heartbeat_at = now(),
        attempt = jobs.attempt + 1, updated_at = now()
 FROM pick WHERE jobs.id = pick.id
 RETURNING ${jobColumns('jobs')}, jobs.lease_token`;
 
-/** Leases up to `limit` eligible jobs of `queues` for `workerId`; each gets a new fencing token. */
+/**
+ * Leases up to `limit` eligible jobs of `queues` for `workerId`; each gets a new fencing token.
+ * `status` is `leased`, or `running` for a claimer that starts the jobs at once (saving the
+ * separate mark-running write).
+ */
 export async function claimJobs(
   db: Queryable,
   queues: string[],
   limit: number,
   workerId: string,
   leaseMs: number,
+  status: 'leased' | 'running',
 ): Promise<Array<JobRow & { lease_token: string }>> {
   const { rows } = await db.query<JobRow & { lease_token: string }>({
     name: 'q_jobs_claim',
     text: TEXT,
-    values: [queues, limit, workerId, leaseMs],
+    values: [queues, limit, workerId, leaseMs, status],
   });
   return rows;
 }
