@@ -2,6 +2,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestSchema, type TestSchema } from '@q/testing';
 import { startWorkerApp, type WorkerApp } from '../src/app.js';
+import { parseConfig } from '../src/config.js';
 import type { JobJson } from '../src/api/job-json.js';
 import { api, testConfig, TOKEN } from './helpers.js';
 
@@ -45,6 +46,17 @@ describe('auth', () => {
     }
     // Nothing was changed by the refused calls.
     expect((await api(app.url, 'GET', `/jobs/${job.uuid}`)).json).toMatchObject({ status: 'queued' });
+  });
+
+  it('needs no token with --insecure-local (loopback only)', async () => {
+    const parsed = parseConfig(['--dsn', schema.dsn, '--listen', '127.0.0.1:0', '--insecure-local', '--queues', 'notify', '--purge-interval', '0'], {});
+    if (parsed.help) throw new Error('help');
+    const open = await startWorkerApp(parsed.config);
+    try {
+      expect((await api(open.url, 'GET', '/jobs?limit=1', { token: null })).status).toBe(200);
+    } finally {
+      await open.stop();
+    }
   });
 
   it('serves health, readiness and the OpenAPI document without a token', async () => {

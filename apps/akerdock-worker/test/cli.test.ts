@@ -46,7 +46,7 @@ describe('q-jobs', () => {
 
     const all = await cli(['list', '--json', '--limit', '1', '--all']);
     expect((JSON.parse(all.stdout) as { data: JobJson[] }).data.map((j) => j.uuid)).toEqual(fromApi.data.map((j) => j.uuid));
-  });
+  }, 120_000);
 
   it('prints tables by default and reports API errors with exit status 1', async () => {
     const [job] = (await app.queue.list({ limit: 1 })).jobs;

@@ -35,7 +35,7 @@ describe('graceful shutdown', () => {
       '--shutdown-timeout', '4s', '--purge-interval', '0', '--log-level', 'info',
     ], { AKERDOCK_ADMIN_TOKEN: TOKEN, AKERDOCK_WEBHOOK_SECRET: SECRET });
     try {
-      const url = String((await w.line('akerdock-worker started')).url);
+      const url = String((await w.line('akerdock-worker started', 120_000)).url);
       const jobs: Record<string, JobJson> = {};
       for (const path of ['/finishes', '/hangs']) {
         const r = await api(url, 'POST', '/jobs', { body: { queue: 'webhook', type: 'webhook.deliver', payload: { url: `${receiver.url}${path}` } } });
@@ -61,5 +61,5 @@ describe('graceful shutdown', () => {
     } finally {
       w.child.kill('SIGKILL');
     }
-  });
+  }, 150_000);
 });

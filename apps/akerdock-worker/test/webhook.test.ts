@@ -72,7 +72,7 @@ describe('webhook.deliver', () => {
     const sample = (await api(app.url, 'GET', `/jobs/${jobs.find((j) => unlucky(j.uuid))?.uuid}`)).json as JobJson;
     expect(sample).toMatchObject({ status: 'succeeded', attempt: 2, result: { status: 200, attempt: 2 }, error: null });
     expect(sample.steps).toEqual([expect.objectContaining({ name: 'deliver', status: 'succeeded' })]);
-  });
+  }, 150_000);
 
   it('dead-letters at once on 410, and a retry from the dead letter delivers and links back', async () => {
     const job = await app.queue.enqueue({ queue: 'webhook', type: 'webhook.deliver', payload: { url: `${receiver.url}/gone`, body: { a: 1 } } });
