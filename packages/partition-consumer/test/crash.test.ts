@@ -142,7 +142,7 @@ it('every request gets exactly one result through SIGKILL, freeze and graceful s
   expect(results.filter((r) => r.owner === 'crash-a').length).toBeGreaterThan(0);
   console.log(
     `crash test: ${phases.join(', ')};`,
-    `a wrote a wrote ${results.filter((r) => r.owner === 'crash-a').length} before SIGKILL;`,
+    `a wrote ${results.filter((r) => r.owner === 'crash-a').length} before SIGKILL;`,
     `b ${JSON.stringify(statsB)}; c ${JSON.stringify(statsC)}; d ${JSON.stringify(statsD)}`,
   );
 }, 120_000);
