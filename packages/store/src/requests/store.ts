@@ -345,12 +345,12 @@ export class Store {
   }
 
   /**
-   * Marks every stored generation of the given ids cancelled, pending or in flight (empty and
-   * unknown ids are ignored). A generation enqueued later starts uncancelled.
+   * Marks every stored generation of the given ids cancelled, pending or in flight (unknown ids
+   * are ignored; an empty id is `INVALID_ARGUMENT`). A generation enqueued later starts uncancelled.
    */
   async cancel(ids: string[]): Promise<void> {
     const op = 'cancel';
-    const list = [...new Set(v.list<unknown>(op, 'ids', ids).map((id, i) => v.anyText(op, `ids[${i}]`, id)).filter((id) => id !== ''))];
+    const list = [...new Set(v.list<unknown>(op, 'ids', ids).map((id, i) => v.text(op, `ids[${i}]`, id)))];
     if (list.length === 0) return;
     await this.op(op, { 'q.batch': list.length }, () => cancelRequests(this.pool, list));
   }

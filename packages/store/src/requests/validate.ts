@@ -1,20 +1,18 @@
 // Argument checks of the request queue. Every public method checks all of its input before it
 // sends a statement, so bad input never leaves anything half-written. Messages name the
 // argument, never a payload.
-import { invalidArgument } from '@q/schema';
+import { checkName, checkText, invalidArgument } from '@q/schema';
 import type { Completion, Key, NewRequest, Stamp } from './types.js';
 import { PARTITIONS } from './types.js';
 
-/** A non-empty string. */
+/** A non-empty identifier Postgres stores verbatim (no NUL, no lone surrogate, bounded length). */
 export function text(op: string, what: string, v: unknown): string {
-  if (typeof v !== 'string' || v.length === 0) throw invalidArgument(`${op}: ${what} must be a non-empty string`);
-  return v;
+  return checkName(op, what, v);
 }
 
-/** Any string (possibly empty). */
+/** Any string Postgres stores verbatim (possibly empty). */
 export function anyText(op: string, what: string, v: unknown): string {
-  if (typeof v !== 'string') throw invalidArgument(`${op}: ${what} must be a string`);
-  return v;
+  return checkText(op, what, v);
 }
 
 /** A non-negative safe integer (counts, limits, Unix seconds, durations in ms). */
