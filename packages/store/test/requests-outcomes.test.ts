@@ -159,7 +159,8 @@ describe('cancel', () => {
     const g1 = req('c'), g2 = req('c'), other = req('keep');
     await t.store.enqueue([g1, g2, other]);
     const [d1] = await t.store.dispatch('q', 'a', NOW, 1); // g1 in flight, g2 pending
-    await t.store.cancel(['c', '', 'unknown']);
+    await expect(t.store.cancel(['c', ''])).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await t.store.cancel(['c', 'unknown']);
     const keys = [g1, g2, other, { id: 'c', token: 'never' }].map((r) => ({ id: r.id, token: r.token }));
     const cancelled = await t.store.cancelledKeys(keys);
     expect(cancelled).toEqual([{ id: 'c', token: g1.token }, { id: 'c', token: g2.token }]);

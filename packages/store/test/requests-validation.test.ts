@@ -99,7 +99,7 @@ describe('bad input', () => {
       expect(await t.store.ack('a', [])).toEqual([]);
       await t.store.undispatch('a', []);
       await t.store.defer('a', [], 5);
-      await t.store.cancel(['', '']);
+      await t.store.cancel([]);
       expect(await t.store.cancelledKeys([])).toEqual([]);
       await t.store.releasePartitions('q', 'a', []);
       await t.store.setDraining('q', 'a', [], true);
