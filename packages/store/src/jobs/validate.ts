@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { invalidArgument } from '@q/schema';
+import { checkName, invalidArgument, unstorableText } from '@q/schema';
 import { isStorableJson, payloadProblem } from './json.js';
 import { JOB_STATUSES, type JobStatus, type NewJob } from './types.js';
 import type { EnqueueBatch } from './sql/enqueue-jobs.js';
@@ -28,8 +28,14 @@ export function checkStatus(v: unknown): JobStatus {
 function optString(v: unknown, what: string): string | null {
   if (v === undefined || v === null) return null;
   if (typeof v !== 'string') throw invalidArgument(`${what} must be a string`);
-  if (v.includes('\0')) throw invalidArgument(`${what} must not contain NUL characters`);
+  const bad = unstorableText(v);
+  if (bad) throw invalidArgument(`${what} ${bad}`);
   return v;
+}
+
+/** An optional key (idempotency, lock): absent, or a non-empty identifier of bounded length. */
+function optKey(v: unknown, what: string): string | null {
+  return v === undefined || v === null ? null : checkName('enqueue', what, v);
 }
 
 function optId(v: unknown, what: string): number | null {
@@ -82,8 +88,8 @@ export function toEnqueueBatch(jobs: readonly NewJob[]): EnqueueBatch {
       b.maxAttempts.push(
         job.maxAttempts === undefined || job.maxAttempts === null ? DEFAULT_MAX_ATTEMPTS : int32(job.maxAttempts, 'maxAttempts', 1),
       );
-      b.idempotencyKeys.push(optString(job.idempotencyKey, 'idempotencyKey'));
-      b.lockKeys.push(optString(job.lockKey, 'lockKey'));
+      b.idempotencyKeys.push(optKey(job.idempotencyKey, 'idempotencyKey'));
+      b.lockKeys.push(optKey(job.lockKey, 'lockKey'));
       b.teamIds.push(optId(job.teamId, 'teamId'));
       b.resourceIds.push(optId(job.resourceId, 'resourceId'));
       b.retryOfIds.push(optId(job.retryOfId, 'retryOfId'));
