@@ -1,0 +1,34 @@
+// The CLI commands as child processes: a bad config, submit, status, cancel.
+import fs from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { useCliFixture } from './cli-harness.js';
+
+const f = useCliFixture();
+
+describe('CLI', () => {
+  it('a bad config is refused with a clear error naming the field', async () => {
+    const cfg = path.join(f.tmp, 'bad.yaml');
+    fs.writeFileSync(cfg, 'queues:\n  - queue_name: q\n    igw_base_url: http://127.0.0.1:1\n    gates:\n      - kind: concurrency\n        limit: -2\n');
+    const p = f.startCli(['run', '--config', cfg]);
+    expect(await p.exit).toBe(2);
+    expect(p.err()).toContain('config: queues[0].gates[0].limit must be >= 1');
+  }, 90_000);
+
+  it('submit, status and cancel against a database', async () => {
+    const file = path.join(f.tmp, 'reqs.jsonl');
+    const deadline = Math.floor(Date.now() / 1000) + 600;
+    fs.writeFileSync(file, [1, 2, 3].map((i) => JSON.stringify({ id: `cli-${i}`, deadline, payload: { prompt: i } })).join('\n') + '\n');
+    const env = { Q_DSN: f.schema.dsn };
+    const s = f.startCli(['submit', '--queue', 'cliq', '--route', 'cli-out', '--file', file], env);
+    expect(await s.exit).toBe(0);
+    expect(s.out()).toContain('submitted 3 requests to queue cliq');
+    const st = f.startCli(['status', '--queue', 'cliq', '--route', 'cli-out', '--json'], env);
+    expect(await st.exit).toBe(0);
+    expect(JSON.parse(st.out())[0]).toMatchObject({ queue: 'cliq', backlog: 3, resultsWaiting: 0 });
+    const c = f.startCli(['cancel', 'cli-1'], env);
+    expect(await c.exit).toBe(0);
+    const { rows } = await f.schema.pool().query<{ n: string }>(`SELECT count(*) AS n FROM async_requests WHERE queue = 'cliq' AND cancelled <> 0`);
+    expect(Number(rows[0]!.n)).toBe(1);
+  }, 150_000);
+});
