@@ -58,6 +58,12 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions = {}): Promise
   const log = opts.log ?? (() => undefined);
 
   if (!fs.existsSync(path.join(dataDir, 'PG_VERSION'))) initdb(bins, dataDir, user);
+  if (!temporary) {
+    // Another process (the dispatcher demo and the job worker share .q/pgdata), or one killed
+    // before it could stop its server, may be running this data directory: use that server.
+    const attached = await attachRunning(dataDir);
+    if (attached) return attached;
+  }
   await stopOrphan(dataDir);
 
   const args = ['-D', dataDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=',
@@ -149,6 +155,38 @@ function resolveDataDir(wanted: string, user: RunAs | undefined): string {
   if (user) fs.chownSync(dataDir, user.uid, user.gid);
   fs.chmodSync(dataDir, 0o700);
   return dataDir;
+}
+
+/**
+ * The server already running on `dataDir`, if its postmaster answers on the port recorded in
+ * `postmaster.pid`. The handle's `stop()` leaves that server running: it is not ours.
+ */
+async function attachRunning(dataDir: string): Promise<EmbeddedPostgres | undefined> {
+  const pidFile = path.join(dataDir, 'postmaster.pid');
+  if (!fs.existsSync(pidFile)) return undefined;
+  const lines = fs.readFileSync(pidFile, 'utf8').split('\n');
+  const pid = Number(lines[0]);
+  const port = Number(lines[3]);
+  if (!Number.isInteger(pid) || pid <= 0 || !Number.isInteger(port) || port <= 0) return undefined;
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return undefined;
+  }
+  const dsn = `postgres://postgres@127.0.0.1:${port}/postgres`;
+  const client = new pg.Client({ connectionString: dsn, connectionTimeoutMillis: 2_000 });
+  try {
+    await client.connect();
+    await client.query('SELECT 1');
+  } catch {
+    return undefined;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+  const notOurs = async () => {
+    throw new Error(`embedded Postgres: the server on ${dataDir} belongs to another process (pid ${pid})`);
+  };
+  return { dsn, port, dataDir, pid, start: notOurs, halt: notOurs, stop: async () => undefined };
 }
 
 /** A server left running by a killed process still holds the data directory: shut it down. */
