@@ -58,7 +58,7 @@ export async function runScenario(scenario: Scenario, opts: HarnessOptions): Pro
     else active.push(sys);
   }
 
-  const reps = opts.smoke ? 1 : (scenario.reps ?? opts.reps);
+  const reps = opts.smoke ? 1 : (scenario.reps ?? Math.min(opts.reps, scenario.maxReps ?? Infinity));
   const rounds: Array<{ warmup: boolean; label: string }> = [];
   if (!opts.smoke) rounds.push({ warmup: true, label: 'warm-up' });
   for (let r = 1; r <= reps; r++) rounds.push({ warmup: false, label: `rep ${r}/${reps}` });
@@ -109,7 +109,8 @@ async function runOnce(
     dsn: db.dsn,
     smoke: opts.smoke,
     warmup,
-    n: (full, smoke) => (opts.smoke ? smoke : warmup ? Math.max(smoke, Math.round(full * opts.warmupFraction)) : full),
+    n: (full, smoke) =>
+      opts.smoke ? smoke : warmup ? Math.max(smoke, Math.round(full * (scenario.warmupFraction ?? opts.warmupFraction))) : full,
     log: (message) => opts.log(`${prefix}: ${message}`),
   };
   let timer: NodeJS.Timeout | undefined;

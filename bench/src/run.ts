@@ -40,8 +40,8 @@ export async function runBench(args: BenchArgs, log: (line: string) => void): Pr
           serverDsn: server.dsn,
           smoke: args.smoke,
           reps: args.reps,
-          warmupFraction: 0.2,
-          runTimeoutMs: args.smoke ? 60_000 : 300_000,
+          warmupFraction: 0.1,
+          runTimeoutMs: args.smoke ? 60_000 : 900_000,
           log,
         }),
       );

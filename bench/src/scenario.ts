@@ -44,8 +44,12 @@ export interface Scenario {
   /** The system the ratios are about (the others are compared against it). */
   baseline: string;
   systems: System[];
-  /** Repetitions per system in a full run (default from the CLI). */
+  /** Repetitions per system in a full run (default: the CLI's `--reps`, capped by `maxReps`). */
   reps?: number;
+  /** Upper bound on the CLI's `--reps` for long scenarios (keeps a full run near 15 minutes). */
+  maxReps?: number;
+  /** Warm-up size as a fraction of the full size (default: the harness's). */
+  warmupFraction?: number;
   /**
    * Name of a sibling scenario that runs the same code with other parameters: a smoke run of
    * everything leaves this one out (it is still run when named explicitly).

@@ -28,16 +28,16 @@ function pair(run: (on: boolean, name: string) => System['run']): System[] {
   ];
 }
 
-/** Job drain (concurrency 8) with and without a tracer provider. */
+/** Job drain (concurrency 32) with and without a tracer provider. */
 export function otelJobDrain(): Scenario {
   const skip = qJobs().skip as () => Promise<string | undefined>;
   return {
     name: 'otel-job-drain',
-    title: 'OpenTelemetry: job drain (20,000 jobs, concurrency 8) traced vs untraced',
+    title: 'OpenTelemetry: job drain (10,000 jobs, concurrency 32) traced vs untraced',
     metrics: [{ key: 'rate', unit: 'jobs/s', better: 'higher' }],
     baseline: 'q+otel',
     systems: pair((on, name) => (ctx) =>
-      traced(on, name, (t) => drainRun(qJobs(name, t ? () => t.provider : undefined), ctx.n(20_000, 200), 8, ctx.dsn)),
+      traced(on, name, (t) => drainRun(qJobs(name, t ? () => t.provider : undefined), ctx.n(10_000, 200), 32, ctx.dsn)),
     ).map((s) => ({ ...s, skip })),
   };
 }

@@ -39,7 +39,7 @@ export function quotaAdmit(keys: 1 | 1000): Scenario {
     baseline: 'q',
     systems: SYSTEMS.map((qs) =>
       asSystem(qs, async (ctx) => {
-        const n = ctx.n(keys === 1 ? 8_000 : 10_000, 200);
+        const n = ctx.n(keys === 1 ? 4_000 : 5_000, 200);
         const perKey = new Map<string, number>();
         for (let i = 0; i < n; i++) perKey.set(keyOf(keys, i), (perKey.get(keyOf(keys, i)) ?? 0) + 1);
         const limitOf = (k: string) => Math.ceil((perKey.get(k) as number) / 2);
@@ -80,7 +80,7 @@ export function quotaAcquire(keys: 1 | 1000): Scenario {
     baseline: 'q',
     systems: SYSTEMS.map((qs) =>
       asSystem(qs, async (ctx) => {
-        const n = ctx.n(keys === 1 ? 4_000 : 5_000, 100);
+        const n = ctx.n(keys === 1 ? 2_000 : 3_000, 100);
         const h = await qs.open(ctx.dsn, CALLERS);
         try {
           const held = new Map<string, number>();
