@@ -110,6 +110,8 @@ export class Worker {
   #maintenanceTimer: NodeJS.Timeout | undefined;
   #loop: Promise<void> | undefined;
   #loopDone = false;
+  /** The claim loop waits for work (or after an error): it will not take outcomes soon. */
+  #waitingForWork = false;
   #drained: (() => void) | undefined;
   #shutdown: Promise<void> | undefined;
 
@@ -140,7 +142,9 @@ export class Worker {
       throw invalidArgument('workerId must be a non-empty string');
     }
     this.id = opts.workerId ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
-    this.#completer = new Completer(store, this.#logger);
+    // Outcomes wait for the claim loop's next round trip while it is active: it is either
+    // writing one now or about to (a finished attempt frees a slot, which wakes it).
+    this.#completer = new Completer(store, this.#logger, () => this.#state === 'running' && !this.#waitingForWork && !this.#loopDone);
   }
 
   /** Binds a job type to its handler (registering a type again replaces it). */
@@ -218,6 +222,7 @@ export class Worker {
     this.#logger.info({ worker_id: this.id, in_flight: this.#executions.size }, 'worker stopping');
     clearTimeout(this.#maintenanceTimer);
     this.#waiter?.();
+    this.#completer.kick();
   }
 
   get #stopping(): boolean {
@@ -227,30 +232,76 @@ export class Worker {
   // --- claiming -------------------------------------------------------------------------------
 
   async #claimLoop(): Promise<void> {
+    let soloClaim = false;
+    let retryShort = false;
     while (!this.#stopping) {
-      const free = this.#concurrency - this.#busy;
-      if (free <= 0) {
+      if (this.#concurrency - this.#busy <= 0) {
         await this.#idle(() => this.#busy < this.#concurrency);
         continue;
       }
-      const limit = Math.min(free, this.#batch);
+      // Let every handler that settles in this turn free its slot and hand in its outcome, so one
+      // round trip carries them all and claims all their replacements.
+      await nextTurn();
+      if (this.#stopping) break;
+      const limit = Math.min(this.#concurrency - this.#busy, this.#batch);
+      if (limit <= 0) continue;
       this.#workSignal = false;
+      const taken = soloClaim ? [] : this.#completer.take();
+      soloClaim = false;
       let jobs: LeasedJob[];
       try {
-        // Claimed straight into `running`: handlers start at once, so a separate mark-running write
-        // would only add a commit to every batch.
-        jobs = await this.#store.claim({ queues: this.#queues, workerId: this.id, limit, leaseMs: this.#leaseMs, start: true });
+        // Claimed straight into `running`: handlers start at once, so a separate mark-running
+        // write would only add a commit. The finished attempts' outcomes ride along: the steady
+        // state costs one statement (one commit) per batch, not a claim plus a completion.
+        const claim = { queues: this.#queues, workerId: this.id, limit, leaseMs: this.#leaseMs, start: true };
+        if (taken.length > 0) {
+          const r = await this.#store.completeAndClaim(taken.map((p) => p.outcome), claim);
+          this.#completer.settle(taken, r.written);
+          jobs = r.jobs;
+        } else {
+          jobs = await this.#store.claim(claim);
+        }
       } catch (err) {
+        if (taken.length > 0) {
+          // The outcomes are written on their own (one by one if need be); claim alone next.
+          this.#completer.restore(taken);
+          soloClaim = true;
+          if (!this.#stopping) this.#logger.warn(errorFields(err), 'complete-and-claim failed, writing outcomes alone');
+          continue;
+        }
         if (this.#stopping) break;
         this.#logger.warn(errorFields(err), 'claim failed');
-        await this.#idle(() => false, CLAIM_ERROR_DELAY_MS);
+        await this.#idleNotTaking(() => false, CLAIM_ERROR_DELAY_MS);
         continue;
       }
       if (jobs.length > 0) await this.#start(jobs);
-      // A short batch means the queues are drained: wait for a notification or the poll.
-      if (jobs.length < limit) await this.#idle(() => this.#workSignal, this.#pollMs);
+      // A short batch means the queues are drained: wait for a notification or the poll. After a
+      // round that also wrote outcomes, look once more first: a lock key an outcome released was
+      // still held in that round's snapshot.
+      if (jobs.length < limit) {
+        if (taken.length > 0 && !retryShort) retryShort = true;
+        else {
+          retryShort = false;
+          await this.#idleNotTaking(() => this.#workSignal, this.#pollMs);
+        }
+      } else retryShort = false;
     }
     this.#loopDone = true;
+    this.#completer.kick();
+  }
+
+  /**
+   * {@link Worker.#idle} while the claim loop waits for work or after an error: outcomes
+   * submitted meanwhile are written on their own instead of waiting for the next claim.
+   */
+  async #idleNotTaking(ready: () => boolean, timeoutMs: number): Promise<void> {
+    this.#waitingForWork = true;
+    this.#completer.kick();
+    try {
+      await this.#idle(ready, timeoutMs);
+    } finally {
+      this.#waitingForWork = false;
+    }
   }
 
   /** Waits until `ready()` holds after a wake-up, the timeout passes, or the worker stops. */
@@ -508,6 +559,11 @@ export class Worker {
     })();
     return this.#shutdown;
   }
+}
+
+/** Resolves after the current turn of the event loop (pending promise reactions and I/O callbacks). */
+function nextTurn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
 }
 
 function lease(e: Execution): { id: number; leaseToken: string } {

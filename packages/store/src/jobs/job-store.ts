@@ -10,6 +10,7 @@ import { JobListener, type JobListenerHandlers } from './listener.js';
 import { toJob, toLeasedJob, type JobRow } from './row.js';
 import { cancelJob } from './sql/cancel-job.js';
 import { claimJobs } from './sql/claim-jobs.js';
+import { completeAndClaimJobs } from './sql/complete-and-claim-jobs.js';
 import { completeJobs, type CompletionBatch } from './sql/complete-jobs.js';
 import { dbNow } from './sql/db-now.js';
 import { enqueueJobs, type EnqueueRow } from './sql/enqueue-jobs.js';
@@ -43,6 +44,26 @@ const CLAIM_RACE_RETRIES = 8;
 const UNIQUE_VIOLATION = '23505';
 const FOREIGN_KEY_VIOLATION = '23503';
 const LOCK_KEY_INDEX = 'jobs_lock_key_active_key';
+
+/** What to claim (see {@link JobStore.claim}). */
+export interface ClaimOptions {
+  queues: readonly string[];
+  workerId: string;
+  /** Jobs leased at most (at least 1). */
+  limit: number;
+  /** Lease duration (database clock). */
+  leaseMs: number;
+  /** Lease straight into `running` (a claimer that starts the jobs at once). Default false. */
+  start?: boolean;
+}
+
+/** Result of {@link JobStore.completeAndClaim}. */
+export interface CompleteAndClaimResult {
+  /** Per outcome, in input order: whether it was written (false = fenced). */
+  written: boolean[];
+  /** The jobs leased, in claim order. */
+  jobs: LeasedJob[];
+}
 
 /** Result of {@link JobStore.maintain}. */
 export interface MaintenanceResult {
@@ -229,21 +250,12 @@ export class JobStore {
    * {@link JobStore.markRunning}), or directly `running` with `start: true` for a claimer that
    * starts them at once — one write instead of two.
    */
-  async claim(opts: {
-    queues: readonly string[];
-    workerId: string;
-    limit: number;
-    leaseMs: number;
-    start?: boolean;
-  }): Promise<LeasedJob[]> {
-    const queues = checkQueues(opts.queues);
-    if (typeof opts.workerId !== 'string' || opts.workerId === '') throw invalidArgument('workerId must be a non-empty string');
-    if (!Number.isInteger(opts.limit) || opts.limit < 1) throw invalidArgument('limit must be a positive integer');
-    const leaseMs = checkLeaseMs(opts.leaseMs);
+  async claim(opts: ClaimOptions): Promise<LeasedJob[]> {
+    const claim = checkClaim(opts);
     return this.#op('claim', async () => {
       for (let attempt = 0; ; attempt++) {
         try {
-          const rows = await claimJobs(this.pool, queues, opts.limit, opts.workerId, leaseMs, opts.start === true ? 'running' : 'leased');
+          const rows = await claimJobs(this.pool, claim.queues, claim.limit, claim.workerId, claim.leaseMs, claim.status);
           return rows.map(toLeasedJob).sort(claimOrder);
         } catch (err) {
           if (!isLockKeyRace(err) || attempt >= CLAIM_RACE_RETRIES) {
@@ -253,6 +265,44 @@ export class JobStore {
         }
       }
     });
+  }
+
+  /**
+   * A worker's steady-state round trip: records `outcomes` exactly as {@link JobStore.complete}
+   * does (each fenced by its lease token) and claims up to `claim.limit` jobs exactly as
+   * {@link JobStore.claim} does, in one statement and one commit. The claim reads the same
+   * snapshot as the outcomes: a lock key an outcome releases is still held for this claim (its
+   * next job is claimable by the following one). All or nothing: a lock-key race is retried at
+   * once (after the retries, the outcomes are written alone and nothing is claimed); any other
+   * error rejects with nothing written. With no outcomes it is a plain claim.
+   */
+  async completeAndClaim(outcomes: readonly JobOutcome[], opts: ClaimOptions): Promise<CompleteAndClaimResult> {
+    if (!Array.isArray(outcomes)) throw invalidArgument('outcomes must be an array');
+    const batch = toCompletionBatch(outcomes);
+    const claim = checkClaim(opts);
+    if (outcomes.length === 0) return { written: [], jobs: await this.claim(opts) };
+    if (outcomes.length > COMPLETE_CHUNK) {
+      // Rare (a worker submits fewer): the older outcomes alone first, the last chunk with the claim.
+      const split = outcomes.length - COMPLETE_CHUNK;
+      const head = await this.complete(outcomes.slice(0, split));
+      const tail = await this.completeAndClaim(outcomes.slice(split), opts);
+      return { written: [...head, ...tail.written], jobs: tail.jobs };
+    }
+    return this.#op('complete_claim', async () => {
+      for (let attempt = 0; ; attempt++) {
+        try {
+          const r = await completeAndClaimJobs(this.pool, batch, claim);
+          const written = new Set(r.completedIds.map(Number));
+          return { written: outcomes.map((o) => written.has(o.id)), jobs: r.claimed.map(toLeasedJob).sort(claimOrder) };
+        } catch (err) {
+          if (!isLockKeyRace(err)) throw err;
+          if (attempt >= CLAIM_RACE_RETRIES) {
+            const written = new Set((await completeJobs(this.pool, batch)).map((r) => Number(r.id)));
+            return { written: outcomes.map((o) => written.has(o.id)), jobs: [] };
+          }
+        }
+      }
+    }, { 'job.count': outcomes.length });
   }
 
   /** leased → running for the leases still held (fenced by token); returns them with their cancel flag. */
@@ -455,6 +505,17 @@ function checkQueues(queues: readonly string[]): string[] {
     throw invalidArgument('queues must be a non-empty array of non-empty strings');
   }
   return [...new Set(queues)];
+}
+
+function checkClaim(opts: ClaimOptions): {
+  queues: string[]; workerId: string; limit: number; leaseMs: number; status: 'leased' | 'running';
+} {
+  if (!opts || typeof opts !== 'object') throw invalidArgument('claim takes ClaimOptions');
+  const queues = checkQueues(opts.queues);
+  if (typeof opts.workerId !== 'string' || opts.workerId === '') throw invalidArgument('workerId must be a non-empty string');
+  if (!Number.isInteger(opts.limit) || opts.limit < 1) throw invalidArgument('limit must be a positive integer');
+  const leaseMs = checkLeaseMs(opts.leaseMs);
+  return { queues, workerId: opts.workerId, limit: opts.limit, leaseMs, status: opts.start === true ? 'running' : 'leased' };
 }
 
 function checkLeaseMs(leaseMs: number): number {

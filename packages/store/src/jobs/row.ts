@@ -7,6 +7,9 @@ const COLUMNS = [
   'dead_lettered_at',
 ] as const;
 
+/** How many columns {@link jobColumns} lists. */
+export const JOB_COLUMN_COUNT = COLUMNS.length;
+
 /** The job columns every statement returns, qualified by `alias` (a constant, never input). */
 export function jobColumns(alias: string): string {
   return COLUMNS.map((c) => `${alias}.${c}`).join(', ');

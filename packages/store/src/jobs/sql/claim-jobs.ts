@@ -1,26 +1,37 @@
 import { jobColumns, type JobRow } from '../row.js';
 import type { Queryable } from './db.js';
 
-// One statement leases up to $2 jobs. Each queue is scanned in dequeue-index order by its own
-// lateral subquery (a single scan over queue = ANY(...) could not use the index order and would
-// sort every queued row), locking rows with SKIP LOCKED so concurrent claimers pass each other.
-// A job is skipped while another job with its lock key is leased or running, and the batch keeps
-// at most one job per lock key; two claimers can still both see a key free, in which case the
-// partial unique index jobs_lock_key_active_key refuses the second (the caller retries at once).
-// Rows locked but not picked are released when the statement commits. The ORDER BY spells out
-// NULLS LAST to match jobs_dequeue_idx exactly (priority is NOT NULL, but the planner only uses
-// an index for ordering when the null placement matches).
-const TEXT = `
-WITH cand AS (
+/** Placeholders of the claim's parameters inside a statement (constants, never input). */
+export interface ClaimParams {
+  queues: string;
+  limit: string;
+  workerId: string;
+  leaseMs: string;
+  status: string;
+}
+
+// The CTEs `cand` and `pick` choose up to `limit` jobs. Each queue is scanned in dequeue-index
+// order by its own lateral subquery (a single scan over queue = ANY(...) could not use the index
+// order and would sort every queued row), locking rows with SKIP LOCKED so concurrent claimers
+// pass each other. A job is skipped while another job with its lock key is leased or running, and
+// the batch keeps at most one job per lock key; two claimers can still both see a key free, in
+// which case the partial unique index jobs_lock_key_active_key refuses the second (the caller
+// retries at once). Rows locked but not picked are released when the statement commits. The
+// ORDER BY spells out NULLS LAST to match jobs_dequeue_idx exactly (priority is NOT NULL, but the
+// planner only uses an index for ordering when the null placement matches).
+/** The `cand` and `pick` CTEs of a claim (shared with the combined complete-and-claim). */
+export function claimCtes(p: ClaimParams): string {
+  return `
+cand AS (
   SELECT c.id, c.lock_key, c.priority, c.run_at
-  FROM unnest($1::text[]) AS q(name)
+  FROM unnest(${p.queues}::text[]) AS q(name)
   CROSS JOIN LATERAL (
     SELECT j.id, j.lock_key, j.priority, j.run_at FROM jobs j
     WHERE j.queue = q.name AND j.status = 'queued' AND j.run_at <= now()
       AND (j.lock_key IS NULL OR NOT EXISTS (
             SELECT 1 FROM jobs h WHERE h.lock_key = j.lock_key AND h.status IN ('leased', 'running')))
     ORDER BY j.priority DESC NULLS LAST, j.run_at, j.id
-    LIMIT $2
+    LIMIT ${p.limit}
     FOR UPDATE OF j SKIP LOCKED
   ) c
 ), pick AS (
@@ -29,13 +40,25 @@ WITH cand AS (
   ) r
   WHERE r.lock_key IS NULL OR r.rn = 1
   ORDER BY r.priority DESC, r.run_at, r.id
-  LIMIT $2
-)
-UPDATE jobs SET status = $5::job_status, leased_by = $3, lease_token = gen_random_uuid(),
-       lease_expires_at = now() + $4 * interval '1 millisecond', heartbeat_at = now(),
+  LIMIT ${p.limit}
+)`;
+}
+
+/** The UPDATE that leases the picked jobs, each with a fresh fencing token. */
+export function claimUpdate(p: ClaimParams): string {
+  return `
+UPDATE jobs SET status = ${p.status}::job_status, leased_by = ${p.workerId}, lease_token = gen_random_uuid(),
+       lease_expires_at = now() + ${p.leaseMs} * interval '1 millisecond', heartbeat_at = now(),
        attempt = jobs.attempt + 1, updated_at = now()
 FROM pick WHERE jobs.id = pick.id
 RETURNING ${jobColumns('jobs')}, jobs.lease_token`;
+}
+
+const P: ClaimParams = { queues: '$1', limit: '$2', workerId: '$3', leaseMs: '$4', status: '$5' };
+const TEXT = `WITH ${claimCtes(P)}${claimUpdate(P)}`;
+
+/** A claimed row: the job with the fencing token of its new lease. */
+export type ClaimedRow = JobRow & { lease_token: string };
 
 /**
  * Leases up to `limit` eligible jobs of `queues` for `workerId`; each gets a new fencing token.
@@ -49,8 +72,8 @@ export async function claimJobs(
   workerId: string,
   leaseMs: number,
   status: 'leased' | 'running',
-): Promise<Array<JobRow & { lease_token: string }>> {
-  const { rows } = await db.query<JobRow & { lease_token: string }>({
+): Promise<ClaimedRow[]> {
+  const { rows } = await db.query<ClaimedRow>({
     name: 'q_jobs_claim',
     text: TEXT,
     values: [queues, limit, workerId, leaseMs, status],

@@ -14,12 +14,30 @@ export interface CompletionBatch {
   steps: Array<string | null>;
 }
 
+/** The batch's parameter values, in the order of {@link COMPLETION_INPUT}'s placeholders $1–$7. */
+export function completionValues(b: CompletionBatch): unknown[] {
+  return [b.ids, b.tokens, b.statuses, b.results, b.errors, b.retryDelaysMs, b.steps];
+}
+
+/** The outcomes as rows `u`, from parameters $1–$7. */
+export const COMPLETION_INPUT = `unnest($1::int8[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::int8[], $7::text[])
+  AS u(id, token, status, result, error, delay_ms, steps)`;
+
 // Records many attempts' outcomes in one statement, each fenced by its lease token (in the
 // UPDATE's own WHERE, so a concurrent reap is re-checked). A cancel requested while the attempt
 // ran wins over its outcome. A success keeps an earlier last_error; a failure overwrites it; a
 // retry waits its backoff on the database clock.
+//
+// A lease token exists only while its job is leased or running (every way out — complete, reap,
+// release — clears it, and tokens are random), so the token match is the "still held" check. The
+// WHERE deliberately has no `status IN ('leased', 'running')`: that predicate matches the partial
+// index jobs_lease_expiry_idx, and the planner (whose statistics usually see few held jobs) then
+// drove the join from a scan of every held job, filtering each against the whole batch — held ×
+// batch comparisons. Without it, each outcome is one primary-key lookup.
 const FINAL = `(CASE WHEN jobs.cancel_requested_at IS NOT NULL THEN 'cancelled'::job_status ELSE u.status::job_status END)`;
-const TEXT = `
+
+/** `UPDATE jobs SET … FROM <COMPLETION_INPUT> WHERE <held>`, without RETURNING. */
+export const COMPLETION_UPDATE = `
 UPDATE jobs SET
   status = ${FINAL},
   result = CASE WHEN u.status = 'succeeded' THEN u.result::jsonb ELSE jobs.result END,
@@ -31,9 +49,10 @@ UPDATE jobs SET
   dead_lettered_at = CASE ${FINAL} WHEN 'dead_letter' THEN now() WHEN 'retry_wait' THEN NULL
                                    ELSE jobs.dead_lettered_at END,
   leased_by = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
-FROM unnest($1::int8[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::int8[], $7::text[])
-  AS u(id, token, status, result, error, delay_ms, steps)
-WHERE jobs.id = u.id AND jobs.lease_token = u.token AND jobs.status IN ('leased', 'running')
+FROM ${COMPLETION_INPUT}
+WHERE jobs.id = u.id AND jobs.lease_token = u.token`;
+
+const TEXT = `${COMPLETION_UPDATE}
 RETURNING jobs.id, jobs.status`;
 
 /** Writes the outcomes whose lease is still held; returns those rows with their new status. */
@@ -44,7 +63,7 @@ export async function completeJobs(
   const { rows } = await db.query<{ id: string; status: JobStatus }>({
     name: 'q_jobs_complete',
     text: TEXT,
-    values: [b.ids, b.tokens, b.statuses, b.results, b.errors, b.retryDelaysMs, b.steps],
+    values: completionValues(b),
   });
   return rows;
 }

@@ -2,6 +2,7 @@ import type { Queryable } from './db.js';
 
 // A worker that stops gives its unfinished leases back: the job is queued again at once with the
 // attempt given back (it did not fail), keeping its place in line. A requested cancel is honoured.
+// The token match is the "still held" check (see complete-jobs.ts for why there is no status predicate).
 const TEXT = `
 WITH r AS (
   UPDATE jobs SET
@@ -10,7 +11,7 @@ WITH r AS (
     attempt = greatest(jobs.attempt - 1, 0),
     leased_by = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
   FROM unnest($1::int8[], $2::uuid[]) AS u(id, token)
-  WHERE jobs.id = u.id AND jobs.lease_token = u.token AND jobs.status IN ('leased', 'running')
+  WHERE jobs.id = u.id AND jobs.lease_token = u.token
   RETURNING jobs.id, jobs.queue, jobs.status
 )
 SELECT r.id, (SELECT count(*) FROM (SELECT pg_notify($3, 'q:' || d.queue)

@@ -1,0 +1,70 @@
+// The worker's steady state: finished attempts' outcomes ride along with the claim of their
+// replacements (one statement per batch), without ever holding more jobs than free slots.
+import { JobStore } from '@q/store';
+import { createTestSchema, type TestSchema } from '@q/testing';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { JobQueue, Worker } from '../src/index.js';
+import { waitFor } from './helpers.js';
+
+let schema: TestSchema;
+let store: JobStore;
+
+beforeAll(async () => {
+  schema = await createTestSchema('jw_rt');
+  store = await JobStore.open(schema.dsn, { maxConns: 6 });
+});
+afterAll(async () => {
+  await store?.close();
+  await schema?.drop();
+});
+
+it('a drain completes and claims in one round trip per batch; every job runs once; never more held than slots', async () => {
+  const n = 120;
+  const concurrency = 4;
+  const queue = new JobQueue(store, { knownQueues: ['default'] });
+  await queue.enqueueMany(Array.from({ length: n }, (_, i) => ({ type: 'noop', payload: { i } })));
+
+  // Count the store calls the worker makes (the statements themselves run on real Postgres).
+  const calls = { claim: 0, complete: 0, completeAndClaim: 0, combinedOutcomes: 0 };
+  const s = store as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>;
+  const originals = { claim: s.claim!, complete: s.complete!, completeAndClaim: s.completeAndClaim! };
+  s.claim = (...a) => (calls.claim++, originals.claim.apply(store, a));
+  s.complete = (...a) => (calls.complete++, originals.complete.apply(store, a));
+  s.completeAndClaim = (...a) => {
+    calls.completeAndClaim++;
+    calls.combinedOutcomes += (a[0] as unknown[]).length;
+    return originals.completeAndClaim.apply(store, a);
+  };
+
+  const seen = new Map<number, number>();
+  let maxHeld = 0;
+  const worker = new Worker(store, { queues: ['default'], concurrency, pollIntervalMs: 100, maintenanceIntervalMs: 60_000 });
+  worker.register('noop', async (job) => {
+    const i = (job.payload as { i: number }).i;
+    seen.set(i, (seen.get(i) ?? 0) + 1);
+    const { rows } = await store.pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM jobs WHERE leased_by = $1 AND status IN ('leased', 'running')`, [worker.id],
+    );
+    maxHeld = Math.max(maxHeld, rows[0]!.n);
+    return null;
+  });
+  const ac = new AbortController();
+  const run = worker.run(ac.signal);
+  try {
+    await waitFor(async () => {
+      const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM jobs WHERE status = 'succeeded'`);
+      return rows[0]!.n === n;
+    }, 60_000);
+  } finally {
+    ac.abort();
+    await run;
+    await worker.wait(5_000);
+    Object.assign(s, originals);
+  }
+  expect(seen.size).toBe(n);
+  expect([...seen.values()].every((c) => c === 1)).toBe(true);
+  expect(maxHeld).toBeLessThanOrEqual(concurrency);
+  // Most outcomes were written together with the next claim, not by a completion of their own.
+  expect(calls.completeAndClaim).toBeGreaterThan(0);
+  expect(calls.combinedOutcomes).toBeGreaterThan(n / 2);
+});

@@ -1,0 +1,51 @@
+import { JOB_COLUMN_COUNT } from '../row.js';
+import { claimCtes, claimUpdate, type ClaimParams, type ClaimedRow } from './claim-jobs.js';
+import { COMPLETION_UPDATE, completionValues, type CompletionBatch } from './complete-jobs.js';
+import type { Queryable } from './db.js';
+
+// A worker's steady-state round trip: the outcomes of the attempts that just finished (exactly
+// as completeJobs writes them: $1–$7, each fenced by its lease token) and the claim of
+// replacements for the freed slots (exactly as claimJobs: $8–$12), in one statement and one
+// commit. Both parts read one snapshot, so they touch disjoint rows (the claim takes `queued`
+// rows; an outcome matches only a held lease's token), and a lock key released by an outcome is
+// still seen as held by the claim: its next job waits for the following round. The outcome part
+// is durable before any replacement is visible, as with two statements. The result is one row
+// per claimed job (completed_id NULL) and one per outcome written (completed_id set, the job
+// columns NULL).
+const P: ClaimParams = { queues: '$8', limit: '$9', workerId: '$10', leaseMs: '$11', status: '$12' };
+const NULLS = Array.from({ length: JOB_COLUMN_COUNT + 1 }, () => 'NULL').join(', ');
+const TEXT = `
+WITH done AS (${COMPLETION_UPDATE}
+  RETURNING jobs.id
+), ${claimCtes(P)}, claimed AS (${claimUpdate(P)}
+)
+SELECT NULL::int8 AS completed_id, claimed.* FROM claimed
+UNION ALL
+SELECT done.id, ${NULLS} FROM done`;
+
+/** What one complete-and-claim round trip did. */
+export interface CompleteAndClaimRows {
+  /** Ids of the outcomes written (the others were fenced). */
+  completedIds: string[];
+  /** The jobs leased, in no particular order. */
+  claimed: ClaimedRow[];
+}
+
+/** Writes `outcomes` and leases up to `limit` jobs of `queues`, in one statement. */
+export async function completeAndClaimJobs(
+  db: Queryable,
+  outcomes: CompletionBatch,
+  claim: { queues: string[]; limit: number; workerId: string; leaseMs: number; status: 'leased' | 'running' },
+): Promise<CompleteAndClaimRows> {
+  const { rows } = await db.query<ClaimedRow & { completed_id: string | null }>({
+    name: 'q_jobs_complete_claim',
+    text: TEXT,
+    values: [...completionValues(outcomes), claim.queues, claim.limit, claim.workerId, claim.leaseMs, claim.status],
+  });
+  const out: CompleteAndClaimRows = { completedIds: [], claimed: [] };
+  for (const r of rows) {
+    if (r.completed_id !== null) out.completedIds.push(r.completed_id);
+    else out.claimed.push(r);
+  }
+  return out;
+}
