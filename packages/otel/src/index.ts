@@ -9,3 +9,4 @@ export {
   type BacklogSource, type JobMetrics, type QuotaMetrics, type RequestMetrics,
 } from './metrics.js';
 export type { Link, MeterProvider, Tracer, TracerProvider } from '@opentelemetry/api';
+export { errorFields, firstLine, silentLogger, type Logger } from './logger.js';

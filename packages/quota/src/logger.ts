@@ -1,24 +1,2 @@
-/**
- * The structured logger `@q/quota` writes to: the subset of pino's API it uses, so a pino logger
- * (or anything with the same call shape) can be passed as is. Fields first, message second.
- */
-export interface Logger {
-  debug(fields: Record<string, unknown>, msg?: string): void;
-  info(fields: Record<string, unknown>, msg?: string): void;
-  warn(fields: Record<string, unknown>, msg?: string): void;
-  error(fields: Record<string, unknown>, msg?: string): void;
-}
-
-const noop = (): void => undefined;
-
-/** The default logger: writes nothing. */
-export const silentLogger: Logger = Object.freeze({ debug: noop, info: noop, warn: noop, error: noop });
-
-/** Log fields for an error: name, message and code (q messages never carry passwords or payloads). */
-export function errorFields(err: unknown): Record<string, unknown> {
-  if (err instanceof Error) {
-    const code = (err as Error & { code?: unknown }).code;
-    return { err: { name: err.name, message: err.message, ...(typeof code === 'string' ? { code } : {}) } };
-  }
-  return { err: { message: String(err) } };
-}
+// The logger is shared by every q package; see @q/otel.
+export { errorFields, firstLine, silentLogger, type Logger } from '@q/otel';
