@@ -1,3 +1,4 @@
+import { currentTraceparent } from '@q/otel';
 import { QError, QErrorCode, invalidArgument } from '@q/schema';
 import type { Job, JobListFilter, JobPage, JobStore, NewJob } from '@q/store';
 
@@ -52,7 +53,7 @@ export class JobQueue {
    * written then.
    */
   async enqueue(opts: EnqueueOptions): Promise<Job> {
-    const [job] = await this.#store.enqueue([this.#toNewJob(opts)]);
+    const [job] = await this.#store.enqueue([this.#toNewJob(opts, currentTraceparent())]);
     return job!;
   }
 
@@ -62,9 +63,10 @@ export class JobQueue {
    */
   async enqueueMany(opts: EnqueueOptions[]): Promise<Job[]> {
     if (!Array.isArray(opts)) throw invalidArgument('enqueueMany takes an array of EnqueueOptions');
+    const traceparent = currentTraceparent();
     const jobs = opts.map((o, i) => {
       try {
-        return this.#toNewJob(o);
+        return this.#toNewJob(o, traceparent);
       } catch (err) {
         if (err instanceof Error && opts.length > 1) err.message += ` (job ${i})`;
         throw err;
@@ -126,7 +128,7 @@ export class JobQueue {
     return this.#store.purgeFinished(olderThanMs);
   }
 
-  #toNewJob(opts: EnqueueOptions): NewJob {
+  #toNewJob(opts: EnqueueOptions, traceparent: string | undefined): NewJob {
     if (!opts || typeof opts !== 'object') throw invalidArgument('enqueue takes EnqueueOptions');
     if (opts.queue !== undefined && opts.queue !== null && typeof opts.queue !== 'string') {
       throw invalidArgument('queue must be a string');
@@ -140,6 +142,22 @@ export class JobQueue {
     }
     if (typeof opts.type !== 'string') throw invalidArgument('type must be a string');
     const { queue: _q, ...rest } = opts;
-    return { ...rest, queue };
+    if (traceparent === undefined) return { ...rest, queue };
+    return { ...rest, queue, payload: withTraceparent(opts.payload, traceparent) };
   }
+}
+
+/**
+ * The payload with the producer's `traceparent` added, when it is a plain object (or absent:
+ * stored as `{}`) without a `traceparent` of its own; anything else is returned as it is. The
+ * caller's object is never modified.
+ */
+function withTraceparent(payload: unknown, traceparent: string): unknown {
+  if (payload === undefined || payload === null) return { traceparent };
+  if (typeof payload !== 'object' || Array.isArray(payload)) return payload;
+  const proto = Object.getPrototypeOf(payload) as unknown;
+  if (proto !== Object.prototype && proto !== null) return payload;
+  // Own `traceparent` wins; a `toJSON` would decide the stored shape itself.
+  if (Object.hasOwn(payload, 'traceparent') || typeof (payload as { toJSON?: unknown }).toJSON === 'function') return payload;
+  return { ...(payload as Record<string, unknown>), traceparent };
 }

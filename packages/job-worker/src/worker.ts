@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Tracer } from '@opentelemetry/api';
-import { withOperation, type JobMetrics } from '@q/otel';
+import type { JobMetrics } from '@q/otel';
 import { QError, QErrorCode, invalidArgument } from '@q/schema';
 import type { Job, JobListener, JobOutcome, JobStore, LeasedJob } from '@q/store';
 import { retryBackoffMs } from './backoff.js';
@@ -9,6 +9,7 @@ import { Completer } from './completer.js';
 import { LEASE_DURATION_MS, RETRY_BASE_MS } from './constants.js';
 import { JobAbortedError } from './errors.js';
 import { errorFields, firstLine, silentLogger, type Logger } from './logger.js';
+import { processSpan } from './process-span.js';
 import { StepRecorder } from './step-recorder.js';
 
 /** What a handler gets besides the job: an abort signal and the attempt's step timeline. */
@@ -39,7 +40,10 @@ export interface WorkerOptions {
   logger?: Logger;
   /** Instruments from `jobMetrics(meterProvider)` of `@q/otel`. Default: none recorded. */
   metrics?: JobMetrics;
-  /** Records a `q.jobs.process` span per attempt. Default: none. */
+  /**
+   * Records a `q.jobs.process` span per attempt, linked to the producer's span when the payload
+   * carries a W3C `traceparent` (see `JobQueue.enqueue`). Default: none.
+   */
   tracer?: Tracer;
   /** First retry delay (doubles per attempt, capped at 5 min). Default 5 s. */
   retryBaseMs?: number;
@@ -388,20 +392,16 @@ export class Worker {
     let outcome: JobOutcome;
     let error: string | undefined;
     try {
-      const result = await withOperation(
-        this.#tracer,
-        'q.jobs.process',
-        async () => {
-          try {
-            return await handler(job, { signal: e.controller.signal, steps: e.recorder });
-          } catch (err) {
-            error = err instanceof Error ? err.message : String(err);
-            // The span records only the first line: messages can be long and are the handler's.
-            throw new Error(firstLine(error || 'job failed'), { cause: err });
-          }
-        },
-        { 'job.type': job.type, 'job.queue': job.queue, 'job.attempt': job.attempt },
-      );
+      const run = async (): Promise<unknown> => {
+        try {
+          return await handler(job, { signal: e.controller.signal, steps: e.recorder });
+        } catch (err) {
+          error = err instanceof Error ? err.message : String(err);
+          // The span records only the first line: messages can be long and are the handler's.
+          throw new Error(firstLine(error || 'job failed'), { cause: err });
+        }
+      };
+      const result = this.#tracer ? await processSpan(this.#tracer, job, run) : await run();
       outcome = { ...lease(e), status: 'succeeded', result };
     } catch {
       outcome = this.#failure(e, error ?? 'job failed');

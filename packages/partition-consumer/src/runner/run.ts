@@ -1,13 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { MeterProvider, TracerProvider } from '@opentelemetry/api';
-import { qTracer, withOperation, type Tracer } from '@q/otel';
+import { qTracer, type Tracer } from '@q/otel';
 import { invalidArgument } from '@q/schema';
 import { stampOf, type Request, type Stamp, type Store } from '@q/store';
 import { Consumer } from '../consumer.js';
 import { errorFields, silentLogger, type Logger } from '../logger.js';
 import { requireInt, requireName } from '../validate.js';
 import { AckBatcher } from './ack-batcher.js';
+import { handleSpan } from './handle-span.js';
 import { STORE_RETRIES, withRetries } from './retries.js';
 import { Waker } from './waker.js';
 
@@ -52,7 +53,11 @@ export interface PartitionWorkerOptions {
   signal: AbortSignal;
   /** Pino-compatible logger. Default: silent. */
   logger?: Logger;
-  /** Spans `q.partition-consumer.*`. Absent: none. */
+  /**
+   * Spans `q.partition-consumer.*`. Each request's `q.partition-consumer.handle` span starts its
+   * own trace, linked to the producer's span when the envelope is a JSON object with a W3C
+   * `traceparent` field (a malformed envelope or traceparent just means no link). Absent: none.
+   */
   tracerProvider?: TracerProvider;
   /** Metrics (partitions owned). Absent: the global meter provider. */
   meterProvider?: MeterProvider;
@@ -298,10 +303,11 @@ class PartitionWorker {
     const { req } = job;
     let outcome: Outcome | undefined;
     try {
-      const out = await withOperation(this.tracer, 'q.partition-consumer.handle', () => this.opts.handle(req, job.ctrl.signal), {
-        'q.queue': req.queue,
-        'q.partition': req.partition,
-      });
+      const handle = () => this.opts.handle(req, job.ctrl.signal);
+      // Traced: the span links back to the producer's span when the envelope carries its traceparent.
+      const out = this.tracer
+        ? await handleSpan(this.tracer, req.envelope, { 'q.queue': req.queue, 'q.partition': req.partition }, handle)
+        : await handle();
       outcome = validOutcome(out);
       if (!outcome) this.log.error({ queue: req.queue, id: req.id }, 'handler returned no valid outcome');
     } catch (err) {
