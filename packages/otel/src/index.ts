@@ -1,5 +1,5 @@
 export {
-  INSTRUMENTATION_SCOPE, instrumentClient, instrumentPool, qTracer, recordError, scrubError, withOperation,
+  INSTRUMENTATION_SCOPE, instrumentClient, instrumentPool, qTracer, recordError, scrubError, withConsumerSpan, withOperation,
 } from './pool.js';
 export {
   contextFromTraceparent, currentTraceparent, formatTraceparent, linksFromTraceparent, parseTraceparent,

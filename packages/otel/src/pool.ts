@@ -1,5 +1,6 @@
-import { SpanKind, SpanStatusCode, context, trace, type Span, type Tracer, type TracerProvider } from '@opentelemetry/api';
+import { SpanKind, SpanStatusCode, context, trace, type Span, type SpanOptions, type Tracer, type TracerProvider } from '@opentelemetry/api';
 import type pg from 'pg';
+import { linksFromTraceparent } from './propagation.js';
 
 /** Instrumentation scope name of every q span and metric. */
 export const INSTRUMENTATION_SCOPE = '@q/otel';
@@ -115,16 +116,31 @@ export function withOperation<T>(
       return Promise.reject(err);
     }
   }
-  return traced(tracer, name, fn, attributes);
+  return traced(tracer, name, fn, { kind: SpanKind.INTERNAL, ...(attributes ? { attributes } : {}) });
 }
 
-async function traced<T>(
+/**
+ * Runs a consumer's processing of one message (`q.jobs.process`, `q.partition-consumer.handle`)
+ * inside a span of kind CONSUMER that is active for `fn`. The span starts a trace of its own,
+ * **linked** to the producer's span when `traceparent` is a valid W3C value: a message is handled
+ * later, maybe more than once, so it is not a child of the enqueue.
+ */
+export function withConsumerSpan<T>(
   tracer: Tracer,
   name: string,
   fn: () => Promise<T>,
-  attributes: Record<string, string | number | boolean> | undefined,
+  opts: { attributes: Record<string, string | number | boolean>; traceparent?: string | undefined },
 ): Promise<T> {
-  const span = tracer.startSpan(name, { kind: SpanKind.INTERNAL, ...(attributes ? { attributes } : {}) });
+  return traced(tracer, name, fn, {
+    kind: SpanKind.CONSUMER,
+    root: true,
+    attributes: opts.attributes,
+    links: linksFromTraceparent(opts.traceparent),
+  });
+}
+
+async function traced<T>(tracer: Tracer, name: string, fn: () => Promise<T>, options: SpanOptions): Promise<T> {
+  const span = tracer.startSpan(name, options);
   try {
     return await context.with(trace.setSpan(context.active(), span), fn);
   } catch (err) {

@@ -1,36 +1,21 @@
-import { SpanKind, context, trace, type Tracer } from '@opentelemetry/api';
-import { linksFromTraceparent, recordError } from '@q/otel';
+import type { Tracer } from '@opentelemetry/api';
+import { withConsumerSpan } from '@q/otel';
 
 /** Envelopes longer than this are not searched for a traceparent (it is a tracing nicety). */
 const MAX_ENVELOPE_SCAN = 64 * 1024;
 
 /**
  * Runs one request's handler inside its `q.partition-consumer.handle` span (active for the
- * handler). The span starts a trace of its own, **linked** to the producer's span when the
- * envelope is a JSON object with a valid W3C `traceparent` field: a request is handled later,
- * maybe more than once, so it is not a child of the enqueue. A failure records the scrubbed
- * error with status ERROR and is rethrown.
+ * handler), linked to the producer's span when the envelope is a JSON object with a valid W3C
+ * `traceparent` field. A failure records the scrubbed error with status ERROR and is rethrown.
  */
-export async function handleSpan<T>(
+export function handleSpan<T>(
   tracer: Tracer,
   envelope: unknown,
   attributes: Record<string, string | number>,
   fn: () => Promise<T>,
 ): Promise<T> {
-  const span = tracer.startSpan('q.partition-consumer.handle', {
-    kind: SpanKind.CONSUMER,
-    root: true,
-    attributes,
-    links: linksFromTraceparent(envelopeTraceparent(envelope)),
-  });
-  try {
-    return await context.with(trace.setSpan(context.active(), span), fn);
-  } catch (err) {
-    recordError(span, err);
-    throw err;
-  } finally {
-    span.end();
-  }
+  return withConsumerSpan(tracer, 'q.partition-consumer.handle', fn, { attributes, traceparent: envelopeTraceparent(envelope) });
 }
 
 /**
