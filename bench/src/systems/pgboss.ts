@@ -6,8 +6,8 @@ import { QUEUE, type JobHarness, type JobSystem, type NoopPayload, type WorkerSt
  * pg-boss 12, tuned as its docs suggest for throughput: `batchSize` 100 per fetch,
  * `localConcurrency` = the scenario's concurrency, the shortest polling interval (0.5 s) and
  * `burstWhenBatchFull` (fetch again at once while batches come back full). LISTEN/NOTIFY is on
- * (queue `notify: true`) so idle workers wake at once. Maintenance/scheduling are off (no timers
- * competing during a run).
+ * (queue `notify: true`) so idle workers wake at once. The same settings serve the latency
+ * scenario. Maintenance/scheduling are off (no timers competing during a run).
  */
 export const pgBoss: JobSystem = {
   name: 'pg-boss',
@@ -40,11 +40,13 @@ export const pgBoss: JobSystem = {
         await boss.work<NoopPayload>(
           QUEUE,
           {
-            batchSize: opts.mode === 'throughput' ? 100 : 1,
+            // Also for latency: a fetch returns what is there at once, and after a short batch a
+            // worker waits for a notification (batchSize 1 would wait out the poll after each job).
+            batchSize: 100,
             localConcurrency: opts.concurrency,
             pollingIntervalSeconds: 0.5,
             notifyPollingIntervalSeconds: 0.5,
-            burstWhenBatchFull: opts.mode === 'throughput',
+            burstWhenBatchFull: true,
           },
           async (jobs) => {
             for (const job of jobs) opts.handle(job.data);
