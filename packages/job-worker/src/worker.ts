@@ -55,13 +55,28 @@ export interface WorkerOptions {
   maintenanceIntervalMs?: number;
   /** Crashes a job survives; the next one dead-letters it. Default 3. */
   maxResumes?: number;
-  /** Jobs claimed per statement at most. Default: `concurrency`. */
+  /**
+   * Jobs kept leased ahead of the free slots (a local queue). Default 0: claim only for free
+   * slots. With N > 0 one round trip claims up to `concurrency + N` jobs; a slot that frees up
+   * starts the next prefetched job at once, without a round trip, and the finished outcomes and
+   * the refill ride on one statement once half the local queue is used up (or 20 ms after an
+   * outcome if fewer finish). Prefetched jobs hold real leases (fencing tokens, renewed with the
+   * running ones) and are `running` in the table from the claim on, as every job a worker claims
+   * is (nothing distinguishes `leased` from `running` for lock keys, reaping or cancel). They are
+   * claimed in priority order, but a job enqueued later with a higher priority does not overtake
+   * them. On stop every prefetched job not yet started goes back to the queue at once, its
+   * attempt given back; a cancel of one ends it `cancelled` without running its handler.
+   */
+  prefetch?: number;
+  /** Jobs claimed per statement at most. Default: `concurrency + prefetch`. */
   claimBatchSize?: number;
   /** Worker id stored in `leased_by`. Default `<hostname>-<pid>-<8 hex>`. */
   workerId?: string;
 }
 
 const CLAIM_ERROR_DELAY_MS = 2_000;
+/** With prefetch, how long a finished attempt's outcome waits for a round trip to ride on. */
+const PREFETCH_FLUSH_MS = 20;
 
 /** One attempt in flight: from the claim until its outcome is written (or given back). */
 interface Execution {
@@ -76,6 +91,8 @@ interface Execution {
   released: boolean;
   /** The handler settled (its slot is free). */
   settled: boolean;
+  /** Holds a slot (false while it waits in the prefetch buffer). */
+  started: boolean;
 }
 
 type State = 'new' | 'running' | 'stopping' | 'stopped';
@@ -94,6 +111,9 @@ export class Worker {
   readonly #queues: string[];
   readonly #concurrency: number;
   readonly #batch: number;
+  readonly #prefetch: number;
+  /** Prefetched executions not yet started, in claim order. */
+  #buffer: Execution[] = [];
   readonly #logger: Logger;
   readonly #metrics: JobMetrics | undefined;
   readonly #tracer: Tracer | undefined;
@@ -132,7 +152,9 @@ export class Worker {
     this.#store = store;
     this.#queues = [...new Set(queues)];
     this.#concurrency = Math.max(Math.floor(opts.concurrency), 1);
-    this.#batch = positiveInt(opts.claimBatchSize, this.#concurrency, 'claimBatchSize');
+    this.#prefetch = opts.prefetch ?? 0;
+    if (!Number.isInteger(this.#prefetch) || this.#prefetch < 0) throw invalidArgument('prefetch must be a non-negative integer');
+    this.#batch = positiveInt(opts.claimBatchSize, this.#concurrency + this.#prefetch, 'claimBatchSize');
     this.#logger = opts.logger ?? silentLogger;
     this.#metrics = opts.metrics;
     this.#tracer = opts.tracer;
@@ -227,6 +249,7 @@ export class Worker {
     clearTimeout(this.#maintenanceTimer);
     this.#waiter?.();
     this.#completer.kick();
+    void this.#releaseBuffered();
   }
 
   get #stopping(): boolean {
@@ -239,7 +262,16 @@ export class Worker {
     let soloClaim = false;
     let retryShort = false;
     while (!this.#stopping) {
-      if (this.#concurrency - this.#busy <= 0) {
+      if (this.#prefetch > 0) {
+        if (!this.#roundDue()) {
+          const waitStarted = performance.now();
+          await this.#idle(() => this.#roundDue(), PREFETCH_FLUSH_MS);
+          if (this.#stopping) break;
+          // Outcomes waited long enough: write them (and refill what room there is).
+          const flush = performance.now() - waitStarted >= PREFETCH_FLUSH_MS && this.#completer.pending > 0;
+          if (!this.#roundDue() && !flush) continue;
+        }
+      } else if (this.#concurrency - this.#busy <= 0) {
         await this.#idle(() => this.#busy < this.#concurrency);
         continue;
       }
@@ -247,8 +279,8 @@ export class Worker {
       // round trip carries them all and claims all their replacements.
       await nextTurn();
       if (this.#stopping) break;
-      const limit = Math.min(this.#concurrency - this.#busy, this.#batch);
-      if (limit <= 0) continue;
+      const limit = Math.min(this.#room(), this.#batch);
+      if (limit <= 0 && (this.#prefetch === 0 || this.#completer.pending === 0)) continue;
       this.#workSignal = false;
       const taken = soloClaim ? [] : this.#completer.take();
       soloClaim = false;
@@ -258,7 +290,11 @@ export class Worker {
         // write would only add a commit. The finished attempts' outcomes ride along: the steady
         // state costs one statement (one commit) per batch, not a claim plus a completion.
         const claim = { queues: this.#queues, workerId: this.id, limit, leaseMs: this.#leaseMs, start: true };
-        if (taken.length > 0) {
+        if (taken.length > 0 && limit <= 0) {
+          const written = await this.#store.complete(taken.map((p) => p.outcome));
+          this.#completer.settle(taken, written);
+          jobs = [];
+        } else if (taken.length > 0) {
           const r = await this.#store.completeAndClaim(taken.map((p) => p.outcome), claim);
           this.#completer.settle(taken, r.written);
           jobs = r.jobs;
@@ -282,7 +318,7 @@ export class Worker {
       // A short batch means the queues are drained: wait for a notification or the poll. After a
       // round that also wrote outcomes, look once more first: a lock key an outcome released was
       // still held in that round's snapshot.
-      if (jobs.length < limit) {
+      if (limit > 0 && jobs.length < limit) {
         if (taken.length > 0 && !retryShort) retryShort = true;
         else {
           retryShort = false;
@@ -329,6 +365,22 @@ export class Worker {
     this.#waiter?.();
   }
 
+  /** Slots free plus prefetch room: how many jobs the next claim may take. */
+  #room(): number {
+    return this.#concurrency - this.#busy + this.#prefetch - this.#buffer.length;
+  }
+
+  /**
+   * With prefetch: a round trip is worth its commit once half the local queue (or, for a small
+   * one, at least one job) has room, or as many outcomes wait — or at once when a slot idles
+   * with nothing prefetched.
+   */
+  #roundDue(): boolean {
+    const half = Math.max(1, Math.ceil(this.#prefetch / 2));
+    if (this.#busy < this.#concurrency && this.#buffer.length === 0) return true;
+    return this.#room() >= half || this.#completer.pending >= half;
+  }
+
   async #start(jobs: LeasedJob[]): Promise<void> {
     if (this.#stopping) {
       const leases = jobs.map((j) => ({ id: j.id, leaseToken: j.leaseToken }));
@@ -337,8 +389,45 @@ export class Worker {
     }
     for (const job of jobs) {
       this.#metrics?.claimed.add(1, { 'job.queue': job.queue });
-      void this.#execute(this.#track(job));
+      this.#buffer.push(this.#track(job));
     }
+    // A claim never returns a job ahead of one buffered earlier in claim order except by
+    // priority or run_at: keep the local queue in claim order across rounds.
+    if (this.#buffer.length > jobs.length) this.#buffer.sort((a, b) => claimOrder(a.job, b.job));
+    this.#startBuffered();
+  }
+
+  /** Starts prefetched jobs in the free slots (no round trip). */
+  #startBuffered(): void {
+    while (this.#busy < this.#concurrency && this.#buffer.length > 0 && !this.#stopping) {
+      const e = this.#buffer.shift()!;
+      e.started = true;
+      this.#busy++;
+      void this.#execute(e);
+    }
+  }
+
+  /** Gives every prefetched job not yet started back to the queue at once (attempt given back). */
+  async #releaseBuffered(): Promise<void> {
+    const left = this.#buffer;
+    this.#buffer = [];
+    if (left.length === 0) return;
+    for (const e of left) e.released = true;
+    try {
+      const released = await this.#store.release(left.map(lease));
+      this.#logger.info({ worker_id: this.id, released: released.length }, 'prefetched jobs returned to the queue');
+    } catch (err) {
+      this.#logger.error(errorFields(err), 'prefetched jobs could not be returned; their leases will lapse');
+    }
+    for (const e of left) this.#untrack(e, true);
+  }
+
+  /** Drops a prefetched execution from the local queue; false if it had started. */
+  #unbuffer(e: Execution): boolean {
+    if (e.started) return false;
+    const i = this.#buffer.indexOf(e);
+    if (i >= 0) this.#buffer.splice(i, 1);
+    return true;
   }
 
   #track(job: LeasedJob): Execution {
@@ -350,9 +439,9 @@ export class Worker {
       leaseLost: false,
       released: false,
       settled: false,
+      started: false,
     };
     this.#executions.set(job.id, e);
-    this.#busy++;
     return e;
   }
 
@@ -360,7 +449,10 @@ export class Worker {
   #untrack(e: Execution, done: boolean): void {
     if (!e.settled) {
       e.settled = true;
-      this.#busy--;
+      if (e.started) {
+        this.#busy--;
+        this.#startBuffered();
+      }
       this.#waiter?.();
     }
     if (done && this.#executions.get(e.job.id) === e) {
@@ -483,6 +575,7 @@ export class Worker {
     this.#metrics?.leaseLost.add(1, { 'job.type': e.job.type });
     this.#logger.warn(this.#jobFields(e.job), 'job lease lost; aborting its handler');
     e.controller.abort(new JobAbortedError('lease_lost'));
+    if (this.#unbuffer(e)) this.#untrack(e, true);
   }
 
   #cancelRequested(id: number): void {
@@ -493,6 +586,17 @@ export class Worker {
   #cancel(e: Execution): void {
     if (e.cancelRequested) return;
     e.cancelRequested = true;
+    if (this.#unbuffer(e)) {
+      // Prefetched, not started: its handler never runs.
+      if (e.released) return;
+      void (async () => {
+        this.#untrack(e, false);
+        this.#metrics?.completed.add(1, { 'job.type': e.job.type, 'job.status': 'cancelled' });
+        await this.#record(e, { ...lease(e), status: 'cancelled' }, 'cancelled', undefined);
+        this.#settle(e);
+      })();
+      return;
+    }
     this.#logger.info(this.#jobFields(e.job), 'job cancel requested; aborting its handler');
     e.controller.abort(new JobAbortedError('cancelled'));
   }
@@ -564,6 +668,10 @@ export class Worker {
 /** Resolves after the current turn of the event loop (pending promise reactions and I/O callbacks). */
 function nextTurn(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));
+}
+
+function claimOrder(a: Job, b: Job): number {
+  return b.priority - a.priority || a.runAt.getTime() - b.runAt.getTime() || a.id - b.id;
 }
 
 function lease(e: Execution): { id: number; leaseToken: string } {
