@@ -6,7 +6,6 @@ import { JobStore } from '@q/store';
 import { buildAdminServer } from './api/server.js';
 import { KNOWN_QUEUES, type WorkerConfig } from './config.js';
 import { builtinHandlers, type HandlerMap } from './handlers/index.js';
-import { adaptHandler } from './handler-adapter.js';
 import { silentLogger, type Logger } from './logger.js';
 import { purgeTargets } from './purge-targets.js';
 import { startPurgeScheduler } from './scheduler.js';
@@ -91,7 +90,7 @@ export async function startWorkerApp(config: WorkerConfig, opts: WorkerAppOption
       }),
       ...opts.handlers,
     };
-    for (const [type, handler] of Object.entries(handlers)) worker.register(type, adaptHandler(handler));
+    for (const [type, handler] of Object.entries(handlers)) worker.register(type, handler);
     if (config.webhookSecret === undefined) log.warn({}, 'AKERDOCK_WEBHOOK_SECRET is not set: webhook.deliver jobs will dead-letter');
 
     const stopConsuming = new AbortController();

@@ -10,6 +10,5 @@ export { openApiDocument } from './api/openapi.js';
 export { AdminClient, ApiCallError, type JobPage, type RetryAnswer } from './cli/client.js';
 export { CLI_USAGE, runCli, type CliIo } from './cli/q-jobs.js';
 export { startWorkerApp, type WorkerApp, type WorkerAppOptions } from './app.js';
-export { adaptHandler } from './handler-adapter.js';
 export { startPurgeScheduler } from './scheduler.js';
 export type { EnqueueOptions, HandlerContext, HandlerFunc, Job, JobQueueLike, JobStatus, Step } from './job-types.js';

@@ -19,3 +19,15 @@ export class JobAbortedError extends QError {
     this.reason = cause;
   }
 }
+
+/**
+ * Thrown by a handler when retrying cannot help (a malformed payload, a receiver that answered
+ * 410): the job goes to the dead letter at once, whatever its attempt count, with `last_error`
+ * set to the message. Subclass it for domain-specific "give up" errors.
+ */
+export class DeadLetterError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'DeadLetterError';
+  }
+}

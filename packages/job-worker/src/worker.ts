@@ -7,7 +7,7 @@ import type { Job, JobListener, JobOutcome, JobStore, LeasedJob } from '@q/store
 import { retryBackoffMs } from './backoff.js';
 import { Completer } from './completer.js';
 import { LEASE_DURATION_MS, RETRY_BASE_MS } from './constants.js';
-import { JobAbortedError } from './errors.js';
+import { DeadLetterError, JobAbortedError } from './errors.js';
 import { errorFields, firstLine, silentLogger, type Logger } from './logger.js';
 import { processSpan } from './process-span.js';
 import { StepRecorder } from './step-recorder.js';
@@ -25,7 +25,8 @@ export interface HandlerContext {
 
 /**
  * Runs one attempt of a job. Resolve with a result (stored as JSON; non-serialisable → null) or
- * throw/reject to fail the attempt (retried with backoff, dead-lettered after `maxAttempts`).
+ * throw/reject to fail the attempt (retried with backoff, dead-lettered after `maxAttempts`; a
+ * {@link DeadLetterError} dead-letters it at once).
  * It must be idempotent: a job whose worker died is run again.
  */
 export type HandlerFunc = (job: Job, ctx: HandlerContext) => Promise<unknown>;
@@ -483,12 +484,14 @@ export class Worker {
     const started = performance.now();
     let outcome: JobOutcome;
     let error: string | undefined;
+    let deadLetter = false;
     try {
       const run = async (): Promise<unknown> => {
         try {
           return await handler(job, { signal: e.controller.signal, steps: e.recorder });
         } catch (err) {
           error = err instanceof Error ? err.message : String(err);
+          deadLetter = err instanceof DeadLetterError;
           // The span records only the first line: messages can be long and are the handler's.
           throw new Error(firstLine(error || 'job failed'), { cause: err });
         }
@@ -496,7 +499,7 @@ export class Worker {
       const result = this.#tracer ? await processSpan(this.#tracer, job, run) : await run();
       outcome = { ...lease(e), status: 'succeeded', result };
     } catch {
-      outcome = this.#failure(e, error ?? 'job failed');
+      outcome = this.#failure(e, error ?? 'job failed', deadLetter);
     }
     this.#untrack(e, false);
     if (e.cancelRequested) outcome = { ...lease(e), status: 'cancelled', ...(error !== undefined ? { error } : {}) };
@@ -508,9 +511,9 @@ export class Worker {
     this.#settle(e);
   }
 
-  #failure(e: Execution, message: string): JobOutcome {
+  #failure(e: Execution, message: string, deadLetter = false): JobOutcome {
     const { job } = e;
-    return job.attempt >= job.maxAttempts
+    return deadLetter || job.attempt >= job.maxAttempts
       ? { ...lease(e), status: 'dead_letter', error: message }
       : { ...lease(e), status: 'retry_wait', error: message, retryDelayMs: retryBackoffMs(job.attempt, this.#retryBaseMs) };
   }

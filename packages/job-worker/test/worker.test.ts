@@ -3,7 +3,7 @@
 import { JobStore, type Job } from '@q/store';
 import { createTestSchema, type TestSchema } from '@q/testing';
 import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
-import { JobAbortedError, JobQueue, KNOWN_QUEUES, Worker, type Logger, type WorkerOptions } from '../src/index.js';
+import { DeadLetterError, JobAbortedError, JobQueue, KNOWN_QUEUES, Worker, type Logger, type WorkerOptions } from '../src/index.js';
 import { waitFor } from './helpers.js';
 
 let schema: TestSchema;
@@ -116,6 +116,28 @@ it('a failing job goes to retry_wait with backoff, then to the dead letter after
   expect(dead).toMatchObject({ attempt: 2, lastError: 'boom\nat stack' });
   expect(dead.deadLetteredAt).not.toBeNull();
   expect(attempts).toEqual([1, 2]);
+});
+
+it('a DeadLetterError (or a subclass) dead-letters the job at once, whatever the attempt count', async () => {
+  class GiveUp extends DeadLetterError {}
+  const a = await queue.enqueue({ type: 'give-up', maxAttempts: 5 });
+  const b = await queue.enqueue({ type: 'give-up-sub', maxAttempts: 5 });
+  const attempts: number[] = [];
+  startWorker({ retryBaseMs: 60_000 }, (w) => {
+    w.register('give-up', async (j) => {
+      attempts.push(j.attempt);
+      throw new DeadLetterError('payload is malformed');
+    });
+    w.register('give-up-sub', async () => {
+      throw new GiveUp('receiver answered 410');
+    });
+  });
+  const dead = await waitFor(statusOf(a.uuid, 'dead_letter'));
+  expect(dead).toMatchObject({ attempt: 1, maxAttempts: 5, lastError: 'payload is malformed', leasedBy: null });
+  expect(dead.deadLetteredAt).not.toBeNull();
+  expect(attempts).toEqual([1]);
+  expect(await waitFor(statusOf(b.uuid, 'dead_letter'))).toMatchObject({ attempt: 1, lastError: 'receiver answered 410' });
+  expect(new DeadLetterError('x')).toBeInstanceOf(Error);
 });
 
 it('a job type without a handler is a failed attempt', async () => {
