@@ -46,11 +46,16 @@ export const jobs = pgTable(
   },
   (t) => [
     uniqueIndex('jobs_idempotency_key_key').on(t.idempotencyKey).where(sql`idempotency_key IS NOT NULL`),
-    uniqueIndex('jobs_lock_key_active_key').on(t.lockKey).where(sql`status IN ('leased', 'running')`),
+    // Partial on what each index serves, so a job's hot-path updates (queued → running →
+    // succeeded, all non-HOT since status is in index predicates) add no entries it cannot use.
+    uniqueIndex('jobs_lock_key_active_key').on(t.lockKey).where(sql`status IN ('leased', 'running') AND lock_key IS NOT NULL`),
     index('jobs_dequeue_idx').on(t.queue, t.priority.desc(), t.runAt, t.id).where(sql`status = 'queued'`),
     index('jobs_lease_expiry_idx').on(t.leaseExpiresAt).where(sql`status IN ('leased', 'running')`),
     index('jobs_waiting_run_at_idx').on(t.runAt).where(sql`status IN ('scheduled', 'retry_wait')`),
-    index('jobs_team_id_id_idx').on(t.teamId, t.id.desc()),
-    index('jobs_status_id_idx').on(t.status, t.id.desc()),
+    index('jobs_team_id_id_idx').on(t.teamId, t.id.desc()).where(sql`team_id IS NOT NULL`),
+    // For `list` by a rare status (a dead-letter listing would otherwise walk the primary key
+    // through every finished job). Queued and succeeded rows are found by that walk at once,
+    // leased/running ones through jobs_lease_expiry_idx, so the hot statuses stay out of it.
+    index('jobs_status_id_idx').on(t.status, t.id.desc()).where(sql`status IN ('scheduled', 'retry_wait', 'dead_letter', 'cancelled')`),
   ],
 );

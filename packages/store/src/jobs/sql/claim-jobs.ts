@@ -16,7 +16,8 @@ export interface ClaimParams {
 // pass each other. A job is skipped while another job with its lock key is leased or running, and
 // the batch keeps at most one job per lock key; two claimers can still both see a key free, in
 // which case the partial unique index jobs_lock_key_active_key refuses the second (the caller
-// retries at once). Rows locked but not picked are released when the statement commits. The
+// retries at once). The probe spells out `h.lock_key IS NOT NULL` so it matches that index's
+// predicate on its own. Rows locked but not picked are released when the statement commits. The
 // ORDER BY spells out NULLS LAST to match jobs_dequeue_idx exactly (priority is NOT NULL, but the
 // planner only uses an index for ordering when the null placement matches).
 /** The `cand` and `pick` CTEs of a claim (shared with the combined complete-and-claim). */
@@ -29,7 +30,8 @@ cand AS (
     SELECT j.id, j.lock_key, j.priority, j.run_at FROM jobs j
     WHERE j.queue = q.name AND j.status = 'queued' AND j.run_at <= now()
       AND (j.lock_key IS NULL OR NOT EXISTS (
-            SELECT 1 FROM jobs h WHERE h.lock_key = j.lock_key AND h.status IN ('leased', 'running')))
+            SELECT 1 FROM jobs h
+            WHERE h.lock_key = j.lock_key AND h.lock_key IS NOT NULL AND h.status IN ('leased', 'running')))
     ORDER BY j.priority DESC NULLS LAST, j.run_at, j.id
     LIMIT ${p.limit}
     FOR UPDATE OF j SKIP LOCKED
