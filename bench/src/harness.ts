@@ -46,7 +46,7 @@ export interface HarnessOptions {
 
 /**
  * Runs a scenario: one warm-up per system, then `reps` rounds with the systems interleaved
- * (A B C A B C …) so drift of a shared machine hits every system alike; each run in a fresh database.
+ * (A B C, B C A, …) so drift of a shared machine hits every system alike; each run in a fresh database.
  */
 export async function runScenario(scenario: Scenario, opts: HarnessOptions): Promise<ScenarioResult> {
   const results = new Map<string, SystemResult>();
@@ -63,8 +63,10 @@ export async function runScenario(scenario: Scenario, opts: HarnessOptions): Pro
   if (!opts.smoke) rounds.push({ warmup: true, label: 'warm-up' });
   for (let r = 1; r <= reps; r++) rounds.push({ warmup: false, label: `rep ${r}/${reps}` });
 
-  for (const round of rounds) {
-    for (const sys of active) {
+  for (const [r, round] of rounds.entries()) {
+    // Rotate the order every round (A B C, B C A, …): no system always runs first or last.
+    const order = active.map((_, i) => active[(i + r) % active.length] as (typeof active)[number]);
+    for (const sys of order) {
       const res = results.get(sys.name) as SystemResult;
       if (res.failed) continue;
       const prefix = `[${scenario.name}] ${round.label} ${sys.name}`;
