@@ -3,7 +3,7 @@ import type { Queryable } from './db.js';
 const TEXT = `
 UPDATE jobs SET status = 'running', updated_at = now()
 FROM unnest($1::int8[], $2::uuid[]) AS u(id, token)
-WHERE jobs.id = u.id AND jobs.lease_token = u.token AND jobs.status = 'leased'
+WHERE jobs.id = ANY($1::int8[]) AND jobs.id = u.id AND jobs.lease_token = u.token AND jobs.status = 'leased'
 RETURNING jobs.id, jobs.cancel_requested_at IS NOT NULL AS cancel_requested`;
 
 /** leased → running for the leases still held; returns them with their cancel flag. */

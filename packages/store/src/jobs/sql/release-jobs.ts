@@ -11,7 +11,7 @@ WITH r AS (
     attempt = greatest(jobs.attempt - 1, 0),
     leased_by = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
   FROM unnest($1::int8[], $2::uuid[]) AS u(id, token)
-  WHERE jobs.id = u.id AND jobs.lease_token = u.token
+  WHERE jobs.id = ANY($1::int8[]) AND jobs.id = u.id AND jobs.lease_token = u.token
   RETURNING jobs.id, jobs.queue, jobs.status
 )
 SELECT r.id, (SELECT count(*) FROM (SELECT pg_notify($3, 'q:' || d.queue)
