@@ -29,69 +29,115 @@ export function instrumentPool<P extends pg.Pool>(pool: P, tracerProvider?: Trac
   return pool;
 }
 
+/** What a statement span carries, computed once per distinct statement (see {@link statementInfo}). */
+interface StatementInfo {
+  readonly text: string;
+  readonly spanName: string;
+  readonly options: SpanOptions;
+}
+
+type Callback = (err: unknown, res: unknown) => void;
+
 /** Adds statement spans to one client (see {@link instrumentPool}). Idempotent. */
 export function instrumentClient(client: pg.ClientBase, tracer: Tracer): void {
   const target = client as unknown as { query: QueryFn; [INSTRUMENTED]?: boolean };
   if (target[INSTRUMENTED]) return;
   target[INSTRUMENTED] = true;
-  const original = target.query.bind(client) as QueryFn;
-  target.query = (...args: unknown[]) => {
-    const config = args[0];
-    const text = typeof config === 'string' ? config : ((config as { text?: string } | undefined)?.text ?? '');
-    const name = typeof config === 'object' && config ? (config as { name?: string }).name : undefined;
-    const operation = firstKeyword(text);
-    const span = tracer.startSpan(
-      name ? `${operation} ${name}` : operation,
-      {
-        kind: SpanKind.CLIENT,
-        attributes: {
-          'db.system': 'postgresql',
-          'db.statement': text,
-          'db.operation': operation,
-          ...(name ? { 'db.statement.name': name } : {}),
-        },
-      },
-      context.active(),
-    );
-    let ended = false;
-    const finish = (err?: unknown) => {
-      if (ended) return;
-      ended = true;
-      if (err) recordError(span, err);
-      span.end();
-    };
-    const last = args[args.length - 1];
-    if (typeof last === 'function') {
-      // Callback style (pg's Pool.query uses it).
-      const cb = last as (err: unknown, res: unknown) => void;
-      args[args.length - 1] = (err: unknown, res: unknown) => {
-        finish(err);
-        cb(err, res);
-      };
+  const original = target.query;
+  // Fixed arity, no rest/spread: pg's own signature is (config, values?, callback?), and it
+  // tells a callback in second place apart by its type, so passing `undefined` through is exact.
+  target.query = function instrumentedQuery(config: unknown, values?: unknown, callback?: unknown): unknown {
+    const info = statementInfo(config);
+    const span = tracer.startSpan(info.spanName, info.options, context.active());
+    if (typeof callback === 'function') {
+      // Callback style (pg's Pool.query uses it): the span ends in the callback, no promise.
+      return callOriginal(original, client, span, config, values, endingCallback(span, callback as Callback));
     }
-    let result: unknown;
-    try {
-      result = original(...args);
-    } catch (err) {
-      finish(err);
-      throw err;
-    }
-    if (typeof last === 'function') return result;
-    if (result && typeof (result as Promise<unknown>).then === 'function') {
+    if (typeof values === 'function') return callOriginal(original, client, span, config, endingCallback(span, values as Callback), undefined);
+    const result = callOriginal(original, client, span, config, values, undefined);
+    if (result !== null && typeof result === 'object' && typeof (result as Promise<unknown>).then === 'function') {
       (result as Promise<unknown>).then(
-        () => finish(),
-        (err: unknown) => finish(err),
+        () => span.end(),
+        (err: unknown) => endWithError(span, err),
       );
     } else {
-      // Submittables (cursors, streams) end on their own events.
+      // Submittables (cursors, streams) end on their own events, maybe both: end once.
       const sub = result as { once?: (ev: string, fn: (e?: unknown) => void) => void } | undefined;
       if (sub?.once) {
+        let ended = false;
+        const finish = (err?: unknown) => {
+          if (ended) return;
+          ended = true;
+          if (err) endWithError(span, err);
+          else span.end();
+        };
         sub.once('end', () => finish());
-        sub.once('error', (e) => finish(e));
-      } else finish();
+        sub.once('error', finish);
+      } else span.end();
     }
     return result;
   };
+}
+
+function callOriginal(original: QueryFn, client: unknown, span: Span, config: unknown, values: unknown, callback: unknown): unknown {
+  try {
+    return callback === undefined ? original.call(client, config, values) : original.call(client, config, values, callback);
+  } catch (err) {
+    endWithError(span, err);
+    throw err;
+  }
+}
+
+function endingCallback(span: Span, cb: Callback): Callback {
+  return (err, res) => {
+    if (err) endWithError(span, err);
+    else span.end();
+    cb(err, res);
+  };
+}
+
+function endWithError(span: Span, err: unknown): void {
+  recordError(span, err);
+  span.end();
+}
+
+// Statement texts of a process are few (q's are named constants), so span name, attributes and
+// options are built once per distinct statement and shared by every span of it (the SDK copies
+// attributes into the span). The caches are bounded so a caller sending ever-new SQL texts
+// cannot grow them without limit: past the bound, new texts are described per call.
+const MAX_CACHED = 1024;
+const byName = new Map<string, StatementInfo>();
+const byText = new Map<string, StatementInfo>();
+
+/** Span name and options of the statement `config` (a SQL string or a pg query config). */
+function statementInfo(config: unknown): StatementInfo {
+  let text = '';
+  let name: string | undefined;
+  if (typeof config === 'string') text = config;
+  else if (typeof config === 'object' && config !== null) {
+    const c = config as { text?: unknown; name?: unknown };
+    if (typeof c.text === 'string') text = c.text;
+    if (typeof c.name === 'string' && c.name) name = c.name;
+  }
+  const cache = name === undefined ? byText : byName;
+  const key = name ?? text;
+  const hit = cache.get(key);
+  // A name is bound to one text per connection; compare anyway so a span never shows stale SQL.
+  if (hit !== undefined && hit.text === text) return hit;
+  const info = describeStatement(text, name);
+  if (hit !== undefined || cache.size < MAX_CACHED) cache.set(key, info);
+  return info;
+}
+
+function describeStatement(text: string, name: string | undefined): StatementInfo {
+  const operation = firstKeyword(text);
+  const attributes: Record<string, string> = {
+    'db.system': 'postgresql',
+    'db.statement': text,
+    'db.operation': operation,
+  };
+  if (name !== undefined) attributes['db.statement.name'] = name;
+  return { text, spanName: name !== undefined ? `${operation} ${name}` : operation, options: { kind: SpanKind.CLIENT, attributes } };
 }
 
 /**
@@ -116,7 +162,7 @@ export function withOperation<T>(
       return Promise.reject(err);
     }
   }
-  return traced(tracer, name, fn, { kind: SpanKind.INTERNAL, ...(attributes ? { attributes } : {}) });
+  return traced(tracer, name, fn, attributes ? { kind: SpanKind.INTERNAL, attributes } : INTERNAL);
 }
 
 /**
@@ -139,16 +185,30 @@ export function withConsumerSpan<T>(
   });
 }
 
-async function traced<T>(tracer: Tracer, name: string, fn: () => Promise<T>, options: SpanOptions): Promise<T> {
-  const span = tracer.startSpan(name, options);
+const INTERNAL: SpanOptions = { kind: SpanKind.INTERNAL };
+
+// One context lookup, and one promise hop (a `then` on fn's promise) instead of an async
+// function's await + finally.
+function traced<T>(tracer: Tracer, name: string, fn: () => Promise<T>, options: SpanOptions): Promise<T> {
+  const parent = context.active();
+  const span = tracer.startSpan(name, options, parent);
+  let result: Promise<T>;
   try {
-    return await context.with(trace.setSpan(context.active(), span), fn);
+    result = context.with(trace.setSpan(parent, span), fn);
   } catch (err) {
-    recordError(span, err);
-    throw err;
-  } finally {
-    span.end();
+    endWithError(span, err);
+    return Promise.reject(err);
   }
+  return Promise.resolve(result).then(
+    (value) => {
+      span.end();
+      return value;
+    },
+    (err: unknown) => {
+      endWithError(span, err);
+      throw err;
+    },
+  );
 }
 
 /** The tracer q uses for operation spans, or `undefined` (no cost) without a provider. */

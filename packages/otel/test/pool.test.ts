@@ -117,6 +117,33 @@ describe('instrumentPool with a tracer provider', () => {
     expect(exported(stmt)).not.toContain(SECRET);
   });
 
+  it('describes each statement by its own text and name when many run (per-statement cache), callback style too', async () => {
+    const pool = instrumentPool(newPool(), tracing.provider);
+    const client = await pool.connect();
+    try {
+      for (let round = 0; round < 3; round++) {
+        await client.query({ name: 'q_test_one', text: 'SELECT 1 AS one' });
+        await client.query('UPDATE items SET body = body WHERE id = $1', [round]);
+        await new Promise<void>((resolve, reject) => {
+          client.query('DELETE FROM items WHERE id = -1', (err: Error | undefined) => (err ? reject(err) : resolve()));
+        });
+      }
+    } finally {
+      client.release();
+    }
+    const spans = tracing.spans();
+    expect(spans.map((s) => s.name).sort()).toEqual([
+      ...Array<string>(3).fill('DELETE'), ...Array<string>(3).fill('SELECT q_test_one'), ...Array<string>(3).fill('UPDATE'),
+    ]);
+    for (const s of spans) {
+      const expected = s.name === 'DELETE' ? 'DELETE FROM items WHERE id = -1'
+        : s.name === 'UPDATE' ? 'UPDATE items SET body = body WHERE id = $1' : 'SELECT 1 AS one';
+      expect(s.attributes['db.statement']).toBe(expected);
+      expect(s.attributes['db.operation']).toBe(s.name.split(' ')[0]);
+      expect(s.attributes['db.statement.name']).toBe(s.name === 'SELECT q_test_one' ? 'q_test_one' : undefined);
+    }
+  });
+
   it('is idempotent: instrumenting twice gives one span per statement', async () => {
     const pool = instrumentPool(instrumentPool(newPool(), tracing.provider), tracing.provider);
     await pool.query('SELECT 1');
