@@ -80,6 +80,21 @@ describe('runPartitionWorker', () => {
     expect(JSON.stringify(log.lines)).not.toContain('"basic-'); // no request ids or payloads in routine logs
   });
 
+  it('writes a partial ack batch as soon as no handler is left running, not after ackFlushMs', async () => {
+    const q = 'rw-idle-flush';
+    await store.enqueue(requests(q, ids('idle', 5)));
+    const ac = new AbortController();
+    const done = runPartitionWorker({
+      ...base(q, ac, async (req) => ({ result: { route: 'rw-idle-flush-out', payload: req.id } })),
+      ackBatchSize: 8,
+      ackFlushMs: 600_000, // a timer flush would come long after the wait below gives up
+    });
+    await waitFor(async () => (await results('rw-idle-flush-out')) === 5);
+    ac.abort();
+    expect(await done).toMatchObject({ dispatched: 5, acked: 5, fenced: 0, abandoned: 0 });
+    expect(await left(q)).toBe(0);
+  });
+
   it('applies retry, defer and handler failures, then finishes', async () => {
     const q = 'rw-outcomes';
     await store.enqueue(requests(q, ['retry-me', 'defer-me', 'throw-me', 'junk-me']));

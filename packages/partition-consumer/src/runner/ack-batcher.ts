@@ -13,7 +13,8 @@ interface Pending {
 
 /**
  * Collects results and writes them with one `Consumer.ack` (one transaction) per batch: when
- * `size` are waiting, or `flushMs` after the first one arrived. A batch that still fails after
+ * `size` are waiting, when the owner calls {@link AckBatcher.flush} (nothing else can join), or
+ * `flushMs` after the first one arrived. A batch that still fails after
  * retries is abandoned (the next rebalance returns it to pending).
  */
 export class AckBatcher {
@@ -43,7 +44,8 @@ export class AckBatcher {
     while (this.writing.size > 0) await Promise.all([...this.writing]);
   }
 
-  private flush(): void {
+  /** Writes what is queued now (no-op when nothing is). */
+  flush(): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
     if (this.pending.length === 0) return;

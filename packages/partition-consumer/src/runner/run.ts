@@ -63,7 +63,7 @@ export interface PartitionWorkerOptions {
   meterProvider?: MeterProvider;
   /** Wait (ms) after a poll that found less than it could take. Default 1000. */
   pollIntervalMs?: number;
-  /** Results written per ack transaction at most. Default 32. */
+  /** Results written per ack transaction at most. Default `batchSize` (capped at `concurrency`). */
   ackBatchSize?: number;
   /** Longest wait (ms) of a result for its batch to fill. Default 5. */
   ackFlushMs?: number;
@@ -94,6 +94,9 @@ export interface PartitionWorkerStats {
   /** Handlers that threw or returned no valid outcome. */
   failed: number;
 }
+
+/** Fastest rebalance beat, used while partitions are moving. */
+const RAPID_BEAT_MS = 100;
 
 /** Longest wait of a stop for outcome writes still in progress (each is bounded by its retries anyway). */
 const SHUTDOWN_WRITE_MS = 5_000;
@@ -135,7 +138,8 @@ class PartitionWorker {
   private readonly rebalanceWaker = new Waker();
   private readonly pollWaker = new Waker();
   private readonly settleWaker = new Waker();
-  private readonly stopWaker = new Waker();
+  /** Cuts short the wait after a poll that found little: a stop, or partitions gained. */
+  private readonly idleWaker = new Waker();
   private readonly firstRebalance: Promise<void>;
   private resolveFirst: () => void = () => undefined;
   private readonly pollIntervalMs: number;
@@ -155,7 +159,8 @@ class PartitionWorker {
     if (!(opts.signal instanceof AbortSignal)) throw invalidArgument('signal must be an AbortSignal');
     this.pollIntervalMs = opts.pollIntervalMs ?? 1000;
     requireInt(this.pollIntervalMs, 'pollIntervalMs', 1);
-    const ackBatchSize = opts.ackBatchSize ?? 32;
+    // One ack transaction per dispatched batch by default: a commit per result batch is the cost.
+    const ackBatchSize = opts.ackBatchSize ?? opts.batchSize;
     requireInt(ackBatchSize, 'ackBatchSize', 1);
     const ackFlushMs = opts.ackFlushMs ?? 5;
     requireInt(ackFlushMs, 'ackFlushMs', 0);
@@ -191,7 +196,7 @@ class PartitionWorker {
     void stopped.then(() => {
       this.stopping = true;
       this.pollWaker.wake();
-      this.stopWaker.wake();
+      this.idleWaker.wake();
     });
 
     const rebalanceLoop = this.rebalanceLoop();
@@ -228,12 +233,25 @@ class PartitionWorker {
 
   private async rebalanceLoop(): Promise<void> {
     const interval = Math.max(100, Math.floor(this.opts.leaseTtlMs / 3));
+    // While partitions move (start, join/leave of a peer, hand-over) beat sooner: 100 ms, then
+    // doubling back to `interval` once nothing changes. Draining partitions keep the fast beat so
+    // they are released as soon as their work is settled, not a whole interval later.
+    let fast = RAPID_BEAT_MS;
+    let held = '';
+    let active = new Set<number>();
     while (this.rebalancing) {
       const started = Date.now();
       await this.rebalanceOnce();
       this.resolveFirst();
       if (!this.rebalancing) break;
-      await this.rebalanceWaker.wait(started + interval - Date.now());
+      const state = this.consumer.inspect();
+      const now = `${state.active.join(',')}|${state.draining.join(',')}`;
+      fast = now !== held || state.draining.length > 0 ? RAPID_BEAT_MS : fast * 2;
+      // New partitions to dispatch from: an idle poll loop need not sleep out its interval.
+      if (state.active.some((p) => !active.has(p))) this.idleWaker.wake();
+      held = now;
+      active = new Set(state.active);
+      await this.rebalanceWaker.wait(started + Math.min(interval, fast) - Date.now());
     }
   }
 
@@ -266,8 +284,9 @@ class PartitionWorker {
     const worthPolling = Math.max(1, Math.floor(Math.min(batchSize, concurrency) / 2));
     let failures = 0;
     while (!this.stopping) {
-      // Backpressure: no new work while a full round of outcomes is still being written.
-      const free = this.settling >= concurrency ? 0 : concurrency - this.running.size;
+      // Backpressure: no new work while more than a full round of outcomes is still being written.
+      // One round may be written while the next is polled and handled (the poll overlaps the ack).
+      const free = this.settling > concurrency ? 0 : concurrency - this.running.size;
       if (free < worthPolling) {
         await this.pollWaker.wait(this.pollIntervalMs);
         continue;
@@ -285,8 +304,8 @@ class PartitionWorker {
       }
       // Rows dispatched while stopping are still handled: they are ours and the stop waits for them.
       for (const r of rows) this.start(r);
-      // Waits are cut short only by a stop, not by freed capacity: nothing is waiting.
-      if (rows.length < limit && !this.stopping) await this.stopWaker.wait(this.pollIntervalMs);
+      // Waits are cut short by a stop or by partitions gained, not by freed capacity: nothing is waiting.
+      if (rows.length < limit && !this.stopping) await this.idleWaker.wait(this.pollIntervalMs);
     }
   }
 
@@ -318,7 +337,10 @@ class PartitionWorker {
     this.settling++;
     this.wake();
     try {
-      await this.settle(job, outcome);
+      const settled = this.settle(job, outcome);
+      // No handler left to join the ack batch: write it now instead of waiting for `ackFlushMs`.
+      if (this.running.size === 0) this.acks.flush();
+      await settled;
     } catch (err) {
       this.log.error({ ...errorFields(err), queue: req.queue, id: req.id }, 'settling a request failed');
     } finally {
