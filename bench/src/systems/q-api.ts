@@ -53,7 +53,7 @@ export interface QWorker {
 }
 export interface QJobWorkerModule {
   JobQueue: new (store: QJobStore, opts: { knownQueues: string[] }) => QJobQueue;
-  Worker: new (store: QJobStore, opts: { queues: string[]; concurrency: number; tracer?: Tracer }) => QWorker;
+  Worker: new (store: QJobStore, opts: { queues: string[]; concurrency: number; prefetch?: number; tracer?: Tracer }) => QWorker;
 }
 
 // ---- @q/partition-consumer ---------------------------------------------------------------
