@@ -2,29 +2,11 @@ import { currentTraceparent } from '@q/otel';
 import { QError, QErrorCode, invalidArgument } from '@q/schema';
 import type { Job, JobListFilter, JobPage, JobStore, NewJob } from '@q/store';
 
-/** A job to enqueue. */
-export interface EnqueueOptions {
-  /** Logical queue; must be one of the queue's `knownQueues`. Default `default`. */
-  queue?: string;
-  /** Job type: selects the handler a worker runs. */
-  type: string;
-  /** Any JSON value (no BigInt, function, symbol or cycle). Absent: `{}`. */
-  payload?: unknown;
-  /** Higher is claimed first. Default 0. */
-  priority?: number;
-  /** Not before this instant: a future `runAt` makes the job `scheduled`. Absent/past: `queued` now. */
-  runAt?: Date;
-  /** Attempts before the dead letter. Default 5; at least 1. */
-  maxAttempts?: number;
-  /** Global idempotency key: enqueueing it again returns the original job, unchanged. */
-  idempotencyKey?: string;
-  /** At most one job per lock key is leased or running at a time. */
-  lockKey?: string;
-  teamId?: number;
-  resourceId?: number;
-  /** The job this one retries (set by {@link JobQueue.retryDeadLetter}). */
-  retryOfId?: number;
-}
+/**
+ * A job to enqueue: the store's {@link NewJob}, with `queue` optional (default `default`; it must
+ * be one of the queue's `knownQueues`).
+ */
+export type EnqueueOptions = Omit<NewJob, 'queue'> & { queue?: string };
 
 /** Options of {@link JobQueue}. */
 export interface JobQueueOptions {
