@@ -1,8 +1,8 @@
 import type { Scenario } from '../scenario.js';
 import { jobDrain, jobEnqueue, jobLatency } from './jobs.js';
 import { otelDispatchAck, otelJobDrain } from './otel.js';
-import { partitionNewcomer, partitionRedelivery } from './partition.js';
-import { quotaAcquire, quotaAdmit } from './quota.js';
+import { partitionNewcomer, partitionRedelivery, partitionRunnersProcs } from './partition.js';
+import { quotaAcquire, quotaAcquireProcs, quotaAdmit, quotaAdmitProcs } from './quota.js';
 import { requestDispatchAck, requestEnqueue } from './requests.js';
 
 /** Every scenario, in the order a full run executes them. */
@@ -14,15 +14,23 @@ export function allScenarios(): Scenario[] {
     jobLatency(),
     requestEnqueue(),
     requestDispatchAck(1),
+    requestDispatchAck(2),
     requestDispatchAck(4),
     quotaAdmit(1),
     quotaAdmit(1000),
     quotaAcquire(1),
     quotaAcquire(1000),
+    quotaAdmitProcs(1),
+    quotaAdmitProcs(1000),
+    quotaAcquireProcs(1),
+    quotaAcquireProcs(1000),
     otelJobDrain(),
     otelDispatchAck(),
     partitionNewcomer(),
     partitionRedelivery(),
+    partitionRunnersProcs(1),
+    partitionRunnersProcs(2),
+    partitionRunnersProcs(4),
   ];
 }
 

@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
@@ -149,6 +149,106 @@ export function partitionRedelivery(): Scenario {
             if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
             stop.abort();
             await survivor;
+            await store.close();
+          }
+        },
+      },
+    ],
+  };
+}
+
+/** A child process started by {@link partitionRunnersProcs}, with what it printed. */
+interface RunnerChild {
+  proc: ChildProcessWithoutNullStreams;
+  out: string;
+  err: string;
+}
+
+function startRunner(dsn: string, owner: string, ttl: number): RunnerChild {
+  const proc = spawn(process.execPath, childArgs('partition-noop-runner'), {
+    env: { ...process.env, BENCH_DSN: dsn, BENCH_QUEUE: QUEUE, BENCH_ROUTE: ROUTE, BENCH_OWNER: owner, BENCH_TTL_MS: String(ttl) },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  const c: RunnerChild = { proc, out: '', err: '' };
+  proc.stdout.on('data', (b: Buffer) => (c.out += b.toString()));
+  proc.stderr.on('data', (b: Buffer) => (c.err = (c.err + b.toString()).slice(-2_000)));
+  return c;
+}
+
+const alive = (c: RunnerChild) => c.proc.exitCode === null && c.proc.signalCode === null;
+
+/**
+ * Dispatch (batch 256) → no-op handling → ack with `procs` child processes, each running one
+ * `runPartitionWorker` (concurrency 256, its own pool of 4). The children open their stores first;
+ * measured from the moment all are told to start (partition acquisition included) until every
+ * result exists. Exactly one result per request and an empty queue are verified after the children
+ * were stopped with SIGTERM (each must exit 0).
+ */
+export function partitionRunnersProcs(procs: number): Scenario {
+  const ttl = 5_000;
+  return {
+    name: `partition-runners-p${procs}`,
+    ...(procs !== 2 ? { smokeCoveredBy: 'partition-runners-p2' } : {}),
+    title: `request dispatch → ack, batch 256, ${procs} runner process(es), 20,000 requests`,
+    metrics: [{ key: 'rate', unit: 'req/s', better: 'higher' }],
+    baseline: 'q',
+    systems: [
+      {
+        name: 'q',
+        skip,
+        async run(ctx) {
+          const { Store } = await need(loadStore);
+          const n = ctx.n(20_000, 500);
+          const store = await Store.open(ctx.dsn, { maxConns: 2 });
+          const children: RunnerChild[] = [];
+          try {
+            const deadline = Math.floor(Date.now() / 1000) + 3600;
+            for (let from = 0; from < n; from += 1_000) {
+              const count = Math.min(1_000, n - from);
+              await store.enqueue(
+                Array.from({ length: count }, (_, k) => ({ id: idOf(from + k), token: 't', queue: QUEUE, deadline, envelope: '{}', payload: PAYLOAD })),
+              );
+            }
+            for (let k = 0; k < procs; k++) children.push(startRunner(ctx.dsn, `proc-${k}`, ttl));
+            const failure = () => children.find((c) => !alive(c));
+            await waitUntil(async () => children.every((c) => c.out.includes('ready\n')) || failure() !== undefined, 60_000, `${procs} runner processes ready`);
+            const dead = failure();
+            check(dead === undefined, `runner exited before starting (${String(dead?.proc.exitCode)}): ${dead?.err ?? ''}`);
+            const t0 = performance.now();
+            for (const c of children) c.proc.stdin.write('go\n');
+            await waitUntil(
+              async () => {
+                const gone = failure();
+                check(gone === undefined, `runner died (${String(gone?.proc.exitCode ?? gone?.proc.signalCode)}): ${gone?.err ?? ''}`);
+                return (await store.resultDepth(ROUTE)) >= n;
+              },
+              120_000,
+              `${n} results`,
+              5,
+            );
+            const s = (performance.now() - t0) / 1000;
+            const exits = children.map((c) => new Promise<number | null>((r) => c.proc.once('exit', (code) => r(code))));
+            for (const c of children) c.proc.kill('SIGTERM');
+            const codes = await Promise.all(exits);
+            check(codes.every((c) => c === 0), `runner exit codes after SIGTERM: ${codes.join(',')}: ${children.map((c) => c.err).join(' | ')}`);
+            const row = (
+              await store.pool.query<{ total: string; distinct: string; known: string }>(
+                `SELECT count(*) AS total, count(DISTINCT id) AS distinct,
+                        count(*) FILTER (WHERE id ~ '^r[0-9]+$' AND substr(id, 2)::int < $2) AS known
+                   FROM async_results WHERE route = $1`,
+                [ROUTE, n],
+              )
+            ).rows[0];
+            const [total, distinct, known] = [Number(row?.total), Number(row?.distinct), Number(row?.known)];
+            check(
+              total === n && distinct === n && known === n,
+              `expected exactly one result for each of ${n} requests: ${total} results, ${distinct} distinct ids, ${known} known ids`,
+            );
+            const left = Number((await store.pool.query<{ n: string }>('SELECT count(*) AS n FROM async_requests')).rows[0]?.n);
+            check(left === 0, `${left} requests left after every result was written`);
+            return { rate: n / s };
+          } finally {
+            for (const c of children) if (alive(c)) c.proc.kill('SIGKILL');
             await store.close();
           }
         },
