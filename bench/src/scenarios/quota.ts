@@ -1,7 +1,8 @@
 import { performance } from 'node:perf_hooks';
 import type { Scenario, System } from '../scenario.js';
 import { check } from '../verify.js';
-import { qQuotaClient, qQuotaStore, rawSqlQuota, type QuotaSystem } from '../systems/quota.js';
+import { loadQuota, missing } from '../systems/q-api.js';
+import { qQuotaClient, qQuotaStore, rawSqlQuota, runQuotaClients, slotsInUse, type QuotaSystem } from '../systems/quota.js';
 
 const SYSTEMS = [qQuotaClient, qQuotaStore, rawSqlQuota];
 /** Concurrent callers in the process (each awaits its operation before the next). */
@@ -115,5 +116,82 @@ export function quotaAcquire(keys: 1 | 1000): Scenario {
         }
       }),
     ),
+  };
+}
+
+/** Client processes of the `-procs8` scenarios, and concurrent callers in each. */
+const PROCS = 8;
+const PROC_CALLERS = 4;
+
+/**
+ * Admission like {@link quotaAdmit}, but by {@link PROCS} `Quota` clients in separate processes
+ * ({@link PROC_CALLERS} callers each), so the per-key batching of one client no longer sees every
+ * caller: each key's limit is half its calls over all processes, and the admissions summed over
+ * the processes must be exactly that. Timed from the start signal (every child connected) to the
+ * last child's report.
+ */
+export function quotaAdmitProcs(keys: 1 | 1000): Scenario {
+  const name = keys === 1 ? 'quota-admit-hot-procs8' : 'quota-admit-1k-procs8';
+  return {
+    name,
+    smokeCoveredBy: keys === 1 ? 'quota-admit-hot' : 'quota-admit-1k',
+    title: `quota admit, ${keys === 1 ? 'one hot key' : '1,000 keys'}, ${PROCS} client processes × ${PROC_CALLERS} callers`,
+    metrics: [{ key: 'rate', unit: 'calls/s', better: 'higher' }],
+    baseline: 'q',
+    systems: [
+      {
+        name: 'q',
+        skip: () => missing(loadQuota),
+        async run(ctx) {
+          const n = ctx.n(keys === 1 ? 4_000 : 5_000, 200);
+          const { reports, seconds } = await runQuotaClients({ dsn: ctx.dsn, mode: 'admit', keys, n, procs: PROCS, callers: PROC_CALLERS, limit: 0 });
+          const perKey = new Map<string, number>();
+          for (let i = 0; i < n; i++) perKey.set(keyOf(keys, i), (perKey.get(keyOf(keys, i)) ?? 0) + 1);
+          const admitted = new Map<string, number>();
+          for (const r of reports) for (const [k, c] of Object.entries(r.admitted)) admitted.set(k, (admitted.get(k) ?? 0) + c);
+          check(admitted.size <= perKey.size, `admissions on ${admitted.size} keys, only ${perKey.size} used`);
+          for (const [k, calls] of perKey) {
+            const got = admitted.get(k) ?? 0;
+            const limit = Math.ceil(calls / 2);
+            check(got === limit, `q procs: key ${k} admitted ${got} over ${PROCS} processes, limit ${limit}`);
+          }
+          return { rate: n / seconds };
+        },
+      },
+    ],
+  };
+}
+
+/**
+ * Acquire + release like {@link quotaAcquire}, by {@link PROCS} `Quota` clients in separate
+ * processes ({@link PROC_CALLERS} callers each) with a limit of half of all callers. Every child
+ * must complete its share of pairs, no child may hold more than the limit at once, and no slot may
+ * be left held on the keys at the end.
+ */
+export function quotaAcquireProcs(keys: 1 | 1000): Scenario {
+  const name = keys === 1 ? 'quota-acquire-hot-procs8' : 'quota-acquire-1k-procs8';
+  const limit = (PROCS * PROC_CALLERS) / 2;
+  return {
+    name,
+    smokeCoveredBy: keys === 1 ? 'quota-acquire-hot' : 'quota-acquire-1k',
+    title: `quota acquire + release, ${keys === 1 ? 'one hot key' : '1,000 keys'}, limit ${limit}, ${PROCS} client processes × ${PROC_CALLERS} callers`,
+    metrics: [{ key: 'rate', unit: 'pairs/s', better: 'higher' }],
+    baseline: 'q',
+    systems: [
+      {
+        name: 'q',
+        skip: () => missing(loadQuota),
+        async run(ctx) {
+          const n = ctx.n(keys === 1 ? 2_000 : 3_000, 100);
+          const { reports, seconds } = await runQuotaClients({ dsn: ctx.dsn, mode: 'acquire', keys, n, procs: PROCS, callers: PROC_CALLERS, limit });
+          const pairs = reports.reduce((a, r) => a + r.pairs, 0);
+          check(pairs === n, `q procs: ${pairs} acquire+release pairs reported, ${n} expected`);
+          for (const r of reports) check(r.peak <= limit, `q procs: a process held ${r.peak} slots at once, limit ${limit}`);
+          const left = await slotsInUse(ctx.dsn);
+          check(left === 0, `q procs: ${left} slots still held after every release`);
+          return { rate: n / seconds, refused: reports.reduce((a, r) => a + r.refused, 0) };
+        },
+      },
+    ],
   };
 }

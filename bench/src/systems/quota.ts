@@ -1,3 +1,7 @@
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { loadQuota, missing, need } from './q-api.js';
 
@@ -121,3 +125,118 @@ export const rawSqlQuota: QuotaSystem = {
     };
   },
 };
+
+/** What one `quota-client` child reports when its share is done. */
+export interface QuotaClientReport {
+  /** Admissions per key (admit mode). */
+  admitted: Record<string, number>;
+  /** Acquire + release pairs completed (acquire mode). */
+  pairs: number;
+  /** Acquires refused at the limit (and retried). */
+  refused: number;
+  /** Most slots this process held at once. */
+  peak: number;
+  /** Seconds this process took for its share. */
+  seconds: number;
+}
+
+/** Options of {@link runQuotaClients}. */
+export interface QuotaClientsOptions {
+  dsn: string;
+  mode: 'admit' | 'acquire';
+  keys: number;
+  /** Operations over all processes. */
+  n: number;
+  procs: number;
+  /** Concurrent callers in each process. */
+  callers: number;
+  /** Slot limit (acquire mode; admit limits are half of each key's calls). */
+  limit: number;
+}
+
+/** How to start the child script: from TypeScript sources under tsx, or built. */
+function childArgs(script: string): string[] {
+  const here = path.dirname(fileURLToPath(import.meta.url));
+  const ts = import.meta.url.endsWith('.ts');
+  const file = path.join(here, '..', 'children', `${script}.${ts ? 'ts' : 'js'}`);
+  return ts ? ['--conditions=q-source', '--import', 'tsx', file] : [file];
+}
+
+/**
+ * Starts `procs` `quota-client` children, waits until each is connected, then starts them all at
+ * once and waits for their reports. Returns the reports and the wall-clock seconds from the start
+ * signal to the last report. Throws (with the child's stderr) if any child fails.
+ */
+export async function runQuotaClients(o: QuotaClientsOptions): Promise<{ reports: QuotaClientReport[]; seconds: number }> {
+  const children = Array.from({ length: o.procs }, (_, index) => {
+    const child = spawn(process.execPath, childArgs('quota-client'), {
+      env: {
+        ...process.env,
+        BENCH_DSN: o.dsn,
+        BENCH_MODE: o.mode,
+        BENCH_KEYS: String(o.keys),
+        BENCH_N: String(o.n),
+        BENCH_PROCS: String(o.procs),
+        BENCH_INDEX: String(index),
+        BENCH_CALLERS: String(o.callers),
+        BENCH_LIMIT: String(o.limit),
+      },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let err = '';
+    let out = '';
+    child.stderr.on('data', (b: Buffer) => (err += b.toString()));
+    const messages: Array<Record<string, unknown>> = [];
+    const waiters: Array<() => void> = [];
+    child.stdout.on('data', (b: Buffer) => {
+      out += b.toString();
+      let nl: number;
+      while ((nl = out.indexOf('\n')) >= 0) {
+        const line = out.slice(0, nl).trim();
+        out = out.slice(nl + 1);
+        if (line.startsWith('{')) messages.push(JSON.parse(line) as Record<string, unknown>);
+        waiters.splice(0).forEach((w) => w());
+      }
+    });
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    child.once('exit', () => waiters.splice(0).forEach((w) => w()));
+    /** Resolves with the first message having `field`; rejects if the child exits first. */
+    const message = async (field: string, timeoutMs: number): Promise<Record<string, unknown>> => {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const m = messages.find((x) => x[field] === true);
+        if (m) return m;
+        if (child.exitCode !== null || child.signalCode !== null) {
+          throw new Error(`quota-client ${index} exited (${String(child.exitCode ?? child.signalCode)}) before '${field}': ${err.slice(-1000)}`);
+        }
+        if (Date.now() > deadline) throw new Error(`quota-client ${index}: no '${field}' within ${timeoutMs} ms: ${err.slice(-1000)}`);
+        await new Promise<void>((r) => {
+          waiters.push(r);
+          setTimeout(r, 1_000);
+        });
+      }
+    };
+    return { child, message, exited };
+  });
+  try {
+    await Promise.all(children.map((c) => c.message('ready', 120_000)));
+    const t0 = performance.now();
+    for (const c of children) c.child.stdin.write('go\n');
+    const reports = (await Promise.all(children.map((c) => c.message('done', 600_000)))) as unknown as QuotaClientReport[];
+    const seconds = (performance.now() - t0) / 1000;
+    await Promise.all(children.map((c) => c.exited));
+    return { reports, seconds };
+  } finally {
+    for (const c of children) if (c.child.exitCode === null && c.child.signalCode === null) c.child.kill('SIGKILL');
+  }
+}
+
+/** Slots held right now over every key (the run's database is its own), read straight from the table. */
+export async function slotsInUse(dsn: string): Promise<number> {
+  const pool = new pg.Pool({ connectionString: dsn, max: 1 });
+  try {
+    return Number((await pool.query<{ n: string | null }>('SELECT sum(used) AS n FROM async_quota_slots')).rows[0]?.n ?? 0);
+  } finally {
+    await pool.end();
+  }
+}
