@@ -56,3 +56,28 @@ export function connectionError(dsn: string, err: unknown): QError {
   const reason = redactDsn(err instanceof Error ? err.message : String(err));
   return new QError(QErrorCode.CONNECTION, `cannot connect to ${redactDsn(dsn)}: ${reason}`, { cause: err });
 }
+
+/**
+ * Runs `fn` in a transaction on one pooled connection: COMMIT when it resolves, ROLLBACK when it
+ * throws (the error is rethrown). A connection that cannot even roll back is destroyed, not
+ * given back to the pool.
+ */
+export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  let broken = false;
+  try {
+    try {
+      await client.query('BEGIN');
+      const out = await fn(client);
+      await client.query('COMMIT');
+      return out;
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => {
+        broken = true;
+      });
+      throw err;
+    }
+  } finally {
+    client.release(broken);
+  }
+}

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { withTransaction } from '@q/schema';
 import { DB_NOW_MS, type Queryable } from './queryable.js';
 
 // Every step takes the row locks async_quota_acquire / async_quota_admit take, with SKIP LOCKED:
@@ -87,30 +88,17 @@ export async function reapQuota(pool: pg.Pool, limit: number): Promise<number> {
   return changed;
 }
 
-async function expireAdmissions(pool: pg.Pool, limit: number): Promise<number> {
-  const client = await pool.connect();
-  let broken = false;
-  try {
-    await client.query('BEGIN');
+function expireAdmissions(pool: pg.Pool, limit: number): Promise<number> {
+  return withTransaction(pool, async (client) => {
     const { rows } = await client.query<{ key: string; window_ms: string }>({
       name: 'q_quota_reap_lock_windows',
       text: lockExpiredWindows,
       values: [limit],
     });
-    const n = rows.length === 0
+    return rows.length === 0
       ? 0
-      : await count(client, 'q_quota_reap_admits', expireAdmits, [rows.map((r) => r.key), rows.map((r) => r.window_ms), limit]);
-    await client.query('COMMIT');
-    return n;
-  } catch (err) {
-    // A connection that cannot even roll back is not given back to the pool.
-    await client.query('ROLLBACK').catch(() => {
-      broken = true;
-    });
-    throw err;
-  } finally {
-    client.release(broken);
-  }
+      : count(client, 'q_quota_reap_admits', expireAdmits, [rows.map((r) => r.key), rows.map((r) => r.window_ms), limit]);
+  });
 }
 
 async function count(db: Queryable, name: string, text: string, values: unknown[]): Promise<number> {

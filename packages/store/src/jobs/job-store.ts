@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Tracer } from '@opentelemetry/api';
 import { instrumentPool, qTracer, withOperation } from '@q/otel';
-import { QError, QErrorCode, invalidArgument, migrate, openPool } from '@q/schema';
+import { QError, QErrorCode, invalidArgument, migrate, openPool, withTransaction } from '@q/schema';
 import type pg from 'pg';
 import type { OpenOptions } from '../options.js';
 import { decodeCursor, encodeCursor } from './cursor.js';
@@ -462,25 +462,10 @@ export class JobStore {
     return withOperation(this.#tracer, `q.jobs.${name}`, fn, attributes);
   }
 
-  async #transaction<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-    const client = await this.pool.connect();
-    let broken = false;
-    try {
-      await client.query('BEGIN');
-      try {
-        const out = await fn(client);
-        await client.query('COMMIT');
-        return out;
-      } catch (err) {
-        await client.query('ROLLBACK').catch(() => {
-          broken = true;
-        });
-        throw err;
-      }
-    } finally {
-      client.release(broken);
-    }
+  #transaction<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    return withTransaction(this.pool, fn);
   }
+
 }
 
 function claimOrder(a: Job, b: Job): number {
