@@ -83,7 +83,9 @@ export class QuotaStore {
 
   /**
    * Extends a live holder's lease to `ttlMs` from now. `false` once it lapsed, or when it is
-   * unknown or deleted: a lapsed holder is never revived, so its slots never count again.
+   * unknown or deleted: a lapsed holder is never revived, so its slots never count again. A
+   * renewal that finds the lease over records the lapse in the holder's row, so a later step back
+   * of the database clock does not undo it either.
    */
   async renewQuotaHolder(holder: string, ttlMs: number): Promise<boolean> {
     checkName('holder', holder);
@@ -106,7 +108,9 @@ export class QuotaStore {
   /**
    * Grants up to `n` slots of `key` to `holder`, so that the slots of `key` held by live holders
    * never exceed `limit` (the limit is per call: callers with different limits on one key share
-   * one count). Acquires on one key serialise across processes. Returns the grant, `0..n`.
+   * one count). Acquires on one key serialise across processes. Every holder it counts as lapsed
+   * (its own one included) is recorded as lapsed, so no clock step revives slots it gave away.
+   * Returns the grant, `0..n`.
    * @throws QuotaHolderLapsedError when `holder` lapsed, is unknown or was deleted.
    */
   async acquireQuotaSlots(holder: string, key: string, n: number, limit: number): Promise<number> {

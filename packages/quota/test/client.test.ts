@@ -1,7 +1,7 @@
 import { createTestSchema, type TestSchema } from '@q/testing';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createQuota, type Quota, type Release } from '../src/index.js';
+import { createQuota, type Quota, type QuotaOptions, type Release } from '../src/index.js';
 import { lapseHolder, liveSlots, sleep, waitFor } from './helpers.js';
 
 let schema: TestSchema;
@@ -232,12 +232,12 @@ describe('Quota client', () => {
 
 describe('Quota client lifecycle', () => {
   it('renews its holder every ttl/3, reaps, and close() deletes its holders and refuses new calls', async () => {
-    const quota = await createQuota({ dsn: schema.dsn, ttlMs: 600, reapIntervalMs: 200, maxConns: 3 });
+    const quota = await createQuota({ dsn: schema.dsn, ttlMs: 1_000, reapIntervalMs: 200, maxConns: 3 });
     const release = await quota.acquire('tenant:life', 1);
     expect(release).not.toBeNull();
     const [h] = quota.holders;
     // Several TTLs later the holder is still live (renewed), so its slot still counts.
-    await sleep(2_000);
+    await sleep(3_000);
     expect(await liveSlots(pool, 'tenant:life')).toBe(1);
     expect(await quota.acquire('tenant:life', 1)).toBeNull();
     await release!();
@@ -246,5 +246,111 @@ describe('Quota client lifecycle', () => {
     expect(await holderRows()).not.toContain(h);
     await expect(quota.acquire('tenant:life', 1)).rejects.toMatchObject({ code: 'CLOSED' });
     await expect(quota.admit('tenant:life', 1, 1000)).rejects.toMatchObject({ code: 'CLOSED' });
+  });
+});
+
+describe('Quota client TTL and timer ranges', () => {
+  // A client created by mistake is closed at once: its timers must not outlive the check.
+  const refusal = (opts: QuotaOptions) =>
+    createQuota(opts).then(
+      async (q) => void (await q.close()),
+      (err: unknown) => err,
+    );
+
+  it('rejects a ttlMs below 1 s with INVALID_ARGUMENT', async () => {
+    for (const ttlMs of [1, 100, 500, 999, 999.5]) {
+      const err = await refusal({ pool, ttlMs, migrate: false });
+      expect(err, `ttlMs ${ttlMs}`).toMatchObject({ code: 'INVALID_ARGUMENT' });
+      expect((err as Error).message).toContain('ttlMs');
+    }
+  });
+
+  it('rejects a ttlMs or reapIntervalMs past the longest Node timer with INVALID_ARGUMENT', async () => {
+    for (const ttlMs of [2 ** 31, 3 * 2 ** 31, Number.MAX_SAFE_INTEGER]) {
+      const err = await refusal({ pool, ttlMs, migrate: false });
+      expect(err, `ttlMs ${ttlMs}`).toMatchObject({ code: 'INVALID_ARGUMENT' });
+      expect((err as Error).message).toContain('ttlMs');
+    }
+    for (const reapIntervalMs of [0, 2 ** 31, 3 * 2 ** 31]) {
+      const err = await refusal({ pool, reapIntervalMs, migrate: false });
+      expect(err, `reapIntervalMs ${reapIntervalMs}`).toMatchObject({ code: 'INVALID_ARGUMENT' });
+    }
+  });
+
+  it('the largest ttlMs and reapIntervalMs are accepted and their timers do not fire early', async () => {
+    const quota = await createQuota({ pool, ttlMs: 2 ** 31 - 1, reapIntervalMs: 2 ** 31 - 1, migrate: false });
+    try {
+      expect(await quota.acquire('tenant:long-ttl', 1)).not.toBeNull();
+      const before = statements.length;
+      await sleep(300);
+      // An overflowing timer would fire every 1 ms: hundreds of renewals by now.
+      expect(statements.slice(before)).toEqual([]);
+    } finally {
+      await quota.close();
+    }
+  });
+
+  it('4 clients at the smallest TTL, holding slots for several TTLs, never have more than the limit in use together', async () => {
+    const LIMIT = 5;
+    const TTL = 1_000;
+    const key = 'tenant:short-ttl';
+    const clients = await Promise.all(Array.from({ length: 4 }, () => createQuota({ dsn: schema.dsn, ttlMs: TTL, maxConns: 2 })));
+    let inUse = 0;
+    let peak = 0;
+    let grants = 0;
+    const until = performance.now() + 5_000;
+    try {
+      await Promise.all(
+        clients.flatMap((quota, c) =>
+          Array.from({ length: 3 }, async (_, w) => {
+            while (performance.now() < until) {
+              const release = await quota.acquire(key, LIMIT);
+              if (!release) {
+                await sleep(10 + ((c + w) % 5));
+                continue;
+              }
+              inUse += 1;
+              peak = Math.max(peak, inUse);
+              grants += 1;
+              // Held for up to 2.5 TTLs: only the renewals keep these slots counted.
+              await sleep(200 + ((grants * 397) % 2_300));
+              inUse -= 1;
+              await release();
+            }
+          }),
+        ),
+      );
+    } finally {
+      await Promise.all(clients.map((q) => q.close()));
+    }
+    expect(peak).toBeLessThanOrEqual(LIMIT);
+    expect(peak).toBe(LIMIT); // the test really contended
+    expect(grants).toBeGreaterThan(LIMIT);
+  });
+});
+
+describe('Quota client close', () => {
+  it('close() refuses acquires whose statement is in flight with CLOSED, and their slots go to others at once', async () => {
+    const key = 'tenant:closing';
+    const a = await createQuota({ pool, ttlMs: 3_000, migrate: false });
+    const lock = await lockKey(key);
+    const inFlight = Array.from({ length: 3 }, () => a.acquire(key, 3));
+    for (const p of inFlight) p.catch(() => undefined); // asserted below
+    await waitForLockWait();
+    const closing = a.close();
+    await lock.unlock();
+    await closing;
+    for (const p of inFlight) await expect(p).rejects.toMatchObject({ code: 'CLOSED' });
+    expect(await liveSlots(pool, key)).toBe(0);
+    // Nobody holds them: another client gets all three.
+    const b = await createQuota({ pool, ttlMs: 3_000, migrate: false });
+    try {
+      const got = await Promise.all(Array.from({ length: 3 }, () => b.acquire(key, 3)));
+      expect(got.every((r) => r !== null)).toBe(true);
+      expect(await liveSlots(pool, key)).toBe(3);
+      await Promise.all(got.map((r) => r!()));
+    } finally {
+      await b.close();
+    }
   });
 });

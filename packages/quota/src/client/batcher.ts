@@ -29,6 +29,16 @@ interface Lane<T> {
 export class Batcher<T> {
   readonly #lanes = new Map<string, Lane<T>>();
   readonly #pumps = new Set<Promise<void>>();
+  readonly #refusing: () => unknown;
+
+  /**
+   * @param refusing Asked when a statement's outcome arrives: an error (e.g. `CLOSED` once the
+   * client is closing) rejects every caller of that statement, and its grants go to `unused`, so
+   * nobody is handed a grant that is about to stop counting. `undefined`: serve as usual.
+   */
+  constructor(refusing: () => unknown = () => undefined) {
+    this.#refusing = refusing;
+  }
 
   /**
    * Queues one caller on `lane`, served by `run(n)` (used only when the lane is idle: callers of
@@ -96,9 +106,11 @@ export class Batcher<T> {
           continue;
         }
         let left = outcome.granted;
+        const refusal = this.#refusing();
         for (const w of batch) {
           if (w.done) continue;
-          if (left > 0) {
+          if (refusal !== undefined) settle(w, (x) => x.reject(refusal));
+          else if (left > 0) {
             left -= 1;
             settle(w, (x) => x.resolve(outcome.grant()));
           } else settle(w, (x) => x.resolve(outcome.refusal));

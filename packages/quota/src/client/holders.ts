@@ -15,7 +15,7 @@ export interface Holder {
   /** Its lease lapsed (renew said no): its slots no longer count anywhere. */
   lapsed: boolean;
   deleting: boolean;
-  /** `performance.now()` of the last successful renewal (or the registration). */
+  /** `performance.now()` when the last successful renewal (or the registration) was sent. */
   renewedAt: number;
 }
 
@@ -79,15 +79,17 @@ export class Holders {
 
   /**
    * Renews every holder not yet deleted (retired ones too: their outstanding grants must keep
-   * counting), retires holders that lapsed or could not be renewed for a whole TTL, retries
-   * failed deletions, then reaps other processes' holders that lapsed more than a TTL ago.
+   * counting), retires holders that lapsed or could not be renewed for a whole TTL, and retries
+   * failed deletions.
    */
   async heartbeat(): Promise<void> {
     await Promise.all(
       [...this.#all].filter((h) => !h.deleting && !h.lapsed).map(async (h) => {
+        // The new lease runs from when the database ran the renewal: no earlier than this.
+        const sentAt = performance.now();
         try {
           if (await this.#store.renewQuotaHolder(h.name, this.#ttlMs)) {
-            h.renewedAt = performance.now();
+            h.renewedAt = sentAt;
             return;
           }
           h.lapsed = true;
@@ -105,6 +107,10 @@ export class Holders {
       }),
     );
     for (const h of this.#all) this.#maybeDelete(h);
+  }
+
+  /** Reaps other processes' holders that lapsed more than a TTL ago. */
+  async reap(): Promise<void> {
     await this.#store.reapQuotaHolders(this.#ttlMs);
   }
 
@@ -127,9 +133,10 @@ export class Holders {
 
   async #register(): Promise<Holder> {
     const name = `${this.#prefix}-${randomBytes(4).toString('hex')}`;
+    const sentAt = performance.now();
     // A name is single-use: whatever happens to this registration, it is never registered again.
     await this.#store.registerQuotaHolder(name, this.#ttlMs);
-    const h: Holder = { name, known: 0, retired: false, lapsed: false, deleting: false, renewedAt: performance.now() };
+    const h: Holder = { name, known: 0, retired: false, lapsed: false, deleting: false, renewedAt: sentAt };
     this.#all.add(h);
     this.#current = h;
     this.#log.debug({ holder: name }, 'quota holder registered');

@@ -19,10 +19,17 @@ export interface QuotaOptions extends OpenOptions {
   dsn?: string;
   /** A pool you own and close yourself. */
   pool?: pg.Pool;
-  /** Lease of the client's holders, renewed every `ttlMs / 3` (at least 100 ms). A crashed
-   * process's slots count until its lease lapses. Default 30 000. */
+  /**
+   * Lease of the client's holders in ms, renewed every `ttlMs / 3`. A crashed process's slots
+   * count until its lease lapses. An integer from 1 000 (shorter leases lapse under ordinary
+   * statement and event-loop delays, and a lapsed holder's grants stop counting while still in
+   * use) to 2 147 483 647 (Node's longest timer). Default 30 000.
+   */
   ttlMs?: number;
-  /** How often expired admissions and idle rows are reaped (`reapQuota`). Default `max(ttlMs, 1000)`. */
+  /**
+   * How often expired admissions and idle rows are reaped (`reapQuota`), checked at each renewal.
+   * An integer from 1 to 2 147 483 647. Default `max(ttlMs, 1000)`.
+   */
   reapIntervalMs?: number;
   /** Rows of each kind one reap deletes at most. Default 1000. */
   reapLimit?: number;
@@ -33,6 +40,14 @@ export interface QuotaOptions extends OpenOptions {
 }
 
 const DEFAULT_TTL_MS = 30_000;
+/**
+ * Shortest holder lease: renewals every third of it must land before it ends, through pool
+ * waits, slow statements and event-loop stalls; at 100 ms, holders lapsed between renewals and
+ * other clients were granted slots still in use.
+ */
+export const MIN_TTL_MS = 1_000;
+/** Longest delay a Node timer takes; a longer one fires after 1 ms, over and over. */
+export const MAX_TIMER_MS = 2_147_483_647;
 
 /**
  * Creates a {@link Quota} client on `opts.dsn` (its own pool; the `quota` module is migrated
@@ -41,8 +56,8 @@ const DEFAULT_TTL_MS = 30_000;
 export async function createQuota(opts: QuotaOptions): Promise<Quota> {
   if (!opts || typeof opts !== 'object') throw invalidArgument('createQuota needs options');
   if ((opts.dsn === undefined) === (opts.pool === undefined)) throw invalidArgument('createQuota needs exactly one of dsn and pool');
-  const ttlMs = checkInt('ttlMs', opts.ttlMs ?? DEFAULT_TTL_MS, 1);
-  const reapIntervalMs = checkInt('reapIntervalMs', opts.reapIntervalMs ?? Math.max(ttlMs, 1000), 1);
+  const ttlMs = checkInt('ttlMs', opts.ttlMs ?? DEFAULT_TTL_MS, MIN_TTL_MS, MAX_TIMER_MS);
+  const reapIntervalMs = checkInt('reapIntervalMs', opts.reapIntervalMs ?? Math.max(ttlMs, 1000), 1, MAX_TIMER_MS);
   const reapLimit = checkInt('reapLimit', opts.reapLimit ?? 1000, 1, MAX_INT4);
   const holderPrefix = checkName('holderPrefix', opts.holderPrefix ?? safeHostname());
   let store: QuotaStore;
@@ -79,10 +94,14 @@ export class Quota {
   readonly #log: Logger;
   readonly #holders: Holders;
   readonly #releases: ReleaseQueue;
-  readonly #slots = new Batcher<Release | null>();
+  // Once closing, a grant in flight is refused: close() deletes the holder, so the slot would stop
+  // counting while its caller used it. (An admission in flight is spent either way: it is kept.)
+  readonly #slots = new Batcher<Release | null>(() => (this.#closed ? closedError('Quota') : undefined));
   readonly #rates = new Batcher<boolean>();
   #timer: NodeJS.Timeout | undefined;
   #tick: Promise<void> | undefined;
+  #upkeep: Promise<void> | undefined;
+  #beatAt = performance.now();
   #lastReap = performance.now();
   #closed = false;
   #closing: Promise<void> | undefined;
@@ -144,9 +163,10 @@ export class Quota {
   }
 
   /**
-   * Stops renewing and reaping, refuses new calls (`CLOSED`), lets statements in flight finish,
-   * flushes releases, deletes this client's holders (their slots stop counting at once) and
-   * closes the pool it opened. Idempotent.
+   * Stops renewing and reaping, refuses new calls (`CLOSED`), lets statements in flight finish —
+   * acquires in flight then reject with `CLOSED` and their slots are given back —, flushes
+   * releases, deletes this client's holders (their slots stop counting at once) and closes the
+   * pool it opened. Idempotent.
    */
   close(): Promise<void> {
     this.#closing ??= this.#close();
@@ -157,6 +177,7 @@ export class Quota {
     this.#closed = true;
     clearTimeout(this.#timer);
     await this.#tick;
+    await this.#upkeep;
     const closed = closedError('Quota');
     this.#slots.rejectQueued(closed);
     this.#rates.rejectQueued(closed);
@@ -169,6 +190,8 @@ export class Quota {
   async #acquireBatch(key: string, limit: number, n: number): Promise<BatchOutcome<Release | null>> {
     let retried = false;
     for (;;) {
+      // Never register a fresh holder for a client that is closing.
+      if (this.#closed) throw closedError('Quota');
       const h = await this.#holders.live();
       if (h.retired) continue; // retired while we resumed: never grant on it
       this.#holders.hold(h, 1);
@@ -207,15 +230,22 @@ export class Quota {
     return () => (released ??= this.#closing ? Promise.resolve() : this.#releases.enqueue(h, key, 1));
   }
 
+  /**
+   * Renewals run at a fixed rate, every third of the TTL counted from the start of the previous
+   * one, so a slow renewal does not push the next one back; reaping runs beside them, never in
+   * their way.
+   */
   #schedule(): void {
     if (this.#closed) return;
-    const every = Math.max(100, Math.floor(this.#settings.ttlMs / 3));
+    const every = Math.floor(this.#settings.ttlMs / 3);
+    const delay = Math.max(0, this.#beatAt + every - performance.now());
     this.#timer = setTimeout(() => {
+      this.#beatAt = performance.now();
       this.#tick = this.#heartbeat().finally(() => {
         this.#tick = undefined;
         this.#schedule();
       });
-    }, every);
+    }, delay);
     // Background upkeep never keeps a process alive on its own.
     this.#timer.unref();
   }
@@ -225,6 +255,16 @@ export class Quota {
       await this.#holders.heartbeat();
     } catch (err) {
       this.#log.warn(errorFields(err), 'quota heartbeat failed');
+    }
+    if (!this.#closed) this.#upkeep ??= this.#reap().finally(() => (this.#upkeep = undefined));
+  }
+
+  /** Reaps other processes' holders that lapsed more than a TTL ago, and every `reapIntervalMs` expired rows. */
+  async #reap(): Promise<void> {
+    try {
+      await this.#holders.reap();
+    } catch (err) {
+      this.#log.warn(errorFields(err), 'quota holder reap failed');
     }
     if (this.#closed || performance.now() - this.#lastReap < this.#settings.reapIntervalMs) return;
     this.#lastReap = performance.now();

@@ -1,8 +1,12 @@
 import { DB_NOW_MS, type Queryable } from './queryable.js';
 
+// Rows in use right now (a renewal, an acquire marking them lapsed) are skipped, left for the
+// next reap: reaps never wait for, or deadlock with, those statements or each other.
 const text = `
 WITH gone AS (
-  DELETE FROM async_quota_holders WHERE expires_ms < ${DB_NOW_MS} - $1::bigint RETURNING holder
+  DELETE FROM async_quota_holders WHERE holder IN (
+    SELECT holder FROM async_quota_holders WHERE expires_ms < ${DB_NOW_MS} - $1::bigint FOR UPDATE SKIP LOCKED
+  ) RETURNING holder
 ), slots AS (
   DELETE FROM async_quota_slots WHERE holder IN (SELECT holder FROM gone)
 )

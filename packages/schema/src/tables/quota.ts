@@ -1,4 +1,4 @@
-import { bigint, index, integer, pgTable, primaryKey, text } from 'drizzle-orm/pg-core';
+import { bigint, boolean, index, integer, pgTable, primaryKey, text } from 'drizzle-orm/pg-core';
 
 /** One row per concurrency key; exists to be row-locked so acquires on a key serialise. */
 export const asyncQuotaKeys = pgTable('async_quota_keys', {
@@ -9,6 +9,8 @@ export const asyncQuotaKeys = pgTable('async_quota_keys', {
 export const asyncQuotaHolders = pgTable('async_quota_holders', {
   holder: text('holder').primaryKey(),
   expiresMs: bigint('expires_ms', { mode: 'number' }).notNull(),
+  /** Set by the first statement that sees the lease over; a lapsed holder never counts again, whatever the clock does. */
+  lapsed: boolean('lapsed').notNull().default(false),
 });
 
 /** Concurrency slots in use per (key, holder). */
