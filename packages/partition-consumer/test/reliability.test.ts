@@ -1,6 +1,6 @@
 // Issue #14 for the consumer and runner: items 10, 18, 20, 25 and the lease bounce ("Also").
 import type { TestSchema } from '@q/testing';
-import type { Request, Store } from '@q/store';
+import type { Store } from '@q/store';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Consumer, runPartitionWorker, type Logger, type Outcome, type PartitionWorkerOptions } from '../src/index.js';
