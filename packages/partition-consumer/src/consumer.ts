@@ -1,11 +1,11 @@
 import type { MeterProvider, TracerProvider } from '@opentelemetry/api';
 import { METRIC, observeGauge, qTracer, withOperation, type Tracer } from '@q/otel';
-import { QError, QErrorCode } from '@q/schema';
+import { QError, QErrorCode, isQError } from '@q/schema';
 import { PARTITIONS, type Completion, type Lease, type Request, type Stamp, type Store } from '@q/store';
 import { joinErrors } from './errors.js';
 import { silentLogger, type Logger } from './logger.js';
 import { Serial } from './serial.js';
-import { requireArray, requireDate, requireInt, requireName } from './validate.js';
+import { requireArray, requireDate, requireInt, requireMs, requireName, requireOptionalObject, requireStamp } from './validate.js';
 
 /** Options of a {@link Consumer}. */
 export interface ConsumerOptions {
@@ -92,8 +92,12 @@ export class Consumer {
     requireName(queue, 'queue');
     requireName(owner, 'owner');
     if (!opts || typeof opts !== 'object') throw new QError(QErrorCode.INVALID_ARGUMENT, 'options are required');
-    requireInt(opts.leaseTtlMs, 'leaseTtlMs', 1);
-    requireInt(opts.drainTimeoutMs, 'drainTimeoutMs', 0);
+    // Timer-sized: a runner rebalances every leaseTtlMs / 3, and Node fires an over-long timer at once.
+    requireMs(opts.leaseTtlMs, 'leaseTtlMs', 1);
+    requireMs(opts.drainTimeoutMs, 'drainTimeoutMs', 0);
+    requireOptionalObject(opts.logger, 'logger', 'debug', 'info', 'warn', 'error');
+    requireOptionalObject(opts.tracerProvider, 'tracerProvider', 'getTracer');
+    requireOptionalObject(opts.meterProvider, 'meterProvider', 'getMeter');
     this.store = store;
     this.queue = queue;
     this.owner = owner;
@@ -170,14 +174,16 @@ export class Consumer {
 
   /**
    * Returns dispatched requests to pending, not dispatched again before `notBefore` (Unix s).
-   * Fenced stamps are skipped silently. On error the stamps are abandoned, then the error is thrown.
+   * Fenced stamps are skipped silently. On error the stamps are abandoned, then the error is thrown
+   * (`INVALID_ARGUMENT` writes and abandons nothing).
    */
   async defer(stamps: Stamp[], notBefore: number): Promise<void> {
     requireArray(stamps, 'stamps');
     try {
       await this.store.defer(this.owner, stamps, notBefore);
     } catch (err) {
-      this.abandon(...stamps);
+      // Bad input wrote nothing and changes nothing; any other failure leaves the outcome unknown.
+      if (!isQError(err, QErrorCode.INVALID_ARGUMENT)) this.abandon(...stamps);
       throw err;
     }
     for (const s of stamps) this.done(s);
@@ -185,14 +191,15 @@ export class Consumer {
 
   /**
    * Returns dispatched requests to pending at once, keeping their deadline order. Fenced stamps
-   * are skipped silently. On error the stamps are abandoned, then the error is thrown.
+   * are skipped silently. On error the stamps are abandoned, then the error is thrown
+   * (`INVALID_ARGUMENT` writes and abandons nothing).
    */
   async undispatch(stamps: Stamp[]): Promise<void> {
     requireArray(stamps, 'stamps');
     try {
       await this.store.undispatch(this.owner, stamps);
     } catch (err) {
-      this.abandon(...stamps);
+      if (!isQError(err, QErrorCode.INVALID_ARGUMENT)) this.abandon(...stamps);
       throw err;
     }
     for (const s of stamps) this.done(s);
@@ -201,9 +208,11 @@ export class Consumer {
   /**
    * Gives up on requests whose outcome could not be written: they stop counting as in flight and
    * the next rebalance (or close) returns them to pending. Stamps of an older attempt than the
-   * tracked one, or untracked stamps, are ignored.
+   * tracked one, or untracked stamps, are ignored. Anything not shaped like a stamp is
+   * `INVALID_ARGUMENT`, and then none of the given stamps is abandoned.
    */
   abandon(...stamps: Stamp[]): void {
+    stamps.forEach((s, i) => requireStamp(s, `stamps[${i}]`));
     for (const s of stamps) {
       const k = keyString(s);
       const t = this.inflight.get(k);

@@ -1,10 +1,14 @@
+import { QErrorCode, isQError } from '@q/schema';
 import type { Completion } from '@q/store';
 import type { Consumer } from '../consumer.js';
 import { errorFields, type Logger } from '../logger.js';
 import { STORE_RETRIES, withRetries } from './retries.js';
 
-/** What became of one result: written, refused (fenced: no longer ours), or abandoned after failed writes. */
-export type AckOutcome = 'acked' | 'fenced' | 'abandoned';
+/**
+ * What became of one result: written, refused (fenced: no longer ours), abandoned after failed
+ * writes, or refused by the store as bad input (`invalid`: writing it again would fail again).
+ */
+export type AckOutcome = 'acked' | 'fenced' | 'abandoned' | 'invalid';
 
 interface Pending {
   completion: Completion;
@@ -14,8 +18,10 @@ interface Pending {
 /**
  * Collects results and writes them with one `Consumer.ack` (one transaction) per batch: when
  * `size` are waiting, when the owner calls {@link AckBatcher.flush} (nothing else can join), or
- * `flushMs` after the first one arrived. A batch that still fails after
- * retries is abandoned (the next rebalance returns it to pending).
+ * `flushMs` after the first one arrived. Only transient (`CONNECTION`) errors are retried; a
+ * batch that still fails (or fails otherwise) is abandoned (the next rebalance returns it to
+ * pending). A batch the store refuses as bad input (`INVALID_ARGUMENT`, nothing written) is
+ * written again one result at a time, so a bad result fails alone, never its neighbours.
  */
 export class AckBatcher {
   private pending: Pending[] = [];
@@ -29,7 +35,7 @@ export class AckBatcher {
     private readonly log: Logger,
   ) {}
 
-  /** Queues one result; resolves once it was written, fenced or abandoned. Never rejects. */
+  /** Queues one result; resolves once it was written, fenced, abandoned or refused. Never rejects. */
   add(completion: Completion): Promise<AckOutcome> {
     return new Promise<AckOutcome>((resolve) => {
       this.pending.push({ completion, resolve });
@@ -68,6 +74,17 @@ export class AckBatcher {
       });
       if (fenced > 0) this.log.info({ queue: this.consumer.queue, fenced }, 'results fenced (requests no longer owned)');
     } catch (err) {
+      if (isQError(err, QErrorCode.INVALID_ARGUMENT)) {
+        if (batch.length > 1) {
+          // Nothing was written (bad input is refused before any statement): find the bad one(s).
+          this.log.warn({ ...errorFields(err), count: batch.length }, 'ack refused; writing the batch one result at a time');
+          await Promise.all(batch.map((p) => this.write([p])));
+          return;
+        }
+        this.log.error({ ...errorFields(err), queue: this.consumer.queue }, 'result refused by the store');
+        for (const p of batch) p.resolve('invalid');
+        return;
+      }
       this.consumer.abandon(...completions.map((c) => ({ id: c.id, token: c.token, attempt: c.attempt })));
       this.log.error({ ...errorFields(err), count: batch.length }, 'ack failed; requests abandoned for redelivery');
       for (const p of batch) p.resolve('abandoned');

@@ -1,3 +1,4 @@
+import { QErrorCode, isQError } from '@q/schema';
 import { sleep } from './waker.js';
 
 /** How a store call is retried: `attempts` tries, waiting `baseMs · 2^n` between them. */
@@ -10,8 +11,18 @@ export interface RetryPolicy {
 export const STORE_RETRIES: RetryPolicy = { attempts: 3, baseMs: 100 };
 
 /**
- * Calls `fn` until it resolves or `policy.attempts` calls failed; rethrows the last error.
- * `onRetry` is told about each failure that is retried.
+ * Whether trying the same call again can succeed: only a `CONNECTION` error (the database could
+ * not do it just now). Bad input (`INVALID_ARGUMENT`), a closed store and anything else fail the
+ * same way every time.
+ */
+export function isRetryable(err: unknown): boolean {
+  return isQError(err, QErrorCode.CONNECTION);
+}
+
+/**
+ * Calls `fn` until it resolves, `policy.attempts` calls failed, or one failed with an error that
+ * is not {@link isRetryable}; rethrows the last error. `onRetry` is told about each failure that
+ * is retried.
  */
 export async function withRetries<T>(
   fn: () => Promise<T>,
@@ -22,7 +33,7 @@ export async function withRetries<T>(
     try {
       return await fn();
     } catch (err) {
-      if (attempt >= policy.attempts) throw err;
+      if (attempt >= policy.attempts || !isRetryable(err)) throw err;
       onRetry?.(err, attempt);
       await sleep(policy.baseMs * 2 ** (attempt - 1));
     }

@@ -2,11 +2,11 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { MeterProvider, TracerProvider } from '@opentelemetry/api';
 import { qTracer, type Tracer } from '@q/otel';
-import { invalidArgument } from '@q/schema';
-import { stampOf, type Request, type Stamp, type Store } from '@q/store';
+import { invalidArgument, isQError } from '@q/schema';
+import { checkCompletion, checkEnvelope, stampOf, type Completion, type Request, type Stamp, type Store } from '@q/store';
 import { Consumer } from '../consumer.js';
 import { errorFields, silentLogger, type Logger } from '../logger.js';
-import { requireInt, requireName } from '../validate.js';
+import { requireInt, requireMs, requireName, requireOptionalObject } from '../validate.js';
 import { AckBatcher } from './ack-batcher.js';
 import { handleSpan } from './handle-span.js';
 import { STORE_RETRIES, withRetries } from './retries.js';
@@ -19,6 +19,14 @@ import { Waker } from './waker.js';
  * - `{ retryAt, envelope? }` — run it again, not before `retryAt` (Unix s), optionally with a new
  *   envelope (e.g. a retry counter); the payload is kept;
  * - `{ defer }` — put it back unchanged, not dispatched again before `defer` (Unix s).
+ *
+ * Times may be fractional (`Date.now() / 1000 + 2`): they are rounded up to the next whole
+ * second, so "not before" and "kept until" still hold; a `retryAt`/`defer` in the past (or
+ * negative) means at once. The rest is checked exactly as the store checks it (`checkCompletion`,
+ * `checkEnvelope` of `@q/store`): a route must be non-empty text without NUL or lone surrogates
+ * of at most 2,048 bytes, a payload or envelope text without NUL or lone surrogates of at most
+ * `MAX_VALUE_BYTES`, `expiresAt` not negative. An outcome that fails these checks counts as
+ * "no valid outcome" (see `handle`): it is logged and fails that request alone.
  */
 export type Outcome =
   | { result: { route: string; payload: string; expiresAt?: number } }
@@ -45,8 +53,10 @@ export interface PartitionWorkerOptions {
    * Handles one request. Cancelled requests are handed over too (`req.cancelled`), so the handler
    * can answer them. `signal` aborts when the request is no longer this worker's (its partition
    * was lost) or when a graceful stop timed out; whatever it returns then is fenced or put back.
-   * A handler that throws (or returns no valid outcome) gets its request retried after
-   * `errorRetryDelayMs`.
+   * A handler that throws (or returns no valid outcome, see {@link Outcome}) gets its request
+   * retried after `errorRetryDelayMs`, with its envelope unchanged. A request dispatched again
+   * while an older dispatch of it is still being handled here (its partition moved away and
+   * back) aborts the older handler at once.
    */
   handle(req: Request, signal: AbortSignal): Promise<Outcome>;
   /** Aborting it stops the worker gracefully: stop → keep settling until drained or `stopTimeoutMs` → close. */
@@ -70,6 +80,7 @@ export interface PartitionWorkerOptions {
   /** How long (ms) a graceful stop waits for work in flight. Default `drainTimeoutMs`. */
   stopTimeoutMs?: number;
   /** Delay (ms, rounded up to whole seconds) before a request whose handler threw runs again. Default 1000. */
+  // Every duration above is at most 2^31 - 1 ms (the longest Node timer); longer ones are INVALID_ARGUMENT.
   errorRetryDelayMs?: number;
 }
 
@@ -108,6 +119,19 @@ interface Job {
 }
 
 /**
+ * A handler's outcome, checked and in the store's terms. `reason` of `invalid` says what was
+ * wrong (it names fields, never values).
+ */
+type Settlement =
+  | { kind: 'result'; completion: Completion }
+  | { kind: 'retry'; at: number; envelope: string }
+  | { kind: 'defer'; at: number }
+  | { kind: 'invalid'; reason: string };
+
+/** Identity of a request generation in the runner's maps (ids and tokens cannot contain NUL). */
+const keyOfReq = (r: Request): string => `${r.id}\u0000${r.token}`;
+
+/**
  * Runs a {@link Consumer} on `queue` until `signal` aborts: rebalances on the database clock,
  * polls while it has capacity, runs `handle` with bounded concurrency, writes results in batches,
  * retries and defers, retries failed store calls (3 tries, 100/200 ms apart) and abandons what
@@ -131,6 +155,8 @@ class PartitionWorker {
   private readonly tracer: Tracer | undefined;
   private readonly stats: PartitionWorkerStats;
   private readonly running = new Set<Job>();
+  /** The newest running dispatch of each request generation: an older one is stale at once. */
+  private readonly latest = new Map<string, Job>();
   /** Outcome writes in progress (a handler's slot is free again once it returned). */
   private settling = 0;
   private stopping = false;
@@ -153,21 +179,26 @@ class PartitionWorker {
     if (opts.owner !== undefined) requireName(opts.owner, 'owner');
     requireInt(opts.concurrency, 'concurrency', 1);
     requireInt(opts.batchSize, 'batchSize', 1);
-    requireInt(opts.leaseTtlMs, 'leaseTtlMs', 1);
-    requireInt(opts.drainTimeoutMs, 'drainTimeoutMs', 0);
+    // Durations drive timers (rebalance every leaseTtlMs / 3, polls, flushes, stop waits): a Node
+    // timer longer than 2^31 - 1 ms fires after 1 ms, so such values are refused.
+    requireMs(opts.leaseTtlMs, 'leaseTtlMs', 1);
+    requireMs(opts.drainTimeoutMs, 'drainTimeoutMs', 0);
     if (typeof opts.handle !== 'function') throw invalidArgument('handle must be a function');
     if (!(opts.signal instanceof AbortSignal)) throw invalidArgument('signal must be an AbortSignal');
+    requireOptionalObject(opts.logger, 'logger', 'debug', 'info', 'warn', 'error');
+    requireOptionalObject(opts.tracerProvider, 'tracerProvider', 'getTracer');
+    requireOptionalObject(opts.meterProvider, 'meterProvider', 'getMeter');
     this.pollIntervalMs = opts.pollIntervalMs ?? 1000;
-    requireInt(this.pollIntervalMs, 'pollIntervalMs', 1);
+    requireMs(this.pollIntervalMs, 'pollIntervalMs', 1);
     // One ack transaction per dispatched batch by default: a commit per result batch is the cost.
     const ackBatchSize = opts.ackBatchSize ?? opts.batchSize;
     requireInt(ackBatchSize, 'ackBatchSize', 1);
     const ackFlushMs = opts.ackFlushMs ?? 5;
-    requireInt(ackFlushMs, 'ackFlushMs', 0);
+    requireMs(ackFlushMs, 'ackFlushMs', 0);
     this.stopTimeoutMs = opts.stopTimeoutMs ?? opts.drainTimeoutMs;
-    requireInt(this.stopTimeoutMs, 'stopTimeoutMs', 0);
+    requireMs(this.stopTimeoutMs, 'stopTimeoutMs', 0);
     this.errorRetryDelayMs = opts.errorRetryDelayMs ?? 1000;
-    requireInt(this.errorRetryDelayMs, 'errorRetryDelayMs', 0);
+    requireMs(this.errorRetryDelayMs, 'errorRetryDelayMs', 0);
 
     const owner = opts.owner ?? defaultOwner();
     this.log = opts.logger ?? silentLogger;
@@ -259,9 +290,11 @@ class PartitionWorker {
     try {
       const now = await this.opts.store.now();
       await this.consumer.rebalance(now);
-      this.abortLost();
     } catch (err) {
       this.log.warn({ ...errorFields(err), queue: this.opts.queue }, 'rebalance failed; retrying next beat');
+    } finally {
+      // Also after a failed rebalance: a partition found lost before the failing step is lost.
+      this.abortLost();
     }
   }
 
@@ -314,26 +347,44 @@ class PartitionWorker {
   private start(req: Request): void {
     this.stats.dispatched++;
     const job: Job = { req, ctrl: new AbortController(), detached: false };
+    const k = keyOfReq(req);
+    const prev = this.latest.get(k);
+    // Dispatched again while an older dispatch still runs here: the older one's lease is gone
+    // (its partition moved away and back), so stop it now rather than at the next rebalance.
+    if (prev && prev.req.attempt !== req.attempt && !prev.ctrl.signal.aborted) {
+      prev.ctrl.abort(new Error('request dispatched again'));
+    }
+    this.latest.set(k, job);
     this.running.add(job);
     void this.runJob(job);
   }
 
+  /** `job` no longer runs its handler. */
+  private forget(job: Job): void {
+    this.running.delete(job);
+    const k = keyOfReq(job.req);
+    if (this.latest.get(k) === job) this.latest.delete(k);
+  }
+
   private async runJob(job: Job): Promise<void> {
     const { req } = job;
-    let outcome: Outcome | undefined;
+    let outcome: Settlement | undefined;
     try {
       const handle = () => this.opts.handle(req, job.ctrl.signal);
       // Traced: the span links back to the producer's span when the envelope carries its traceparent.
       const out = this.tracer
         ? await handleSpan(this.tracer, req.envelope, { 'q.queue': req.queue, 'q.partition': req.partition }, handle)
         : await handle();
-      outcome = validOutcome(out);
-      if (!outcome) this.log.error({ queue: req.queue, id: req.id }, 'handler returned no valid outcome');
+      outcome = settlementOf(out, req);
+      if (outcome.kind === 'invalid') {
+        this.log.error({ queue: req.queue, id: req.id, reason: outcome.reason }, 'handler returned no valid outcome');
+        outcome = undefined;
+      }
     } catch (err) {
       if (!job.ctrl.signal.aborted) this.log.warn({ ...errorFields(err), queue: req.queue, id: req.id }, 'handler failed');
     }
     if (job.detached) return; // the stop gave up on it: already abandoned
-    this.running.delete(job);
+    this.forget(job);
     this.settling++;
     this.wake();
     try {
@@ -349,37 +400,34 @@ class PartitionWorker {
     }
   }
 
-  private async settle(job: Job, outcome: Outcome | undefined): Promise<void> {
+  private async settle(job: Job, settlement: Settlement | undefined): Promise<void> {
     const { req } = job;
     const stamp = stampOf(req);
-    if (outcome && 'result' in outcome) {
-      const { route, payload, expiresAt } = outcome.result;
-      const res = await this.acks.add({
-        id: req.id,
-        token: req.token,
-        attempt: req.attempt,
-        route,
-        payload,
-        ...(expiresAt !== undefined ? { expiresAt } : {}),
-      });
-      this.stats[res]++;
-      return;
+    let outcome = settlement;
+    if (outcome?.kind === 'result') {
+      const res = await this.acks.add(outcome.completion);
+      if (res !== 'invalid') {
+        this.stats[res]++;
+        return;
+      }
+      // The store refused it although it passed the checks above: fail this request alone.
+      outcome = undefined;
     }
     if (!outcome && job.ctrl.signal.aborted) {
       // Aborted (lease lost or stop timeout): put it back now; fenced if no longer ours.
       await this.write('undispatched', stamp, () => this.consumer.undispatch([stamp]));
       return;
     }
-    if (outcome && 'defer' in outcome) {
-      const at = outcome.defer;
+    if (outcome?.kind === 'defer') {
+      const at = outcome.at;
       await this.write('deferred', stamp, () => this.consumer.defer([stamp], at));
       return;
     }
     let retryAt: number;
     let envelope = req.envelope;
-    if (outcome) {
-      retryAt = outcome.retryAt;
-      envelope = outcome.envelope ?? req.envelope;
+    if (outcome?.kind === 'retry') {
+      retryAt = outcome.at;
+      envelope = outcome.envelope;
     } else {
       this.stats.failed++;
       retryAt = Math.ceil((Date.now() + this.errorRetryDelayMs) / 1000);
@@ -397,7 +445,8 @@ class PartitionWorker {
       );
       this.stats[kind]++;
     } catch (err) {
-      // Defer/undispatch already abandoned it on their error; abandon is idempotent.
+      // Defer/undispatch already abandoned it on their error; abandon is idempotent. Only
+      // transient errors were retried: anything else would fail the same way again.
       this.consumer.abandon(stamp);
       this.stats.abandoned++;
       this.log.error({ ...errorFields(err), queue: this.opts.queue, id: stamp.id }, `${kind}: giving up; request abandoned for redelivery`);
@@ -406,7 +455,7 @@ class PartitionWorker {
 
   private detach(job: Job): void {
     job.detached = true;
-    this.running.delete(job);
+    this.forget(job);
     this.consumer.abandon(stampOf(job.req));
     this.stats.abandoned++;
     this.wake();
@@ -423,24 +472,60 @@ class PartitionWorker {
   }
 }
 
-function isTime(v: unknown): v is number {
-  return typeof v === 'number' && Number.isFinite(v);
+/** A Unix-seconds time of an outcome: a finite number, rounded up to a whole second. */
+function seconds(v: unknown): number | undefined {
+  if (typeof v !== 'number' || !Number.isFinite(v)) return undefined;
+  const s = Math.ceil(v);
+  return Number.isSafeInteger(s) ? s : undefined;
 }
 
-/** The outcome if `v` is a well-formed one, else `undefined`. */
-function validOutcome(v: unknown): Outcome | undefined {
-  if (!v || typeof v !== 'object') return undefined;
+/** Why a store check refused a value (its message names the field, never the value). */
+function refusal(err: unknown): string {
+  if (isQError(err)) return err.message;
+  throw err;
+}
+
+/** Checks a handler's return value and puts it in the store's terms. */
+function settlementOf(v: unknown, req: Request): Settlement {
+  const invalid = (reason: string): Settlement => ({ kind: 'invalid', reason });
+  if (!v || typeof v !== 'object') return invalid('not an outcome object');
   const o = v as Record<string, unknown>;
   if ('result' in o) {
     const r = o.result as Record<string, unknown> | null;
-    if (!r || typeof r !== 'object' || typeof r.route !== 'string' || r.route === '' || typeof r.payload !== 'string') return undefined;
-    if (r.expiresAt !== undefined && !isTime(r.expiresAt)) return undefined;
-    return v as Outcome;
+    if (!r || typeof r !== 'object') return invalid('result must be an object');
+    let expiresAt = 0;
+    if (r.expiresAt !== undefined && r.expiresAt !== null) {
+      const s = seconds(r.expiresAt);
+      if (s === undefined || s < 0) return invalid('result.expiresAt must be a non-negative number of Unix seconds');
+      expiresAt = s;
+    }
+    try {
+      const completion = checkCompletion(
+        { id: req.id, token: req.token, attempt: req.attempt, route: r.route, payload: r.payload, expiresAt },
+        'result',
+      );
+      return { kind: 'result', completion };
+    } catch (err) {
+      return invalid(refusal(err));
+    }
   }
   if ('retryAt' in o) {
-    if (!isTime(o.retryAt) || (o.envelope !== undefined && typeof o.envelope !== 'string')) return undefined;
-    return v as Outcome;
+    const at = seconds(o.retryAt);
+    if (at === undefined) return invalid('retryAt must be a finite number of Unix seconds');
+    let envelope = req.envelope;
+    if (o.envelope !== undefined) {
+      try {
+        envelope = checkEnvelope(o.envelope, 'envelope');
+      } catch (err) {
+        return invalid(refusal(err));
+      }
+    }
+    return { kind: 'retry', at: Math.max(0, at), envelope };
   }
-  if ('defer' in o) return isTime(o.defer) ? (v as Outcome) : undefined;
-  return undefined;
+  if ('defer' in o) {
+    const at = seconds(o.defer);
+    if (at === undefined) return invalid('defer must be a finite number of Unix seconds');
+    return { kind: 'defer', at: Math.max(0, at) };
+  }
+  return invalid('no result, retryAt or defer');
 }

@@ -1,8 +1,9 @@
 // The partitioned request queue of @q/store (CONTRACT §2).
 export { DEFAULT_MAX_CONNS } from '@q/schema';
+export { checkCompletion, checkEnvelope, checkUnixSeconds } from './check.js';
 export { partitionOf } from './partition.js';
 export { Store } from './store.js';
 export {
-  PARTITIONS, keyOf, stampOf,
+  MAX_VALUE_BYTES, PARTITIONS, keyOf, stampOf,
   type Completion, type Key, type Lease, type NewRequest, type Request, type Result, type Stamp,
 } from './types.js';

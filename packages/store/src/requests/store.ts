@@ -3,6 +3,7 @@ import { instrumentPool, qTracer, requestMetrics, withOperation, type RequestMet
 import { QError, QErrorCode, invalidArgument, migrate, openPool, resolveMaxConns } from '@q/schema';
 import type pg from 'pg';
 import type { OpenOptions } from '../options.js';
+import { bytesCost, chunkRanges, quickTextCost, STATEMENT_BUDGET, textCost } from './chunks.js';
 import { submissionClock } from './clock.js';
 import { closedError, databaseError } from './errors.js';
 import { partitionOf } from './partition.js';
@@ -32,6 +33,11 @@ function keyId(k: Key): string {
 
 function toBuffer(u: Uint8Array): Buffer {
   return Buffer.isBuffer(u) ? u : Buffer.from(u.buffer, u.byteOffset, u.byteLength);
+}
+
+/** Rendering bound of a text value for batch splitting: exact for large values, cheap for small ones. */
+function cost(s: string): number {
+  return s.length > 1_000_000 ? textCost(s) : quickTextCost(s);
 }
 
 function distinctStamps(stamps: Stamp[]): Stamp[] {
@@ -75,6 +81,10 @@ export class Store {
   static async open(dsn: string, opts: OpenOptions = {}): Promise<Store> {
     if (typeof opts !== 'object' || opts === null) throw invalidArgument('Store.open: options must be an object');
     if (opts.migrate !== undefined && typeof opts.migrate !== 'boolean') throw invalidArgument('Store.open: migrate must be a boolean');
+    // Checked before the pool exists: a bad provider used to throw a TypeError and leak the pool.
+    v.provider('Store.open', 'tracerProvider', opts.tracerProvider, 'getTracer');
+    v.provider('Store.open', 'meterProvider', opts.meterProvider, 'getMeter');
+    if (opts.applicationName !== undefined) v.anyText('Store.open', 'applicationName', opts.applicationName);
     const maxConns = resolveMaxConns(opts.maxConns);
     const pool = await openPool(dsn, {
       maxConns,
@@ -83,16 +93,15 @@ export class Store {
       onIdleError: () => undefined,
       instrument: (p) => instrumentPool(p, opts.tracerProvider),
     });
-    const store = new Store(pool, opts);
-    if (opts.migrate !== false) {
-      try {
-        await store.migrate();
-      } catch (err) {
-        await pool.end().catch(() => undefined);
-        throw err;
-      }
+    try {
+      const store = new Store(pool, opts);
+      if (opts.migrate !== false) await store.migrate();
+      return store;
+    } catch (err) {
+      // Whatever fails after the pool opened must not leave it (and its connections) behind.
+      await pool.end().catch(() => undefined);
+      throw err;
     }
-    return store;
   }
 
   /** Applies pending migrations of the `requests` module (safe to run concurrently). */
@@ -134,8 +143,15 @@ export class Store {
     }
     const first = submissionClock.reserve(list.length);
     const chunks: EnqueueRows[] = [];
-    for (let start = 0; start < list.length; start += ENQUEUE_CHUNK) {
-      const part = list.slice(start, start + ENQUEUE_CHUNK);
+    // At most ENQUEUE_CHUNK rows, and no more data than one statement can carry.
+    const ranges = chunkRanges(
+      list.length,
+      (i) => { const r = list[i]!; return cost(r.envelope) + bytesCost(r.payload) + cost(r.id) + cost(r.token) + cost(r.queue) + 64; },
+      STATEMENT_BUDGET,
+      ENQUEUE_CHUNK,
+    );
+    for (const [start, end] of ranges) {
+      const part = list.slice(start, end);
       chunks.push({
         ids: part.map((r) => r.id),
         tokens: part.map((r) => r.token),
@@ -284,16 +300,30 @@ export class Store {
       if (prev === undefined || c.attempt > list[prev]!.attempt) chosen.set(k, i);
     });
     const picked = [...chosen.values()].sort((a, b) => a - b);
-    const rows: AckRows = {
-      ids: picked.map((i) => list[i]!.id),
-      tokens: picked.map((i) => list[i]!.token),
-      attempts: picked.map((i) => list[i]!.attempt),
-      routes: picked.map((i) => list[i]!.route),
-      payloads: picked.map((i) => list[i]!.payload),
-      expiresAt: picked.map((i) => list[i]!.expiresAt),
-      ords: picked,
-    };
-    const acked = await this.op(op, { 'q.batch': list.length }, () => ackRequests(this.pool, owner, rows, Date.now()));
+    const rowsOf = (part: number[]): AckRows => ({
+      ids: part.map((i) => list[i]!.id),
+      tokens: part.map((i) => list[i]!.token),
+      attempts: part.map((i) => list[i]!.attempt),
+      routes: part.map((i) => list[i]!.route),
+      payloads: part.map((i) => list[i]!.payload),
+      expiresAt: part.map((i) => list[i]!.expiresAt),
+      ords: part,
+    });
+    // Results too large together for one statement go in several, in order, in one transaction.
+    const parts = chunkRanges(
+      picked.length,
+      (j) => { const c = list[picked[j]!]!; return cost(c.payload) + cost(c.route) + cost(c.id) + cost(c.token) + 64; },
+      STATEMENT_BUDGET,
+    ).map(([start, end]) => picked.slice(start, end));
+    const nowMs = Date.now();
+    const acked = await this.op(op, { 'q.batch': list.length }, async () => {
+      if (parts.length === 1) return ackRequests(this.pool, owner, rowsOf(parts[0]!), nowMs);
+      const keys: Key[] = [];
+      await this.transaction(async (c) => {
+        for (const part of parts) keys.push(...(await ackRequests(c, owner, rowsOf(part), nowMs)));
+      });
+      return keys;
+    });
     for (const k of acked) {
       const i = chosen.get(keyId(k));
       if (i !== undefined) out[i] = true;
@@ -337,7 +367,7 @@ export class Store {
     v.text(op, 'owner', owner);
     const s = v.stamp(op, stamp, 0);
     const at = v.count(op, 'notBefore', notBefore);
-    v.anyText(op, 'envelope', envelope);
+    v.envelope(op, 'envelope', envelope);
     const ok = await this.op(op, undefined, () => retryRequest(this.pool, owner, s, at, envelope));
     if (ok) this.metrics.retried.add(1);
     else this.metrics.fenced.add(1);

@@ -1,6 +1,13 @@
 /** Partitions per queue. Requests hash into them by id; dispatchers lease a share of them. */
 export const PARTITIONS = 64;
 
+/**
+ * Largest variable-size data of one row, in bytes (UTF-8 for text): a request's envelope plus
+ * payload, a result payload, a retry envelope. Larger ones are `INVALID_ARGUMENT` naming the
+ * size; batches whose sum is larger are written in several statements of one transaction.
+ */
+export const MAX_VALUE_BYTES = 256_000_000;
+
 /** Names one request generation: the public id and the token of one submission of it. */
 export interface Key {
   id: string;

@@ -3,7 +3,21 @@
 // argument, never a payload.
 import { checkName, checkText, invalidArgument } from '@q/schema';
 import type { Completion, Key, NewRequest, Stamp } from './types.js';
-import { PARTITIONS } from './types.js';
+import { MAX_VALUE_BYTES, PARTITIONS } from './types.js';
+
+/**
+ * Throws `INVALID_ARGUMENT` when `bytes` (the variable-size data of one row) exceed
+ * {@link MAX_VALUE_BYTES}: beyond it the statement carrying the row cannot be built (`pg` renders
+ * array parameters as one JS string, which has a length limit) or sent (Postgres caps a message).
+ */
+function capped(op: string, what: string, bytes: number): void {
+  if (bytes > MAX_VALUE_BYTES) throw invalidArgument(`${op}: ${what} is ${bytes} bytes; at most ${MAX_VALUE_BYTES} bytes fit in one row`);
+}
+
+/** UTF-8 size of `s`. */
+export function textBytes(s: string): number {
+  return Buffer.byteLength(s, 'utf8');
+}
 
 /** A non-empty identifier Postgres stores verbatim (no NUL, no lone surrogate, bounded length). */
 export function text(op: string, what: string, v: unknown): string {
@@ -34,6 +48,14 @@ export function limit(op: string, v: unknown): number {
 export function instant(op: string, what: string, v: unknown): number {
   if (!(v instanceof Date) || Number.isNaN(v.getTime())) throw invalidArgument(`${op}: ${what} must be a valid Date`);
   return v.getTime();
+}
+
+/** An optional OpenTelemetry provider: absent, or an object with the method `method`. */
+export function provider(op: string, what: string, v: unknown, method: string): void {
+  if (v === undefined) return;
+  if (typeof v !== 'object' || v === null || typeof (v as Record<string, unknown>)[method] !== 'function') {
+    throw invalidArgument(`${op}: ${what} must be an object with a ${method}() method`);
+  }
 }
 
 export function bool(op: string, what: string, v: unknown): boolean {
@@ -76,23 +98,37 @@ export function stamp(op: string, v: unknown, i: number): Stamp {
 }
 
 export function completion(op: string, v: unknown, i: number): Required<Completion> {
-  if (typeof v !== 'object' || v === null) throw invalidArgument(`${op}: completions[${i}] must be an object`);
+  return completionAs(op, `completions[${i}]`, v);
+}
+
+/** One completion, named `what` in messages (the check of `Store.ack`, shared with the runner). */
+export function completionAs(op: string, what: string, v: unknown): Required<Completion> {
+  if (typeof v !== 'object' || v === null) throw invalidArgument(`${op}: ${what} must be an object`);
   const c = v as Completion;
-  return {
-    id: text(op, `completions[${i}].id`, c.id),
-    token: text(op, `completions[${i}].token`, c.token),
-    attempt: count(op, `completions[${i}].attempt`, c.attempt),
-    route: text(op, `completions[${i}].route`, c.route),
-    payload: anyText(op, `completions[${i}].payload`, c.payload),
-    expiresAt: c.expiresAt === undefined || c.expiresAt === null ? 0 : count(op, `completions[${i}].expiresAt`, c.expiresAt),
+  const out = {
+    id: text(op, `${what}.id`, c.id),
+    token: text(op, `${what}.token`, c.token),
+    attempt: count(op, `${what}.attempt`, c.attempt),
+    route: text(op, `${what}.route`, c.route),
+    payload: anyText(op, `${what}.payload`, c.payload),
+    expiresAt: c.expiresAt === undefined || c.expiresAt === null ? 0 : count(op, `${what}.expiresAt`, c.expiresAt),
   };
+  if (out.payload.length > MAX_VALUE_BYTES / 3) capped(op, `${what}.payload`, textBytes(out.payload));
+  return out;
+}
+
+/** An envelope (free text, at most {@link MAX_VALUE_BYTES}). */
+export function envelope(op: string, what: string, v: unknown): string {
+  const s = anyText(op, what, v);
+  if (s.length > MAX_VALUE_BYTES / 3) capped(op, what, textBytes(s));
+  return s;
 }
 
 export function newRequest(op: string, v: unknown, i: number): NewRequest {
   if (typeof v !== 'object' || v === null) throw invalidArgument(`${op}: requests[${i}] must be an object`);
   const r = v as NewRequest;
   if (!(r.payload instanceof Uint8Array)) throw invalidArgument(`${op}: requests[${i}].payload must be a Uint8Array`);
-  return {
+  const out = {
     id: text(op, `requests[${i}].id`, r.id),
     token: text(op, `requests[${i}].token`, r.token),
     queue: text(op, `requests[${i}].queue`, r.queue),
@@ -100,4 +136,9 @@ export function newRequest(op: string, v: unknown, i: number): NewRequest {
     envelope: anyText(op, `requests[${i}].envelope`, r.envelope),
     payload: r.payload,
   };
+  // Envelope and payload travel in the same statement: their sum is what has to fit.
+  if (3 * out.envelope.length + out.payload.byteLength > MAX_VALUE_BYTES) {
+    capped(op, `requests[${i}] (envelope + payload)`, textBytes(out.envelope) + out.payload.byteLength);
+  }
+  return out;
 }
