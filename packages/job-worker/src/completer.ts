@@ -152,9 +152,9 @@ const TRANSIENT_CODES = new Set(['55P03', '55006']);
 export function isTransient(err: unknown): boolean {
   if (err instanceof QError) {
     if (err.code === QErrorCode.CONNECTION) return true;
-    return err.cause !== undefined && !(err.cause instanceof QError) && err.code !== QErrorCode.INVALID_ARGUMENT && err.code !== QErrorCode.CLOSED
-      ? isTransient(err.cause)
-      : false;
+    if (err.code === QErrorCode.INVALID_ARGUMENT || err.code === QErrorCode.CLOSED) return false;
+    // Another code wrapping a driver error: that error tells.
+    return err.cause !== undefined && !(err.cause instanceof QError) && isTransient(err.cause);
   }
   const code = (err as { code?: unknown } | null)?.code;
   if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) {

@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import type { Tracer } from '@opentelemetry/api';
 import type { JobMetrics } from '@q/otel';
 import { QError, QErrorCode, checkName, invalidArgument } from '@q/schema';
-import type { Job, JobLease, JobListener, JobOutcome, JobStore, LeasedJob } from '@q/store';
+import type { Job, JobListener, JobOutcome, JobStore, LeasedJob } from '@q/store';
 import { retryBackoffMs } from './backoff.js';
 import { Completer } from './completer.js';
 import { LEASE_DURATION_MS, RETRY_BASE_MS } from './constants.js';
