@@ -11,6 +11,7 @@ import { DeadLetterError, JobAbortedError } from './errors.js';
 import { Execution } from './execution.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { errorFields, firstLine, silentLogger, type Logger } from './logger.js';
+import { Maintenance } from './maintenance.js';
 import { processSpan } from './process-span.js';
 import type { StepRecorder } from './step-recorder.js';
 import { MAX_TIMER_MS, timerOption } from './timers.js';
@@ -121,8 +122,6 @@ export class Worker {
   readonly #retryBaseMs: number;
   readonly #leaseMs: number;
   readonly #pollMs: number;
-  readonly #maintenanceMs: number;
-  readonly #maxResumes: number;
   readonly #handlers = new Map<string, HandlerFunc>();
   /** Every attempt in flight, by lease token: a stale attempt stays here until it settles. */
   readonly #executions = new Map<string, Execution>();
@@ -135,8 +134,7 @@ export class Worker {
   #workSignal = false;
   #waiter: (() => void) | undefined;
   #listener: JobListener | undefined;
-  #maintenanceTimer: NodeJS.Timeout | undefined;
-  #maintaining: Promise<void> = Promise.resolve();
+  readonly #maintenance: Maintenance;
   #loop: Promise<void> | undefined;
   #loopDone = false;
   /** The claim loop waits for work (or after an error): it will not take outcomes soon. */
@@ -166,9 +164,9 @@ export class Worker {
     this.#retryBaseMs = positive(opts.retryBaseMs, RETRY_BASE_MS, 'retryBaseMs');
     this.#leaseMs = timerOption(opts.leaseDurationMs, LEASE_DURATION_MS, 'leaseDurationMs', MIN_LEASE_MS);
     this.#pollMs = timerOption(opts.pollIntervalMs, 1_000, 'pollIntervalMs');
-    this.#maintenanceMs = timerOption(opts.maintenanceIntervalMs, 1_000, 'maintenanceIntervalMs');
-    this.#maxResumes = opts.maxResumes ?? 3;
-    if (!Number.isInteger(this.#maxResumes) || this.#maxResumes < 0) throw invalidArgument('maxResumes must be a non-negative integer');
+    const maintenanceMs = timerOption(opts.maintenanceIntervalMs, 1_000, 'maintenanceIntervalMs');
+    const maxResumes = opts.maxResumes ?? 3;
+    if (!Number.isInteger(maxResumes) || maxResumes < 0) throw invalidArgument('maxResumes must be a non-negative integer');
     this.id = opts.workerId === undefined ? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}` : checkName('Worker', 'workerId', opts.workerId);
     // Outcomes wait for the claim loop's next round trip while it is active: it is either
     // writing one now or about to (a finished attempt frees a slot, which wakes it).
@@ -177,6 +175,18 @@ export class Worker {
       held: () => [...this.#executions.values()].filter((e) => e.held),
       lost: (e) => this.#leaseLost(e),
       cancelRequested: (e) => this.#cancel(e),
+    });
+    this.#maintenance = new Maintenance(store, maxResumes, maintenanceMs, this.#logger, {
+      listener: () => this.#listener,
+      relisten: () => {
+        // A fresh listener keeps cancel notifications coming; closing the old one frees the lock.
+        const old = this.#listener;
+        if (this.#state === 'stopped') return undefined;
+        this.#listener = this.#listen();
+        void this.#listener.start();
+        return old;
+      },
+      promoted: () => this.#wake(),
     });
   }
 
@@ -204,7 +214,7 @@ export class Worker {
     this.#listener = this.#listen();
     await this.#listener.start();
     this.#leases.start();
-    this.#maintaining = this.#maintain();
+    this.#maintenance.start();
     this.#loop = this.#claimLoop();
     await this.#loop;
     // Nothing left in flight: release the listener and timers now (so the process can exit even
@@ -252,8 +262,7 @@ export class Worker {
     if (this.#state !== 'running') return;
     this.#state = 'stopping';
     this.#logger.info({ worker_id: this.id, in_flight: this.#executions.size }, 'worker stopping');
-    clearTimeout(this.#maintenanceTimer);
-    void this.#handOverMaintenance();
+    void this.#maintenance.stop();
     this.#waiter?.();
     this.#completer.kick();
     void this.#releaseBuffered();
@@ -606,49 +615,6 @@ export class Worker {
     e.controller.abort(new JobAbortedError('cancelled'));
   }
 
-  // --- maintenance ----------------------------------------------------------------------------
-
-  async #maintain(): Promise<void> {
-    if (this.#stopping) return;
-    try {
-      const listener = this.#listener;
-      let result: { reaped: Array<{ uuid: string; status: string }>; promoted: number } | null = null;
-      if (listener?.connected) {
-        if (await listener.tryLeadership()) {
-          const reaped = await this.#store.reapExpired(this.#maxResumes);
-          const promoted = await this.#store.promoteDue();
-          result = { reaped, promoted };
-        }
-      } else {
-        result = await this.#store.maintain(this.#maxResumes);
-      }
-      for (const r of result?.reaped ?? []) this.#logger.warn({ job_uuid: r.uuid, new_status: r.status }, 'expired lease reaped');
-      if (result && result.promoted > 0) this.#wake();
-    } catch (err) {
-      if (!this.#stopping) this.#logger.warn(errorFields(err), 'job maintenance failed');
-    }
-    if (!this.#stopping) {
-      this.#maintenanceTimer = setTimeout(() => {
-        this.#maintaining = this.#maintain();
-      }, this.#maintenanceMs);
-    }
-  }
-
-  /**
-   * At the start of a drain: a leader stops maintaining, so it gives the maintenance lock up for
-   * another worker to take at its next round — by closing the listener connection that holds it
-   * (a session lock). A fresh listener, which never bids, keeps cancel notifications coming.
-   */
-  async #handOverMaintenance(): Promise<void> {
-    await this.#maintaining;
-    const old = this.#listener;
-    if (!old?.isLeader || this.#state === 'stopped') return;
-    this.#listener = this.#listen();
-    void this.#listener.start();
-    await old.close();
-    this.#logger.info({ worker_id: this.id }, 'maintenance handed over');
-  }
-
   // --- drain ----------------------------------------------------------------------------------
 
   #whenDrained(): Promise<void> {
@@ -684,7 +650,7 @@ export class Worker {
     this.#shutdown ??= (async () => {
       this.#state = 'stopped';
       this.#leases.stop();
-      clearTimeout(this.#maintenanceTimer);
+      void this.#maintenance.stop();
       await this.#listener?.close();
       this.#logger.info({ worker_id: this.id }, 'worker stopped');
     })();
