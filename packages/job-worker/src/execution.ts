@@ -25,6 +25,11 @@ export class Execution {
   cancelRequested = false;
   /** The lease is known lost (fenced, lapsing unrenewed, or the job claimed again): nothing more is recorded. */
   leaseLost = false;
+  /**
+   * The lease was given up because it could not be renewed in time: the database may still hold
+   * it, so once the handler has stopped the job is given back (fenced) rather than left to lapse.
+   */
+  unrenewed = false;
   /** Given back by a stop (prefetched) or a timed-out drain: the handler's outcome is discarded. */
   released = false;
   /**

@@ -6,8 +6,8 @@ import { errorFields, type Logger } from './logger.js';
 export interface LeaseKeeperHooks {
   /** The executions whose leases are held (to renew, and to watch). */
   held(): Execution[];
-  /** `e`'s lease is known lost: it was fenced, or it ran out unrenewed. */
-  lost(e: Execution): void;
+  /** `e`'s lease is known lost: it was fenced, or (`unrenewed`) it is running out unrenewed. */
+  lost(e: Execution, unrenewed: boolean): void;
   /** A cancel was requested for `e`'s job. */
   cancelRequested(e: Execution): void;
 }
@@ -70,7 +70,7 @@ export class LeaseKeeper {
           const state = byId.get(e.job.id);
           if (!state) {
             // Gone from the result: the outcome was written meanwhile, or the lease was lost.
-            if (e.state === 'running' || e.state === 'buffered') this.#hooks.lost(e);
+            if (e.state === 'running' || e.state === 'buffered') this.#hooks.lost(e, false);
             continue;
           }
           e.leaseUntil = Math.max(e.leaseUntil, sentAt + this.#leaseMs);
@@ -90,7 +90,7 @@ export class LeaseKeeper {
     if (this.#stopped) return;
     const now = performance.now();
     for (const e of this.#hooks.held()) {
-      if (now >= e.leaseUntil - this.#guardMs) this.#hooks.lost(e);
+      if (now >= e.leaseUntil - this.#guardMs) this.#hooks.lost(e, true);
     }
     this.#watchTimer = setTimeout(() => this.#watch(), this.#guardMs / 2);
   }

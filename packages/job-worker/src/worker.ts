@@ -173,7 +173,7 @@ export class Worker {
     this.#completer = new Completer(store, this.#logger, () => this.#state === 'running' && !this.#waitingForWork && !this.#loopDone);
     this.#leases = new LeaseKeeper(store, this.#leaseMs, this.#logger, {
       held: () => [...this.#executions.values()].filter((e) => e.held),
-      lost: (e) => this.#leaseLost(e),
+      lost: (e, unrenewed) => this.#leaseLost(e, unrenewed),
       cancelRequested: (e) => this.#cancel(e),
     });
     this.#maintenance = new Maintenance(store, maxResumes, maintenanceMs, this.#logger, {
@@ -559,6 +559,7 @@ export class Worker {
     const written = !e.leaseLost && (await this.#completer.submit({ ...outcome, steps: e.recorder.steps }, () => e.held));
     if (!written) {
       this.#logger.warn(fields, e.leaseLost ? 'job outcome not recorded: its lease was lost' : 'could not record job outcome (lease lost?)');
+      if (e.unrenewed) await this.#giveUp(e);
       return;
     }
     switch (outcome.status) {
@@ -583,13 +584,32 @@ export class Worker {
   // --- leases ---------------------------------------------------------------------------------
 
   /** The lease is known lost: the handler is told to stop, and nothing more is recorded for it. */
-  #leaseLost(e: Execution): void {
+  #leaseLost(e: Execution, unrenewed = false): void {
     if (e.leaseLost || e.state === 'done') return;
     e.leaseLost = true;
+    e.unrenewed = unrenewed;
     this.#metrics?.leaseLost.add(1, { 'job.type': e.job.type });
-    if (e.state === 'running') this.#logger.warn(this.#jobFields(e.job), 'job lease lost; aborting its handler');
+    if (e.state === 'running') {
+      this.#logger.warn(this.#jobFields(e.job), unrenewed ? 'job lease could not be renewed in time; aborting its handler' : 'job lease lost; aborting its handler');
+    }
     e.controller.abort(new JobAbortedError('lease_lost'));
-    if (this.#unbuffer(e)) this.#settle(e);
+    if (this.#unbuffer(e)) {
+      if (unrenewed) void this.#giveUp(e);
+      this.#settle(e);
+    }
+  }
+
+  /**
+   * Gives back a lease given up unrenewed, once nothing runs under it: if the database still
+   * holds it (only the renewals failed), the job is queued again at once with the attempt given
+   * back instead of lapsing and counting as a crash; if not, the fenced write changes nothing.
+   */
+  async #giveUp(e: Execution): Promise<void> {
+    try {
+      if ((await this.#store.release([e.lease])).length > 0) this.#logger.info(this.#jobFields(e.job), 'unrenewed job returned to the queue');
+    } catch {
+      // The database is out of reach: the lease lapses and the job is reaped, as after a crash.
+    }
   }
 
   #cancelRequested(id: number): void {
