@@ -74,7 +74,8 @@ export class LeaseKeeper {
             continue;
           }
           e.leaseUntil = Math.max(e.leaseUntil, sentAt + this.#leaseMs);
-          if (state.cancelRequested) this.#hooks.cancelRequested(e);
+          // A finished attempt's outcome becomes `cancelled` in the database anyway.
+          if (state.cancelRequested && (e.state === 'running' || e.state === 'buffered')) this.#hooks.cancelRequested(e);
         }
       } catch (err) {
         failed = true;

@@ -588,7 +588,7 @@ export class Worker {
     if (e.leaseLost || e.state === 'done') return;
     e.leaseLost = true;
     e.unrenewed = unrenewed;
-    this.#metrics?.leaseLost.add(1, { 'job.type': e.job.type });
+    if (e.state === 'running' || e.state === 'buffered') this.#metrics?.leaseLost.add(1, { 'job.type': e.job.type });
     if (e.state === 'running') {
       this.#logger.warn(this.#jobFields(e.job), unrenewed ? 'job lease could not be renewed in time; aborting its handler' : 'job lease lost; aborting its handler');
     }

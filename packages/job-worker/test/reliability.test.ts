@@ -166,7 +166,7 @@ it('heartbeats failing for a lease period: the handler is aborted with lease_los
   });
   const job = await queue.enqueue({ type: 'renewal' });
   const seen: Array<{ reason: unknown; stillLeased: boolean }> = [];
-  startWorker({ concurrency: 2, leaseDurationMs: 1_500 }, (w) =>
+  startWorker({ concurrency: 2, leaseDurationMs: 3_000 }, (w) =>
     w.register('renewal', async (j, { signal }) => {
       if (seen.length > 0) return 'second';
       const { rows: [leased] } = await store.pool.query<{ token: string }>(`SELECT lease_token AS token FROM jobs WHERE id = $1`, [j.id]);
