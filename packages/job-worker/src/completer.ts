@@ -1,11 +1,19 @@
+import { QError, QErrorCode } from '@q/schema';
 import type { JobOutcome, JobStore } from '@q/store';
 import { errorFields, type Logger } from './logger.js';
+import { sleep } from './timers.js';
 
 const MAX_BATCH = 1_000;
+/** First delay before an outcome write is tried again after a transient failure; it doubles. */
+const RETRY_MIN_MS = 25;
+/** Longest delay between two tries of an outcome write. */
+const RETRY_MAX_MS = 1_000;
 
 /** An outcome waiting to be written, and how to tell its submitter the result. */
 export interface PendingOutcome {
   outcome: JobOutcome;
+  /** False once the lease is known lost: the outcome is then dropped (reported not written). */
+  held: () => boolean;
   resolve: (written: boolean) => void;
 }
 
@@ -14,8 +22,15 @@ export interface PendingOutcome {
  * submitted meanwhile goes into the next statement. While `deferred()` holds, it writes nothing
  * itself: the worker's claim loop is about to {@link Completer.take} the outcomes and write them
  * in its complete-and-claim round trip; the worker calls {@link Completer.kick} when that stops
- * being so. A failed batch is retried one outcome at a time, so one bad row cannot lose the
- * others. Writes never use a caller's abort signal: a draining worker still records what finished.
+ * being so.
+ *
+ * Every write is fenced by its lease token, so a write that failed on a transient error
+ * (connection loss, a lock timeout, …) is tried again with backoff for as long as its lease is
+ * held — the worker keeps renewing it meanwhile — and dropped once the lease is known lost. A
+ * batch that fails on any other error is retried one outcome at a time, so one bad row cannot
+ * lose the others. An outcome whose lease is known lost is never sent, and a statement never
+ * carries two outcomes of one job. Writes never use a caller's abort signal: a draining worker
+ * still records what finished.
  */
 export class Completer {
   readonly #store: JobStore;
@@ -30,10 +45,10 @@ export class Completer {
     this.#deferred = deferred;
   }
 
-  /** Queues an outcome; resolves true once written, false when fenced or not writable. */
-  submit(outcome: JobOutcome): Promise<boolean> {
+  /** Queues an outcome; resolves true once written, false when fenced, dropped or not writable. */
+  submit(outcome: JobOutcome, held: () => boolean = () => true): Promise<boolean> {
     return new Promise((resolve) => {
-      this.#queue.push({ outcome, resolve });
+      this.#queue.push({ outcome, held, resolve });
       this.kick();
     });
   }
@@ -50,9 +65,23 @@ export class Completer {
     void this.#flush();
   }
 
-  /** Hands up to `max` waiting outcomes to a caller that writes them; it must then {@link settle} or {@link restore} them. */
+  /**
+   * Hands up to `max` waiting outcomes to a caller that writes them in one statement; it must
+   * then {@link settle} or {@link restore} them. Outcomes whose lease is lost are dropped here.
+   */
   take(max = MAX_BATCH): PendingOutcome[] {
-    return this.#queue.splice(0, max);
+    const batch: PendingOutcome[] = [];
+    const ids = new Set<number>();
+    const rest: PendingOutcome[] = [];
+    for (const p of this.#queue) {
+      if (!p.held()) p.resolve(false);
+      else if (batch.length < max && !ids.has(p.outcome.id)) {
+        ids.add(p.outcome.id);
+        batch.push(p);
+      } else rest.push(p);
+    }
+    this.#queue = rest;
+    return batch;
   }
 
   /** Reports the caller's write of taken outcomes (`written[i]` for `taken[i]`). */
@@ -60,7 +89,7 @@ export class Completer {
     taken.forEach((p, i) => p.resolve(written[i] === true));
   }
 
-  /** Gives back taken outcomes whose write failed: they are written now, on their own (one by one if need be). */
+  /** Gives back taken outcomes whose write failed: they are written now, on their own (retried if need be). */
   restore(taken: readonly PendingOutcome[]): void {
     if (taken.length === 0) return;
     void this.#write([...taken]);
@@ -70,26 +99,69 @@ export class Completer {
     // The flag is cleared in the same tick as the final check, so a submit can never slip in
     // between and wait for a flush that is not coming (a deferred one is kicked by the worker).
     try {
-      while (this.#queue.length > 0 && !this.#deferred()) await this.#write(this.#queue.splice(0, MAX_BATCH));
+      while (this.#queue.length > 0 && !this.#deferred()) {
+        const batch = this.take();
+        if (batch.length > 0) await this.#write(batch);
+      }
     } finally {
       this.#flushing = false;
     }
   }
 
   async #write(batch: PendingOutcome[]): Promise<void> {
-    try {
-      const written = await this.#store.complete(batch.map((p) => p.outcome));
-      batch.forEach((p, i) => p.resolve(written[i] === true));
-    } catch (err) {
-      if (batch.length > 1) this.#logger.warn(errorFields(err), 'batched outcome write failed, writing one by one');
-      for (const p of batch) {
-        try {
-          p.resolve((await this.#store.complete([p.outcome]))[0] === true);
-        } catch (e) {
-          this.#logger.error({ ...errorFields(e), job_id: p.outcome.id }, 'could not record job outcome');
-          p.resolve(false);
+    for (let attempt = 0; ; attempt++) {
+      batch = batch.filter((p) => p.held() || (p.resolve(false), false));
+      if (batch.length === 0) return;
+      try {
+        const written = await this.#store.complete(batch.map((p) => p.outcome));
+        batch.forEach((p, i) => p.resolve(written[i] === true));
+        return;
+      } catch (err) {
+        if (!isTransient(err)) {
+          await this.#writeOneByOne(batch, err);
+          return;
         }
+        if (attempt === 0) this.#logger.warn({ ...errorFields(err), outcomes: batch.length }, 'outcome write failed, retrying while the leases are held');
+        await sleep(Math.min(RETRY_MIN_MS * 2 ** attempt, RETRY_MAX_MS) * (0.5 + Math.random()));
       }
     }
   }
+
+  /** After a non-transient failure: each outcome on its own, so only a bad one is lost. */
+  async #writeOneByOne(batch: PendingOutcome[], err: unknown): Promise<void> {
+    if (batch.length === 1) {
+      this.#logger.error({ ...errorFields(err), job_id: batch[0]!.outcome.id }, 'could not record job outcome');
+      batch[0]!.resolve(false);
+      return;
+    }
+    this.#logger.warn(errorFields(err), 'batched outcome write failed, writing one by one');
+    for (const p of batch) await this.#write([p]);
+  }
+}
+
+// SQLSTATE classes worth another try: connection exceptions, transaction rollbacks (serialization
+// failure, deadlock), insufficient resources, operator intervention (shutdown, cancel), system errors.
+const TRANSIENT_CLASSES = new Set(['08', '40', '53', '57', '58']);
+// Lock not available (lock_timeout), object in use.
+const TRANSIENT_CODES = new Set(['55P03', '55006']);
+
+/**
+ * Whether a failed write may succeed if tried again: a connection-level failure, or a Postgres
+ * error that says so; not a bad argument or a data error (those fail every time).
+ */
+export function isTransient(err: unknown): boolean {
+  if (err instanceof QError) {
+    if (err.code === QErrorCode.CONNECTION) return true;
+    if (err.code === QErrorCode.INVALID_ARGUMENT || err.code === QErrorCode.CLOSED) return false;
+    // Another code wrapping a driver error: that error tells.
+    return err.cause !== undefined && !(err.cause instanceof QError) && isTransient(err.cause);
+  }
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) {
+    return TRANSIENT_CLASSES.has(code.slice(0, 2)) || TRANSIENT_CODES.has(code);
+  }
+  // No SQLSTATE: a socket failure (ECONNRESET, "Connection terminated unexpectedly", a connect
+  // timeout) is; a driver or programming error ("Invalid string length") is not.
+  if (typeof code === 'string' && /^E[A-Z]+$/.test(code)) return true;
+  return err instanceof Error && /connect|terminat|timeout|timed out|socket/i.test(err.message);
 }

@@ -2,22 +2,29 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Tracer } from '@opentelemetry/api';
 import type { JobMetrics } from '@q/otel';
-import { QError, QErrorCode, invalidArgument } from '@q/schema';
+import { QError, QErrorCode, checkName, invalidArgument } from '@q/schema';
 import type { Job, JobListener, JobOutcome, JobStore, LeasedJob } from '@q/store';
 import { retryBackoffMs } from './backoff.js';
 import { Completer } from './completer.js';
 import { LEASE_DURATION_MS, RETRY_BASE_MS } from './constants.js';
 import { DeadLetterError, JobAbortedError } from './errors.js';
+import { Execution } from './execution.js';
+import { LeaseKeeper } from './lease-keeper.js';
 import { errorFields, firstLine, silentLogger, type Logger } from './logger.js';
+import { Maintenance } from './maintenance.js';
 import { processSpan } from './process-span.js';
-import { StepRecorder } from './step-recorder.js';
+import type { StepRecorder } from './step-recorder.js';
+import { MAX_TIMER_MS, timerOption } from './timers.js';
 
 /** What a handler gets besides the job: an abort signal and the attempt's step timeline. */
 export interface HandlerContext {
   /**
    * Aborted when the job's lease is lost, when the job is cancelled, or when a drain times out;
-   * `signal.reason` is a {@link JobAbortedError}. Not aborted when the worker merely stops
-   * claiming: a job that finishes within the drain timeout is recorded.
+   * `signal.reason` is a {@link JobAbortedError}. The lease counts as lost when a renewal finds it
+   * taken, when this worker claims the job again (its lease lapsed), or when renewals kept failing
+   * until a sixth of the lease was left (so the handler can stop before anyone else may claim the
+   * job). Not aborted when the worker merely stops claiming: a job that finishes within the drain
+   * timeout is recorded.
    */
   signal: AbortSignal;
   steps: StepRecorder;
@@ -48,11 +55,17 @@ export interface WorkerOptions {
   tracer?: Tracer;
   /** First retry delay (doubles per attempt, capped at 5 min). Default 5 s. */
   retryBaseMs?: number;
-  /** Lease duration; renewed every third of it. Default {@link LEASE_DURATION_MS} (90 s). */
+  /**
+   * Lease duration; renewed every third of it. Default {@link LEASE_DURATION_MS} (90 s). At
+   * least 100 ms and below 2³¹−1 ms, as every timer option.
+   */
   leaseDurationMs?: number;
   /** Idle polling interval, the fallback when no notification arrives. Default 1 s. */
   pollIntervalMs?: number;
-  /** How often the maintenance holder reaps lapsed leases and promotes due jobs. Default 1 s. */
+  /**
+   * How often the maintenance holder reaps lapsed leases and promotes due jobs. Default 1 s. A
+   * draining worker hands the maintenance over at once.
+   */
   maintenanceIntervalMs?: number;
   /** Crashes a job survives; the next one dead-letters it. Default 3. */
   maxResumes?: number;
@@ -71,30 +84,18 @@ export interface WorkerOptions {
   prefetch?: number;
   /** Jobs claimed per statement at most. Default: `concurrency + prefetch`. */
   claimBatchSize?: number;
-  /** Worker id stored in `leased_by`. Default `<hostname>-<pid>-<8 hex>`. */
+  /**
+   * Worker id stored in `leased_by`: a non-empty string without NUL, at most 2,048 UTF-8 bytes.
+   * Default `<hostname>-<pid>-<8 hex>`.
+   */
   workerId?: string;
 }
 
 const CLAIM_ERROR_DELAY_MS = 2_000;
 /** With prefetch, how long a finished attempt's outcome waits for a round trip to ride on. */
 const PREFETCH_FLUSH_MS = 20;
-
-/** One attempt in flight: from the claim until its outcome is written (or given back). */
-interface Execution {
-  job: LeasedJob;
-  controller: AbortController;
-  recorder: StepRecorder;
-  /** A cancel was requested: the outcome is `cancelled`. */
-  cancelRequested: boolean;
-  /** The lease was lost: nothing more will be recorded. */
-  leaseLost: boolean;
-  /** Given back by a timed-out drain: the handler's outcome is discarded. */
-  released: boolean;
-  /** The handler settled (its slot is free). */
-  settled: boolean;
-  /** Holds a slot (false while it waits in the prefetch buffer). */
-  started: boolean;
-}
+/** Shortest lease accepted: its renewal and watch timers stay well above the timer resolution. */
+const MIN_LEASE_MS = 100;
 
 type State = 'new' | 'running' | 'stopping' | 'stopped';
 
@@ -121,32 +122,33 @@ export class Worker {
   readonly #retryBaseMs: number;
   readonly #leaseMs: number;
   readonly #pollMs: number;
-  readonly #maintenanceMs: number;
-  readonly #maxResumes: number;
   readonly #handlers = new Map<string, HandlerFunc>();
-  readonly #executions = new Map<number, Execution>();
+  /** Every attempt in flight, by lease token: a stale attempt stays here until it settles. */
+  readonly #executions = new Map<string, Execution>();
+  /** The latest attempt of each job in flight (cancel notifications name the job). */
+  readonly #current = new Map<number, Execution>();
   readonly #completer: Completer;
+  readonly #leases: LeaseKeeper;
   #state: State = 'new';
   #busy = 0;
   #workSignal = false;
   #waiter: (() => void) | undefined;
   #listener: JobListener | undefined;
-  #heartbeatTimer: NodeJS.Timeout | undefined;
-  #maintenanceTimer: NodeJS.Timeout | undefined;
+  readonly #maintenance: Maintenance;
   #loop: Promise<void> | undefined;
   #loopDone = false;
   /** The claim loop waits for work (or after an error): it will not take outcomes soon. */
   #waitingForWork = false;
-  #drained: (() => void) | undefined;
+  /** Callers of wait() waiting for the last execution to settle. */
+  #drainWaiters: Array<() => void> = [];
   #shutdown: Promise<void> | undefined;
 
   constructor(store: JobStore, opts: WorkerOptions) {
     if (!store || typeof store.claim !== 'function') throw invalidArgument('store must be a JobStore');
     if (!opts || typeof opts !== 'object') throw invalidArgument('Worker takes WorkerOptions');
     const queues = opts.queues;
-    if (!Array.isArray(queues) || queues.length === 0 || queues.some((q) => typeof q !== 'string' || q === '')) {
-      throw invalidArgument('queues must be a non-empty array of queue names');
-    }
+    if (!Array.isArray(queues) || queues.length === 0) throw invalidArgument('queues must be a non-empty array of queue names');
+    for (const q of queues) checkName('Worker', 'queue name', q);
     if (typeof opts.concurrency !== 'number' || !Number.isFinite(opts.concurrency)) {
       throw invalidArgument('concurrency must be a number');
     }
@@ -160,18 +162,32 @@ export class Worker {
     this.#metrics = opts.metrics;
     this.#tracer = opts.tracer;
     this.#retryBaseMs = positive(opts.retryBaseMs, RETRY_BASE_MS, 'retryBaseMs');
-    this.#leaseMs = positive(opts.leaseDurationMs, LEASE_DURATION_MS, 'leaseDurationMs');
-    this.#pollMs = positive(opts.pollIntervalMs, 1_000, 'pollIntervalMs');
-    this.#maintenanceMs = positive(opts.maintenanceIntervalMs, 1_000, 'maintenanceIntervalMs');
-    this.#maxResumes = opts.maxResumes ?? 3;
-    if (!Number.isInteger(this.#maxResumes) || this.#maxResumes < 0) throw invalidArgument('maxResumes must be a non-negative integer');
-    if (opts.workerId !== undefined && (typeof opts.workerId !== 'string' || opts.workerId === '')) {
-      throw invalidArgument('workerId must be a non-empty string');
-    }
-    this.id = opts.workerId ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
+    this.#leaseMs = timerOption(opts.leaseDurationMs, LEASE_DURATION_MS, 'leaseDurationMs', MIN_LEASE_MS);
+    this.#pollMs = timerOption(opts.pollIntervalMs, 1_000, 'pollIntervalMs');
+    const maintenanceMs = timerOption(opts.maintenanceIntervalMs, 1_000, 'maintenanceIntervalMs');
+    const maxResumes = opts.maxResumes ?? 3;
+    if (!Number.isInteger(maxResumes) || maxResumes < 0) throw invalidArgument('maxResumes must be a non-negative integer');
+    this.id = opts.workerId === undefined ? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}` : checkName('Worker', 'workerId', opts.workerId);
     // Outcomes wait for the claim loop's next round trip while it is active: it is either
     // writing one now or about to (a finished attempt frees a slot, which wakes it).
     this.#completer = new Completer(store, this.#logger, () => this.#state === 'running' && !this.#waitingForWork && !this.#loopDone);
+    this.#leases = new LeaseKeeper(store, this.#leaseMs, this.#logger, {
+      held: () => [...this.#executions.values()].filter((e) => e.held),
+      lost: (e, unrenewed) => this.#leaseLost(e, unrenewed),
+      cancelRequested: (e) => this.#cancel(e),
+    });
+    this.#maintenance = new Maintenance(store, maxResumes, maintenanceMs, this.#logger, {
+      listener: () => this.#listener,
+      relisten: () => {
+        // A fresh listener keeps cancel notifications coming; closing the old one frees the lock.
+        const old = this.#listener;
+        if (this.#state === 'stopped') return undefined;
+        this.#listener = this.#listen();
+        void this.#listener.start();
+        return old;
+      },
+      promoted: () => this.#wake(),
+    });
   }
 
   /** Binds a job type to its handler (registering a type again replaces it). */
@@ -195,7 +211,65 @@ export class Worker {
     }
     signal.addEventListener('abort', () => this.#requestStop(), { once: true });
     this.#logger.info({ worker_id: this.id, concurrency: this.#concurrency, queues: this.#queues }, 'worker started');
-    this.#listener = this.#store.listen({
+    this.#listener = this.#listen();
+    await this.#listener.start();
+    this.#leases.start();
+    this.#maintenance.start();
+    this.#loop = this.#claimLoop();
+    await this.#loop;
+    // Nothing left in flight: release the listener and timers now (so the process can exit even
+    // if nobody calls wait()); otherwise the last job to finish does it.
+    if (this.#executions.size === 0) await this.#finish();
+  }
+
+  /**
+   * Stops claiming (as if `run`'s signal aborted) and waits until every job in flight has
+   * finished and its outcome and steps are recorded, for at most `timeoutMs` (a claim statement
+   * still in flight is not waited for; what it returns goes straight back to the queue). Jobs
+   * whose handler still runs then have their signal aborted and go back to the queue at once,
+   * the attempt given back; outcomes already handed in are still written (and awaited: retried
+   * while their lease holds). `timeoutMs` of 2³¹−1 or more (or `Infinity`) waits without a
+   * bound. Resolves immediately if the worker never ran. Several callers may wait at once.
+   */
+  async wait(timeoutMs: number): Promise<void> {
+    if (typeof timeoutMs !== 'number' || Number.isNaN(timeoutMs) || timeoutMs < 0) {
+      throw invalidArgument('timeoutMs must be a non-negative number of milliseconds');
+    }
+    if (this.#state === 'new') return;
+    this.#requestStop();
+    let timer: NodeJS.Timeout | undefined;
+    const drained = (async () => {
+      await this.#loop;
+      await this.#whenDrained();
+      return false;
+    })();
+    const timedOut = await Promise.race([
+      drained,
+      new Promise<boolean>((resolve) => {
+        // Beyond the timer range Node would fire at once: such a bound is no bound.
+        if (timeoutMs < MAX_TIMER_MS) timer = setTimeout(() => resolve(true), timeoutMs);
+      }),
+    ]);
+    clearTimeout(timer);
+    if (timedOut) {
+      await this.#giveBack();
+      await this.#whenDrained();
+    }
+    await this.#finish();
+  }
+
+  #requestStop(): void {
+    if (this.#state !== 'running') return;
+    this.#state = 'stopping';
+    this.#logger.info({ worker_id: this.id, in_flight: this.#executions.size }, 'worker stopping');
+    void this.#maintenance.stop();
+    this.#waiter?.();
+    this.#completer.kick();
+    void this.#releaseBuffered();
+  }
+
+  #listen(): JobListener {
+    return this.#store.listen({
       onNotification: (n) => {
         if (n.kind === 'queued') {
           if (this.#queues.includes(n.queue)) this.#wake();
@@ -208,49 +282,6 @@ export class Worker {
         if (this.#state === 'running') this.#logger.warn(errorFields(err), 'job listener connection failed, polling');
       },
     });
-    await this.#listener.start();
-    this.#scheduleHeartbeat();
-    void this.#maintain();
-    this.#loop = this.#claimLoop();
-    await this.#loop;
-    // Nothing left in flight: release the listener and timers now (so the process can exit even
-    // if nobody calls wait()); otherwise the last job to finish does it.
-    if (this.#executions.size === 0) await this.#finish();
-  }
-
-  /**
-   * Stops claiming (as if `run`'s signal aborted) and waits until every job in flight has
-   * finished and its outcome and steps are recorded, for at most `timeoutMs`. Jobs still running
-   * then have their signal aborted and go back to the queue at once, the attempt given back.
-   * Resolves immediately if the worker never ran.
-   */
-  async wait(timeoutMs: number): Promise<void> {
-    if (typeof timeoutMs !== 'number' || Number.isNaN(timeoutMs) || timeoutMs < 0) {
-      throw invalidArgument('timeoutMs must be a non-negative number of milliseconds');
-    }
-    if (this.#state === 'new') return;
-    this.#requestStop();
-    await this.#loop;
-    let timer: NodeJS.Timeout | undefined;
-    const timedOut = await Promise.race([
-      this.#whenDrained().then(() => false),
-      new Promise<boolean>((resolve) => {
-        timer = setTimeout(() => resolve(true), timeoutMs);
-      }),
-    ]);
-    clearTimeout(timer);
-    if (timedOut) await this.#giveBack();
-    await this.#finish();
-  }
-
-  #requestStop(): void {
-    if (this.#state !== 'running') return;
-    this.#state = 'stopping';
-    this.#logger.info({ worker_id: this.id, in_flight: this.#executions.size }, 'worker stopping');
-    clearTimeout(this.#maintenanceTimer);
-    this.#waiter?.();
-    this.#completer.kick();
-    void this.#releaseBuffered();
   }
 
   get #stopping(): boolean {
@@ -286,6 +317,8 @@ export class Worker {
       const taken = soloClaim ? [] : this.#completer.take();
       soloClaim = false;
       let jobs: LeasedJob[];
+      // The leases start no earlier than the statement is sent (the database times them).
+      const sentAt = performance.now();
       try {
         // Claimed straight into `running`: handlers start at once, so a separate mark-running
         // write would only add a commit. The finished attempts' outcomes ride along: the steady
@@ -315,7 +348,7 @@ export class Worker {
         await this.#idleNotTaking(() => false, CLAIM_ERROR_DELAY_MS);
         continue;
       }
-      if (jobs.length > 0) await this.#start(jobs);
+      if (jobs.length > 0) await this.#start(jobs, sentAt);
       // A short batch means the queues are drained: wait for a notification or the poll. After a
       // round that also wrote outcomes, look once more first: a lock key an outcome released was
       // still held in that round's snapshot.
@@ -382,7 +415,7 @@ export class Worker {
     return this.#room() >= half || this.#completer.pending >= half;
   }
 
-  async #start(jobs: LeasedJob[]): Promise<void> {
+  async #start(jobs: LeasedJob[], sentAt: number): Promise<void> {
     if (this.#stopping) {
       const leases = jobs.map((j) => ({ id: j.id, leaseToken: j.leaseToken }));
       await this.#store.release(leases).catch((err: unknown) => this.#logger.warn(errorFields(err), 'could not give back jobs'));
@@ -390,7 +423,7 @@ export class Worker {
     }
     for (const job of jobs) {
       this.#metrics?.claimed.add(1, { 'job.queue': job.queue });
-      this.#buffer.push(this.#track(job));
+      this.#buffer.push(this.#track(job, sentAt));
     }
     // A claim never returns a job ahead of one buffered earlier in claim order except by
     // priority or run_at: keep the local queue in claim order across rounds.
@@ -402,7 +435,7 @@ export class Worker {
   #startBuffered(): void {
     while (this.#busy < this.#concurrency && this.#buffer.length > 0 && !this.#stopping) {
       const e = this.#buffer.shift()!;
-      e.started = true;
+      e.state = 'running';
       this.#busy++;
       void this.#execute(e);
     }
@@ -415,58 +448,56 @@ export class Worker {
     if (left.length === 0) return;
     for (const e of left) e.released = true;
     try {
-      const released = await this.#store.release(left.map(lease));
+      const released = await this.#store.release(left.map((e) => e.lease));
       this.#logger.info({ worker_id: this.id, released: released.length }, 'prefetched jobs returned to the queue');
     } catch (err) {
       this.#logger.error(errorFields(err), 'prefetched jobs could not be returned; their leases will lapse');
     }
-    for (const e of left) this.#untrack(e, true);
+    for (const e of left) this.#settle(e);
   }
 
   /** Drops a prefetched execution from the local queue; false if it had started. */
   #unbuffer(e: Execution): boolean {
-    if (e.started) return false;
+    if (e.state !== 'buffered') return false;
     const i = this.#buffer.indexOf(e);
     if (i >= 0) this.#buffer.splice(i, 1);
     return true;
   }
 
-  #track(job: LeasedJob): Execution {
-    const e: Execution = {
-      job,
-      controller: new AbortController(),
-      recorder: new StepRecorder((steps) => this.#store.updateSteps(lease(e), steps).catch(() => false)),
-      cancelRequested: false,
-      leaseLost: false,
-      released: false,
-      settled: false,
-      started: false,
-    };
-    this.#executions.set(job.id, e);
+  #track(job: LeasedJob, sentAt: number): Execution {
+    const e = new Execution(job, sentAt + this.#leaseMs, (l) => (steps) => this.#store.updateSteps(l, steps).catch(() => false));
+    // The job is ours again under a new lease: the earlier one lapsed, so an attempt still running
+    // under it is stale. It is aborted now and stays tracked (for wait()) until it settles.
+    const stale = this.#current.get(job.id);
+    if (stale) this.#leaseLost(stale);
+    this.#executions.set(job.leaseToken, e);
+    this.#current.set(job.id, e);
     return e;
   }
 
-  /** Frees the slot (once) and, when `done`, forgets the execution. */
-  #untrack(e: Execution, done: boolean): void {
-    if (!e.settled) {
-      e.settled = true;
-      if (e.started) {
-        this.#busy--;
-        this.#startBuffered();
-      }
-      this.#waiter?.();
+  /** The handler settled (or will never run): frees its slot, once. */
+  #free(e: Execution): void {
+    if (e.state !== 'running' && e.state !== 'buffered') return;
+    const started = e.state === 'running';
+    e.state = 'recording';
+    if (started) {
+      this.#busy--;
+      this.#startBuffered();
     }
-    if (done && this.#executions.get(e.job.id) === e) {
-      this.#executions.delete(e.job.id);
-      if (this.#executions.size === 0) {
-        this.#drained?.();
-        if (this.#state === 'stopping' && this.#loopDone) void this.#finish();
-      }
-    }
+    this.#waiter?.();
   }
 
+  /** Forgets the execution (freeing its slot if it still held one). */
   #settle(e: Execution): void {
-    this.#untrack(e, true);
+    if (e.state === 'done') return;
+    this.#free(e);
+    e.state = 'done';
+    this.#executions.delete(e.job.leaseToken);
+    if (this.#current.get(e.job.id) === e) this.#current.delete(e.job.id);
+    if (this.#executions.size === 0) {
+      for (const resolve of this.#drainWaiters.splice(0)) resolve();
+      if (this.#state === 'stopping' && this.#loopDone) void this.#finish();
+    }
   }
 
   // --- one attempt ----------------------------------------------------------------------------
@@ -476,7 +507,7 @@ export class Worker {
     const handler = this.#handlers.get(job.type);
     if (!handler) {
       const msg = `no handler registered for job type "${job.type}"`;
-      this.#untrack(e, false);
+      this.#free(e);
       await this.#record(e, this.#failure(e, msg), undefined, msg);
       this.#settle(e);
       return;
@@ -497,12 +528,12 @@ export class Worker {
         }
       };
       const result = this.#tracer ? await processSpan(this.#tracer, job, run) : await run();
-      outcome = { ...lease(e), status: 'succeeded', result };
+      outcome = { ...e.lease, status: 'succeeded', result };
     } catch {
       outcome = this.#failure(e, error ?? 'job failed', deadLetter);
     }
-    this.#untrack(e, false);
-    if (e.cancelRequested) outcome = { ...lease(e), status: 'cancelled', ...(error !== undefined ? { error } : {}) };
+    this.#free(e);
+    if (e.cancelRequested) outcome = { ...e.lease, status: 'cancelled', ...(error !== undefined ? { error } : {}) };
     const status = outcome.status === 'retry_wait' ? 'failed' : outcome.status;
     const attrs = { 'job.type': job.type, 'job.status': status };
     this.#metrics?.completed.add(1, attrs);
@@ -514,17 +545,21 @@ export class Worker {
   #failure(e: Execution, message: string, deadLetter = false): JobOutcome {
     const { job } = e;
     return deadLetter || job.attempt >= job.maxAttempts
-      ? { ...lease(e), status: 'dead_letter', error: message }
-      : { ...lease(e), status: 'retry_wait', error: message, retryDelayMs: retryBackoffMs(job.attempt, this.#retryBaseMs) };
+      ? { ...e.lease, status: 'dead_letter', error: message }
+      : { ...e.lease, status: 'retry_wait', error: message, retryDelayMs: retryBackoffMs(job.attempt, this.#retryBaseMs) };
   }
 
-  /** Writes the outcome with the final timeline, unless the job was given back by a drain. */
+  /**
+   * Writes the outcome with the final timeline, unless the job was given back by a drain or its
+   * lease is known lost (then someone else owns the job, or soon will: nothing is recorded).
+   */
   async #record(e: Execution, outcome: JobOutcome, status: string | undefined, error: string | undefined): Promise<void> {
     if (e.released) return;
     const fields = this.#jobFields(e.job);
-    const written = await this.#completer.submit({ ...outcome, steps: e.recorder.steps });
+    const written = !e.leaseLost && (await this.#completer.submit({ ...outcome, steps: e.recorder.steps }, () => e.held));
     if (!written) {
-      this.#logger.warn(fields, 'could not record job outcome (lease lost?)');
+      this.#logger.warn(fields, e.leaseLost ? 'job outcome not recorded: its lease was lost' : 'could not record job outcome (lease lost?)');
+      if (e.unrenewed) await this.#giveUp(e);
       return;
     }
     switch (outcome.status) {
@@ -548,42 +583,38 @@ export class Worker {
 
   // --- leases ---------------------------------------------------------------------------------
 
-  #scheduleHeartbeat(): void {
-    this.#heartbeatTimer = setTimeout(() => void this.#heartbeat(), this.#leaseMs / 3);
-  }
-
-  async #heartbeat(): Promise<void> {
-    const held = [...this.#executions.values()].filter((e) => !e.released && !e.leaseLost);
-    if (held.length > 0) {
-      try {
-        const states = await this.#store.heartbeat(held.map(lease), this.#leaseMs);
-        const byId = new Map(states.map((s) => [s.id, s]));
-        for (const e of held) {
-          const state = byId.get(e.job.id);
-          // Gone from the result: the outcome was written meanwhile, or the lease was lost.
-          if (!state) {
-            if (this.#executions.get(e.job.id) === e && !e.settled) this.#leaseLost(e);
-          } else if (state.cancelRequested) this.#cancel(e);
-        }
-      } catch (err) {
-        this.#logger.warn(errorFields(err), 'heartbeat failed');
-      }
-    }
-    if (this.#state !== 'stopped') this.#scheduleHeartbeat();
-  }
-
-  #leaseLost(e: Execution): void {
-    if (e.leaseLost) return;
+  /** The lease is known lost: the handler is told to stop, and nothing more is recorded for it. */
+  #leaseLost(e: Execution, unrenewed = false): void {
+    if (e.leaseLost || e.state === 'done') return;
     e.leaseLost = true;
-    this.#metrics?.leaseLost.add(1, { 'job.type': e.job.type });
-    this.#logger.warn(this.#jobFields(e.job), 'job lease lost; aborting its handler');
+    e.unrenewed = unrenewed;
+    if (e.state === 'running' || e.state === 'buffered') this.#metrics?.leaseLost.add(1, { 'job.type': e.job.type });
+    if (e.state === 'running') {
+      this.#logger.warn(this.#jobFields(e.job), unrenewed ? 'job lease could not be renewed in time; aborting its handler' : 'job lease lost; aborting its handler');
+    }
     e.controller.abort(new JobAbortedError('lease_lost'));
-    if (this.#unbuffer(e)) this.#untrack(e, true);
+    if (this.#unbuffer(e)) {
+      if (unrenewed) void this.#giveUp(e);
+      this.#settle(e);
+    }
+  }
+
+  /**
+   * Gives back a lease given up unrenewed, once nothing runs under it: if the database still
+   * holds it (only the renewals failed), the job is queued again at once with the attempt given
+   * back instead of lapsing and counting as a crash; if not, the fenced write changes nothing.
+   */
+  async #giveUp(e: Execution): Promise<void> {
+    try {
+      if ((await this.#store.release([e.lease])).length > 0) this.#logger.info(this.#jobFields(e.job), 'unrenewed job returned to the queue');
+    } catch {
+      // The database is out of reach: the lease lapses and the job is reaped, as after a crash.
+    }
   }
 
   #cancelRequested(id: number): void {
-    const e = this.#executions.get(id);
-    if (e) this.#cancel(e);
+    const e = this.#current.get(id);
+    if (e?.held) this.#cancel(e);
   }
 
   #cancel(e: Execution): void {
@@ -593,9 +624,9 @@ export class Worker {
       // Prefetched, not started: its handler never runs.
       if (e.released) return;
       void (async () => {
-        this.#untrack(e, false);
+        this.#free(e);
         this.#metrics?.completed.add(1, { 'job.type': e.job.type, 'job.status': 'cancelled' });
-        await this.#record(e, { ...lease(e), status: 'cancelled' }, 'cancelled', undefined);
+        await this.#record(e, { ...e.lease, status: 'cancelled' }, 'cancelled', undefined);
         this.#settle(e);
       })();
       return;
@@ -604,63 +635,42 @@ export class Worker {
     e.controller.abort(new JobAbortedError('cancelled'));
   }
 
-  // --- maintenance ----------------------------------------------------------------------------
-
-  async #maintain(): Promise<void> {
-    if (this.#stopping) return;
-    try {
-      const listener = this.#listener;
-      let result: { reaped: Array<{ uuid: string; status: string }>; promoted: number } | null = null;
-      if (listener?.connected) {
-        if (await listener.tryLeadership()) {
-          const reaped = await this.#store.reapExpired(this.#maxResumes);
-          const promoted = await this.#store.promoteDue();
-          result = { reaped, promoted };
-        }
-      } else {
-        result = await this.#store.maintain(this.#maxResumes);
-      }
-      for (const r of result?.reaped ?? []) this.#logger.warn({ job_uuid: r.uuid, new_status: r.status }, 'expired lease reaped');
-      if (result && result.promoted > 0) this.#wake();
-    } catch (err) {
-      if (!this.#stopping) this.#logger.warn(errorFields(err), 'job maintenance failed');
-    }
-    if (!this.#stopping) this.#maintenanceTimer = setTimeout(() => void this.#maintain(), this.#maintenanceMs);
-  }
-
   // --- drain ----------------------------------------------------------------------------------
 
   #whenDrained(): Promise<void> {
     if (this.#executions.size === 0) return Promise.resolve();
-    return new Promise((resolve) => {
-      this.#drained = () => {
-        this.#drained = undefined;
-        resolve();
-      };
-    });
+    return new Promise((resolve) => this.#drainWaiters.push(resolve));
   }
 
-  /** Aborts what still runs and returns it to the queue at once (attempt given back). */
+  /**
+   * Aborts the handlers that still run and returns their jobs to the queue at once (attempt
+   * given back). An attempt whose handler has finished keeps its lease: its outcome is being
+   * written, and giving the job back would run it again.
+   */
   async #giveBack(): Promise<void> {
-    const left = [...this.#executions.values()];
+    const unfinished = [...this.#executions.values()].filter((e) => e.state === 'running' || e.state === 'buffered');
+    // A stale attempt (lease lost) has nothing to give back or record: stop waiting for it.
+    for (const e of unfinished) if (e.leaseLost) this.#settle(e);
+    const left = unfinished.filter((e) => e.held);
+    if (left.length === 0) return;
     for (const e of left) {
       e.released = true;
       e.controller.abort(new JobAbortedError('shutdown'));
     }
     try {
-      const released = await this.#store.release(left.map(lease));
+      const released = await this.#store.release(left.map((e) => e.lease));
       this.#logger.warn({ worker_id: this.id, released: released.length }, 'drain timed out; unfinished jobs returned to the queue');
     } catch (err) {
       this.#logger.error(errorFields(err), 'drain timed out and unfinished jobs could not be returned; their leases will lapse');
     }
-    for (const e of left) this.#untrack(e, true);
+    for (const e of left) this.#settle(e);
   }
 
   #finish(): Promise<void> {
     this.#shutdown ??= (async () => {
       this.#state = 'stopped';
-      clearTimeout(this.#heartbeatTimer);
-      clearTimeout(this.#maintenanceTimer);
+      this.#leases.stop();
+      void this.#maintenance.stop();
       await this.#listener?.close();
       this.#logger.info({ worker_id: this.id }, 'worker stopped');
     })();
@@ -675,10 +685,6 @@ function nextTurn(): Promise<void> {
 
 function claimOrder(a: Job, b: Job): number {
   return b.priority - a.priority || a.runAt.getTime() - b.runAt.getTime() || a.id - b.id;
-}
-
-function lease(e: Execution): { id: number; leaseToken: string } {
-  return { id: e.job.id, leaseToken: e.job.leaseToken };
 }
 
 function positive(v: number | undefined, dflt: number, what: string): number {

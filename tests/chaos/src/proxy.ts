@@ -1,4 +1,5 @@
 import net from 'node:net';
+import { Transform } from 'node:stream';
 
 /**
  * A TCP proxy on loopback between an application and Postgres that can cut, stall or blackhole
@@ -10,8 +11,12 @@ export class FaultProxy {
   private holdUntil = 0;
   private heldTimer: NodeJS.Timeout | undefined;
   private readonly waiting: Array<() => void> = [];
+  private cutMarker: Buffer | undefined;
+  private cutUntil = 0;
   /** Connections accepted so far. */
   accepted = 0;
+  /** Connections reset by {@link FaultProxy.cutOn} so far. */
+  cuts = 0;
 
   constructor(
     private readonly target: { host: string; port: number },
@@ -47,6 +52,16 @@ export class FaultProxy {
     }
     clearTimeout(this.heldTimer);
     this.heldTimer = setTimeout(() => this.release(), ms);
+  }
+
+  /**
+   * For `ms`, resets every connection the moment its client sends bytes containing `marker`
+   * (e.g. a prepared statement's name, sent with every Parse and Bind of it), before Postgres
+   * sees them: that one statement fails with a connection error, every other one flows.
+   */
+  cutOn(marker: string, ms: number): void {
+    this.cutMarker = Buffer.from(marker, 'utf8');
+    this.cutUntil = Date.now() + ms;
   }
 
   /** Stops listening and drops every connection. */
@@ -85,7 +100,21 @@ export class FaultProxy {
         client.destroy();
         this.pairs.delete(pair);
       });
-      client.pipe(upstream);
+      const cutter = new Transform({
+        transform: (chunk: Buffer, _enc, done) => {
+          if (this.cutMarker && Date.now() < this.cutUntil && chunk.includes(this.cutMarker)) {
+            this.cuts += 1;
+            client.resetAndDestroy();
+            upstream.resetAndDestroy();
+            this.pairs.delete(pair);
+            done();
+            return;
+          }
+          done(null, chunk);
+        },
+      });
+      cutter.on('error', () => undefined);
+      client.pipe(cutter).pipe(upstream);
       upstream.pipe(client);
       if (Date.now() < this.holdUntil) upstream.pause();
       else client.resume();

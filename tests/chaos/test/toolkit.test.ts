@@ -41,6 +41,27 @@ describe('fault toolkit', () => {
     }
   });
 
+  it('proxy: cutOn fails only the statements carrying the marker, for its duration', async () => {
+    const u = new URL(schema.dsn);
+    const proxy = new FaultProxy({ host: u.hostname, port: Number(u.port || 5432) });
+    const port = await proxy.listen();
+    const pool = new pg.Pool({ connectionString: viaProxy(schema.dsn, port), max: 2 });
+    pool.on('error', () => undefined);
+    const marked = { name: 'q_toolkit_marked', text: 'SELECT 1 AS x' };
+    try {
+      await pool.query('SELECT 1');
+      proxy.cutOn('q_toolkit_marked', 1_000);
+      await expect(pool.query(marked)).rejects.toThrow();
+      expect((await pool.query('SELECT 2 AS x')).rows[0].x).toBe(2);
+      expect(proxy.cuts).toBe(1);
+      await new Promise((r) => setTimeout(r, 1_100));
+      expect((await pool.query(marked)).rows[0].x).toBe(1);
+    } finally {
+      await pool.end();
+      await proxy.close();
+    }
+  });
+
   it('proxy: blackhole holds traffic for its duration, then it flows again', async () => {
     const u = new URL(schema.dsn);
     const proxy = new FaultProxy({ host: u.hostname, port: Number(u.port || 5432) });

@@ -1,0 +1,53 @@
+import type { JobLease, LeasedJob } from '@q/store';
+import { StepRecorder, type StepWriter } from './step-recorder.js';
+
+/**
+ * Where one attempt is:
+ * - `buffered`: claimed, waiting in the prefetch buffer (holds no slot);
+ * - `running`: its handler runs (holds a slot);
+ * - `recording`: the handler settled (slot freed), its outcome is being written;
+ * - `done`: forgotten (outcome written, fenced, discarded, or the job given back).
+ */
+export type ExecutionState = 'buffered' | 'running' | 'recording' | 'done';
+
+/**
+ * One attempt in flight, from the claim until its outcome is written or given back. Identified by
+ * its lease (job id and token), not by the job: after a lease lapses the same worker may claim the
+ * job again while the stale attempt still runs, and both must stay tracked until each settles.
+ */
+export class Execution {
+  readonly job: LeasedJob;
+  readonly lease: JobLease;
+  readonly controller = new AbortController();
+  readonly recorder: StepRecorder;
+  state: ExecutionState = 'buffered';
+  /** A cancel was requested: the outcome is `cancelled`. */
+  cancelRequested = false;
+  /** The lease is known lost (fenced, lapsing unrenewed, or the job claimed again): nothing more is recorded. */
+  leaseLost = false;
+  /**
+   * The lease was given up because it could not be renewed in time: the database may still hold
+   * it, so once the handler has stopped the job is given back (fenced) rather than left to lapse.
+   */
+  unrenewed = false;
+  /** Given back by a stop (prefetched) or a timed-out drain: the handler's outcome is discarded. */
+  released = false;
+  /**
+   * Until when (`performance.now()` clock) the lease surely holds: the send time of the claim or
+   * of the last renewal that came back, plus the lease duration. The database computes the
+   * expiry later than the send, on its own clock, so its lease never ends before this.
+   */
+  leaseUntil: number;
+
+  constructor(job: LeasedJob, leaseUntil: number, writeSteps: (lease: JobLease) => StepWriter) {
+    this.job = job;
+    this.lease = { id: job.id, leaseToken: job.leaseToken };
+    this.leaseUntil = leaseUntil;
+    this.recorder = new StepRecorder(writeSteps(this.lease));
+  }
+
+  /** The lease is still ours as far as this process knows: renew it, and write its outcome. */
+  get held(): boolean {
+    return !this.leaseLost && !this.released && this.state !== 'done';
+  }
+}
