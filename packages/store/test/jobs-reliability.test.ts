@@ -296,6 +296,22 @@ describe('every failure is a QError (#14 item 16)', () => {
     expect(await count()).toBe(0);
   });
 
+  it('the listener reports a lost connection as a CONNECTION QError', async () => {
+    const s = await JobStore.open(schema.dsn, { maxConns: 1, migrate: false, applicationName: 'q-jobs-listen-victim' });
+    const errors: unknown[] = [];
+    const listener = s.listen({ onNotification: () => undefined, onError: (err) => errors.push(err) });
+    try {
+      await listener.start();
+      expect(listener.connected).toBe(true);
+      await store.pool.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'q-jobs-listen-victim'`);
+      for (let i = 0; i < 100 && errors.length === 0; i++) await new Promise((r) => setTimeout(r, 20));
+      expect(errors.length).toBeGreaterThan(0);
+      expect(isQError(errors[0], 'CONNECTION'), String(errors[0])).toBe(true);
+    } finally {
+      await s.close();
+    }
+  });
+
   it('after close every call is CLOSED', async () => {
     const s = await JobStore.open(schema.dsn, { maxConns: 1, migrate: false });
     await s.close();
