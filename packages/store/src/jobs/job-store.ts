@@ -173,7 +173,7 @@ export class JobStore {
     const batch = toEnqueueBatch(jobs);
     if (jobs.length === 0) return [];
     const sizes = batch.payloads.map((p) => p.length);
-    const total = checkCallSize('enqueue', 'payload', sizes);
+    const total = checkCallSize('enqueue', 'payload JSON', sizes);
     const fitsOne = jobs.length <= ENQUEUE_CHUNK && total <= STATEMENT_TEXT_BUDGET;
     // One statement orders its rows itself; several are given them in key order.
     const chunks = fitsOne ? [] : chunkIndices(keyOrder(batch.idempotencyKeys), sizes, ENQUEUE_CHUNK);
@@ -303,8 +303,8 @@ export class JobStore {
    * A worker's steady-state round trip: records `outcomes` exactly as {@link JobStore.complete}
    * does (each fenced by its lease token) and claims up to `claim.limit` jobs exactly as
    * {@link JobStore.claim} does, in one statement and one commit (outcomes beyond one
-   * statement's share are written first, on their own; see {@link JobStore.complete}). The claim reads the same
-   * snapshot as the outcomes: a lock key an outcome releases is still held for this claim (its
+   * statement's share are written first, on their own; see {@link JobStore.complete}). The claim
+   * reads the same snapshot as the outcomes: a lock key an outcome releases is still held for this claim (its
    * next job is claimable by the following one). All or nothing: a lock-key race is retried at
    * once (after the retries, the outcomes are written alone and nothing is claimed); any other
    * error rejects with nothing written. With no outcomes it is a plain claim.
@@ -579,7 +579,7 @@ function checkCallSize(op: string, what: string, sizes: readonly number[]): numb
   const total = sizes.reduce((a, b) => a + b, 0);
   if (total > CALL_TEXT_LIMIT) {
     throw invalidArgument(
-      `${op}: the batch holds ${total} characters of ${what} JSON, more than the ${CALL_TEXT_LIMIT / 1024 / 1024} Mi one call writes; split it`,
+      `${op}: the batch holds ${total} characters of ${what}, more than the ${CALL_TEXT_LIMIT / 1024 / 1024} Mi one call writes; split it`,
     );
   }
   return total;
@@ -722,7 +722,7 @@ function prepareOutcomes(outcomes: readonly JobOutcome[]): PreparedOutcomes {
       throw err;
     }
   });
-  checkCallSize('complete', 'result and error text', sizes);
+  checkCallSize('complete', 'result JSON and error text', sizes);
   const chunks = chunkIndices(b.ids.map((_, i) => i), sizes, COMPLETE_CHUNK).map(
     (c): [number, number] => [c[0]!, c[c.length - 1]! + 1],
   );
