@@ -42,8 +42,8 @@ export interface EnqueueRow extends JobRow {
 // statement; its workers still find the job by polling.
 const TEXT = `
 WITH input AS (
-  SELECT i.*, coalesce(i.given_id, nextval(pg_get_serial_sequence('jobs', 'id'))) AS id
-  FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::timestamptz[],
+  SELECT i.*, coalesce(i.given_id, nextval(seq.id)) AS id
+  FROM (SELECT pg_get_serial_sequence('jobs', 'id')::regclass AS id) seq, unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::timestamptz[],
               $7::int4[], $8::text[], $9::text[], $10::int8[], $11::int8[], $12::int8[], $14::int8[])
     WITH ORDINALITY AS i(uuid, queue, job_type, payload, priority, run_at, max_attempts, idempotency_key,
                          lock_key, team_id, resource_id, retry_of_id, given_id, ord)
