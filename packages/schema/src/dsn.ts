@@ -1,25 +1,41 @@
 import { QError, QErrorCode } from './errors.js';
 
 const ACCEPTED_SCHEMES = ['postgres:', 'postgresql:'] as const;
+// A URL scheme as RFC 3986 spells it, short enough to be one (longer text is not shown at all).
+const SCHEME = /^([a-zA-Z][a-zA-Z0-9+.-]{0,31}):/;
 
 /**
- * Replaces the password of any URL-shaped DSN inside `text` (and the user name, which may carry a
- * token) with `redacted`. Safe on arbitrary text, so it can scrub error messages too.
+ * Replaces the user info of any URL-shaped DSN inside `text` (user name and password: the user
+ * name may carry a token) with `redacted`, and the values of `password=`-like parameters. Safe on
+ * arbitrary text, so it can scrub error messages too. The user info is taken to end at the *last*
+ * `@` of the URL's run of non-blank characters: a password with an unescaped `/`, `?`, `#` or `@`
+ * is hidden whole (text after such a URL may be hidden too, never shown in part).
  */
 export function redactDsn(text: string): string {
   return (
     text
-      // scheme://user:password@host — the userinfo ends at the last '@' before the next '/', '?' or '#'.
-      .replace(/([a-zA-Z][a-zA-Z0-9+.-]*:\/\/)([^/?#\s]*)@/g, (_m, scheme: string) => `${scheme}redacted@`)
+      .replace(/([a-zA-Z][a-zA-Z0-9+.-]*:\/\/)\S*@/g, (_m, scheme: string) => `${scheme}redacted@`)
       // key=value DSNs and URL query parameters: password=…, passwd=…, sslpassword=…
       .replace(/\b((?:ssl)?pass(?:word|wd)?\s*=\s*)('[^']*'|[^\s&]+)/gi, '$1redacted')
   );
 }
 
 /**
+ * One DSN (not free text) with everything between `://` and its last `@` replaced by `redacted`,
+ * and `password=`-like parameters redacted: even an unescaped blank in the password stays hidden.
+ */
+export function redactDsnString(dsn: string): string {
+  const start = dsn.indexOf('://');
+  const at = dsn.lastIndexOf('@');
+  const hidden = start >= 0 && at > start ? `${dsn.slice(0, start + 3)}redacted${dsn.slice(at)}` : dsn;
+  return redactDsn(hidden);
+}
+
+/**
  * Validates that `dsn` is a Postgres connection URL (`postgres://` or `postgresql://`) and returns
- * it unchanged. Anything else throws a {@link QError} `UNSUPPORTED_DSN` whose message shows the DSN
- * with its credentials redacted.
+ * it unchanged. Anything else throws a {@link QError} `UNSUPPORTED_DSN`. The message never shows
+ * the DSN itself: at most its scheme. An unparsable DSN is typically one whose password holds an
+ * unescaped reserved character, so any part of it could be part of the password.
  */
 export function validateDsn(dsn: unknown): string {
   if (typeof dsn !== 'string' || dsn.trim() === '') {
@@ -27,15 +43,22 @@ export function validateDsn(dsn: unknown): string {
   }
   const lower = dsn.trim().toLowerCase();
   if (!ACCEPTED_SCHEMES.some((s) => lower.startsWith(`${s}//`))) {
+    const scheme = SCHEME.exec(dsn.trim())?.[1];
     throw new QError(
       QErrorCode.UNSUPPORTED_DSN,
-      `unsupported DSN scheme in "${redactDsn(dsn)}" (want postgres:// or postgresql://)`,
+      scheme
+        ? `unsupported DSN scheme "${scheme}:" (want postgres:// or postgresql://)`
+        : 'unsupported DSN: not a URL (want postgres:// or postgresql://; key=value strings are not accepted)',
     );
   }
   try {
     new URL(dsn);
   } catch {
-    throw new QError(QErrorCode.UNSUPPORTED_DSN, `malformed DSN "${redactDsn(dsn)}"`);
+    throw new QError(
+      QErrorCode.UNSUPPORTED_DSN,
+      'malformed DSN: not a valid URL (not shown, as it may hold a password); percent-encode reserved characters ' +
+        '(such as / ? # @ : and blanks) in the user name and password',
+    );
   }
   return dsn;
 }

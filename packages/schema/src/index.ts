@@ -1,5 +1,6 @@
 export * from './errors.js';
 export * from './dsn.js';
+export * from './db-error.js';
 export * from './migrations.js';
 export * from './migrate.js';
 export * from './pool.js';

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { redactDsn, validateDsn } from './dsn.js';
+import { redactDsn, redactDsnString, validateDsn } from './dsn.js';
 import { QError, QErrorCode, invalidArgument } from './errors.js';
 
 /** Pool size used when `maxConns` is absent or not positive. */
@@ -24,12 +24,17 @@ export interface PoolOptions {
 export async function openPool(dsn: string, opts: PoolOptions = {}): Promise<pg.Pool> {
   validateDsn(dsn);
   const max = resolveMaxConns(opts.maxConns);
-  const pool = new pg.Pool({
-    connectionString: dsn,
-    max,
-    idleTimeoutMillis: 0,
-    ...(opts.applicationName ? { application_name: opts.applicationName } : {}),
-  });
+  let pool: pg.Pool;
+  try {
+    pool = new pg.Pool({
+      connectionString: dsn,
+      max,
+      idleTimeoutMillis: 0,
+      ...(opts.applicationName ? { application_name: opts.applicationName } : {}),
+    });
+  } catch (err) {
+    throw connectionError(dsn, err);
+  }
   // Without a listener, a backend terminated while its connection is idle crashes the process.
   pool.on('error', (err) => opts.onIdleError?.(err));
   opts.instrument?.(pool);
@@ -54,7 +59,7 @@ export function resolveMaxConns(maxConns: number | undefined): number {
 /** A `CONNECTION` error for a failed connect to `dsn`, with every credential redacted. */
 export function connectionError(dsn: string, err: unknown): QError {
   const reason = redactDsn(err instanceof Error ? err.message : String(err));
-  return new QError(QErrorCode.CONNECTION, `cannot connect to ${redactDsn(dsn)}: ${reason}`, { cause: err });
+  return new QError(QErrorCode.CONNECTION, `cannot connect to ${redactDsnString(dsn)}: ${reason}`, { cause: err });
 }
 
 /**

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { QError, openPool, redactDsn, validateDsn } from '../src/index.js';
+import { QError, databaseError, openPool, redactDsn, redactDsnString, validateDsn } from '../src/index.js';
 
 describe('validateDsn', () => {
   it('accepts postgres:// and postgresql:// URLs', () => {
@@ -33,5 +33,77 @@ describe('validateDsn', () => {
     expect((err as QError).code).toBe('CONNECTION');
     expect((err as QError).message).toContain('127.0.0.1:1');
     expect((err as QError).message).not.toContain('hunter2');
+  });
+});
+
+// Issue #14 item 14: a password with an unescaped reserved character makes the DSN unparsable
+// (or parsable into other parts than meant); no part of such a DSN may be echoed.
+describe('DSNs whose password holds an unescaped reserved character', () => {
+  const SHAPES = ['postgres://u:Zq9/Xk7@h/db', 'postgres://u:Zq9#Xk7@h/db', 'postgres://u:Zq9?Xk7@h/db', 'postgresql://u:Zq9?Xk7@h:5432/db?x=1'];
+
+  it.each(SHAPES)('validateDsn(%s) is UNSUPPORTED_DSN and shows no part of it', (dsn) => {
+    let err: unknown;
+    try {
+      validateDsn(dsn);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(QError);
+    expect((err as QError).code).toBe('UNSUPPORTED_DSN');
+    expect((err as QError).message).not.toMatch(/Zq9|Xk7|u:|@h/);
+  });
+
+  it('an unsupported scheme shows the scheme only', () => {
+    const err = (() => {
+      try {
+        validateDsn('mysql://u:Zq9/Xk7@h/db');
+      } catch (e) {
+        return e as QError;
+      }
+      throw new Error('accepted');
+    })();
+    expect(err.message).toContain('"mysql:"');
+    expect(err.message).not.toMatch(/Zq9|Xk7/);
+  });
+
+  it('redaction hides everything between :// and the last @', () => {
+    for (const dsn of ['postgres://u:Zq9/Xk7@h/db', 'postgres://u:Zq9#Xk7@h/db', 'postgres://u:Zq9?Xk7@h/db', 'postgres://u:Zq9@Xk7@h/db']) {
+      expect(redactDsn(`failed: ${dsn} now`)).toBe('failed: postgres://redacted@h/db now');
+      expect(redactDsnString(dsn)).toBe('postgres://redacted@h/db');
+    }
+    expect(redactDsnString('postgres://u:Zq9 Xk7@h/db')).toBe('postgres://redacted@h/db');
+    expect(redactDsnString('postgres://h/db?password=Zq9')).toBe('postgres://h/db?password=redacted');
+  });
+
+  it.each(['postgres://localhost:1/Zq9#Xk7@127.0.0.1/db', 'postgres://localhost:1/Zq9?Xk7@127.0.0.1/db', 'postgres://u:Zq9 Xk7@127.0.0.1:1/db'])(
+    'a DSN that parses into other parts than meant (%s) fails to connect without any part of its password',
+    async (dsn) => {
+      const err = await openPool(dsn).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(QError);
+      expect((err as QError).code).toBe('CONNECTION');
+      expect((err as QError).message).not.toMatch(/Zq9|Xk7/);
+    },
+  );
+});
+
+describe('databaseError', () => {
+  const pgError = (code: string, message: string) => Object.assign(new Error(message), { code });
+
+  it('maps unique violations, data exceptions, oversized statements and the rest', () => {
+    const dup = databaseError('enqueue', pgError('23505', 'duplicate key value violates unique constraint "x"'), { duplicate: 'taken' });
+    expect(dup).toMatchObject({ code: 'DUPLICATE', message: 'enqueue: taken' });
+    const range = databaseError('claim', pgError('22008', 'timestamp out of range: "271822-04-20T00:00:00.000+00:00 BC"'));
+    expect(range).toMatchObject({ code: 'INVALID_ARGUMENT', message: 'claim: timestamp out of range (SQLSTATE 22008)' });
+    const nul = databaseError('list', pgError('22021', 'invalid byte sequence for encoding "UTF8": 0x00'));
+    expect(nul.code).toBe('INVALID_ARGUMENT');
+    expect(databaseError('x', pgError('54000', 'index row size 9000 exceeds maximum 2712')).code).toBe('INVALID_ARGUMENT');
+    expect(databaseError('enqueue', new RangeError('Invalid string length')).code).toBe('INVALID_ARGUMENT');
+    const lost = databaseError('get', pgError('57P01', 'terminating connection due to administrator command'));
+    expect(lost).toMatchObject({ code: 'CONNECTION', message: 'get failed: terminating connection due to administrator command' });
+    const dsn = databaseError('get', new Error('connect to postgres://u:Zq9/Xk7@h/db refused'));
+    expect(dsn.message).not.toMatch(/Zq9|Xk7/);
+    const q = new QError('CLOSED', 'closed');
+    expect(databaseError('get', q)).toBe(q);
+    expect(databaseError('get', 'a string')).toMatchObject({ code: 'CONNECTION', message: 'get failed: a string' });
   });
 });

@@ -4,13 +4,13 @@
 import { randomBytes } from 'node:crypto';
 import { JobQueue } from '@q/job-worker';
 import { Consumer } from '@q/partition-consumer';
-import { QuotaStore } from '@q/quota';
+import { QuotaStore, createQuota } from '@q/quota';
 import { QError } from '@q/schema';
 import { JobStore, Store, type NewRequest } from '@q/store';
 import { createTestSchema, type TestSchema } from '@q/testing';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DSN_PASSWORD, PAYLOAD_SECRET, dsnWithPassword } from '../src/index.js';
+import { DSN_PASSWORD, MALFORMED_PASSWORD_PARTS, PAYLOAD_SECRET, dsnWithPassword, malformedPasswordDsns } from '../src/index.js';
 
 let schema: TestSchema;
 let store: Store;
@@ -54,6 +54,7 @@ async function expectQError(p: Promise<unknown> | (() => unknown), codes: string
   expect(codes).toContain((err as QError).code);
   expect((err as QError).message).not.toContain(PAYLOAD_SECRET);
   expect((err as QError).message).not.toContain(DSN_PASSWORD);
+  for (const part of MALFORMED_PASSWORD_PARTS) expect((err as QError).message).not.toContain(part);
   return err as QError;
 }
 
@@ -149,6 +150,21 @@ describe('request queue (Store)', () => {
     const unreachable = dsnWithPassword('postgres://u@127.0.0.1:1/db');
     await expectQError(Store.open(unreachable), ['CONNECTION']);
     await expectQError(Store.open(schema.dsn, { maxConns: Number.NaN }));
+  });
+});
+
+describe('DSNs whose password holds an unescaped reserved character', () => {
+  it('Store.open, JobStore.open, QuotaStore.open and createQuota never echo any part of the password', async () => {
+    for (const dsn of malformedPasswordDsns()) {
+      for (const open of [
+        () => Store.open(dsn),
+        () => JobStore.open(dsn),
+        () => QuotaStore.open(dsn),
+        () => createQuota({ dsn, ttlMs: 10_000 }),
+      ]) {
+        await expectQError(open, ['UNSUPPORTED_DSN', 'CONNECTION']);
+      }
+    }
   });
 });
 

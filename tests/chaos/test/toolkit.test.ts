@@ -4,7 +4,10 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import path from 'node:path';
-import { DSN_PASSWORD, FaultProxy, PAYLOAD_SECRET, deadTuples, dsnWithPassword, findSecrets, logDir, pinVacuumHorizon, terminateBackends } from '../src/index.js';
+import {
+  DSN_PASSWORD, FaultProxy, PAYLOAD_SECRET, deadTuples, dsnWithPassword, findSecrets, logDir, malformedPasswordDsns, pinVacuumHorizon,
+  terminateBackends,
+} from '../src/index.js';
 
 let schema: TestSchema;
 beforeAll(async () => {
@@ -137,5 +140,13 @@ describe('fault toolkit', () => {
     const hits = findSecrets(dir);
     expect(hits).toHaveLength(2);
     expect(hits[0]).toContain(DSN_PASSWORD);
+  });
+
+  it('findSecrets also reports either half of a password with an unescaped reserved character', () => {
+    const dir = logDir('toolkit-secrets-malformed');
+    // What an unredacted message would print: the DSN whole, or cut at the reserved character.
+    const lines = malformedPasswordDsns().flatMap((dsn) => [dsn, dsn.split(/[/#? ]/).slice(2).join('|')]);
+    fs.writeFileSync(path.join(dir, 'leaky.log'), `${lines.map((l) => JSON.stringify({ msg: l })).join('\n')}\n`);
+    expect(findSecrets(dir)).toHaveLength(lines.length);
   });
 });

@@ -1,11 +1,13 @@
 import { createHash } from 'node:crypto';
 import type { Tracer } from '@opentelemetry/api';
 import { instrumentPool, qTracer, withOperation } from '@q/otel';
-import { QError, QErrorCode, invalidArgument, migrate, openPool, withTransaction } from '@q/schema';
+import {
+  QError, QErrorCode, checkName, checkText, databaseError, invalidArgument, migrate, openPool, withTransaction,
+} from '@q/schema';
 import type pg from 'pg';
 import type { OpenOptions } from '../options.js';
 import { decodeCursor, encodeCursor } from './cursor.js';
-import { repairJson, storableText, tryStringify } from './json.js';
+import { jsonText, overLimit, repairJson, sizeProblem, tryStringify } from './json.js';
 import { JobListener, type JobListenerHandlers } from './listener.js';
 import { toJob, toLeasedJob, type JobRow } from './row.js';
 import { cancelJob } from './sql/cancel-job.js';
@@ -13,6 +15,7 @@ import { claimJobs } from './sql/claim-jobs.js';
 import { completeAndClaimJobs } from './sql/complete-and-claim-jobs.js';
 import { completeJobs, type CompletionBatch } from './sql/complete-jobs.js';
 import { dbNow } from './sql/db-now.js';
+import { drawJobIds } from './sql/draw-job-ids.js';
 import { enqueueJobs, type EnqueueRow } from './sql/enqueue-jobs.js';
 import { forgetDeadLetter } from './sql/forget-dead-letter.js';
 import { getJobById, getJobByUuid } from './sql/get-job.js';
@@ -29,7 +32,7 @@ import { updateJobSteps } from './sql/update-job-steps.js';
 import type {
   CancelOutcome, Job, JobLease, JobListFilter, JobOutcome, JobPage, LeaseState, LeasedJob, NewJob, ReapedJob, Step,
 } from './types.js';
-import { checkStatus, checkUuid, toEnqueueBatch } from './validate.js';
+import { INT32_MAX, MAX_DELAY_MS, checkStatus, checkUuid, toEnqueueBatch } from './validate.js';
 
 /** Crashes a job survives before the reaper dead-letters it (the 4th crash). */
 export const DEFAULT_MAX_RESUMES = 3;
@@ -37,10 +40,25 @@ export const DEFAULT_MAX_RESUMES = 3;
 export const ENQUEUE_CHUNK = 2_000;
 /** Outcomes per completion statement. */
 export const COMPLETE_CHUNK = 2_000;
+/**
+ * Characters of JSON and error text one statement carries at most; a batch with more is split
+ * (an enqueue in one transaction). The driver builds each array parameter as one string, with
+ * every `"` and backslash escaped: a few hundred million characters in one statement exceed what
+ * a string can hold.
+ */
+export const STATEMENT_TEXT_BUDGET = 64 * 1024 * 1024;
+/**
+ * Characters of JSON and error text one call (enqueue, complete) writes at most: a larger batch
+ * is refused with `INVALID_ARGUMENT` naming its size, before anything is sent.
+ */
+export const CALL_TEXT_LIMIT = 256 * 1024 * 1024;
 
 const DEFAULT_LIST_LIMIT = 25;
 // A lock-key race (two claimers saw one key free) is retried at once, a bounded number of times.
 const CLAIM_RACE_RETRIES = 8;
+// Attempts of a call that lost a deadlock (the database rolled it back: safe to run again).
+const DEADLOCK_RETRIES = 3;
+const DEADLOCK_DETECTED = '40P01';
 const UNIQUE_VIOLATION = '23505';
 const FOREIGN_KEY_VIOLATION = '23503';
 const LOCK_KEY_INDEX = 'jobs_lock_key_active_key';
@@ -117,7 +135,7 @@ export class JobStore {
       return new JobStore(pool, dsn, schema, qTracer(opts.tracerProvider), applicationName);
     } catch (err) {
       await pool.end().catch(() => undefined);
-      throw err;
+      throw databaseError('open', err);
     }
   }
 
@@ -138,37 +156,51 @@ export class JobStore {
    * Inserts jobs; all or none. An idempotency-key conflict inserts nothing for that job and
    * returns the stored original, unchanged. A `runAt` after the database's now makes the job
    * `scheduled`; otherwise it is `queued` at the database's now. Queued jobs wake idle workers
-   * (NOTIFY, delivered at commit). One statement per {@link ENQUEUE_CHUNK} jobs; several chunks
-   * share one transaction. Returns the jobs in input order.
+   * (NOTIFY, delivered at commit). One statement per {@link ENQUEUE_CHUNK} jobs and per
+   * {@link STATEMENT_TEXT_BUDGET} characters of payload; several statements share one
+   * transaction. Jobs are inserted in idempotency-key order (ids still follow the input order), so
+   * concurrent batches sharing keys in any order never deadlock; a deadlock with anything else is
+   * retried. Returns the jobs in input order.
+   *
+   * Rejected with `INVALID_ARGUMENT` before any statement: a queue, type or key that is empty
+   * (the type may be empty), over 2,048 UTF-8 bytes, or holds NUL or a lone surrogate; a payload
+   * JSON cannot carry as given (BigInt, function, symbol, non-finite number, cycle, Map, Set,
+   * typed array…; a toJSON or getter that throws; \u0000 or a lone surrogate) or over 64 MiB of
+   * JSON; a `runAt` before the year 1.
    */
   async enqueue(jobs: readonly NewJob[]): Promise<Job[]> {
     if (!Array.isArray(jobs)) throw invalidArgument('jobs must be an array');
     const batch = toEnqueueBatch(jobs);
     if (jobs.length === 0) return [];
-    return this.#op('enqueue', async () => {
-      if (jobs.length <= ENQUEUE_CHUNK) return this.#enqueueChunk(this.pool, batch, 0, jobs.length);
+    const sizes = batch.payloads.map((p) => p.length);
+    const total = checkCallSize('enqueue', 'payload JSON', sizes);
+    const fitsOne = jobs.length <= ENQUEUE_CHUNK && total <= STATEMENT_TEXT_BUDGET;
+    // One statement orders its rows itself; several are given them in key order.
+    const chunks = fitsOne ? [] : chunkIndices(keyOrder(batch.idempotencyKeys), sizes, ENQUEUE_CHUNK);
+    return this.#op('enqueue', () => retryDeadlock(async () => {
+      if (fitsOne) return this.#enqueueChunk(this.pool, batch, null);
       return this.#transaction(async (client) => {
-        const out: Job[] = [];
-        for (let from = 0; from < jobs.length; from += ENQUEUE_CHUNK) {
-          out.push(...(await this.#enqueueChunk(client, batch, from, Math.min(from + ENQUEUE_CHUNK, jobs.length))));
+        // Ids in input order (see enqueue-jobs.ts), the rows inserted in key order across statements.
+        const ids = await drawJobIds(client, jobs.length);
+        const out = new Array<Job>(jobs.length);
+        for (const chunk of chunks) {
+          const got = await this.#enqueueChunk(client, { ...batch, ids }, chunk);
+          chunk.forEach((at, k) => (out[at] = got[k]!));
         }
         return out;
       });
-    }, { 'job.count': jobs.length });
+    }), { 'job.count': jobs.length });
   }
 
-  async #enqueueChunk(
-    db: pg.Pool | pg.PoolClient,
-    b: ReturnType<typeof toEnqueueBatch>,
-    from: number,
-    to: number,
-  ): Promise<Job[]> {
-    const slice = <T>(a: T[]) => (from === 0 && to === a.length ? a : a.slice(from, to));
+  /** Inserts the jobs at `indices` of `b` (all, ids drawn by the statement, when null); returns them in that order. */
+  async #enqueueChunk(db: pg.Pool | pg.PoolClient, b: ReturnType<typeof toEnqueueBatch>, indices: number[] | null): Promise<Job[]> {
+    const pick = <T>(a: T[]) => (indices === null ? a : indices.map((i) => a[i]!));
     const chunk = {
-      uuids: slice(b.uuids), queues: slice(b.queues), types: slice(b.types), payloads: slice(b.payloads),
-      priorities: slice(b.priorities), runAts: slice(b.runAts), maxAttempts: slice(b.maxAttempts),
-      idempotencyKeys: slice(b.idempotencyKeys), lockKeys: slice(b.lockKeys), teamIds: slice(b.teamIds),
-      resourceIds: slice(b.resourceIds), retryOfIds: slice(b.retryOfIds),
+      uuids: pick(b.uuids), queues: pick(b.queues), types: pick(b.types), payloads: pick(b.payloads),
+      priorities: pick(b.priorities), runAts: pick(b.runAts), maxAttempts: pick(b.maxAttempts),
+      idempotencyKeys: pick(b.idempotencyKeys), lockKeys: pick(b.lockKeys), teamIds: pick(b.teamIds),
+      resourceIds: pick(b.resourceIds), retryOfIds: pick(b.retryOfIds),
+      ids: indices === null ? b.uuids.map(() => null) : pick(b.ids),
     };
     let rows: EnqueueRow[];
     try {
@@ -222,7 +254,7 @@ export class JobStore {
     if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw invalidArgument('limit must be between 1 and 100');
     const status = filter.status === undefined ? null : checkStatus(filter.status);
     for (const k of ['queue', 'type'] as const) {
-      if (filter[k] !== undefined && typeof filter[k] !== 'string') throw invalidArgument(`${k} must be a string`);
+      if (filter[k] !== undefined) checkName('list', k, filter[k], { allowEmpty: true });
     }
     if (filter.teamId !== undefined && !Number.isSafeInteger(filter.teamId)) throw invalidArgument('teamId must be a safe integer');
     const beforeId = filter.cursor === undefined || filter.cursor === null ? null : decodeCursor(filter.cursor);
@@ -270,35 +302,37 @@ export class JobStore {
   /**
    * A worker's steady-state round trip: records `outcomes` exactly as {@link JobStore.complete}
    * does (each fenced by its lease token) and claims up to `claim.limit` jobs exactly as
-   * {@link JobStore.claim} does, in one statement and one commit. The claim reads the same
-   * snapshot as the outcomes: a lock key an outcome releases is still held for this claim (its
+   * {@link JobStore.claim} does, in one statement and one commit (outcomes beyond one
+   * statement's share are written first, on their own; see {@link JobStore.complete}). The claim
+   * reads the same snapshot as the outcomes: a lock key an outcome releases is still held for this claim (its
    * next job is claimable by the following one). All or nothing: a lock-key race is retried at
    * once (after the retries, the outcomes are written alone and nothing is claimed); any other
    * error rejects with nothing written. With no outcomes it is a plain claim.
    */
   async completeAndClaim(outcomes: readonly JobOutcome[], opts: ClaimOptions): Promise<CompleteAndClaimResult> {
     if (!Array.isArray(outcomes)) throw invalidArgument('outcomes must be an array');
-    const batch = toCompletionBatch(outcomes);
+    const prepared = prepareOutcomes(outcomes);
     const claim = checkClaim(opts);
     if (outcomes.length === 0) return { written: [], jobs: await this.claim(opts) };
-    if (outcomes.length > COMPLETE_CHUNK) {
-      // Rare (a worker submits fewer): the older outcomes alone first, the last chunk with the claim.
-      const split = outcomes.length - COMPLETE_CHUNK;
-      const head = await this.complete(outcomes.slice(0, split));
-      const tail = await this.completeAndClaim(outcomes.slice(split), opts);
-      return { written: [...head, ...tail.written], jobs: tail.jobs };
-    }
     return this.#op('complete_claim', async () => {
+      const written = new Set<string>();
+      const { batch, chunks } = prepared;
+      // Rare (a worker submits fewer): the older outcomes alone first, the last chunk with the claim.
+      for (const [from, to] of chunks.slice(0, -1)) {
+        for (const r of await completeJobs(this.pool, sliceBatch(batch, from, to))) written.add(leaseKey(r.id, r.token));
+      }
+      const [from, to] = chunks[chunks.length - 1]!;
+      const last = sliceBatch(batch, from, to);
       for (let attempt = 0; ; attempt++) {
         try {
-          const r = await completeAndClaimJobs(this.pool, batch, claim);
-          const written = new Set(r.completedIds.map(Number));
-          return { written: outcomes.map((o) => written.has(o.id)), jobs: r.claimed.map(toLeasedJob).sort(claimOrder) };
+          const r = await completeAndClaimJobs(this.pool, last, claim);
+          for (const c of r.completed) written.add(leaseKey(c.id, c.token));
+          return { written: prepared.report(written), jobs: r.claimed.map(toLeasedJob).sort(claimOrder) };
         } catch (err) {
           if (!isLockKeyRace(err)) throw err;
           if (attempt >= CLAIM_RACE_RETRIES) {
-            const written = new Set((await completeJobs(this.pool, batch)).map((r) => Number(r.id)));
-            return { written: outcomes.map((o) => written.has(o.id)), jobs: [] };
+            for (const r of await completeJobs(this.pool, last)) written.add(leaseKey(r.id, r.token));
+            return { written: prepared.report(written), jobs: [] };
           }
         }
       }
@@ -326,24 +360,29 @@ export class JobStore {
   }
 
   /**
-   * Records attempt outcomes, batched (one statement per {@link COMPLETE_CHUNK}), each fenced by
-   * its lease token: `succeeded` (result stored as JSON; undefined or non-serialisable → null),
-   * `retry_wait` (backoff `retryDelayMs` on the database clock), `dead_letter`, `cancelled`. A
-   * cancel requested during the attempt turns any outcome into `cancelled`. Returns, per input,
-   * whether the write happened (false = fenced).
+   * Records attempt outcomes, batched (one statement per {@link COMPLETE_CHUNK} outcomes and per
+   * {@link STATEMENT_TEXT_BUDGET} characters of results and errors), each fenced by its lease
+   * token: `succeeded` (result stored as JSON; undefined, or a value `JSON.stringify` refuses or
+   * omits — BigInt, cycle, throwing toJSON, function — → null), `retry_wait` (backoff
+   * `retryDelayMs` on the database clock), `dead_letter`, `cancelled`. A cancel requested during
+   * the attempt turns any outcome into `cancelled`. Returns, per input, whether that outcome was
+   * written under that lease (false = fenced: the lease was lost, even if the job was leased
+   * again meanwhile; a lease listed twice is written once, for its first outcome).
+   *
+   * Rejected with `INVALID_ARGUMENT`, nothing written: a result JSON would store as something
+   * else (Map, Set, typed array…) or jsonb cannot hold (\u0000, a lone surrogate), an error with
+   * NUL or a lone surrogate, a result or error over 64 MiB, a `retryDelayMs` over 100 years.
    */
   async complete(outcomes: readonly JobOutcome[]): Promise<boolean[]> {
     if (!Array.isArray(outcomes)) throw invalidArgument('outcomes must be an array');
-    const batch = toCompletionBatch(outcomes);
+    const prepared = prepareOutcomes(outcomes);
     if (outcomes.length === 0) return [];
     return this.#op('complete', async () => {
-      const written = new Set<number>();
-      for (let from = 0; from < outcomes.length; from += COMPLETE_CHUNK) {
-        const to = Math.min(from + COMPLETE_CHUNK, outcomes.length);
-        const part = sliceBatch(batch, from, to);
-        for (const r of await completeJobs(this.pool, part)) written.add(Number(r.id));
+      const written = new Set<string>();
+      for (const [from, to] of prepared.chunks) {
+        for (const r of await completeJobs(this.pool, sliceBatch(prepared.batch, from, to))) written.add(leaseKey(r.id, r.token));
       }
-      return outcomes.map((o) => written.has(o.id));
+      return prepared.report(written);
     }, { 'job.count': outcomes.length });
   }
 
@@ -394,7 +433,7 @@ export class JobStore {
    * `cancelled` if a cancel was requested.
    */
   async reapExpired(maxResumes = DEFAULT_MAX_RESUMES): Promise<ReapedJob[]> {
-    if (!Number.isInteger(maxResumes) || maxResumes < 0) throw invalidArgument('maxResumes must be a non-negative integer');
+    checkMaxResumes(maxResumes);
     const rows = await this.#op('reap', () => reapExpiredLeases(this.pool, maxResumes));
     return rows.map((r) => ({ id: Number(r.id), uuid: r.uuid, status: r.status }));
   }
@@ -405,7 +444,7 @@ export class JobStore {
    * session-level lock held by their listener; this is the fallback without one.
    */
   async maintain(maxResumes = DEFAULT_MAX_RESUMES): Promise<MaintenanceResult | null> {
-    if (!Number.isInteger(maxResumes) || maxResumes < 0) throw invalidArgument('maxResumes must be a non-negative integer');
+    checkMaxResumes(maxResumes);
     return this.#op('maintain', () =>
       this.#transaction(async (client) => {
         if (!(await tryMaintenanceXactLock(client))) return null;
@@ -435,8 +474,8 @@ export class JobStore {
 
   /** Deletes `succeeded`/`cancelled` jobs finished more than `olderThanMs` ago; returns the count. */
   async purgeFinished(olderThanMs: number): Promise<number> {
-    if (typeof olderThanMs !== 'number' || !Number.isFinite(olderThanMs) || olderThanMs < 0) {
-      throw invalidArgument('olderThanMs must be a non-negative number of milliseconds');
+    if (typeof olderThanMs !== 'number' || !Number.isFinite(olderThanMs) || olderThanMs < 0 || olderThanMs > MAX_DELAY_MS) {
+      throw invalidArgument('olderThanMs must be a non-negative number of milliseconds, at most 100 years');
     }
     return this.#op('purge', () => purgeFinished(this.pool, olderThanMs));
   }
@@ -446,7 +485,7 @@ export class JobStore {
    * can also hold the maintenance lock. Closed by {@link JobStore.close} at the latest.
    */
   listen(handlers: JobListenerHandlers): JobListener {
-    if (this.#closed) throw new QError(QErrorCode.CLOSED, 'the job store is closed');
+    if (this.#closed) throw closedError();
     const listener = new JobListener(this.#dsn, this.channel, this.#applicationName, handlers);
     this.#listeners.add(listener);
     const close = listener.close.bind(listener);
@@ -457,15 +496,93 @@ export class JobStore {
     return listener;
   }
 
+  /** Runs `fn` as operation `name`: traced, and every failure a {@link QError} (see `databaseError`). */
   #op<T>(name: string, fn: () => Promise<T>, attributes?: Record<string, string | number | boolean>): Promise<T> {
-    if (this.#closed) return Promise.reject(new QError(QErrorCode.CLOSED, 'the job store is closed'));
-    return withOperation(this.#tracer, `q.jobs.${name}`, fn, attributes);
+    if (this.#closed) return Promise.reject(closedError());
+    return withOperation(
+      this.#tracer,
+      `q.jobs.${name}`,
+      async () => {
+        try {
+          return await fn();
+        } catch (err) {
+          throw this.#closed ? closedError() : databaseError(name, err);
+        }
+      },
+      attributes,
+    );
   }
 
   #transaction<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
     return withTransaction(this.pool, fn);
   }
 
+}
+
+function closedError(): QError {
+  return new QError(QErrorCode.CLOSED, 'the job store is closed');
+}
+
+/** Runs `fn`, again when it lost a deadlock (the database rolled it back), a few times. */
+async function retryDeadlock<T>(fn: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fn();
+    } catch (err) {
+      if ((err as { code?: unknown } | null)?.code !== DEADLOCK_DETECTED || attempt >= DEADLOCK_RETRIES) throw err;
+      await new Promise((resolve) => setTimeout(resolve, Math.random() * 20 * attempt));
+    }
+  }
+}
+
+/**
+ * The batch's indices in the order its rows are inserted: by idempotency key in UTF-8 byte order
+ * (the `COLLATE "C"` order of enqueue-jobs.ts), input order among equal keys, keyless jobs last.
+ */
+function keyOrder(keys: ReadonlyArray<string | null>): number[] {
+  const order = keys.map((_, i) => i);
+  if (!keys.some((k) => k !== null)) return order;
+  const bytes = keys.map((k) => (k === null ? null : Buffer.from(k, 'utf8')));
+  return order.sort((a, b) => {
+    const ka = bytes[a]!;
+    const kb = bytes[b]!;
+    if (ka === null || kb === null) return ka === kb ? a - b : ka === null ? 1 : -1;
+    return Buffer.compare(ka, kb) || a - b;
+  });
+}
+
+/**
+ * Splits `order` into statements of at most `maxCount` entries and {@link STATEMENT_TEXT_BUDGET}
+ * characters (`sizes[i]` for entry i; an entry larger than the budget goes alone). One chunk
+ * keeps `order` as given.
+ */
+function chunkIndices(order: number[], sizes: readonly number[], maxCount: number): number[][] {
+  const chunks: number[][] = [];
+  let current: number[] = [];
+  let chars = 0;
+  for (const i of order) {
+    const size = sizes[i] ?? 0;
+    if (current.length > 0 && (current.length >= maxCount || chars + size > STATEMENT_TEXT_BUDGET)) {
+      chunks.push(current);
+      current = [];
+      chars = 0;
+    }
+    current.push(i);
+    chars += size;
+  }
+  if (current.length > 0) chunks.push(current);
+  return chunks;
+}
+
+/** The total of `sizes`, or `INVALID_ARGUMENT` naming it when over {@link CALL_TEXT_LIMIT}. */
+function checkCallSize(op: string, what: string, sizes: readonly number[]): number {
+  const total = sizes.reduce((a, b) => a + b, 0);
+  if (total > CALL_TEXT_LIMIT) {
+    throw invalidArgument(
+      `${op}: the batch holds ${total} characters of ${what}, more than the ${CALL_TEXT_LIMIT / 1024 / 1024} Mi one call writes; split it`,
+    );
+  }
+  return total;
 }
 
 function claimOrder(a: Job, b: Job): number {
@@ -489,7 +606,14 @@ function checkQueues(queues: readonly string[]): string[] {
   if (!Array.isArray(queues) || queues.length === 0 || queues.some((q) => typeof q !== 'string' || q === '')) {
     throw invalidArgument('queues must be a non-empty array of non-empty strings');
   }
+  for (const q of queues) checkName('claim', 'queue', q);
   return [...new Set(queues)];
+}
+
+function checkMaxResumes(maxResumes: number): void {
+  if (!Number.isInteger(maxResumes) || maxResumes < 0 || maxResumes > INT32_MAX) {
+    throw invalidArgument('maxResumes must be a non-negative 32-bit integer');
+  }
 }
 
 function checkClaim(opts: ClaimOptions): {
@@ -498,14 +622,17 @@ function checkClaim(opts: ClaimOptions): {
   if (!opts || typeof opts !== 'object') throw invalidArgument('claim takes ClaimOptions');
   const queues = checkQueues(opts.queues);
   if (typeof opts.workerId !== 'string' || opts.workerId === '') throw invalidArgument('workerId must be a non-empty string');
-  if (!Number.isInteger(opts.limit) || opts.limit < 1) throw invalidArgument('limit must be a positive integer');
+  checkName('claim', 'workerId', opts.workerId);
+  if (!Number.isInteger(opts.limit) || opts.limit < 1 || opts.limit > INT32_MAX) {
+    throw invalidArgument('limit must be a positive 32-bit integer');
+  }
   const leaseMs = checkLeaseMs(opts.leaseMs);
   return { queues, workerId: opts.workerId, limit: opts.limit, leaseMs, status: opts.start === true ? 'running' : 'leased' };
 }
 
 function checkLeaseMs(leaseMs: number): number {
-  if (typeof leaseMs !== 'number' || !Number.isFinite(leaseMs) || leaseMs <= 0) {
-    throw invalidArgument('leaseMs must be a positive number of milliseconds');
+  if (typeof leaseMs !== 'number' || !Number.isFinite(leaseMs) || leaseMs <= 0 || leaseMs > INT32_MAX) {
+    throw invalidArgument(`leaseMs must be a positive number of milliseconds, at most ${INT32_MAX}`);
   }
   return Math.ceil(leaseMs);
 }
@@ -529,49 +656,100 @@ function splitLeases(leases: readonly JobLease[]): { ids: number[]; tokens: stri
 
 function stepsJson(steps: readonly Step[]): string {
   if (!Array.isArray(steps)) throw invalidArgument('steps must be an array');
-  return repairJson(tryStringify(steps) ?? '[]');
+  const json = repairJson(tryStringify(steps) ?? '[]');
+  const bytes = overLimit(json);
+  if (bytes !== undefined) throw invalidArgument(sizeProblem('steps', bytes));
+  return json;
 }
 
-/** Result as stored: JSON text, or null for `undefined`/non-serialisable values. */
+/** Result as stored: JSON text, or null for `undefined` and values JSON.stringify refuses or omits. */
 function resultJson(result: unknown): string | null {
   if (result === undefined) return null;
-  const text = tryStringify(result);
-  return text === undefined ? null : repairJson(text);
+  const json = jsonText(result, 'result', 'result');
+  if ('problem' in json) throw invalidArgument(json.problem);
+  return json.text;
 }
 
-function toCompletionBatch(outcomes: readonly JobOutcome[]): CompletionBatch {
+/** Error text as stored: verbatim, so NUL, a lone surrogate or over 64 MiB is refused. */
+function errorText(error: unknown): string {
+  const text = checkText('complete', 'error', String(error));
+  const bytes = overLimit(text);
+  if (bytes !== undefined) throw invalidArgument(sizeProblem('error', bytes));
+  return text;
+}
+
+/** The key of one lease in a `written` set (Postgres returns tokens in lower case). */
+function leaseKey(id: number | string, token: string): string {
+  return `${id}/${token.toLowerCase()}`;
+}
+
+/** Outcomes checked and turned into statement columns, with how to report what was written. */
+interface PreparedOutcomes {
+  /** One entry per distinct lease (the first outcome of a lease listed twice). */
+  batch: CompletionBatch;
+  /** `[from, to)` ranges of `batch`, one per statement. */
+  chunks: Array<[number, number]>;
+  /** `written[i]` for input i, from the leases written. */
+  report(written: ReadonlySet<string>): boolean[];
+}
+
+function prepareOutcomes(outcomes: readonly JobOutcome[]): PreparedOutcomes {
   const b: CompletionBatch = { ids: [], tokens: [], statuses: [], results: [], errors: [], retryDelaysMs: [], steps: [] };
-  for (const o of outcomes) {
-    checkLease(o);
-    b.ids.push(o.id);
-    b.tokens.push(o.leaseToken);
-    b.statuses.push(o.status);
-    b.steps.push(o.steps === undefined ? null : stepsJson(o.steps));
-    switch (o.status) {
-      case 'succeeded':
-        b.results.push(resultJson(o.result));
-        b.errors.push(null);
-        b.retryDelaysMs.push(null);
-        break;
-      case 'retry_wait':
-        if (typeof o.retryDelayMs !== 'number' || !Number.isFinite(o.retryDelayMs) || o.retryDelayMs < 0) {
-          throw invalidArgument('retryDelayMs must be a non-negative number of milliseconds');
-        }
-        b.results.push(null);
-        b.errors.push(storableText(String(o.error)));
-        b.retryDelaysMs.push(Math.round(o.retryDelayMs));
-        break;
-      case 'dead_letter':
-      case 'cancelled':
-        b.results.push(null);
-        b.errors.push(o.error === undefined ? null : storableText(String(o.error)));
-        b.retryDelaysMs.push(null);
-        break;
-      default:
-        throw invalidArgument('outcome status must be succeeded, retry_wait, dead_letter or cancelled');
+  // Input i is batch entry at[i], or -1 for a repeated lease (reported as not written).
+  const at: number[] = [];
+  const seen = new Set<string>();
+  const sizes: number[] = [];
+  outcomes.forEach((o, i) => {
+    try {
+      const row = outcomeRow(o);
+      const key = leaseKey(o.id, o.leaseToken);
+      if (seen.has(key)) {
+        at.push(-1);
+        return;
+      }
+      seen.add(key);
+      at.push(b.ids.length);
+      b.ids.push(o.id);
+      b.tokens.push(o.leaseToken);
+      b.statuses.push(o.status);
+      b.results.push(row.result);
+      b.errors.push(row.error);
+      b.retryDelaysMs.push(row.retryDelayMs);
+      b.steps.push(row.steps);
+      sizes.push((row.result?.length ?? 0) + (row.error?.length ?? 0) + (row.steps?.length ?? 0));
+    } catch (err) {
+      if (err instanceof Error && outcomes.length > 1) err.message += ` (outcome ${i})`;
+      throw err;
     }
+  });
+  checkCallSize('complete', 'result JSON and error text', sizes);
+  const chunks = chunkIndices(b.ids.map((_, i) => i), sizes, COMPLETE_CHUNK).map(
+    (c): [number, number] => [c[0]!, c[c.length - 1]! + 1],
+  );
+  return {
+    batch: b,
+    chunks,
+    report: (written) => at.map((j) => j >= 0 && written.has(leaseKey(b.ids[j]!, b.tokens[j]!))),
+  };
+}
+
+function outcomeRow(o: JobOutcome): { result: string | null; error: string | null; retryDelayMs: number | null; steps: string | null } {
+  checkLease(o);
+  const steps = o.steps === undefined ? null : stepsJson(o.steps);
+  switch (o.status) {
+    case 'succeeded':
+      return { result: resultJson(o.result), error: null, retryDelayMs: null, steps };
+    case 'retry_wait':
+      if (typeof o.retryDelayMs !== 'number' || !Number.isFinite(o.retryDelayMs) || o.retryDelayMs < 0 || o.retryDelayMs > MAX_DELAY_MS) {
+        throw invalidArgument('retryDelayMs must be a non-negative number of milliseconds, at most 100 years');
+      }
+      return { result: null, error: errorText(o.error), retryDelayMs: Math.round(o.retryDelayMs), steps };
+    case 'dead_letter':
+    case 'cancelled':
+      return { result: null, error: o.error === undefined ? null : errorText(o.error), retryDelayMs: null, steps };
+    default:
+      throw invalidArgument('outcome status must be succeeded, retry_wait, dead_letter or cancelled');
   }
-  return b;
 }
 
 function sliceBatch(b: CompletionBatch, from: number, to: number): CompletionBatch {

@@ -4,6 +4,9 @@
 // backslashes are real escapes.
 const UNSTORABLE = /(?<!\\)((?:\\\\)*)\\u(0000|d[89a-f][0-9a-f]{2})/gi;
 
+/** Largest JSON value (payload, result, timeline) or error text accepted, in UTF-8 bytes. */
+export const MAX_VALUE_BYTES = 64 * 1024 * 1024;
+
 /** `JSON.stringify(value)`, or `undefined` when it throws (BigInt, cycles) or yields nothing. */
 export function tryStringify(value: unknown): string | undefined {
   try {
@@ -25,44 +28,97 @@ export function repairJson(json: string): string {
   return json.replace(UNSTORABLE, (_m, slashes: string) => `${slashes}\\ufffd`);
 }
 
-/** Text for a `text` column: NUL bytes are refused by Postgres and replaced. */
-export function storableText(text: string): string {
-  return text.includes('\0') ? text.replaceAll('\0', '\ufffd') : text;
+/** UTF-8 size of `text` when it may be over `limit` bytes (only then is it measured). */
+export function overLimit(text: string, limit = MAX_VALUE_BYTES): number | undefined {
+  if (text.length <= limit / 3) return undefined;
+  const bytes = Buffer.byteLength(text, 'utf8');
+  return bytes > limit ? bytes : undefined;
 }
 
+/** The "N bytes, more than the 64 MiB …" part of a size error. */
+export function sizeProblem(what: string, bytes: number): string {
+  return `${what} is ${bytes} bytes, more than the ${MAX_VALUE_BYTES / 1024 / 1024} MiB a value may hold`;
+}
+
+// Objects JSON.stringify turns into something else without a word: a Map or Set becomes {}, a
+// typed array an object of indices, an Error loses its message. (A Buffer or Date has toJSON,
+// which runs first, so they never reach the check.)
+const LOSSY: Array<[new (...args: never[]) => object, string]> = [
+  [Map, 'a Map'], [Set, 'a Set'], [WeakMap, 'a WeakMap'], [WeakSet, 'a WeakSet'], [RegExp, 'a RegExp'],
+  [Promise, 'a Promise'], [Error, 'an Error'], [ArrayBuffer, 'an ArrayBuffer'],
+];
+
+class JsonProblem extends Error {}
+
+function lossyKind(v: object): string | undefined {
+  if (ArrayBuffer.isView(v)) return 'a typed array';
+  for (const [type, name] of LOSSY) if (v instanceof type) return name;
+  if (typeof SharedArrayBuffer !== 'undefined' && v instanceof SharedArrayBuffer) return 'a SharedArrayBuffer';
+  if (typeof WeakRef !== 'undefined' && v instanceof WeakRef) return 'a WeakRef';
+  return undefined;
+}
+
+/** How {@link jsonText} treats values JSON cannot carry at all. */
+export type JsonMode =
+  /** Job payloads: anything JSON cannot carry is a problem. */
+  | 'strict'
+  /**
+   * Handler results: a value `JSON.stringify` refuses (BigInt, cycle, a throwing toJSON) or
+   * omits (function, symbol, undefined) is stored as null, as documented; a value it would
+   * silently turn into something else (Map, Set, NUL…) is a problem.
+   */
+  | 'result';
+
 /**
- * Why `value` cannot be a job payload, or `undefined` when it can: it must survive a JSON round
- * trip (no BigInt, function, symbol or cycle anywhere; no non-finite number). The reason never
- * quotes the payload, not even a key name.
+ * The JSON text of `value` for a jsonb column, or `{ problem }` saying why it cannot be stored
+ * as given (`what` names it). Rejects what JSON would change silently (Map, Set, typed arrays…;
+ * in strict mode also BigInt, functions, symbols, non-finite numbers and cycles), `\u0000` and lone
+ * surrogates (which jsonb refuses), a toJSON or getter that throws, and values over
+ * {@link MAX_VALUE_BYTES}. The problem never quotes the value, not even a key name or the
+ * message of what threw. `undefined` text means SQL NULL (result mode only).
  */
-export function payloadProblem(value: unknown): string | undefined {
-  const seen = new Set<object>();
-  const walk = (v: unknown): string | undefined => {
+export function jsonText(value: unknown, what: string, mode: JsonMode): { text: string | null } | { problem: string } {
+  const strict = mode === 'strict';
+  const replacer = function (this: unknown, _key: string, v: unknown): unknown {
     switch (typeof v) {
       case 'bigint':
-        return 'payload contains a BigInt, which JSON cannot represent';
+        if (strict) throw new JsonProblem(`${what} contains a BigInt, which JSON cannot represent`);
+        return v;
       case 'function':
-        return 'payload contains a function, which JSON cannot represent';
+        if (strict) throw new JsonProblem(`${what} contains a function, which JSON cannot represent`);
+        return v;
       case 'symbol':
-        return 'payload contains a symbol, which JSON cannot represent';
+        if (strict) throw new JsonProblem(`${what} contains a symbol, which JSON cannot represent`);
+        return v;
       case 'number':
-        return Number.isFinite(v) ? undefined : 'payload contains a non-finite number, which JSON cannot represent';
+        if (strict && !Number.isFinite(v)) throw new JsonProblem(`${what} contains a non-finite number, which JSON cannot represent`);
+        return v;
       case 'object': {
-        if (v === null) return undefined;
-        if (typeof (v as { toJSON?: unknown }).toJSON === 'function') return undefined; // Date, Buffer…
-        if (seen.has(v)) return 'payload is circular, which JSON cannot represent';
-        seen.add(v);
-        const values = Array.isArray(v) ? v : Object.values(v);
-        for (const x of values) {
-          const p = x === undefined ? undefined : walk(x);
-          if (p) return p;
-        }
-        seen.delete(v);
-        return undefined;
+        const kind = v === null ? undefined : lossyKind(v);
+        if (kind) throw new JsonProblem(`${what} contains ${kind}, which JSON cannot represent (it would be stored as something else)`);
+        return v;
       }
       default:
-        return undefined;
+        return v;
     }
   };
-  return walk(value);
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(value, replacer) as string | undefined;
+  } catch (err) {
+    if (err instanceof JsonProblem) return { problem: err.message };
+    if (!strict) return { text: null };
+    if (err instanceof TypeError && /circular/i.test(err.message)) return { problem: `${what} is circular, which JSON cannot represent` };
+    return { problem: `${what} cannot be converted to JSON: a toJSON method or getter threw` };
+  }
+  if (typeof text !== 'string') {
+    if (strict) return { problem: `${what} must be a JSON value` };
+    return { text: null };
+  }
+  if (!isStorableJson(text)) {
+    return { problem: `${what} contains \\u0000 or a lone surrogate, which Postgres jsonb cannot store` };
+  }
+  const bytes = overLimit(text);
+  if (bytes !== undefined) return { problem: sizeProblem(what, bytes) };
+  return { text };
 }

@@ -1,3 +1,4 @@
+import { databaseError } from '@q/schema';
 import pg from 'pg';
 import { tryMaintenanceSessionLock } from './sql/maintenance-lock.js';
 
@@ -14,7 +15,7 @@ export interface JobListenerHandlers {
   onNotification(n: JobNotification): void;
   /** The connection came (back) up: notifications may have been missed meanwhile. */
   onConnected?(): void;
-  /** The connection failed; the listener reconnects by itself. */
+  /** The connection failed (a `QError`, code `CONNECTION`); the listener reconnects by itself. */
   onError?(err: Error): void;
 }
 
@@ -129,7 +130,7 @@ export class JobListener {
   }
 
   #report(err: unknown): void {
-    this.handlers.onError?.(err instanceof Error ? err : new Error(String(err)));
+    this.handlers.onError?.(databaseError('listen', err));
   }
 
   #schedule(): void {

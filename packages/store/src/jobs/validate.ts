@@ -1,11 +1,17 @@
 import { randomUUID } from 'node:crypto';
-import { checkName, invalidArgument, unstorableText } from '@q/schema';
-import { isStorableJson, payloadProblem } from './json.js';
+import { checkName, invalidArgument } from '@q/schema';
+import { jsonText } from './json.js';
 import { JOB_STATUSES, type JobStatus, type NewJob } from './types.js';
 import type { EnqueueBatch } from './sql/enqueue-jobs.js';
 
 const INT32_MIN = -2_147_483_648;
-const INT32_MAX = 2_147_483_647;
+/** Largest 32-bit integer: also the longest lease (about 24.8 days, the longest Node timer). */
+export const INT32_MAX = 2_147_483_647;
+/** Longest delay or age accepted (retry backoff, purge age): 100 years, in milliseconds. */
+export const MAX_DELAY_MS = 100 * 365.25 * 86_400_000;
+// The instants a job's runAt may take: Postgres' timestamptz starts in 4713 BC, a JS Date ends in
+// 275760; anything before year 1 is surely a mistake (and any past instant means "now" anyway).
+const MIN_RUN_AT = new Date('0001-01-01T00:00:00.000Z').getTime();
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** Default `maxAttempts` of a new job. */
@@ -23,14 +29,6 @@ export function checkStatus(v: unknown): JobStatus {
     throw invalidArgument(`status must be one of ${JOB_STATUSES.join(', ')}`);
   }
   return v as JobStatus;
-}
-
-function optString(v: unknown, what: string): string | null {
-  if (v === undefined || v === null) return null;
-  if (typeof v !== 'string') throw invalidArgument(`${what} must be a string`);
-  const bad = unstorableText(v);
-  if (bad) throw invalidArgument(`${what} ${bad}`);
-  return v;
 }
 
 /** An optional key (idempotency, lock): absent, or a non-empty identifier of bounded length. */
@@ -58,31 +56,27 @@ function int32(v: unknown, what: string, min = INT32_MIN): number {
 export function toEnqueueBatch(jobs: readonly NewJob[]): EnqueueBatch {
   const b: EnqueueBatch = {
     uuids: [], queues: [], types: [], payloads: [], priorities: [], runAts: [], maxAttempts: [],
-    idempotencyKeys: [], lockKeys: [], teamIds: [], resourceIds: [], retryOfIds: [],
+    idempotencyKeys: [], lockKeys: [], teamIds: [], resourceIds: [], retryOfIds: [], ids: [],
   };
   jobs.forEach((job, i) => {
     const at = jobs.length > 1 ? ` (job ${i})` : '';
     try {
       if (!job || typeof job !== 'object') throw invalidArgument('job must be an object');
-      const queue = optString(job.queue, 'queue');
-      if (!queue) throw invalidArgument('queue must be a non-empty string');
-      const type = optString(job.type, 'type');
-      if (type === null) throw invalidArgument('type must be a string');
+      const queue = checkName('enqueue', 'queue', job.queue);
+      const type = checkName('enqueue', 'type', job.type, { allowEmpty: true });
       const payload = job.payload === undefined || job.payload === null ? {} : job.payload;
-      const problem = payloadProblem(payload);
-      if (problem) throw invalidArgument(problem);
-      const json = JSON.stringify(payload) as string | undefined;
-      if (typeof json !== 'string') throw invalidArgument('payload must be a JSON value');
-      if (!isStorableJson(json)) throw invalidArgument('payload contains \\u0000 or a lone surrogate, which Postgres jsonb cannot store');
+      const json = jsonText(payload, 'payload', 'strict');
+      if ('problem' in json) throw invalidArgument(json.problem);
       let runAt: Date | null = null;
       if (job.runAt !== undefined && job.runAt !== null) {
         if (!(job.runAt instanceof Date) || Number.isNaN(job.runAt.getTime())) throw invalidArgument('runAt must be a valid Date');
+        if (job.runAt.getTime() < MIN_RUN_AT) throw invalidArgument('runAt must not be before the year 1');
         runAt = job.runAt;
       }
       b.uuids.push(randomUUID());
       b.queues.push(queue);
       b.types.push(type);
-      b.payloads.push(json);
+      b.payloads.push(json.text!);
       b.priorities.push(job.priority === undefined || job.priority === null ? 0 : int32(job.priority, 'priority'));
       b.runAts.push(runAt);
       b.maxAttempts.push(

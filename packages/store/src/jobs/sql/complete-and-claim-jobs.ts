@@ -11,22 +11,22 @@ import type { Queryable } from './db.js';
 // still seen as held by the claim: its next job waits for the following round. The outcome part
 // is durable before any replacement is visible, as with two statements. The result is one row
 // per claimed job (completed_id NULL) and one per outcome written (completed_id set, the job
-// columns NULL).
+// columns NULL, lease_token the token of the lease whose outcome was written).
 const P: ClaimParams = { queues: '$8', limit: '$9', workerId: '$10', leaseMs: '$11', status: '$12' };
-const NULLS = Array.from({ length: JOB_COLUMN_COUNT + 1 }, () => 'NULL').join(', ');
+const NULLS = Array.from({ length: JOB_COLUMN_COUNT }, () => 'NULL').join(', ');
 const TEXT = `
 WITH done AS (${COMPLETION_UPDATE}
-  RETURNING jobs.id
+  RETURNING jobs.id, u.token
 ), ${claimCtes(P)}, claimed AS (${claimUpdate(P)}
 )
 SELECT NULL::int8 AS completed_id, claimed.* FROM claimed
 UNION ALL
-SELECT done.id, ${NULLS} FROM done`;
+SELECT done.id, ${NULLS}, done.token FROM done`;
 
 /** What one complete-and-claim round trip did. */
 export interface CompleteAndClaimRows {
-  /** Ids of the outcomes written (the others were fenced). */
-  completedIds: string[];
+  /** The leases (job id, token) whose outcomes were written (the others were fenced). */
+  completed: Array<{ id: string; token: string }>;
   /** The jobs leased, in no particular order. */
   claimed: ClaimedRow[];
 }
@@ -42,9 +42,9 @@ export async function completeAndClaimJobs(
     text: TEXT,
     values: [...completionValues(outcomes), claim.queues, claim.limit, claim.workerId, claim.leaseMs, claim.status],
   });
-  const out: CompleteAndClaimRows = { completedIds: [], claimed: [] };
+  const out: CompleteAndClaimRows = { completed: [], claimed: [] };
   for (const r of rows) {
-    if (r.completed_id !== null) out.completedIds.push(r.completed_id);
+    if (r.completed_id !== null) out.completed.push({ id: r.completed_id, token: r.lease_token });
     else out.claimed.push(r);
   }
   return out;

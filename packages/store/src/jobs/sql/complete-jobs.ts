@@ -55,15 +55,17 @@ UPDATE jobs SET
 FROM ${COMPLETION_INPUT}
 WHERE jobs.id = ANY($1::int8[]) AND jobs.id = u.id AND jobs.lease_token = u.token`;
 
+// The lease token is returned (from the input: the row's own is cleared) so the caller can tell
+// which outcome of a job was written: one job can appear under a stale and a current lease.
 const TEXT = `${COMPLETION_UPDATE}
-RETURNING jobs.id, jobs.status`;
+RETURNING jobs.id, u.token, jobs.status`;
 
-/** Writes the outcomes whose lease is still held; returns those rows with their new status. */
+/** Writes the outcomes whose lease is still held; returns those leases with the job's new status. */
 export async function completeJobs(
   db: Queryable,
   b: CompletionBatch,
-): Promise<Array<{ id: string; status: JobStatus }>> {
-  const { rows } = await db.query<{ id: string; status: JobStatus }>({
+): Promise<Array<{ id: string; token: string; status: JobStatus }>> {
+  const { rows } = await db.query<{ id: string; token: string; status: JobStatus }>({
     name: 'q_jobs_complete',
     text: TEXT,
     values: completionValues(b),

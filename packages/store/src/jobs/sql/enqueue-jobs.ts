@@ -1,5 +1,5 @@
 import { jobColumns, type JobRow } from '../row.js';
-import type { Queryable } from './db.js';
+import { MAX_NOTIFY_QUEUE_BYTES, type Queryable } from './db.js';
 
 /** Column arrays of one enqueue batch; index i of every array is job i. */
 export interface EnqueueBatch {
@@ -15,6 +15,8 @@ export interface EnqueueBatch {
   teamIds: Array<number | null>;
   resourceIds: Array<number | null>;
   retryOfIds: Array<number | null>;
+  /** Ids drawn beforehand (a batch split over several statements), or null: drawn by the statement. */
+  ids: Array<number | null>;
 }
 
 /** Rows inserted, plus the stored originals of the batch's idempotency keys. */
@@ -27,26 +29,40 @@ export interface EnqueueRow extends JobRow {
 // originals returned by the second branch (rows committed before this statement; a duplicate key
 // inside the batch resolves to the row the first branch inserted). Idle workers are woken with one
 // notification per queue that received a queued job; it is delivered at commit.
+//
+// Rows are inserted in idempotency-key order (byte order, keyless rows last): a key another
+// transaction inserted but has not committed makes this one wait for it, and two batches taking
+// the same keys in different orders would each wait for the other (a deadlock). In one key order
+// a transaction only ever waits for a key above all it holds, so no cycle can form. The ids are
+// drawn first, in input order, so the order of the batch (its FIFO) is kept all the same; a batch
+// split over several statements brings ids drawn for the whole batch (see JobStore.enqueue).
+//
+// A queue name pg_notify cannot carry (its payload stays under 8,000 bytes) is not notified:
+// enqueue bounds queue names far below that, but a row written otherwise must not fail the
+// statement; its workers still find the job by polling.
 const TEXT = `
 WITH input AS (
-  SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::timestamptz[],
-                       $7::int4[], $8::text[], $9::text[], $10::int8[], $11::int8[], $12::int8[])
+  SELECT i.*, coalesce(i.given_id, nextval(seq.id)) AS id
+  FROM (SELECT pg_get_serial_sequence('jobs', 'id')::regclass AS id) seq, unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::timestamptz[],
+              $7::int4[], $8::text[], $9::text[], $10::int8[], $11::int8[], $12::int8[], $14::int8[])
     WITH ORDINALITY AS i(uuid, queue, job_type, payload, priority, run_at, max_attempts, idempotency_key,
-                         lock_key, team_id, resource_id, retry_of_id, ord)
+                         lock_key, team_id, resource_id, retry_of_id, given_id, ord)
 ), ins AS (
-  INSERT INTO jobs AS j (uuid, queue, job_type, payload, priority, run_at, status, max_attempts,
+  INSERT INTO jobs AS j (id, uuid, queue, job_type, payload, priority, run_at, status, max_attempts,
                          idempotency_key, lock_key, team_id, resource_id, retry_of_id)
-  SELECT uuid, queue, job_type, payload::jsonb, priority,
+  OVERRIDING SYSTEM VALUE
+  SELECT id, uuid, queue, job_type, payload::jsonb, priority,
          CASE WHEN run_at > now() THEN run_at ELSE now() END,
          CASE WHEN run_at > now() THEN 'scheduled'::job_status ELSE 'queued'::job_status END,
          max_attempts, idempotency_key, lock_key, team_id, resource_id, retry_of_id
-  FROM input ORDER BY ord
+  FROM input ORDER BY idempotency_key COLLATE "C" NULLS LAST, ord
   ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
   RETURNING ${jobColumns('j')}
 )
 SELECT ins.*, true AS inserted,
        (SELECT count(*) FROM (SELECT pg_notify($13, 'q:' || d.queue)
-                              FROM (SELECT DISTINCT queue FROM ins WHERE status = 'queued') d) n) AS notified
+                              FROM (SELECT DISTINCT queue FROM ins WHERE status = 'queued') d
+                              WHERE octet_length(d.queue) < ${MAX_NOTIFY_QUEUE_BYTES}) n) AS notified
 FROM ins
 UNION ALL
 SELECT ${jobColumns('o')}, false, 0 FROM jobs o
@@ -59,7 +75,7 @@ export async function enqueueJobs(db: Queryable, b: EnqueueBatch, channel: strin
     text: TEXT,
     values: [
       b.uuids, b.queues, b.types, b.payloads, b.priorities, b.runAts, b.maxAttempts, b.idempotencyKeys,
-      b.lockKeys, b.teamIds, b.resourceIds, b.retryOfIds, channel,
+      b.lockKeys, b.teamIds, b.resourceIds, b.retryOfIds, channel, b.ids,
     ],
   });
   return rows;

@@ -1,4 +1,4 @@
-import type { Queryable } from './db.js';
+import { MAX_NOTIFY_QUEUE_BYTES, type Queryable } from './db.js';
 
 const TEXT = `
 WITH p AS (
@@ -7,7 +7,8 @@ WITH p AS (
   RETURNING queue
 )
 SELECT count(*)::int AS promoted,
-       (SELECT count(*) FROM (SELECT pg_notify($1, 'q:' || d.queue) FROM (SELECT DISTINCT queue FROM p) d) n) AS notified
+       (SELECT count(*) FROM (SELECT pg_notify($1, 'q:' || d.queue) FROM (SELECT DISTINCT queue FROM p) d
+                             WHERE octet_length(d.queue) < ${MAX_NOTIFY_QUEUE_BYTES}) n) AS notified
 FROM p`;
 
 /** scheduled/retry_wait → queued once `run_at` is due; wakes idle workers. Returns the count. */

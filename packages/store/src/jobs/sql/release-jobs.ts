@@ -1,4 +1,4 @@
-import type { Queryable } from './db.js';
+import { MAX_NOTIFY_QUEUE_BYTES, type Queryable } from './db.js';
 
 // A worker that stops gives its unfinished leases back: the job is queued again at once with the
 // attempt given back (it did not fail), keeping its place in line. A requested cancel is honoured.
@@ -15,7 +15,8 @@ WITH r AS (
   RETURNING jobs.id, jobs.queue, jobs.status
 )
 SELECT r.id, (SELECT count(*) FROM (SELECT pg_notify($3, 'q:' || d.queue)
-                                     FROM (SELECT DISTINCT queue FROM r WHERE status = 'queued') d) n) AS notified
+                                     FROM (SELECT DISTINCT queue FROM r WHERE status = 'queued') d
+                                     WHERE octet_length(d.queue) < ${MAX_NOTIFY_QUEUE_BYTES}) n) AS notified
 FROM r`;
 
 /** Returns held leases to the queue (attempt given back); returns the ids released. */
