@@ -31,7 +31,13 @@ export function checkInTransaction(op: string, opts: unknown): TransactionClient
   if (typeof opts !== 'object' || opts === null || !isQueryable(client)) {
     throw invalidArgument(`${op}: the second argument must be { client } with a pg client (or any object with query(config)) in a transaction`);
   }
+  if (isPool(client)) throw invalidArgument(`${op}: client must be one connection in a transaction (pool.connect(), then BEGIN), not a pool`);
   return client;
+}
+
+// A pool runs each query on whichever connection is free: never "the caller's transaction".
+function isPool(v: object): boolean {
+  return typeof (v as { connect?: unknown }).connect === 'function' && 'totalCount' in v && 'idleCount' in v;
 }
 
 function isQueryable(v: unknown): v is TransactionClient {
@@ -108,10 +114,10 @@ async function savepointed<T>(op: string, client: TransactionClient, fn: () => P
  */
 export function drizzleClient(tx: object): TransactionClient {
   // Drizzle's node-postgres session keeps the pg client it runs the transaction on in `client`.
-  const session = (tx as { session?: { client?: unknown } } | null)?.session;
-  const client = session?.client;
-  const ctor = (tx as object | null)?.constructor?.name;
-  if (!isQueryable(client) || (ctor !== undefined && !ctor.includes('Transaction'))) {
+  // Outside db.transaction that is the db's pool (refused here) or a plain client (refused by the
+  // savepoint as not in a transaction).
+  const client = (tx as { session?: { client?: unknown } } | null)?.session?.client;
+  if (!isQueryable(client) || isPool(client)) {
     throw invalidArgument('drizzleClient: pass the tx of a drizzle-orm/node-postgres db.transaction(async (tx) => …) callback');
   }
   return client;

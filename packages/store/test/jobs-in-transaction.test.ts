@@ -260,6 +260,10 @@ describe('enqueue(jobs, { client }) in the caller’s transaction', () => {
     await expect(store.enqueue([{ queue: 'default', type: 't' }], {} as { client: TransactionClient })).rejects.toMatchObject({
       code: 'INVALID_ARGUMENT',
     });
+    await expect(store.enqueue([{ queue: 'default', type: 't' }], { client: app })).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: expect.stringMatching(/not a pool/),
+    });
     const c = await app.connect();
     try {
       await expect(store.enqueue([{ queue: 'default', type: 't' }], { client: c })).rejects.toMatchObject({
