@@ -84,6 +84,14 @@ describe('JobStore.fromPool', () => {
   it('refuses what is not a pool, and bad options', async () => {
     await expect(JobStore.fromPool({} as pg.Pool)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
     await expect(JobStore.fromPool(app, { migrate: 'yes' as unknown as boolean })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    // A pool that cannot connect: a QError, not a raw pg error.
+    const dead = new pg.Pool({ connectionString: 'postgres://postgres@127.0.0.1:1/nowhere', connectionTimeoutMillis: 2_000 });
+    dead.on('error', () => undefined);
+    try {
+      await expect(JobStore.fromPool(dead)).rejects.toMatchObject({ name: 'QError', code: 'CONNECTION' });
+    } finally {
+      await dead.end();
+    }
   });
 
   it('its listeners connect with the pool’s own settings (password included)', async () => {

@@ -36,3 +36,10 @@ export function transactionWriteError(err: unknown): QError {
   }
   return new QError(QErrorCode.CONNECTION, `enqueue failed: ${reason}`, { cause: err });
 }
+
+/** A failure of `JobStore.fromPool` (migrating, reading the schema) as a `QError` (`CONNECTION`). */
+export function poolError(err: unknown): QError {
+  if (err instanceof QError) return err;
+  const reason = redactDsn(err instanceof Error ? err.message : String(err));
+  return new QError(QErrorCode.CONNECTION, `JobStore.fromPool failed: ${reason}`, { cause: err });
+}

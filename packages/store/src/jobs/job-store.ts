@@ -16,7 +16,7 @@ import { completeJobs, type CompletionBatch } from './sql/complete-jobs.js';
 import { dbNow } from './sql/db-now.js';
 import { enqueueJobs, type EnqueueRow } from './sql/enqueue-jobs.js';
 import type { Queryable } from './sql/db.js';
-import { checkJobPool, listenerConnection, transactionWriteError } from './from-pool.js';
+import { checkJobPool, listenerConnection, poolError, transactionWriteError } from './from-pool.js';
 import { forgetDeadLetter } from './sql/forget-dead-letter.js';
 import { getJobById, getJobByUuid } from './sql/get-job.js';
 import { getJobsByIdempotencyKey } from './sql/get-jobs-by-idempotency-key.js';
@@ -133,9 +133,13 @@ export class JobStore {
    */
   static async fromPool(pool: pg.Pool, opts: FromPoolOptions = {}): Promise<JobStore> {
     checkJobPool(pool, opts);
-    if (opts.migrate !== false) await migrate(pool, { modules: ['jobs'] });
-    const { rows } = await pool.query<{ schema: string | null }>('SELECT current_schema() AS schema');
-    const schema = rows[0]?.schema;
+    let schema: string | null | undefined;
+    try {
+      if (opts.migrate !== false) await migrate(pool, { modules: ['jobs'] });
+      schema = (await pool.query<{ schema: string | null }>('SELECT current_schema() AS schema')).rows[0]?.schema;
+    } catch (err) {
+      throw poolError(err);
+    }
     if (!schema) throw new QError(QErrorCode.CONFIG, 'the connection has no current schema (check search_path)');
     const applicationName = opts.applicationName ?? 'q-jobs';
     const store = new JobStore(pool, listenerConnection(pool), schema, qTracer(opts.tracerProvider), applicationName);
