@@ -99,6 +99,19 @@ export async function runScenario(scenario: Scenario, opts: HarnessOptions): Pro
   };
 }
 
+/** How long a run's connections may take to go away after its `close()` before they count as leaked. */
+const CLOSE_GRACE_MS = 5_000;
+
+let inFlight: string | undefined;
+
+/**
+ * The run in progress (`[scenario] rep 1/1 system`), or undefined between runs: the CLI names it
+ * when the process dies of an uncaught error, so a crash says which system caused it.
+ */
+export function runInFlight(): string | undefined {
+  return inFlight;
+}
+
 async function runOnce(
   scenario: Scenario,
   run: (ctx: RunContext) => Promise<Measurement>,
@@ -115,19 +128,49 @@ async function runOnce(
       opts.smoke ? smoke : warmup ? Math.max(smoke, Math.round(full * (scenario.warmupFraction ?? opts.warmupFraction))) : full,
     log: (message) => opts.log(`${prefix}: ${message}`),
   };
+  inFlight = prefix;
   let timer: NodeJS.Timeout | undefined;
+  let timedOut = false;
+  let outcome: { ok: true; m: Measurement } | { ok: false; err: unknown };
   try {
-    return await Promise.race([
+    const m = await Promise.race([
       run(ctx),
       new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`${scenario.name} run exceeded ${opts.runTimeoutMs} ms`)), opts.runTimeoutMs);
+        timer = setTimeout(() => {
+          timedOut = true;
+          reject(new Error(`${scenario.name} run exceeded ${opts.runTimeoutMs} ms`));
+        }, opts.runTimeoutMs);
       }),
     ]);
+    outcome = { ok: true, m };
+  } catch (err) {
+    outcome = { ok: false, err };
   } finally {
     clearTimeout(timer);
+  }
+  let leak: string | undefined;
+  try {
+    // Every system closes all of its connections before its run returns; dropping the database
+    // under a connection still open kills it, which is a bug of that system's handle, so say whose.
+    // A timed-out run is still going: its connections are expected, FORCE ends them.
+    const left = await db.connectionsLeft(timedOut ? 0 : CLOSE_GRACE_MS);
+    if (left.length > 0 && !timedOut) {
+      const what = left.map((c) => `pid ${c.pid} '${c.applicationName}' ${c.state}${c.query ? `: ${c.query}` : ''}`).join('; ');
+      leak = `left ${left.length} connection(s) to its database open after its run: ${what}`;
+      opts.log(`${prefix}: LEAKED — ${leak}`);
+    }
+  } catch (err) {
+    opts.log(`${prefix}: could not list the connections to ${db.name}: ${String(err)}`);
+  }
+  try {
     // FORCE ends whatever a failed or timed-out run left connected.
     await db.drop().catch((err: unknown) => opts.log(`${prefix}: could not drop ${db.name}: ${String(err)}`));
+  } finally {
+    inFlight = undefined;
   }
+  if (!outcome.ok) throw outcome.err;
+  if (leak) throw new Error(leak);
+  return outcome.m;
 }
 
 function ratiosOf(scenario: Scenario, results: Map<string, SystemResult>): Ratio[] {

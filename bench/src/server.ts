@@ -1,7 +1,7 @@
 import os from 'node:os';
 import { randomBytes } from 'node:crypto';
-import pg from 'pg';
 import { startEmbeddedPostgres } from '@q/devdb';
+import { benchClient } from './pg.js';
 
 /** The Postgres server a benchmark run talks to. */
 export interface BenchServer {
@@ -27,7 +27,21 @@ export async function openServer(databaseUrl: string | undefined, log: (line: st
 export interface FreshDatabase {
   readonly name: string;
   readonly dsn: string;
+  /**
+   * Waits up to `timeoutMs` for every connection to this database to close and returns those
+   * still open then (empty when all closed). A closed `pg` pool only *starts* closing its
+   * connections, so a backend may outlive `pool.end()` by a moment.
+   */
+  connectionsLeft(timeoutMs: number): Promise<OpenConnection[]>;
   drop(): Promise<void>;
+}
+
+/** A backend still connected to a run's database (from `pg_stat_activity`). */
+export interface OpenConnection {
+  pid: number;
+  applicationName: string;
+  state: string;
+  query: string;
 }
 
 /** Creates an empty database, so every run starts from the same state (no bloat, no stats). */
@@ -39,12 +53,34 @@ export async function freshDatabase(serverDsn: string): Promise<FreshDatabase> {
   return {
     name,
     dsn: u.toString(),
+    connectionsLeft: (timeoutMs) => connectionsLeft(serverDsn, name, timeoutMs),
     drop: () => admin(serverDsn, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`),
   };
 }
 
+async function connectionsLeft(serverDsn: string, database: string, timeoutMs: number): Promise<OpenConnection[]> {
+  const c = benchClient(serverDsn, 'connection check');
+  await c.connect();
+  try {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const r = await c.query<{ pid: number; application_name: string; state: string | null; query: string }>(
+        `SELECT pid, application_name, state, left(query, 120) AS query FROM pg_stat_activity
+         WHERE datname = $1 AND pid <> pg_backend_pid() ORDER BY pid`,
+        [database],
+      );
+      if (r.rows.length === 0 || Date.now() >= deadline) {
+        return r.rows.map((x) => ({ pid: x.pid, applicationName: x.application_name, state: x.state ?? 'unknown', query: x.query }));
+      }
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+  } finally {
+    await c.end();
+  }
+}
+
 async function admin(dsn: string, sql: string): Promise<void> {
-  const c = new pg.Client({ connectionString: dsn });
+  const c = benchClient(dsn, 'admin');
   await c.connect();
   try {
     await c.query(sql);
@@ -69,7 +105,7 @@ const SETTINGS = ['fsync', 'synchronous_commit', 'full_page_writes', 'shared_buf
 
 /** Describes the machine and the Postgres server. */
 export async function describeMachine(server: BenchServer): Promise<MachineInfo> {
-  const c = new pg.Client({ connectionString: server.dsn });
+  const c = benchClient(server.dsn, 'machine description');
   await c.connect();
   try {
     const v = await c.query<{ v: string }>('SELECT version() AS v');

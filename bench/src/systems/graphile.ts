@@ -1,5 +1,5 @@
 import { Logger, makeWorkerUtils, run, type Runner, type WorkerUtils } from 'graphile-worker';
-import pg from 'pg';
+import { benchPool, closeAll } from '../pg.js';
 import { QUEUE, type JobHarness, type JobSystem, type NoopPayload, type WorkerStart } from './jobs.js';
 
 const silent = new Logger(() => () => undefined);
@@ -14,8 +14,13 @@ export const graphileWorker: JobSystem = {
   name: 'graphile-worker',
   async open(dsn, poolSize): Promise<JobHarness> {
     const utils: WorkerUtils = await makeWorkerUtils({ connectionString: dsn, logger: silent });
-    await utils.migrate();
-    const probe = new pg.Pool({ connectionString: dsn, max: 1 });
+    try {
+      await utils.migrate();
+    } catch (err) {
+      await Promise.resolve(utils.release()).catch(() => undefined);
+      throw err;
+    }
+    const probe = benchPool(dsn, 1, 'graphile-worker probe');
     let runner: Runner | undefined;
     // graphile-worker deletes completed jobs: completed = enqueued here − still stored.
     let enqueued = 0;
@@ -57,9 +62,11 @@ export const graphileWorker: JobSystem = {
         });
       },
       async close() {
-        await runner?.stop();
-        await utils.release();
-        await probe.end();
+        await closeAll(
+          () => runner?.stop() ?? Promise.resolve(),
+          async () => utils.release(),
+          () => probe.end(),
+        );
       },
     };
   },

@@ -1,5 +1,5 @@
 import { PgBoss } from 'pg-boss';
-import pg from 'pg';
+import { benchPool, closeAll } from '../pg.js';
 import { QUEUE, type JobHarness, type JobSystem, type NoopPayload, type WorkerStart } from './jobs.js';
 
 /**
@@ -21,8 +21,13 @@ export const pgBoss: JobSystem = {
     });
     boss.on('error', (err: unknown) => process.stderr.write(`pg-boss error: ${String(err)}\n`));
     await boss.start();
-    await boss.createQueue(QUEUE, { notify: true });
-    const probe = new pg.Pool({ connectionString: dsn, max: 1 });
+    try {
+      await boss.createQueue(QUEUE, { notify: true });
+    } catch (err) {
+      await boss.stop({ graceful: false, close: true }).catch(() => undefined);
+      throw err;
+    }
+    const probe = benchPool(dsn, 1, 'pg-boss probe');
     const count = async (where: string): Promise<number> => {
       const r = await probe.query<{ n: string }>(`SELECT count(*) AS n FROM pgboss.job WHERE name = $1 AND ${where}`, [QUEUE]);
       return Number(r.rows[0]?.n ?? 0);
@@ -54,8 +59,10 @@ export const pgBoss: JobSystem = {
         );
       },
       async close() {
-        await boss.stop({ graceful: true, close: true, timeout: 10_000 });
-        await probe.end();
+        await closeAll(
+          () => boss.stop({ graceful: true, close: true, timeout: 10_000 }),
+          () => probe.end(),
+        );
       },
     };
   },

@@ -1,5 +1,5 @@
 import type { TracerProvider } from '@opentelemetry/api';
-import pg from 'pg';
+import { benchPool, closeAll } from '../pg.js';
 import { QUEUE, type JobHarness, type JobSystem, type NoopPayload } from './jobs.js';
 import { loadJobStore, loadJobWorker, loadOtel, missing, need, type QJobQueue, type QWorker } from './q-api.js';
 
@@ -18,7 +18,7 @@ export function qJobs(name = 'q', tracerProvider?: () => TracerProvider): JobSys
       const tp = tracerProvider?.();
       const store = await JobStore.open(dsn, { maxConns: poolSize, ...(tp ? { tracerProvider: tp } : {}) });
       const queue: QJobQueue = new JobQueue(store, { knownQueues: [QUEUE] });
-      const probe = new pg.Pool({ connectionString: dsn, max: 1 });
+      const probe = benchPool(dsn, 1, `${name} probe`);
       const count = async (statuses: string[]): Promise<number> => {
         const r = await probe.query<{ n: string }>('SELECT count(*) AS n FROM jobs WHERE status::text = ANY($1::text[])', [statuses]);
         return Number(r.rows[0]?.n ?? 0);
@@ -46,10 +46,14 @@ export function qJobs(name = 'q', tracerProvider?: () => TracerProvider): JobSys
         },
         async close() {
           abort.abort();
-          await running;
-          await worker?.wait(10_000);
-          await store.close();
-          await probe.end();
+          await closeAll(
+            async () => {
+              await running;
+              await worker?.wait(10_000);
+            },
+            () => store.close(),
+            () => probe.end(),
+          );
         },
       };
     },

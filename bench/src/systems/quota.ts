@@ -2,7 +2,8 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
+import type pg from 'pg';
+import { benchPool, closeAll } from '../pg.js';
 import { loadQuota, missing, need } from './q-api.js';
 
 /** One quota system on a run's database: the two operations the quota scenarios call. */
@@ -33,14 +34,16 @@ export const qQuotaClient: QuotaSystem = {
   async open(dsn, poolSize) {
     const { createQuota } = await need(loadQuota);
     const quota = await createQuota({ dsn, maxConns: poolSize, ttlMs: 60_000 });
-    const probe = new pg.Pool({ connectionString: dsn, max: 1 });
+    const probe = benchPool(dsn, 1, 'q quota probe');
     return {
       admit: (key, limit, windowMs) => quota.admit(key, limit, windowMs),
       acquire: (key, limit) => quota.acquire(key, limit),
       inUse: (key) => sumSlots(probe, key),
       async close() {
-        await quota.close();
-        await probe.end();
+        await closeAll(
+          () => quota.close(),
+          () => probe.end(),
+        );
       },
     };
   },
@@ -54,8 +57,13 @@ export const qQuotaStore: QuotaSystem = {
     const { QuotaStore } = await need(loadQuota);
     const store = await QuotaStore.open(dsn, { maxConns: poolSize });
     const holder = 'bench-holder';
-    await store.registerQuotaHolder(holder, 60_000);
-    const probe = new pg.Pool({ connectionString: dsn, max: 1 });
+    try {
+      await store.registerQuotaHolder(holder, 60_000);
+    } catch (err) {
+      await store.close().catch(() => undefined);
+      throw err;
+    }
+    const probe = benchPool(dsn, 1, 'q-store quota probe');
     return {
       admit: async (key, limit, windowMs) => (await store.admitQuota(key, 1, limit, windowMs)) === 1,
       async acquire(key, limit) {
@@ -64,8 +72,10 @@ export const qQuotaStore: QuotaSystem = {
       },
       inUse: (key) => sumSlots(probe, key),
       async close() {
-        await store.close();
-        await probe.end();
+        await closeAll(
+          () => store.close(),
+          () => probe.end(),
+        );
       },
     };
   },
@@ -107,8 +117,13 @@ const admitSql = { name: 'raw_admit', text: 'SELECT raw_admit($1, $2, $3) AS ok'
 export const rawSqlQuota: QuotaSystem = {
   name: 'raw-sql',
   async open(dsn, poolSize) {
-    const pool = new pg.Pool({ connectionString: dsn, max: poolSize });
-    await pool.query(RAW_SCHEMA);
+    const pool = benchPool(dsn, poolSize, 'raw-sql quota');
+    try {
+      await pool.query(RAW_SCHEMA);
+    } catch (err) {
+      await pool.end().catch(() => undefined);
+      throw err;
+    }
     return {
       async admit(key, limit, windowMs) {
         return (await pool.query<{ ok: boolean }>({ ...admitSql, values: [key, limit, windowMs] })).rows[0]?.ok === true;
@@ -233,7 +248,7 @@ export async function runQuotaClients(o: QuotaClientsOptions): Promise<{ reports
 
 /** Slots held right now over every key (the run's database is its own), read straight from the table. */
 export async function slotsInUse(dsn: string): Promise<number> {
-  const pool = new pg.Pool({ connectionString: dsn, max: 1 });
+  const pool = benchPool(dsn, 1, 'quota slots check');
   try {
     return Number((await pool.query<{ n: string | null }>('SELECT sum(used) AS n FROM async_quota_slots')).rows[0]?.n ?? 0);
   } finally {

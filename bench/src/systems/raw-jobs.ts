@@ -1,4 +1,5 @@
-import pg from 'pg';
+import type pg from 'pg';
+import { benchPool } from '../pg.js';
 import { QUEUE, type JobHarness, type JobSystem, type NoopPayload, type WorkerStart } from './jobs.js';
 
 /**
@@ -43,8 +44,13 @@ const complete = { name: 'raw_jobs_complete', text: 'DELETE FROM raw_jobs WHERE 
 export const rawSqlJobs: JobSystem = {
   name: 'raw-sql',
   async open(dsn, poolSize): Promise<JobHarness> {
-    const pool = new pg.Pool({ connectionString: dsn, max: poolSize });
-    await pool.query(SCHEMA);
+    const pool = benchPool(dsn, poolSize, 'raw-sql jobs');
+    try {
+      await pool.query(SCHEMA);
+    } catch (err) {
+      await pool.end().catch(() => undefined);
+      throw err;
+    }
     let enqueued = 0;
     let stopping = false;
     let listener: pg.PoolClient | undefined;
@@ -91,6 +97,8 @@ export const rawSqlJobs: JobSystem = {
       completed: async () => enqueued - (await remaining()),
       async startWorkers(opts) {
         listener = await pool.connect();
+        // A checked-out client is no longer covered by the pool's 'error' listener.
+        listener.on('error', (err) => process.stderr.write(`bench: raw-sql jobs listener: ${err.message}\n`));
         listener.on('notification', wakeAll);
         await listener.query('LISTEN raw_jobs');
         loops = Array.from({ length: opts.concurrency }, () => loop(opts));
@@ -98,9 +106,12 @@ export const rawSqlJobs: JobSystem = {
       async close() {
         stopping = true;
         wakeAll();
-        await Promise.all(loops);
-        listener?.release();
-        await pool.end();
+        try {
+          await Promise.all(loops);
+        } finally {
+          listener?.release();
+          await pool.end();
+        }
       },
     };
   },

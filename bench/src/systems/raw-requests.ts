@@ -1,4 +1,4 @@
-import pg from 'pg';
+import { benchPool } from '../pg.js';
 import { check } from '../verify.js';
 import { PAYLOAD, QUEUE, ROUTE, idOf, indexOf, type RequestHarness, type RequestSystem } from './requests.js';
 
@@ -52,8 +52,13 @@ const ack = {
 export const rawSqlRequests: RequestSystem = {
   name: 'raw-sql',
   async open(dsn, poolSize): Promise<RequestHarness> {
-    const pool = new pg.Pool({ connectionString: dsn, max: poolSize });
-    await pool.query(SCHEMA);
+    const pool = benchPool(dsn, poolSize, 'raw-sql requests');
+    try {
+      await pool.query(SCHEMA);
+    } catch (err) {
+      await pool.end().catch(() => undefined);
+      throw err;
+    }
     const deadline = Math.floor(Date.now() / 1000) + 3600;
     const count = async (sql: string) => Number((await pool.query<{ n: string }>(sql)).rows[0]?.n ?? 0);
     return {

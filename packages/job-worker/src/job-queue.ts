@@ -1,6 +1,6 @@
 import { currentTraceparent } from '@q/otel';
 import { QError, QErrorCode, invalidArgument } from '@q/schema';
-import type { Job, JobListFilter, JobPage, JobStore, NewJob } from '@q/store';
+import type { InTransaction, Job, JobListFilter, JobPage, JobStore, NewJob } from '@q/store';
 
 /**
  * A job to enqueue: the store's {@link NewJob}, with `queue` optional (default `default`; it must
@@ -33,17 +33,23 @@ export class JobQueue {
    * Enqueues one job and returns it. An idempotency-key conflict returns the original job,
    * unchanged. Unknown queue → `UNKNOWN_QUEUE`; bad field → `INVALID_ARGUMENT`; nothing is
    * written then.
+   *
+   * With `{ client }` (a pg client in the caller's transaction, or `drizzleClient(tx)`), the job is
+   * written in that transaction: it exists iff the transaction commits, and workers are woken at
+   * the commit. A failure leaves the caller's transaction usable; q never commits or rolls it back.
    */
-  async enqueue(opts: EnqueueOptions): Promise<Job> {
-    const [job] = await this.#store.enqueue([this.#toNewJob(opts, currentTraceparent())]);
-    return job!;
+  async enqueue(opts: EnqueueOptions, tx?: InTransaction): Promise<Job> {
+    const job = this.#toNewJob(opts, currentTraceparent());
+    const [out] = await (tx === undefined ? this.#store.enqueue([job]) : this.#store.enqueue([job], tx));
+    return out!;
   }
 
   /**
    * Enqueues many jobs with the same rules, all or none: every job is checked before anything is
    * sent, and each chunk of up to 2,000 jobs is one statement. Returns the jobs in input order.
+   * `{ client }` as for {@link JobQueue.enqueue}: all of them exist iff the caller's transaction commits.
    */
-  async enqueueMany(opts: EnqueueOptions[]): Promise<Job[]> {
+  async enqueueMany(opts: EnqueueOptions[], tx?: InTransaction): Promise<Job[]> {
     if (!Array.isArray(opts)) throw invalidArgument('enqueueMany takes an array of EnqueueOptions');
     const traceparent = currentTraceparent();
     const jobs = opts.map((o, i) => {
@@ -54,7 +60,7 @@ export class JobQueue {
         throw err;
       }
     });
-    return this.#store.enqueue(jobs);
+    return tx === undefined ? this.#store.enqueue(jobs) : this.#store.enqueue(jobs, tx);
   }
 
   /** The job with this uuid, or `null`. */

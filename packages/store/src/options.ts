@@ -13,3 +13,15 @@ export interface OpenOptions {
   /** `application_name` of the pool's connections. Default `q-store` / `q-jobs`. */
   applicationName?: string;
 }
+
+/** Options of `Store.fromPool` and `JobStore.fromPool` (the pool's own settings stay as they are). */
+export interface FromPoolOptions {
+  /** Records a span per operation. Statement spans need `instrumentPool` (`@q/otel`) on the pool. */
+  tracerProvider?: TracerProvider;
+  /** Records metrics. Absent: the global meter provider. */
+  meterProvider?: MeterProvider;
+  /** Apply pending migrations of the store's module through the pool. Default `true`. */
+  migrate?: boolean;
+  /** `application_name` of the job store's LISTEN connections. Default `q-jobs`. */
+  applicationName?: string;
+}

@@ -37,6 +37,7 @@ export async function createTestSchema(prefix = 't'): Promise<TestSchema> {
   const serverDsn = testDatabaseUrl();
   const name = `${prefix}_${randomBytes(6).toString('hex')}`;
   const admin = new pg.Client({ connectionString: serverDsn });
+  admin.on('error', () => undefined); // a test may terminate backends or restart the server
   await admin.connect();
   try {
     await admin.query(`CREATE SCHEMA "${name}"`);
@@ -60,6 +61,7 @@ export async function createTestSchema(prefix = 't'): Promise<TestSchema> {
       await pool?.end().catch(() => undefined);
       pool = undefined;
       const c = new pg.Client({ connectionString: serverDsn });
+      c.on('error', () => undefined);
       await c.connect();
       try {
         await c.query(`DROP SCHEMA IF EXISTS "${name}" CASCADE`);

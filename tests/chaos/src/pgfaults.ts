@@ -3,6 +3,7 @@ import pg from 'pg';
 /** Terminates every backend whose application_name is `app` (as an operator or a failover would). */
 export async function terminateBackends(adminDsn: string, app: string): Promise<number> {
   const c = new pg.Client({ connectionString: adminDsn });
+  c.on('error', () => undefined); // a fault scenario may restart the server under it
   await c.connect();
   try {
     const { rows } = await c.query<{ n: number }>(
@@ -22,6 +23,8 @@ export async function terminateBackends(adminDsn: string, app: string): Promise<
  */
 export async function pinVacuumHorizon(dsn: string): Promise<{ release: () => Promise<void> }> {
   const c = new pg.Client({ connectionString: dsn, application_name: 'q-chaos-horizon' });
+  // Held across a scenario that may terminate or restart the server: an idle error must not crash.
+  c.on('error', () => undefined);
   await c.connect();
   await c.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
   await c.query('SELECT txid_current()');
@@ -36,6 +39,7 @@ export async function pinVacuumHorizon(dsn: string): Promise<{ release: () => Pr
 /** Dead tuples of `table` in the current schema, from the statistics collector. */
 export async function deadTuples(dsn: string, table: string): Promise<number> {
   const c = new pg.Client({ connectionString: dsn });
+  c.on('error', () => undefined);
   await c.connect();
   try {
     const { rows } = await c.query<{ n: string | null }>(

@@ -5,7 +5,8 @@ import {
   QError, QErrorCode, checkName, checkText, databaseError, invalidArgument, migrate, openPool, withTransaction,
 } from '@q/schema';
 import type pg from 'pg';
-import type { OpenOptions } from '../options.js';
+import type { FromPoolOptions, OpenOptions } from '../options.js';
+import { checkInTransaction, inCallerTransaction, type InTransaction } from '../transaction.js';
 import { decodeCursor, encodeCursor } from './cursor.js';
 import { jsonText, overLimit, repairJson, sizeProblem, tryStringify } from './json.js';
 import { JobListener, type JobListenerHandlers } from './listener.js';
@@ -17,6 +18,8 @@ import { completeJobs, type CompletionBatch } from './sql/complete-jobs.js';
 import { dbNow } from './sql/db-now.js';
 import { drawJobIds } from './sql/draw-job-ids.js';
 import { enqueueJobs, type EnqueueRow } from './sql/enqueue-jobs.js';
+import type { Queryable } from './sql/db.js';
+import { checkJobPool, listenerConnection, poolError, transactionWriteError } from './from-pool.js';
 import { forgetDeadLetter } from './sql/forget-dead-letter.js';
 import { getJobById, getJobByUuid } from './sql/get-job.js';
 import { getJobsByIdempotencyKey } from './sql/get-jobs-by-idempotency-key.js';
@@ -95,19 +98,20 @@ export interface MaintenanceResult {
  * token. `JobQueue` and `Worker` (`@q/job-worker`) are built on it.
  */
 export class JobStore {
-  /** The pool the store queries through (owned: closed by {@link JobStore.close}). */
+  /** The pool the store queries through (closed by {@link JobStore.close} unless it came from {@link JobStore.fromPool}). */
   readonly pool: pg.Pool;
   /** The LISTEN/NOTIFY channel of this job table (one per schema). */
   readonly channel: string;
   /** The schema (`current_schema()`) holding the job table. */
   readonly schema: string;
-  readonly #dsn: string;
+  readonly #dsn: string | pg.ClientConfig;
   readonly #tracer: Tracer | undefined;
   readonly #applicationName: string;
   readonly #listeners = new Set<JobListener>();
   #closed = false;
+  #ownsPool = true;
 
-  private constructor(pool: pg.Pool, dsn: string, schema: string, tracer: Tracer | undefined, applicationName: string) {
+  private constructor(pool: pg.Pool, dsn: string | pg.ClientConfig, schema: string, tracer: Tracer | undefined, applicationName: string) {
     this.pool = pool;
     this.#dsn = dsn;
     this.schema = schema;
@@ -139,12 +143,34 @@ export class JobStore {
     }
   }
 
-  /** Closes the pool and every listener. Idempotent. */
+  /**
+   * A store on a pool the application owns (and ends): {@link JobStore.close} closes the store's
+   * listeners but not the pool. Migrates the `jobs` module into the pool's current schema unless
+   * `opts.migrate` is false, as {@link JobStore.open} does. Listeners open their own connection
+   * with the pool's connection settings. Statement spans need `instrumentPool` (`@q/otel`) on it.
+   */
+  static async fromPool(pool: pg.Pool, opts: FromPoolOptions = {}): Promise<JobStore> {
+    checkJobPool(pool, opts);
+    let schema: string | null | undefined;
+    try {
+      if (opts.migrate !== false) await migrate(pool, { modules: ['jobs'] });
+      schema = (await pool.query<{ schema: string | null }>('SELECT current_schema() AS schema')).rows[0]?.schema;
+    } catch (err) {
+      throw poolError(err);
+    }
+    if (!schema) throw new QError(QErrorCode.CONFIG, 'the connection has no current schema (check search_path)');
+    const applicationName = opts.applicationName ?? 'q-jobs';
+    const store = new JobStore(pool, listenerConnection(pool), schema, qTracer(opts.tracerProvider), applicationName);
+    store.#ownsPool = false;
+    return store;
+  }
+
+  /** Closes every listener and the pool (unless the store came from {@link JobStore.fromPool}). Idempotent. */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
     await Promise.all([...this.#listeners].map((l) => l.close()));
-    await this.pool.end();
+    if (this.#ownsPool) await this.pool.end();
   }
 
   /** The database clock (every process times leases alike). */
@@ -156,6 +182,7 @@ export class JobStore {
    * Inserts jobs; all or none. An idempotency-key conflict inserts nothing for that job and
    * returns the stored original, unchanged. A `runAt` after the database's now makes the job
    * `scheduled`; otherwise it is `queued` at the database's now. Queued jobs wake idle workers
+<<<<<<< HEAD
    * (NOTIFY, delivered at commit). One statement per {@link ENQUEUE_CHUNK} jobs and per
    * {@link STATEMENT_TEXT_BUDGET} characters of payload; several statements share one
    * transaction. Jobs are inserted in idempotency-key order (ids still follow the input order), so
@@ -167,11 +194,22 @@ export class JobStore {
    * JSON cannot carry as given (BigInt, function, symbol, non-finite number, cycle, Map, Set,
    * typed array…; a toJSON or getter that throws; \u0000 or a lone surrogate) or over 64 MiB of
    * JSON; a `runAt` before the year 1.
+=======
+   * (NOTIFY, delivered at commit). One statement per {@link ENQUEUE_CHUNK} jobs; several chunks
+   * share one transaction. Returns the jobs in input order.
+   *
+   * With `{ client }`, the jobs are written through the caller's connection, in its transaction
+   * (see {@link InTransaction}): they exist iff it commits, workers are woken at that commit, an
+   * idempotency key held by a job committed (or written earlier in that transaction) returns that
+   * job, and a failure rolls back only q's savepoint, leaving the caller's transaction usable.
+>>>>>>> h-bench
    */
-  async enqueue(jobs: readonly NewJob[]): Promise<Job[]> {
+  async enqueue(jobs: readonly NewJob[], tx?: InTransaction): Promise<Job[]> {
     if (!Array.isArray(jobs)) throw invalidArgument('jobs must be an array');
+    const client = tx === undefined ? undefined : checkInTransaction('enqueue', tx);
     const batch = toEnqueueBatch(jobs);
     if (jobs.length === 0) return [];
+<<<<<<< HEAD
     const sizes = batch.payloads.map((p) => p.length);
     const total = checkCallSize('enqueue', 'payload JSON', sizes);
     const fitsOne = jobs.length <= ENQUEUE_CHUNK && total <= STATEMENT_TEXT_BUDGET;
@@ -179,6 +217,11 @@ export class JobStore {
     const chunks = fitsOne ? [] : chunkIndices(keyOrder(batch.idempotencyKeys), sizes, ENQUEUE_CHUNK);
     return this.#op('enqueue', () => retryDeadlock(async () => {
       if (fitsOne) return this.#enqueueChunk(this.pool, batch, null);
+=======
+    if (client) return this.#enqueueThrough(client, batch, jobs.length);
+    return this.#op('enqueue', async () => {
+      if (jobs.length <= ENQUEUE_CHUNK) return this.#enqueueChunk(this.pool, batch, 0, jobs.length);
+>>>>>>> h-bench
       return this.#transaction(async (client) => {
         // Ids in input order (see enqueue-jobs.ts), the rows inserted in key order across statements.
         const ids = await drawJobIds(client, jobs.length);
@@ -192,9 +235,40 @@ export class JobStore {
     }), { 'job.count': jobs.length });
   }
 
+<<<<<<< HEAD
   /** Inserts the jobs at `indices` of `b` (all, ids drawn by the statement, when null); returns them in that order. */
   async #enqueueChunk(db: pg.Pool | pg.PoolClient, b: ReturnType<typeof toEnqueueBatch>, indices: number[] | null): Promise<Job[]> {
     const pick = <T>(a: T[]) => (indices === null ? a : indices.map((i) => a[i]!));
+=======
+  #enqueueThrough(client: Queryable, batch: ReturnType<typeof toEnqueueBatch>, n: number): Promise<Job[]> {
+    return this.#op('enqueue', async () => {
+      try {
+        return await inCallerTransaction('enqueue', client, async () => {
+          // The client's search_path decides which job table it writes: it must be this store's.
+          const { rows } = await client.query<{ schema: string | null }>({ text: 'SELECT current_schema() AS schema' });
+          if (rows[0]?.schema !== this.schema) {
+            throw new QError(QErrorCode.CONFIG, `enqueue: the client's current schema is not the job store's ("${this.schema}"): set its search_path`);
+          }
+          const out: Job[] = [];
+          for (let from = 0; from < n; from += ENQUEUE_CHUNK) {
+            out.push(...(await this.#enqueueChunk(client, batch, from, Math.min(from + ENQUEUE_CHUNK, n))));
+          }
+          return out;
+        });
+      } catch (err) {
+        throw transactionWriteError(err);
+      }
+    }, { 'job.count': n, 'job.in_transaction': true });
+  }
+
+  async #enqueueChunk(
+    db: Queryable,
+    b: ReturnType<typeof toEnqueueBatch>,
+    from: number,
+    to: number,
+  ): Promise<Job[]> {
+    const slice = <T>(a: T[]) => (from === 0 && to === a.length ? a : a.slice(from, to));
+>>>>>>> h-bench
     const chunk = {
       uuids: pick(b.uuids), queues: pick(b.queues), types: pick(b.types), payloads: pick(b.payloads),
       priorities: pick(b.priorities), runAts: pick(b.runAts), maxAttempts: pick(b.maxAttempts),

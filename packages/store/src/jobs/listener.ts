@@ -37,7 +37,7 @@ export class JobListener {
 
   /** @internal Created by `JobStore.listen`. */
   constructor(
-    private readonly dsn: string,
+    private readonly dsn: string | pg.ClientConfig,
     private readonly channel: string,
     private readonly applicationName: string,
     private readonly handlers: JobListenerHandlers,
@@ -90,7 +90,8 @@ export class JobListener {
 
   async #connect(): Promise<void> {
     if (this.#closed || this.#client) return;
-    const client = new pg.Client({ connectionString: this.dsn, application_name: this.applicationName });
+    const settings = typeof this.dsn === 'string' ? { connectionString: this.dsn } : this.dsn;
+    const client = new pg.Client({ ...settings, application_name: this.applicationName });
     client.on('error', (err) => this.#fail(client, err));
     client.on('end', () => this.#fail(client, new Error('listener connection ended')));
     client.on('notification', (msg) => {

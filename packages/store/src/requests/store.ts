@@ -2,7 +2,8 @@ import type { Tracer } from '@opentelemetry/api';
 import { instrumentPool, qTracer, requestMetrics, withOperation, type RequestMetrics } from '@q/otel';
 import { QError, QErrorCode, invalidArgument, migrate, openPool, resolveMaxConns } from '@q/schema';
 import type pg from 'pg';
-import type { OpenOptions } from '../options.js';
+import type { FromPoolOptions, OpenOptions } from '../options.js';
+import { checkInTransaction, inCallerTransaction, type InTransaction } from '../transaction.js';
 import { bytesCost, chunkRanges, quickTextCost, STATEMENT_BUDGET, textCost } from './chunks.js';
 import { submissionClock } from './clock.js';
 import { closedError, databaseError } from './errors.js';
@@ -11,6 +12,7 @@ import { ackRequests, type AckRows } from './sql/ack.js';
 import { databaseNow, truncateAll } from './sql/admin.js';
 import { anyPending, pendingBacklog } from './sql/backlog.js';
 import { cancelRequests, selectCancelledKeys } from './sql/cancel.js';
+import type { Db } from './sql/db.js';
 import { dispatchRequests } from './sql/dispatch.js';
 import { ENQUEUE_CHUNK, insertRequests, type EnqueueRows } from './sql/enqueue.js';
 import { inFlightStamps } from './sql/inFlight.js';
@@ -66,6 +68,7 @@ export class Store {
   private readonly tracer: Tracer | undefined;
   private readonly metrics: RequestMetrics;
   private closed = false;
+  private ownsPool = true;
 
   private constructor(pool: pg.Pool, opts: OpenOptions) {
     this.pool = pool;
@@ -104,6 +107,24 @@ export class Store {
     }
   }
 
+  /**
+   * A store on a pool the application owns (and ends): {@link Store.close} does not end it.
+   * Applies pending `requests` migrations through it unless `migrate: false`, as {@link Store.open}
+   * does. Statement spans need `instrumentPool` (`@q/otel`) on the pool.
+   */
+  static async fromPool(pool: pg.Pool, opts: FromPoolOptions = {}): Promise<Store> {
+    const p = pool as { query?: unknown; connect?: unknown } | null;
+    if (typeof pool !== 'object' || p === null || typeof p.query !== 'function' || typeof p.connect !== 'function') {
+      throw invalidArgument('Store.fromPool needs a pg.Pool');
+    }
+    if (typeof opts !== 'object' || opts === null) throw invalidArgument('Store.fromPool: options must be an object');
+    if (opts.migrate !== undefined && typeof opts.migrate !== 'boolean') throw invalidArgument('Store.fromPool: migrate must be a boolean');
+    const store = new Store(pool, opts);
+    store.ownsPool = false;
+    if (opts.migrate !== false) await store.migrate();
+    return store;
+  }
+
   /** Applies pending migrations of the `requests` module (safe to run concurrently). */
   async migrate(): Promise<void> {
     await this.op('migrate', undefined, () => migrate(this.pool, { modules: ['requests'] }));
@@ -119,20 +140,28 @@ export class Store {
     await this.op('ping', undefined, () => this.pool.query('SELECT 1'));
   }
 
-  /** Closes the pool. Later calls fail with `CLOSED`; closing twice is a no-op. */
+  /**
+   * Closes the pool (not one passed to {@link Store.fromPool}). Later calls fail with `CLOSED`;
+   * closing twice is a no-op.
+   */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    await this.pool.end();
+    if (this.ownsPool) await this.pool.end();
   }
 
   /**
    * Inserts all requests or none (chunks of 1,000 rows in one transaction). Equal deadlines
    * dispatch in submission order, within a call and across calls. A duplicate `(id, token)` —
    * in the call or already stored — fails the whole call with `DUPLICATE`.
+   *
+   * With `{ client }`, the rows are written through the caller's connection, in its transaction
+   * (its search_path must reach this store's tables): they exist iff it commits. A failure
+   * (`DUPLICATE` included) rolls back only q's savepoint, so the caller's transaction stays usable.
    */
-  async enqueue(reqs: NewRequest[]): Promise<void> {
+  async enqueue(reqs: NewRequest[], tx?: InTransaction): Promise<void> {
     const op = 'enqueue';
+    const client = tx === undefined ? undefined : checkInTransaction(op, tx);
     const list = v.list<unknown>(op, 'requests', reqs).map((r, i) => v.newRequest(op, r, i));
     if (list.length === 0) return;
     const seen = new Set<string>();
@@ -164,7 +193,12 @@ export class Store {
       });
     }
     await this.op(op, { 'q.batch': list.length }, async () => {
-      if (chunks.length === 1) await insertRequests(this.pool, chunks[0]!);
+      if (client) {
+        await inCallerTransaction(op, client, async () => {
+          // The statements only call query(config), which is all a TransactionClient promises.
+          for (const chunk of chunks) await insertRequests(client as Db, chunk);
+        });
+      } else if (chunks.length === 1) await insertRequests(this.pool, chunks[0]!);
       else await this.transaction(async (c) => {
         for (const chunk of chunks) await insertRequests(c, chunk);
       });

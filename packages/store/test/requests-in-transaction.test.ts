@@ -1,0 +1,129 @@
+// Store.fromPool and Store.enqueue(requests, { client }) in the caller's transaction, on real Postgres.
+import { createTestSchema, type TestSchema } from '@q/testing';
+import { drizzle } from 'drizzle-orm/node-postgres';
+import { pgTable, serial, text } from 'drizzle-orm/pg-core';
+import pg from 'pg';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { Store, drizzleClient } from '../src/index.js';
+import { req } from './requests/helpers.js';
+
+let schema: TestSchema;
+let app: pg.Pool;
+let store: Store;
+const notes = pgTable('notes', { id: serial('id').primaryKey(), body: text('body').notNull() });
+
+beforeAll(async () => {
+  schema = await createTestSchema('reqtx');
+  app = new pg.Pool({ connectionString: schema.dsn, max: 10 });
+  app.on('error', () => undefined);
+  store = await Store.fromPool(app);
+  await app.query('CREATE TABLE notes (id serial PRIMARY KEY, body text NOT NULL)');
+});
+afterAll(async () => {
+  await store?.close();
+  await app?.end();
+  await schema?.drop();
+});
+beforeEach(async () => {
+  await app.query('TRUNCATE async_requests, notes');
+});
+
+const stored = async () => (await app.query<{ id: string }>('SELECT id FROM async_requests ORDER BY id')).rows.map((r) => r.id);
+const noteCount = async () => (await app.query<{ n: number }>('SELECT count(*)::int AS n FROM notes')).rows[0]!.n;
+
+async function inTx<T>(fn: (c: pg.PoolClient) => Promise<T>, end: 'COMMIT' | 'ROLLBACK' = 'COMMIT'): Promise<T> {
+  const c = await app.connect();
+  try {
+    await c.query('BEGIN');
+    const out = await fn(c);
+    await c.query(end);
+    return out;
+  } catch (err) {
+    await c.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  } finally {
+    c.release();
+  }
+}
+
+describe('Store.fromPool', () => {
+  it('migrates through the app pool; close() leaves the pool open', async () => {
+    const other = await createTestSchema('reqfp');
+    const pool = new pg.Pool({ connectionString: other.dsn, max: 2 });
+    pool.on('error', () => undefined);
+    try {
+      const s = await Store.fromPool(pool);
+      expect(s.pool).toBe(pool);
+      await s.enqueue([req('a')]);
+      await s.close();
+      await expect(s.enqueue([req('b')])).rejects.toMatchObject({ code: 'CLOSED' });
+      expect(pool.ending).toBe(false);
+      expect((await pool.query('SELECT count(*)::int AS n FROM async_requests')).rows[0].n).toBe(1);
+      await (await Store.fromPool(pool, { migrate: false })).close();
+      expect(pool.ending).toBe(false);
+    } finally {
+      await pool.end();
+      await other.drop();
+    }
+  });
+
+  it('refuses what is not a pool', async () => {
+    await expect(Store.fromPool(null as unknown as pg.Pool)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+  });
+});
+
+describe('enqueue(requests, { client })', () => {
+  it('committed: the requests exist after the commit and dispatch; rolled back: nothing left', async () => {
+    await inTx((c) => store.enqueue([req('r1'), req('r2')], { client: c }), 'ROLLBACK');
+    expect(await stored()).toEqual([]);
+    await inTx(async (c) => {
+      await store.enqueue([req('r1'), req('r2')], { client: c });
+      expect(await stored()).toEqual([]); // not visible to other sessions before the commit
+    });
+    expect(await stored()).toEqual(['r1', 'r2']);
+    await store.ensurePartitions('q');
+    const now = await store.now();
+    await store.acquirePartitions('q', 'owner', now, 30_000, 64);
+    const got = await store.dispatch('q', 'owner', now, 10);
+    expect(got.map((r) => r.id).sort()).toEqual(['r1', 'r2']);
+  });
+
+  it('a DUPLICATE rolls back only q’s savepoint: the caller’s transaction still commits', async () => {
+    const existing = req('dup');
+    await store.enqueue([existing]);
+    await inTx(async (c) => {
+      await c.query(`INSERT INTO notes (body) VALUES ('kept')`);
+      await expect(store.enqueue([req('fresh-1'), { ...existing }], { client: c })).rejects.toMatchObject({ code: 'DUPLICATE' });
+      await store.enqueue([req('fresh-2')], { client: c });
+    });
+    expect(await stored()).toEqual(['dup', 'fresh-2']);
+    expect(await noteCount()).toBe(1);
+  });
+
+  it('outside a transaction: INVALID_ARGUMENT, nothing written', async () => {
+    const c = await app.connect();
+    try {
+      await expect(store.enqueue([req('x')], { client: c })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    } finally {
+      c.release();
+    }
+    expect(await stored()).toEqual([]);
+  });
+
+  it('Drizzle: db.transaction with an app row, committed together or not at all', async () => {
+    const db = drizzle(app);
+    await db.transaction(async (tx) => {
+      await tx.insert(notes).values({ body: 'order 1' });
+      await store.enqueue([req('d1')], { client: drizzleClient(tx) });
+    });
+    await expect(
+      db.transaction(async (tx) => {
+        await tx.insert(notes).values({ body: 'order 2' });
+        await store.enqueue([req('d2')], { client: drizzleClient(tx) });
+        tx.rollback();
+      }),
+    ).rejects.toThrow();
+    expect(await stored()).toEqual(['d1']);
+    expect(await noteCount()).toBe(1);
+  });
+});
