@@ -5,7 +5,8 @@ import path from 'node:path';
 import { Ajv, type ErrorObject } from 'ajv';
 import YAML from 'yaml';
 import { QError, QErrorCode, validateDsn } from '@q/schema';
-import { CONFIG_SCHEMA, TOP_DEFAULTS, type DispatcherConfig } from './schema.js';
+import { routeProblem } from '../formats.js';
+import { CONFIG_SCHEMA, secondsToMs, TOP_DEFAULTS, type DispatcherConfig } from './schema.js';
 
 /** Top-level fields that may be overridden by `--kebab-name` flags and `Q_UPPER_NAME` env vars. */
 export const OVERRIDABLE = ['url', 'owner', ...Object.keys(TOP_DEFAULTS)] as const;
@@ -127,6 +128,16 @@ export function loadConfig(opts: LoadOptions = {}): DispatcherConfig {
       new URL(q.igw_base_url);
     } catch {
       throw configError(`queues[${i}].igw_base_url is not a valid URL`);
+    }
+  });
+  // Fractional seconds are fine (used as whole ms), but must leave at least a millisecond.
+  for (const f of ['lease_ttl_seconds'] as const) {
+    if (secondsToMs(cfg[f]) < 1) throw configError(`${f} must be at least 0.001 (one millisecond)`);
+  }
+  cfg.queues.forEach((q, i) => {
+    if (q.result_queue_name !== undefined) {
+      const p = routeProblem(q.result_queue_name);
+      if (p) throw configError(`queues[${i}].result_queue_name ${p}`);
     }
   });
   if (cfg.retry_cap_ms < cfg.retry_base_ms) throw configError('retry_cap_ms must be >= retry_base_ms');

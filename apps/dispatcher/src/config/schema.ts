@@ -62,12 +62,25 @@ export interface DispatcherConfig {
   health_port: number;
   /** Prometheus `/metrics` port; -1 = off, 0 = any free port. */
   metrics_port: number;
+  /**
+   * Largest endpoint response body read (bytes, default 16 MiB); a longer one ends the request
+   * with `INFERENCE_ERROR` naming the limit.
+   */
+  max_response_bytes: number;
   queues: QueueConfig[];
 }
 
-const posInt = { type: 'integer', minimum: 1 } as const;
-const nonNegInt = { type: 'integer', minimum: 0 } as const;
+// Timers take at most 2^31 − 1 ms; a longer delay makes Node fire them every millisecond.
+const MAX_MS = 2_147_483_647;
+const MAX_SECONDS = 2_147_483;
+const posInt = { type: 'integer', minimum: 1, maximum: MAX_MS } as const;
+const nonNegInt = { type: 'integer', minimum: 0, maximum: MAX_MS } as const;
 const port = { type: 'integer', minimum: -1, maximum: 65535 } as const;
+
+/** A (possibly fractional) seconds value as whole milliseconds, the unit of every timer and lease. */
+export function secondsToMs(seconds: number): number {
+  return Math.round(seconds * 1000);
+}
 
 /** Defaults of top-level scalar fields (§6.2). */
 export const TOP_DEFAULTS = {
@@ -88,6 +101,7 @@ export const TOP_DEFAULTS = {
   fairness_attribute: 'userid',
   health_port: 8081,
   metrics_port: 9090,
+  max_response_bytes: 16 * 1024 * 1024,
 } as const;
 
 /** The JSON schema (ajv, `useDefaults`). */
@@ -98,8 +112,9 @@ export const CONFIG_SCHEMA = {
   properties: {
     url: { type: 'string', pattern: '^postgres(ql)?://' },
     owner: { type: 'string', minLength: 1, maxLength: 200 },
-    lease_ttl_seconds: { type: 'number', exclusiveMinimum: 0, default: TOP_DEFAULTS.lease_ttl_seconds },
-    handoff_timeout_seconds: { type: 'number', minimum: 0, default: TOP_DEFAULTS.handoff_timeout_seconds },
+    // Seconds may be fractional (4.07); they are used as whole milliseconds (`secondsToMs`).
+    lease_ttl_seconds: { type: 'number', exclusiveMinimum: 0, maximum: MAX_SECONDS, default: TOP_DEFAULTS.lease_ttl_seconds },
+    handoff_timeout_seconds: { type: 'number', minimum: 0, maximum: MAX_SECONDS, default: TOP_DEFAULTS.handoff_timeout_seconds },
     poll_interval_ms: { ...posInt, default: TOP_DEFAULTS.poll_interval_ms },
     batch_size: { ...posInt, default: TOP_DEFAULTS.batch_size },
     concurrency: { ...posInt, default: TOP_DEFAULTS.concurrency },
@@ -115,6 +130,7 @@ export const CONFIG_SCHEMA = {
     fairness_attribute: { type: 'string', minLength: 1, default: TOP_DEFAULTS.fairness_attribute },
     health_port: { ...port, default: TOP_DEFAULTS.health_port },
     metrics_port: { ...port, default: TOP_DEFAULTS.metrics_port },
+    max_response_bytes: { type: 'integer', minimum: 1, maximum: 512 * 1024 * 1024, default: TOP_DEFAULTS.max_response_bytes },
     queues: {
       type: 'array',
       minItems: 1,

@@ -3,8 +3,8 @@
 // place, or back to pending.
 import type { DispatcherConfig, GateConfig, QueueConfig } from '../config/schema.js';
 import {
-  cancelledResult, deadlineExceededResult, encodeResult, errorResult, httpResult, parseEnvelope,
-  unparsableResult, type Envelope, type ResultMessage,
+  cancelledResult, deadlineExceededResult, encodeResult, errorResult, httpResult, invalidDeadlineResult,
+  parseEnvelope, routeProblem, unparsableResult, type Envelope, type ResultMessage,
 } from '../formats.js';
 import type { InferenceClient } from '../http/client.js';
 import { buildHeaders, joinUrl } from '../http/headers.js';
@@ -45,13 +45,22 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
   const gates = [...queue.gates].sort((a, b) => (a.kind === b.kind ? 0 : a.kind === 'concurrency' ? -1 : 1));
   if (gates.length > 0 && !deps.quota) throw new Error(`queue ${queue.queue_name}: gates need a quota client`);
 
-  const finish = (env: Envelope | undefined, req: QueuedRequest, result: ResultMessage): Outcome => {
+  const routeOf = (env: Envelope | undefined) => queue.result_queue_name || env?.internal.result_queue_name || DEFAULT_ROUTE;
+  const finish = (env: Envelope | undefined, req: QueuedRequest, result: ResultMessage, route = routeOf(env)): Outcome => {
     result.request_token = req.token;
     metrics.result(result.status_code, result.error_code);
     deps.onResult?.(result, env?.data.metadata);
     const ttl = env?.internal.result_ttl_seconds ?? queue.result_ttl_seconds;
-    const route = queue.result_queue_name || env?.internal.result_queue_name || DEFAULT_ROUTE;
     return { result: { route, payload: encodeResult(result), ...(ttl > 0 ? { expiresAt: Math.floor(nowSec()) + ttl } : {}) } };
+  };
+  /**
+   * The result when the deadline ends a request (§3.4): its last complete HTTP response if it
+   * had one (a 429/5xx kept between retries), else `DEADLINE_EXCEEDED`.
+   */
+  const atDeadline = (env: Envelope, req: QueuedRequest): Outcome => {
+    metrics.exceededOnly();
+    const last = env.internal.last_response;
+    return finish(env, req, last ? httpResult(req.id, last.status_code, last.payload) : deadlineExceededResult(req.id));
   };
   const backToPending = (): Outcome => ({ defer: Math.floor(nowSec()) });
 
@@ -114,7 +123,7 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
       if (!counted) metrics.gateDecision('quota_exhausted');
       counted = true;
       const now = Date.now();
-      if (now >= req.deadline * 1000) return finish(env, req, deadlineExceededResult(req.id));
+      if (now >= req.deadline * 1000) return atDeadline(env, req);
       if (now - started >= waitMs || deps.stopping?.aborted) return backToPending();
       if (now - lastCancelCheck >= CANCEL_CHECK_THROTTLE_MS) {
         lastCancelCheck = now;
@@ -143,8 +152,18 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
     if (!env) return finish(undefined, req, unparsableResult(req.id));
     const retryCount = env.internal.retry_count ?? 0;
     metrics.pulled(retryCount, undefined);
+    // A route the store would refuse (written by another producer) would fail the result write
+    // for ever: answer on the default route instead, without calling the endpoint.
+    const bad = routeProblem(routeOf(env));
+    if (bad) {
+      logger.warn({ queue: queue.queue_name, id: req.id }, `result route ${bad}; INVALID_REQUEST written to ${DEFAULT_ROUTE}`);
+      return finish(env, req, errorResult(req.id, 'INVALID_REQUEST', `result route ${bad}`), DEFAULT_ROUTE);
+    }
     if (req.cancelled) return finish(env, req, cancelledResult(req.id));
-    if (Date.now() >= req.deadline * 1000) return finish(env, req, deadlineExceededResult(req.id));
+    // §1.2 step 5: a missing or non-positive deadline is an invalid request, not an expired one.
+    const d = env.data.deadline;
+    if (!(req.deadline > 0) || !Number.isInteger(d) || d <= 0) return finish(env, req, invalidDeadlineResult(req.id));
+    if (Date.now() >= req.deadline * 1000) return atDeadline(env, req);
 
     const held = gates.length > 0 ? await passGates(req, env) : [];
     if (!Array.isArray(held)) return held;
@@ -182,7 +201,7 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
         case 'aborted':
           return backToPending();
         case 'fatal':
-          if (out.timeout === 'deadline') return finish(env, req, deadlineExceededResult(req.id));
+          if (out.timeout === 'deadline') return atDeadline(env, req);
           if (out.status !== undefined) return finish(env, req, httpResult(req.id, out.status, out.body ?? ''));
           return finish(env, req, errorResult(req.id, 'INFERENCE_ERROR', `Failed to send request to inference: ${out.message}`));
         case 'retryable': {
@@ -190,6 +209,9 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
           const secondsToDeadline = req.deadline - Math.floor(now);
           if (secondsToDeadline <= 0) {
             if (out.category === 'RATE_LIMIT') metrics.shedOnly();
+            // A response whose body never arrived is no answer: an error, never a success.
+            if (out.incomplete) return finish(env, req, errorResult(req.id, 'INFERENCE_ERROR', `Failed to send request to inference: ${out.message}`));
+            metrics.exceededOnly();
             return finish(env, req, httpResult(req.id, out.status, out.body));
           }
           const backoff = retryBackoffSeconds({
@@ -201,7 +223,10 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
             random: rnd,
           });
           metrics.retry(out.category === 'RATE_LIMIT');
-          const next: Envelope = { ...env, internal: { ...env.internal, retry_count: retryCount + 1 } };
+          // Keep the last complete response: if the deadline ends the retries, it is the result.
+          const internal = { ...env.internal, retry_count: retryCount + 1 };
+          if (!out.incomplete) internal.last_response = { status_code: out.status, payload: out.body };
+          const next: Envelope = { ...env, internal };
           logger.debug({ queue: queue.queue_name, id: req.id, backoff, category: out.category }, 'retry scheduled');
           return { retryAt: Math.ceil(now + backoff), envelope: JSON.stringify(next) };
         }

@@ -8,8 +8,9 @@ import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
 import { MeterProvider as SdkMeterProvider } from '@opentelemetry/sdk-metrics';
 import { runPartitionWorker, type PartitionWorkerStats } from '@q/partition-consumer';
 import { createQuota, type Quota } from '@q/quota';
+import { QError, QErrorCode } from '@q/schema';
 import { Store } from '@q/store';
-import type { DispatcherConfig } from '../config/schema.js';
+import { secondsToMs, type DispatcherConfig } from '../config/schema.js';
 import type { ResultMessage } from '../formats.js';
 import { InferenceClient } from '../http/client.js';
 import { errInfo, silentLogger, type Logger } from '../logger.js';
@@ -44,10 +45,11 @@ export class Dispatcher {
 
   private ready = false;
   private readonly stopCtl = new AbortController();
-  private readonly runs: Array<Promise<PartitionWorkerStats>> = [];
+  private readonly runs: Array<Promise<PartitionWorkerStats | undefined>> = [];
   private readonly endpoints: Endpoint[] = [];
   private stopping: Promise<PartitionWorkerStats[]> | undefined;
   private meterOwned: SdkMeterProvider | undefined;
+  private failure: Error | undefined;
 
   private constructor(
     private readonly config: DispatcherConfig,
@@ -77,17 +79,25 @@ export class Dispatcher {
     const gated = config.queues.some((q) => q.gates.length > 0);
     let quota: Quota | undefined;
     try {
-      if (gated) quota = await createQuota({ pool: store.pool, ttlMs: config.lease_ttl_seconds * 1000, meterProvider, logger });
+      if (gated) quota = await createQuota({ pool: store.pool, ttlMs: secondsToMs(config.lease_ttl_seconds), meterProvider, logger });
     } catch (err) {
       await store.close();
       throw err;
     }
-    const client = new InferenceClient({ connections: config.concurrency * config.queues.length, requestTimeoutMs: config.request_timeout_ms });
+    const client = new InferenceClient({
+      connections: config.concurrency * config.queues.length,
+      requestTimeoutMs: config.request_timeout_ms,
+      maxResponseBytes: config.max_response_bytes,
+    });
     const d = new Dispatcher(config, store, quota, client, logger);
     d.meterOwned = owned;
     try {
       await d.startEndpoints(prometheus);
       d.startQueues(meterProvider, opts.tracerProvider, opts.onResult);
+      // A partition worker refuses bad options by rejecting at once: fail the start, do not
+      // report ready and die later on an unhandled rejection.
+      await new Promise((r) => setImmediate(r));
+      if (d.failure) throw d.failure;
     } catch (err) {
       await d.stop();
       throw err;
@@ -136,15 +146,14 @@ export class Dispatcher {
         stopping: this.stopCtl.signal,
         onResult: onResult ? (r, m) => onResult(queue.queue_name, r, m) : undefined,
       });
-      this.runs.push(
-        runPartitionWorker({
+      const run = runPartitionWorker({
           store: this.store,
           queue: queue.queue_name,
           owner: this.owner,
           concurrency: cfg.concurrency,
           batchSize: cfg.batch_size,
-          leaseTtlMs: cfg.lease_ttl_seconds * 1000,
-          drainTimeoutMs: cfg.handoff_timeout_seconds * 1000,
+          leaseTtlMs: secondsToMs(cfg.lease_ttl_seconds),
+          drainTimeoutMs: secondsToMs(cfg.handoff_timeout_seconds),
           stopTimeoutMs: cfg.drain_timeout_ms,
           pollIntervalMs: cfg.poll_interval_ms,
           ackBatchSize: cfg.result_batch_size,
@@ -153,6 +162,15 @@ export class Dispatcher {
           logger: this.logger,
           meterProvider,
           tracerProvider,
+        });
+      this.runs.push(
+        run.catch((err: unknown) => {
+          // Not expected once start passed; stop serving (readiness off) rather than crash.
+          this.failure ??= new QError(QErrorCode.CONFIG, `queue ${queue.queue_name}: partition worker failed: ${(err as Error).message}`);
+          this.logger.error({ queue: queue.queue_name, ...errInfo(err) }, 'partition worker failed; stopping');
+          this.ready = false;
+          if (!this.stopCtl.signal.aborted) queueMicrotask(() => void this.stop());
+          return undefined;
         }),
       );
     }
@@ -167,7 +185,7 @@ export class Dispatcher {
     this.stopping ??= (async () => {
       this.ready = false;
       this.stopCtl.abort();
-      const stats = await Promise.all(this.runs);
+      const stats = (await Promise.all(this.runs)).filter((x): x is PartitionWorkerStats => x !== undefined);
       await Promise.allSettled(this.endpoints.map((e) => e.close()));
       await this.quota?.close().catch((err: unknown) => this.logger.warn(errInfo(err), 'quota close failed'));
       await this.client.close().catch(() => undefined);
