@@ -6,10 +6,12 @@ import { Ajv, type ErrorObject } from 'ajv';
 import YAML from 'yaml';
 import { QError, QErrorCode, validateDsn } from '@q/schema';
 import { routeProblem } from '../formats.js';
+import { createGate } from '../gates/gates.js';
+import { MetricSources } from '../gates/sources.js';
 import { CONFIG_SCHEMA, secondsToMs, TOP_DEFAULTS, type DispatcherConfig } from './schema.js';
 
 /** Top-level fields that may be overridden by `--kebab-name` flags and `Q_UPPER_NAME` env vars. */
-export const OVERRIDABLE = ['url', 'owner', ...Object.keys(TOP_DEFAULTS)] as const;
+export const OVERRIDABLE = ['url', 'owner', 'prometheus_url', ...Object.keys(TOP_DEFAULTS)] as const;
 const NUMERIC = new Set(
   Object.entries(TOP_DEFAULTS)
     .filter(([, v]) => typeof v === 'number')
@@ -140,6 +142,19 @@ export function loadConfig(opts: LoadOptions = {}): DispatcherConfig {
       if (p) throw configError(`queues[${i}].result_queue_name ${p}`);
     }
   });
+  // Build every gate once (no I/O): unknown types and bad parameters are refused here, by name.
+  const sources = new MetricSources({ ttlMs: 0 });
+  cfg.queues.forEach((q, i) => {
+    if (q.gate_type !== undefined) createGate({ gate_type: q.gate_type, gate_params: q.gate_params }, { sources, hasPrometheus: cfg.prometheus_url !== undefined }, `queues[${i}]`);
+    else if (q.gate_params !== undefined) throw configError(`queues[${i}].gate_params needs gate_type`);
+  });
+  if (cfg.prometheus_url !== undefined) {
+    try {
+      new URL(cfg.prometheus_url);
+    } catch {
+      throw configError('prometheus_url is not a valid URL');
+    }
+  }
   if (cfg.retry_cap_ms < cfg.retry_base_ms) throw configError('retry_cap_ms must be >= retry_base_ms');
   return cfg;
 }

@@ -31,6 +31,13 @@ export interface QueueConfig {
   result_ttl_seconds: number;
   labels: Record<string, string>;
   gates: GateConfig[];
+  /**
+   * The queue gate (§4.2, §4.4): a budget gate sizes every poll (`floor(batch_size × budget)`),
+   * and its per-message decision runs before the quota gates. Absent: none (budget 1).
+   */
+  gate_type?: string;
+  /** Parameters of `gate_type` (numbers may be given as strings). */
+  gate_params?: Record<string, unknown>;
 }
 
 /** The whole configuration, defaults applied. */
@@ -67,6 +74,10 @@ export interface DispatcherConfig {
    * with `INFERENCE_ERROR` naming the limit.
    */
   max_response_bytes: number;
+  /** Prometheus HTTP API base URL; required by the `prometheus-*` gates. */
+  prometheus_url?: string;
+  /** Cache lifetime of every metric source (scrape or query), ms; 0 disables the cache. */
+  prometheus_cache_ttl_ms: number;
   queues: QueueConfig[];
 }
 
@@ -102,6 +113,7 @@ export const TOP_DEFAULTS = {
   health_port: 8081,
   metrics_port: 9090,
   max_response_bytes: 16 * 1024 * 1024,
+  prometheus_cache_ttl_ms: 5000,
 } as const;
 
 /** The JSON schema (ajv, `useDefaults`). */
@@ -131,6 +143,8 @@ export const CONFIG_SCHEMA = {
     health_port: { ...port, default: TOP_DEFAULTS.health_port },
     metrics_port: { ...port, default: TOP_DEFAULTS.metrics_port },
     max_response_bytes: { type: 'integer', minimum: 1, maximum: 512 * 1024 * 1024, default: TOP_DEFAULTS.max_response_bytes },
+    prometheus_url: { type: 'string', pattern: '^https?://' },
+    prometheus_cache_ttl_ms: { ...nonNegInt, default: TOP_DEFAULTS.prometheus_cache_ttl_ms },
     queues: {
       type: 'array',
       minItems: 1,
@@ -146,6 +160,8 @@ export const CONFIG_SCHEMA = {
           result_queue_name: { type: 'string', minLength: 1 },
           result_ttl_seconds: { ...nonNegInt, default: 0 },
           labels: { type: 'object', additionalProperties: { type: 'string' }, default: {} },
+          gate_type: { type: 'string', minLength: 1 },
+          gate_params: { type: 'object' },
           gates: {
             type: 'array',
             default: [],

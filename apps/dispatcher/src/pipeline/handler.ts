@@ -11,6 +11,8 @@ import { buildHeaders, joinUrl } from '../http/headers.js';
 import { retryBackoffSeconds } from '../http/retry.js';
 import { errInfo, type Logger } from '../logger.js';
 import type { DispatcherMetrics } from '../metrics.js';
+import type { Gate, GateMessage, GateRelease, Verdict } from '../gates/gates.js';
+import type { KeyLoad } from './admission.js';
 import type { CancelBatcher } from './cancel-batcher.js';
 import type { Outcome, QueuedRequest, QuotaPort, Release } from './ports.js';
 
@@ -27,6 +29,16 @@ export interface HandlerDeps {
   /** Aborted when the dispatcher starts stopping: gate waits end, the request goes back to pending. */
   stopping?: AbortSignal;
   random?: () => number;
+  /** This process's view of the quota keys (admission at dispatch reads it). */
+  load?: KeyLoad;
+  /** The queue gate's per-message decision (§4.2): Refuse → back to pending, Drop → result. */
+  queueGate?: Gate;
+  /** The pool gate (§4.3): Continue / Wait (parked up to `gateWaitTimeoutMs`) / Refuse / Drop. */
+  poolGate?: Gate;
+  /** Bound of a pool-gate wait, ms (0 = until the deadline); then back to pending. */
+  gateWaitTimeoutMs?: number;
+  /** Pool metrics (pool-gate decisions). Default: `metrics`. */
+  poolMetrics?: DispatcherMetrics;
   /** Called with every final result (the demo's live tallies). */
   onResult?: (result: ResultMessage, metadata: Record<string, string> | undefined) => void;
 }
@@ -75,10 +87,14 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
       void Promise.resolve()
         .then(() => h.release())
         .catch(() => undefined) // a failed release retires the holder inside Quota
-        .then(() => wake(h.key));
+        .then(() => {
+          deps.load?.released(h.key);
+          wake(h.key);
+        });
     }
   };
   const refuse = (held: Held[], key: string): { refused: string } => {
+    deps.load?.refused(key);
     releaseAll(held);
     return { refused: key };
   };
@@ -94,6 +110,7 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
         if (g.kind === 'concurrency') {
           const release = await deps.quota!.acquire(key, g.limit);
           if (release === null) return refuse(held, key);
+          deps.load?.acquired(key);
           held.push({ key, release });
         } else if (!(await deps.quota!.admit(key, g.limit, g.window_ms))) {
           return refuse(held, key);
@@ -165,8 +182,53 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
     if (!(req.deadline > 0) || !Number.isInteger(d) || d <= 0) return finish(env, req, invalidDeadlineResult(req.id));
     if (Date.now() >= req.deadline * 1000) return atDeadline(env, req);
 
+    const msg: GateMessage = { id: req.id, metadata: env.data.metadata, labels: { ...queue.labels, ...env.internal.labels } };
+    const gateReleases: GateRelease[] = [];
+    const runReleases = () => {
+      for (const r of gateReleases.splice(0).reverse()) {
+        try {
+          r();
+        } catch {
+          /* a release never fails the request */
+        }
+      }
+    };
+    if (deps.queueGate) {
+      let v: Verdict;
+      try {
+        v = await deps.queueGate.apply(msg, gateReleases, signal);
+      } catch (err) {
+        logger.warn({ queue: queue.queue_name, ...errInfo(err) }, 'queue gate error');
+        metrics.gateDecision('error');
+        runReleases();
+        return backToPending();
+      }
+      // Wait is not handled at queue level: it behaves like Continue (§4.2).
+      if (v.kind === 'refuse') {
+        metrics.gateDecision(v.overflow ? 'quota_exhausted' : 'gate_closed');
+        runReleases();
+        return backToPending();
+      }
+      if (v.kind === 'drop') {
+        metrics.gateDecision('dropped');
+        runReleases();
+        return finish(env, req, dropResult(req.id, v));
+      }
+    }
+
     const held = gates.length > 0 ? await passGates(req, env) : [];
-    if (!Array.isArray(held)) return held;
+    if (!Array.isArray(held)) {
+      runReleases();
+      return held;
+    }
+    if (deps.poolGate) {
+      const out = await passPoolGate(req, env, msg, gateReleases, signal);
+      if (out) {
+        releaseAll(held);
+        runReleases();
+        return out;
+      }
+    }
     try {
       // Right before the send: a request cancelled while it waited must not reach the endpoint.
       // Throttled like upstream (one real check per second per message): the dispatch itself
@@ -233,8 +295,74 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
       }
     } finally {
       releaseAll(held);
+      runReleases();
     }
   };
+
+  /** The pool-gate loop (§4.3); `undefined` = admitted (releases pushed to `releases`). */
+  async function passPoolGate(req: QueuedRequest, env: Envelope, msg: GateMessage, releases: GateRelease[], signal?: AbortSignal): Promise<Outcome | undefined> {
+    const pm = deps.poolMetrics ?? metrics;
+    const started = Date.now();
+    const waitMs = deps.gateWaitTimeoutMs ?? 300_000;
+    const ac = new AbortController();
+    const onAbort = () => ac.abort();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    deps.stopping?.addEventListener('abort', onAbort, { once: true });
+    const timer = setTimeout(onAbort, Math.max(0, Math.min(waitMs > 0 ? waitMs : Infinity, req.deadline * 1000 - Date.now(), 2_147_483_647)));
+    let delay = 100;
+    let counted = false;
+    try {
+      for (;;) {
+        let v: Verdict;
+        try {
+          v = await deps.poolGate!.apply(msg, releases, ac.signal);
+        } catch (err) {
+          if (Date.now() >= req.deadline * 1000) return atDeadline(env, req);
+          if (ac.signal.aborted) return backToPending(); // stop, lease lost or gate-wait timeout
+          pm.gateDecision('error');
+          return finish(env, req, errorResult(req.id, 'GATE_ERROR', `Pool gating error: ${(err as Error).message}`));
+        }
+        if (v.kind === 'continue') return undefined;
+        if (v.kind === 'refuse') {
+          pm.gateDecision(v.overflow ? 'quota_exhausted' : 'gate_closed');
+          return backToPending();
+        }
+        if (v.kind === 'drop') {
+          pm.gateDecision('dropped');
+          return finish(env, req, dropResult(req.id, v));
+        }
+        if (!counted) pm.gateDecision('gate_closed');
+        counted = true;
+        const now = Date.now();
+        if (now >= req.deadline * 1000) return atDeadline(env, req);
+        if (ac.signal.aborted || (waitMs > 0 && now - started >= waitMs)) return backToPending();
+        await sleep(Math.min(delay * (0.5 + rnd() / 2), req.deadline * 1000 - now), ac.signal);
+        delay = Math.min(1000, delay * 2);
+      }
+    } finally {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      deps.stopping?.removeEventListener('abort', onAbort);
+    }
+  }
+}
+
+/** A gate's Drop as a result: its own result, else `GATE_DROPPED` (§2.3). */
+function dropResult(id: string, v: Extract<Verdict, { kind: 'drop' }>): ResultMessage {
+  return v.result ? { id, ...v.result } : errorResult(id, 'GATE_DROPPED', 'Pool gating dropped request');
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const t = setTimeout(done, Math.max(1, ms));
+    function done() {
+      clearTimeout(t);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
 }
 
 interface Held {

@@ -16,6 +16,10 @@ import { InferenceClient } from '../http/client.js';
 import { errInfo, silentLogger, type Logger } from '../logger.js';
 import { DispatcherMetrics } from '../metrics.js';
 import { CancelBatcher } from '../pipeline/cancel-batcher.js';
+import { createGate } from '../gates/gates.js';
+import { GateMetrics } from '../gates/metrics.js';
+import { MetricSources } from '../gates/sources.js';
+import { admissionStore, KeyLoad } from '../pipeline/admission.js';
 import { createHandler } from '../pipeline/handler.js';
 import type { QuotaPort } from '../pipeline/ports.js';
 import { startEndpoint, type Endpoint } from './http-endpoints.js';
@@ -39,6 +43,10 @@ export class Dispatcher {
   readonly owner: string;
   /** Per-queue instruments and tallies. */
   readonly metrics = new Map<string, DispatcherMetrics>();
+  /** Per-queue gate gauges (metric value, threshold, source availability, budget). */
+  readonly gateMetrics = new Map<string, GateMetrics>();
+  /** Metric sources of the gates (cached scrapes and Prometheus queries). */
+  readonly sources: MetricSources;
   /** Bound ports of `/healthz`+`/readyz` and `/metrics` (undefined when off). */
   healthPort: number | undefined;
   metricsPort: number | undefined;
@@ -59,6 +67,7 @@ export class Dispatcher {
     private readonly logger: Logger,
   ) {
     this.owner = config.owner ?? `${hostname()}-${randomBytes(4).toString('hex')}`;
+    this.sources = new MetricSources({ ttlMs: config.prometheus_cache_ttl_ms, prometheusUrl: config.prometheus_url });
     setMaxListeners(0, this.stopCtl.signal); // every parked request listens for the stop
   }
 
@@ -132,10 +141,18 @@ export class Dispatcher {
     const cfg = this.config;
     const cancels = new CancelBatcher(this.store, cfg.cancel_check_batch_size, cfg.cancel_check_linger_ms);
     const quota: QuotaPort | undefined = this.quota;
+    const load = new KeyLoad();
     for (const queue of cfg.queues) {
       const metrics = new DispatcherMetrics(meterProvider, queue.queue_name);
       this.metrics.set(queue.queue_name, metrics);
+      const gateMetrics = new GateMetrics(meterProvider, { queue_id: queue.queue_name, queue_name: queue.queue_name, pool_name: 'default' });
+      this.gateMetrics.set(queue.queue_name, gateMetrics);
+      const queueGate = queue.gate_type
+        ? createGate({ gate_type: queue.gate_type, gate_params: queue.gate_params }, { sources: this.sources, hasPrometheus: cfg.prometheus_url !== undefined, metrics: gateMetrics }, `queues[${cfg.queues.indexOf(queue)}]`)
+        : undefined;
       const handle = createHandler({
+        load,
+        queueGate,
         queue,
         config: cfg,
         client: this.client,
@@ -146,8 +163,9 @@ export class Dispatcher {
         stopping: this.stopCtl.signal,
         onResult: onResult ? (r, m) => onResult(queue.queue_name, r, m) : undefined,
       });
+      const gatedStore = queueGate || queue.gates.length > 0 ? admissionStore(this.store, { queue, batchSize: cfg.batch_size, gate: queueGate, load, metrics, gateMetrics, logger: this.logger }) : this.store;
       const run = runPartitionWorker({
-          store: this.store,
+          store: gatedStore,
           queue: queue.queue_name,
           owner: this.owner,
           concurrency: cfg.concurrency,
@@ -189,6 +207,7 @@ export class Dispatcher {
       await Promise.allSettled(this.endpoints.map((e) => e.close()));
       await this.quota?.close().catch((err: unknown) => this.logger.warn(errInfo(err), 'quota close failed'));
       await this.client.close().catch(() => undefined);
+      await this.sources.close().catch(() => undefined);
       await this.store.close().catch((err: unknown) => this.logger.warn(errInfo(err), 'store close failed'));
       await this.meterOwned?.shutdown().catch(() => undefined);
       this.logger.info({ owner: this.owner }, 'dispatcher stopped');

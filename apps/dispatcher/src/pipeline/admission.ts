@@ -1,0 +1,172 @@
+// Admission before a request gets a handler slot: the queue's budget gate sizes each poll
+// (n = floor(batch_size × budget), §1.2 step 2), and requests whose quota key is known to be
+// saturated are put back (deferred) at dispatch instead of being handed to a handler.
+//
+// Why at dispatch: the queue is served earliest deadline first, so a throttled tenant with an
+// earlier-deadline backlog would otherwise fill every handler slot with requests that can only
+// wait at its gate and then go back to the head of the queue, and the other tenants' requests
+// behind them would get no service (head-of-line blocking). Here such requests never occupy a
+// slot and are parked for a growing while, so the scan reaches admissible work within a poll.
+import type { Request, Store } from '@q/store';
+import type { GateConfig, QueueConfig } from '../config/schema.js';
+import { parseEnvelope } from '../formats.js';
+import type { Gate } from '../gates/gates.js';
+import type { GateMetrics } from '../gates/metrics.js';
+import { errInfo, type Logger } from '../logger.js';
+import type { DispatcherMetrics } from '../metrics.js';
+
+/** How long a key refused by the shared quota counts as saturated here, ms. */
+const REFUSED_FOR_MS = 1000;
+/** Longest park of a request of a saturated key, s (the parks grow 1, 2, 4, 8 s while it stays saturated). */
+const MAX_PARK_SECONDS = 8;
+/** Most rows looked at per dispatch round, and rounds per poll. */
+const MAX_SCAN = 1000;
+const MAX_ROUNDS = 4;
+
+/**
+ * This process's view of the quota keys: slots it holds, and keys the shared quota refused
+ * lately. A hint only (other dispatchers hold slots too): the quota itself still decides.
+ */
+export class KeyLoad {
+  readonly #held = new Map<string, number>();
+  readonly #refusedAt = new Map<string, number>();
+  readonly #streak = new Map<string, number>();
+
+  acquired(key: string): void {
+    this.#held.set(key, (this.#held.get(key) ?? 0) + 1);
+  }
+
+  released(key: string): void {
+    const n = (this.#held.get(key) ?? 1) - 1;
+    if (n <= 0) this.#held.delete(key);
+    else this.#held.set(key, n);
+    this.#refusedAt.delete(key); // a slot came free: worth asking again
+  }
+
+  refused(key: string): void {
+    this.#refusedAt.set(key, Date.now());
+  }
+
+  held(key: string): number {
+    return this.#held.get(key) ?? 0;
+  }
+
+  /** True when a request of `key` would only wait: its slots are taken (or it was refused just now). */
+  saturated(key: string, gate: GateConfig, planned: number): boolean {
+    const at = this.#refusedAt.get(key);
+    if (at !== undefined && Date.now() - at < REFUSED_FOR_MS) return true;
+    return gate.kind === 'concurrency' && this.held(key) + planned >= gate.limit;
+  }
+
+  /** Seconds to park a request of a saturated key: doubles per poll the key stays saturated. */
+  parkSeconds(key: string, bump: boolean): number {
+    const s = (this.#streak.get(key) ?? 0) + (bump ? 1 : 0);
+    this.#streak.set(key, s);
+    return Math.min(MAX_PARK_SECONDS, 2 ** Math.max(0, s - 1));
+  }
+
+  /** The key had a request admitted: its parks start short again. */
+  admitted(key: string): void {
+    this.#streak.delete(key);
+  }
+}
+
+/** Options of {@link admissionStore}. */
+export interface AdmissionOptions {
+  queue: QueueConfig;
+  batchSize: number;
+  /** The queue's budget gate (sizes each poll); absent: the whole batch. */
+  gate?: Gate;
+  load: KeyLoad;
+  metrics: DispatcherMetrics;
+  gateMetrics?: GateMetrics;
+  logger: Logger;
+}
+
+/** The quota keys of a request under `gates` (a request without the attribute is not gated). */
+export function quotaKeys(gates: GateConfig[], metadata: Record<string, string> | undefined): Array<{ key: string; gate: GateConfig }> {
+  const out: Array<{ key: string; gate: GateConfig }> = [];
+  for (const g of gates) {
+    const value = metadata?.[g.attribute];
+    if (value) out.push({ key: `${g.prefix}${g.attribute}:${value}`, gate: g });
+  }
+  return out;
+}
+
+/**
+ * A view of `store` whose `dispatch` applies the admission above; every other method is the
+ * store's own. Handed to the partition worker, so the requests it tracks are exactly the
+ * admitted ones (the others are back to pending before `dispatch` returns; if putting them
+ * back fails, `dispatch` rejects and the consumer reconciles them on its next rebalance).
+ */
+export function admissionStore(store: Store, opts: AdmissionOptions): Store {
+  const dispatch = async (queue: string, owner: string, now: Date, limit: number): Promise<Request[]> => {
+    let n = limit;
+    if (opts.gate) {
+      const budget = await opts.gate.budget();
+      opts.gateMetrics?.budget(budget);
+      n = Math.min(n, Math.floor(opts.batchSize * budget));
+      if (n <= 0) {
+        if (await store.hasRequests(queue).catch(() => false)) opts.metrics.gateDecision('gate_closed');
+        return [];
+      }
+    }
+    if (opts.queue.gates.length === 0) return store.dispatch(queue, owner, now, n);
+    return filtered(store, opts, queue, owner, now, n);
+  };
+  return new Proxy(store, {
+    get(target, prop) {
+      if (prop === 'dispatch') return dispatch;
+      const v: unknown = Reflect.get(target, prop, target);
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+    },
+  });
+}
+
+async function filtered(store: Store, opts: AdmissionOptions, queue: string, owner: string, now: Date, n: number): Promise<Request[]> {
+  const admitted: Request[] = [];
+  const planned = new Map<string, number>();
+  const bumped = new Set<string>();
+  const scan = Math.min(MAX_SCAN, Math.max(n * 8, 256));
+  const nowSec = Math.floor(now.getTime() / 1000);
+  for (let round = 0; round < MAX_ROUNDS && admitted.length < n; round++) {
+    const rows = await store.dispatch(queue, owner, now, scan);
+    const parked = new Map<number, Request[]>();
+    const surplus: Request[] = [];
+    for (const r of rows) {
+      const env = parseEnvelope(r.envelope);
+      // Unparsable, cancelled or expired requests are answered at once by the handler.
+      const keys = env && !r.cancelled && r.deadline > nowSec ? quotaKeys(opts.queue.gates, env.data.metadata) : [];
+      const full = keys.find(({ key, gate }) => opts.load.saturated(key, gate, planned.get(key) ?? 0));
+      if (full) {
+        const first = !bumped.has(full.key);
+        if (first) {
+          bumped.add(full.key);
+          opts.metrics.gateDecision('quota_exhausted');
+        }
+        const at = nowSec + opts.load.parkSeconds(full.key, first);
+        parked.set(at, [...(parked.get(at) ?? []), r]);
+        continue;
+      }
+      if (admitted.length >= n) {
+        surplus.push(r);
+        continue;
+      }
+      admitted.push(r);
+      for (const { key, gate } of keys) {
+        if (gate.kind === 'concurrency') planned.set(key, (planned.get(key) ?? 0) + 1);
+        opts.load.admitted(key);
+      }
+    }
+    try {
+      for (const [at, list] of parked) await store.defer(owner, list, at);
+      // Admissible rows beyond this poll go back at once, keeping their deadline order.
+      if (surplus.length > 0) await store.undispatch(owner, surplus);
+    } catch (err) {
+      opts.logger.warn({ queue, ...errInfo(err) }, 'admission: putting requests back failed; reconciling');
+      throw err;
+    }
+    if (rows.length < scan) break; // nothing more is due
+  }
+  return admitted;
+}
