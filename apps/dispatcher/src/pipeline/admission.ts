@@ -17,8 +17,6 @@ import type { DispatcherMetrics } from '../metrics.js';
 
 /** How long a key refused by the shared quota counts as saturated here, ms. */
 const REFUSED_FOR_MS = 1000;
-/** Longest park of a request of a saturated key, s (the parks grow 1, 2, 4, 8 s while it stays saturated). */
-const MAX_PARK_SECONDS = 8;
 /** Most rows looked at per dispatch round, and rounds per poll. */
 const MAX_SCAN = 1000;
 const MAX_ROUNDS = 4;
@@ -30,7 +28,8 @@ const MAX_ROUNDS = 4;
 export class KeyLoad {
   readonly #held = new Map<string, number>();
   readonly #refusedAt = new Map<string, number>();
-  readonly #streak = new Map<string, number>();
+  /** Per key: the next free return time (Unix s, fractional) of its parked requests. */
+  readonly #cursor = new Map<string, number>();
 
   acquired(key: string): void {
     this.#held.set(key, (this.#held.get(key) ?? 0) + 1);
@@ -58,16 +57,18 @@ export class KeyLoad {
     return gate.kind === 'concurrency' && this.held(key) + planned >= gate.limit;
   }
 
-  /** Seconds to park a request of a saturated key: doubles per poll the key stays saturated. */
-  parkSeconds(key: string, bump: boolean): number {
-    const s = (this.#streak.get(key) ?? 0) + (bump ? 1 : 0);
-    this.#streak.set(key, s);
-    return Math.min(MAX_PARK_SECONDS, 2 ** Math.max(0, s - 1));
-  }
-
-  /** The key had a request admitted: its parks start short again. */
-  admitted(key: string): void {
-    this.#streak.delete(key);
+  /**
+   * When (Unix s) to let a parked request of saturated `key` come back. Requests of one key
+   * come back at most `perSecond` a second, from a second from now on: a big backlog of one key
+   * is spread out ahead, so a scan meets only a few of its requests at a time and reaches the
+   * other keys' work within a poll, while the key still gets enough back to keep its slots busy.
+   */
+  parkAt(key: string, perSecond: number): number {
+    const now = Date.now() / 1000;
+    const c = Math.max(this.#cursor.get(key) ?? 0, now + 1);
+    this.#cursor.set(key, c + 1 / perSecond);
+    if (this.#cursor.size > 100_000) this.#cursor.clear(); // bounded: a hint, not state
+    return Math.floor(c);
   }
 }
 
@@ -123,11 +124,19 @@ export function admissionStore(store: Store, opts: AdmissionOptions): Store {
   });
 }
 
+/**
+ * Requests of a saturated key let back per second: enough to refill its slots (a concurrency
+ * slot turning over every 250 ms, twice a rate limit's pace), at least 16.
+ */
+function returnRate(g: GateConfig): number {
+  return Math.max(16, g.kind === 'concurrency' ? 4 * g.limit : Math.ceil((2 * g.limit * 1000) / g.window_ms));
+}
+
 async function filtered(store: Store, opts: AdmissionOptions, queue: string, owner: string, now: Date, n: number): Promise<Request[]> {
   const admitted: Request[] = [];
   const planned = new Map<string, number>();
   const bumped = new Set<string>();
-  const scan = Math.min(MAX_SCAN, Math.max(n * 8, 256));
+  let scan = Math.min(MAX_SCAN, Math.max(n * 8, 256));
   const nowSec = Math.floor(now.getTime() / 1000);
   for (let round = 0; round < MAX_ROUNDS && admitted.length < n; round++) {
     const rows = await store.dispatch(queue, owner, now, scan);
@@ -139,12 +148,12 @@ async function filtered(store: Store, opts: AdmissionOptions, queue: string, own
       const keys = env && !r.cancelled && r.deadline > nowSec ? quotaKeys(opts.queue.gates, env.data.metadata) : [];
       const full = keys.find(({ key, gate }) => opts.load.saturated(key, gate, planned.get(key) ?? 0));
       if (full) {
-        const first = !bumped.has(full.key);
-        if (first) {
+        if (!bumped.has(full.key)) {
           bumped.add(full.key);
           opts.metrics.gateDecision('quota_exhausted');
         }
-        const at = nowSec + opts.load.parkSeconds(full.key, first);
+        // Never parked past its deadline: it is answered then.
+        const at = Math.min(opts.load.parkAt(full.key, returnRate(full.gate)), Math.max(nowSec + 1, r.deadline));
         parked.set(at, [...(parked.get(at) ?? []), r]);
         continue;
       }
@@ -153,10 +162,7 @@ async function filtered(store: Store, opts: AdmissionOptions, queue: string, own
         continue;
       }
       admitted.push(r);
-      for (const { key, gate } of keys) {
-        if (gate.kind === 'concurrency') planned.set(key, (planned.get(key) ?? 0) + 1);
-        opts.load.admitted(key);
-      }
+      for (const { key, gate } of keys) if (gate.kind === 'concurrency') planned.set(key, (planned.get(key) ?? 0) + 1);
     }
     try {
       for (const [at, list] of parked) await store.defer(owner, list, at);
@@ -167,6 +173,7 @@ async function filtered(store: Store, opts: AdmissionOptions, queue: string, own
       throw err;
     }
     if (rows.length < scan) break; // nothing more is due
+    scan = Math.min(MAX_SCAN, scan * 2);
   }
   return admitted;
 }
