@@ -148,6 +148,23 @@ export function loadConfig(opts: LoadOptions = {}): DispatcherConfig {
     if (q.gate_type !== undefined) createGate({ gate_type: q.gate_type, gate_params: q.gate_params }, { sources, hasPrometheus: cfg.prometheus_url !== undefined }, `queues[${i}]`);
     else if (q.gate_params !== undefined) throw configError(`queues[${i}].gate_params needs gate_type`);
   });
+  const pools = new Set<string>();
+  (cfg.pools ?? []).forEach((pl, i) => {
+    if (pools.has(pl.id)) throw configError(`pools[${i}].id ${JSON.stringify(pl.id)} is a duplicate`);
+    pools.add(pl.id);
+    if (pl.gate_type !== undefined) createGate({ gate_type: pl.gate_type, gate_params: pl.gate_params }, { sources, hasPrometheus: cfg.prometheus_url !== undefined }, `pools[${i}]`);
+  });
+  cfg.queues.forEach((q, i) => {
+    q.gates.forEach((g, j) => {
+      if (g.gating_mode === 'classifying' && g.kind !== 'concurrency') throw configError(`queues[${i}].gates[${j}].gating_mode classifying needs kind concurrency`);
+    });
+    if (q.worker_pool_id === undefined) return;
+    if (!cfg.pools) throw configError(`queues[${i}].worker_pool_id needs pools`);
+    if (!pools.has(q.worker_pool_id)) throw configError(`queues[${i}].worker_pool_id ${JSON.stringify(q.worker_pool_id)} is not a pool id`);
+  });
+  if (cfg.pools && cfg.queues.some((q) => q.worker_pool_id === undefined) && !pools.has('default')) {
+    cfg.pools.push({ id: 'default', workers: cfg.concurrency, merge_policy: 'random-robin' });
+  }
   if (cfg.prometheus_url !== undefined) {
     try {
       new URL(cfg.prometheus_url);

@@ -17,6 +17,24 @@ export interface GateConfig {
    * (undispatched, no result). Default 1000 ms; 0 = undispatch at once.
    */
   wait_ms: number;
+  /**
+   * `blocking` (default): a refused request waits / goes back to the queue. `classifying`
+   * (concurrency gates): never blocks; a granted request is labelled `classification: reserved`
+   * (and holds its slot), a refused one `overflow` and goes on (§4.5) — for `tier-priority`.
+   */
+  gating_mode?: 'blocking' | 'classifying';
+}
+
+/** A worker pool (§1.1, §4.3, §4.7). */
+export interface PoolConfig {
+  id: string;
+  /** HTTP calls in flight at once for all the pool's queues. */
+  workers: number;
+  /** Who gets the next free worker among the pool's waiting requests. */
+  merge_policy: 'random-robin' | 'tier-priority';
+  /** The pool gate: Continue / Wait (parked) / Refuse (back to the queue) / Drop (result). */
+  gate_type?: string;
+  gate_params?: Record<string, unknown>;
 }
 
 /** One request queue. */
@@ -38,6 +56,8 @@ export interface QueueConfig {
   gate_type?: string;
   /** Parameters of `gate_type` (numbers may be given as strings). */
   gate_params?: Record<string, unknown>;
+  /** The worker pool serving this queue (`pools[].id`); absent: `default` when pools are configured. */
+  worker_pool_id?: string;
 }
 
 /** The whole configuration, defaults applied. */
@@ -78,6 +98,10 @@ export interface DispatcherConfig {
   prometheus_url?: string;
   /** Cache lifetime of every metric source (scrape or query), ms; 0 disables the cache. */
   prometheus_cache_ttl_ms: number;
+  /** Bound of a pool-gate wait, ms (0 = until the request's deadline); then back to the queue. */
+  gate_wait_timeout_ms: number;
+  /** Worker pools; absent: no pool (each queue runs up to `concurrency` calls). */
+  pools?: PoolConfig[];
   queues: QueueConfig[];
 }
 
@@ -114,6 +138,7 @@ export const TOP_DEFAULTS = {
   metrics_port: 9090,
   max_response_bytes: 16 * 1024 * 1024,
   prometheus_cache_ttl_ms: 5000,
+  gate_wait_timeout_ms: 300_000,
 } as const;
 
 /** The JSON schema (ajv, `useDefaults`). */
@@ -145,6 +170,22 @@ export const CONFIG_SCHEMA = {
     max_response_bytes: { type: 'integer', minimum: 1, maximum: 512 * 1024 * 1024, default: TOP_DEFAULTS.max_response_bytes },
     prometheus_url: { type: 'string', pattern: '^https?://' },
     prometheus_cache_ttl_ms: { ...nonNegInt, default: TOP_DEFAULTS.prometheus_cache_ttl_ms },
+    gate_wait_timeout_ms: { ...nonNegInt, default: TOP_DEFAULTS.gate_wait_timeout_ms },
+    pools: {
+      type: 'array',
+      items: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['id', 'workers'],
+        properties: {
+          id: { type: 'string', minLength: 1, maxLength: 200 },
+          workers: posInt,
+          merge_policy: { enum: ['random-robin', 'tier-priority'], default: 'random-robin' },
+          gate_type: { type: 'string', minLength: 1 },
+          gate_params: { type: 'object' },
+        },
+      },
+    },
     queues: {
       type: 'array',
       minItems: 1,
@@ -162,6 +203,7 @@ export const CONFIG_SCHEMA = {
           labels: { type: 'object', additionalProperties: { type: 'string' }, default: {} },
           gate_type: { type: 'string', minLength: 1 },
           gate_params: { type: 'object' },
+          worker_pool_id: { type: 'string', minLength: 1 },
           gates: {
             type: 'array',
             default: [],
@@ -176,6 +218,7 @@ export const CONFIG_SCHEMA = {
                 window_ms: { ...posInt, default: 60_000 },
                 prefix: { type: 'string', default: 'quota:' },
                 wait_ms: { ...nonNegInt, default: 1000 },
+                gating_mode: { enum: ['blocking', 'classifying'] },
               },
             },
           },

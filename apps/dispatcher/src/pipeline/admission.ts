@@ -88,6 +88,7 @@ export interface AdmissionOptions {
 export function quotaKeys(gates: GateConfig[], metadata: Record<string, string> | undefined): Array<{ key: string; gate: GateConfig }> {
   const out: Array<{ key: string; gate: GateConfig }> = [];
   for (const g of gates) {
+    if (g.gating_mode === 'classifying') continue; // never blocks: nothing to wait for
     const value = metadata?.[g.attribute];
     if (value) out.push({ key: `${g.prefix}${g.attribute}:${value}`, gate: g });
   }
@@ -112,7 +113,7 @@ export function admissionStore(store: Store, opts: AdmissionOptions): Store {
         return [];
       }
     }
-    if (opts.queue.gates.length === 0) return store.dispatch(queue, owner, now, n);
+    if (!opts.queue.gates.some((g) => g.gating_mode !== 'classifying')) return store.dispatch(queue, owner, now, n);
     return filtered(store, opts, queue, owner, now, n);
   };
   return new Proxy(store, {

@@ -13,6 +13,7 @@ import { errInfo, type Logger } from '../logger.js';
 import type { DispatcherMetrics } from '../metrics.js';
 import type { Gate, GateMessage, GateRelease, Verdict } from '../gates/gates.js';
 import type { KeyLoad } from './admission.js';
+import type { WorkerPool } from './pool.js';
 import type { CancelBatcher } from './cancel-batcher.js';
 import type { Outcome, QueuedRequest, QuotaPort, Release } from './ports.js';
 
@@ -35,6 +36,8 @@ export interface HandlerDeps {
   queueGate?: Gate;
   /** The pool gate (§4.3): Continue / Wait (parked up to `gateWaitTimeoutMs`) / Refuse / Drop. */
   poolGate?: Gate;
+  /** The worker pool of this queue: a request waits here for one of its workers. */
+  pool?: WorkerPool;
   /** Bound of a pool-gate wait, ms (0 = until the deadline); then back to pending. */
   gateWaitTimeoutMs?: number;
   /** Pool metrics (pool-gate decisions). Default: `metrics`. */
@@ -100,13 +103,23 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
   };
 
   /** Acquires every gate or none. A refusal or an error leaves nothing held. */
-  async function tryGates(env: Envelope): Promise<Held[] | { refused: string } | 'error'> {
+  async function tryGates(env: Envelope, labels: Record<string, string>): Promise<Held[] | { refused: string } | 'error'> {
     const held: Held[] = [];
     for (const g of gates) {
       const value = env.data.metadata?.[g.attribute];
       if (!value) continue; // no key → not gated (§4.4)
       const key = `${g.prefix}${g.attribute}:${value}`;
       try {
+        if (g.gating_mode === 'classifying') {
+          // Never blocks (§4.5): a granted slot is held and labels the request reserved.
+          const release = await deps.quota!.acquire(key, g.limit);
+          labels.classification = release === null ? 'overflow' : 'reserved';
+          if (release !== null) {
+            deps.load?.acquired(key);
+            held.push({ key, release });
+          }
+          continue;
+        }
         if (g.kind === 'concurrency') {
           const release = await deps.quota!.acquire(key, g.limit);
           if (release === null) return refuse(held, key);
@@ -124,14 +137,14 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
     return held;
   }
 
-  async function passGates(req: QueuedRequest, env: Envelope): Promise<Held[] | Outcome> {
+  async function passGates(req: QueuedRequest, env: Envelope, labels: Record<string, string>): Promise<Held[] | Outcome> {
     const waitMs = Math.max(0, ...gates.map((g: GateConfig) => g.wait_ms));
     const started = Date.now();
     let delay = 100;
     let counted = false;
     let lastCancelCheck = Date.now();
     for (;;) {
-      const r = await tryGates(env);
+      const r = await tryGates(env, labels);
       if (Array.isArray(r)) return r;
       if (r === 'error') {
         metrics.gateDecision('error');
@@ -216,10 +229,30 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
       }
     }
 
-    const held = gates.length > 0 ? await passGates(req, env) : [];
+    const held = gates.length > 0 ? await passGates(req, env, msg.labels) : [];
     if (!Array.isArray(held)) {
       runReleases();
       return held;
+    }
+    if (deps.pool) {
+      // Wait for one of the pool's workers; the merge policy picks who gets the next one.
+      const ac = new AbortController();
+      const onAbort = () => ac.abort(new Error('stopping'));
+      signal?.addEventListener('abort', onAbort, { once: true });
+      deps.stopping?.addEventListener('abort', onAbort, { once: true });
+      if (signal?.aborted || deps.stopping?.aborted) onAbort();
+      const untilDeadline = setTimeout(() => ac.abort(new Error('deadline')), Math.max(0, Math.min(req.deadline * 1000 - Date.now(), 2_147_483_647)));
+      try {
+        gateReleases.push(await deps.pool.acquire(queue.queue_name, msg.labels, ac.signal));
+      } catch {
+        releaseAll(held);
+        runReleases();
+        return Date.now() >= req.deadline * 1000 ? atDeadline(env, req) : backToPending();
+      } finally {
+        clearTimeout(untilDeadline);
+        signal?.removeEventListener('abort', onAbort);
+        deps.stopping?.removeEventListener('abort', onAbort);
+      }
     }
     if (deps.poolGate) {
       const out = await passPoolGate(req, env, msg, gateReleases, signal);

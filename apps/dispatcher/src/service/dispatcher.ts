@@ -16,7 +16,8 @@ import { InferenceClient } from '../http/client.js';
 import { errInfo, silentLogger, type Logger } from '../logger.js';
 import { DispatcherMetrics } from '../metrics.js';
 import { CancelBatcher } from '../pipeline/cancel-batcher.js';
-import { createGate } from '../gates/gates.js';
+import { createGate, type Gate } from '../gates/gates.js';
+import { WorkerPool } from '../pipeline/pool.js';
 import { GateMetrics } from '../gates/metrics.js';
 import { MetricSources } from '../gates/sources.js';
 import { admissionStore, KeyLoad } from '../pipeline/admission.js';
@@ -45,6 +46,8 @@ export class Dispatcher {
   readonly metrics = new Map<string, DispatcherMetrics>();
   /** Per-queue gate gauges (metric value, threshold, source availability, budget). */
   readonly gateMetrics = new Map<string, GateMetrics>();
+  /** Worker pools by id (when configured). */
+  readonly pools = new Map<string, WorkerPool>();
   /** Metric sources of the gates (cached scrapes and Prometheus queries). */
   readonly sources: MetricSources;
   /** Bound ports of `/healthz`+`/readyz` and `/metrics` (undefined when off). */
@@ -142,17 +145,32 @@ export class Dispatcher {
     const cancels = new CancelBatcher(this.store, cfg.cancel_check_batch_size, cfg.cancel_check_linger_ms);
     const quota: QuotaPort | undefined = this.quota;
     const load = new KeyLoad();
+    const hasPrometheus = cfg.prometheus_url !== undefined;
+    const pools = new Map<string, { pool: WorkerPool; gate?: Gate; metrics: DispatcherMetrics }>();
+    (cfg.pools ?? []).forEach((p, i) => {
+      // Pool-gate series carry empty queue labels (§7.1).
+      const metrics = new DispatcherMetrics(meterProvider, '', p.id);
+      const gm = new GateMetrics(meterProvider, { queue_id: '', queue_name: '', pool_name: p.id });
+      const gate = p.gate_type ? createGate({ gate_type: p.gate_type, gate_params: p.gate_params }, { sources: this.sources, hasPrometheus, metrics: gm }, `pools[${i}]`) : undefined;
+      pools.set(p.id, { pool: new WorkerPool(p.id, p.workers, p.merge_policy), gate, metrics });
+      this.pools.set(p.id, pools.get(p.id)!.pool);
+    });
     for (const queue of cfg.queues) {
-      const metrics = new DispatcherMetrics(meterProvider, queue.queue_name);
+      const poolEntry = cfg.pools ? pools.get(queue.worker_pool_id ?? 'default') : undefined;
+      const metrics = new DispatcherMetrics(meterProvider, queue.queue_name, poolEntry?.pool.id ?? 'default');
       this.metrics.set(queue.queue_name, metrics);
-      const gateMetrics = new GateMetrics(meterProvider, { queue_id: queue.queue_name, queue_name: queue.queue_name, pool_name: 'default' });
+      const gateMetrics = new GateMetrics(meterProvider, { queue_id: queue.queue_name, queue_name: queue.queue_name, pool_name: poolEntry?.pool.id ?? 'default' });
       this.gateMetrics.set(queue.queue_name, gateMetrics);
       const queueGate = queue.gate_type
-        ? createGate({ gate_type: queue.gate_type, gate_params: queue.gate_params }, { sources: this.sources, hasPrometheus: cfg.prometheus_url !== undefined, metrics: gateMetrics }, `queues[${cfg.queues.indexOf(queue)}]`)
+        ? createGate({ gate_type: queue.gate_type, gate_params: queue.gate_params }, { sources: this.sources, hasPrometheus, metrics: gateMetrics }, `queues[${cfg.queues.indexOf(queue)}]`)
         : undefined;
       const handle = createHandler({
         load,
         queueGate,
+        pool: poolEntry?.pool,
+        poolGate: poolEntry?.gate,
+        poolMetrics: poolEntry?.metrics,
+        gateWaitTimeoutMs: cfg.gate_wait_timeout_ms,
         queue,
         config: cfg,
         client: this.client,
