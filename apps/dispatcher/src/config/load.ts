@@ -6,12 +6,13 @@ import { Ajv, type ErrorObject } from 'ajv';
 import YAML from 'yaml';
 import { QError, QErrorCode, validateDsn } from '@q/schema';
 import { routeProblem } from '../formats.js';
+import type { TlsClientOptions } from '../http/client.js';
 import { createGate } from '../gates/gates.js';
 import { MetricSources } from '../gates/sources.js';
 import { CONFIG_SCHEMA, secondsToMs, TOP_DEFAULTS, type DispatcherConfig } from './schema.js';
 
 /** Top-level fields that may be overridden by `--kebab-name` flags and `Q_UPPER_NAME` env vars. */
-export const OVERRIDABLE = ['url', 'owner', 'prometheus_url', ...Object.keys(TOP_DEFAULTS)] as const;
+export const OVERRIDABLE = ['url', 'owner', 'prometheus_url', 'tls_ca_file', 'tls_cert_file', 'tls_key_file', 'tls_server_name', ...Object.keys(TOP_DEFAULTS)] as const;
 const NUMERIC = new Set(
   Object.entries(TOP_DEFAULTS)
     .filter(([, v]) => typeof v === 'number')
@@ -32,6 +33,28 @@ export interface LoadOptions {
 
 function configError(msg: string): QError {
   return new QError(QErrorCode.CONFIG, `config: ${msg}`);
+}
+
+/** Reads the TLS files named by the config; errors name the field and file, never the content. */
+export function readTlsFiles(cfg: Pick<DispatcherConfig, 'tls_ca_file' | 'tls_cert_file' | 'tls_key_file' | 'tls_server_name' | 'tls_insecure_skip_verify'>): TlsClientOptions | undefined {
+  const read = (field: string, file: string | undefined) => {
+    if (file === undefined) return undefined;
+    try {
+      return fs.readFileSync(file);
+    } catch (err) {
+      throw configError(`${field}: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? 'error'}`);
+    }
+  };
+  const tls: TlsClientOptions = {};
+  const ca = read('tls_ca_file', cfg.tls_ca_file);
+  const cert = read('tls_cert_file', cfg.tls_cert_file);
+  const key = read('tls_key_file', cfg.tls_key_file);
+  if (ca) tls.ca = ca;
+  if (cert) tls.cert = cert;
+  if (key) tls.key = key;
+  if (cfg.tls_server_name) tls.servername = cfg.tls_server_name;
+  if (cfg.tls_insecure_skip_verify) tls.insecureSkipVerify = true;
+  return Object.keys(tls).length > 0 ? tls : undefined;
 }
 
 /** Reads and parses a config file; errors name the file, never its content. */
@@ -165,6 +188,7 @@ export function loadConfig(opts: LoadOptions = {}): DispatcherConfig {
   if (cfg.pools && cfg.queues.some((q) => q.worker_pool_id === undefined) && !pools.has('default')) {
     cfg.pools.push({ id: 'default', workers: cfg.concurrency, merge_policy: 'random-robin' });
   }
+  if ((cfg.tls_cert_file === undefined) !== (cfg.tls_key_file === undefined)) throw configError('tls_cert_file and tls_key_file go together');
   if (cfg.prometheus_url !== undefined) {
     try {
       new URL(cfg.prometheus_url);

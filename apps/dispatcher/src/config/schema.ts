@@ -100,6 +100,15 @@ export interface DispatcherConfig {
   prometheus_cache_ttl_ms: number;
   /** Bound of a pool-gate wait, ms (0 = until the request's deadline); then back to the queue. */
   gate_wait_timeout_ms: number;
+  /** PEM CA bundle trusted for `https://` endpoints (instead of the system store). */
+  tls_ca_file?: string;
+  /** PEM client certificate and key for mutual TLS (both or neither). */
+  tls_cert_file?: string;
+  tls_key_file?: string;
+  /** Server name (SNI and certificate check) to expect instead of the URL's host. */
+  tls_server_name?: string;
+  /** Skip certificate verification. Insecure; logged loudly at start. */
+  tls_insecure_skip_verify: boolean;
   /** Worker pools; absent: no pool (each queue runs up to `concurrency` calls). */
   pools?: PoolConfig[];
   queues: QueueConfig[];
@@ -171,6 +180,11 @@ export const CONFIG_SCHEMA = {
     prometheus_url: { type: 'string', pattern: '^https?://' },
     prometheus_cache_ttl_ms: { ...nonNegInt, default: TOP_DEFAULTS.prometheus_cache_ttl_ms },
     gate_wait_timeout_ms: { ...nonNegInt, default: TOP_DEFAULTS.gate_wait_timeout_ms },
+    tls_ca_file: { type: 'string', minLength: 1 },
+    tls_cert_file: { type: 'string', minLength: 1 },
+    tls_key_file: { type: 'string', minLength: 1 },
+    tls_server_name: { type: 'string', minLength: 1 },
+    tls_insecure_skip_verify: { type: 'boolean', default: false },
     pools: {
       type: 'array',
       items: {

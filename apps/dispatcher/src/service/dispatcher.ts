@@ -10,6 +10,7 @@ import { runPartitionWorker, type PartitionWorkerStats } from '@q/partition-cons
 import { createQuota, type Quota } from '@q/quota';
 import { QError, QErrorCode } from '@q/schema';
 import { Store } from '@q/store';
+import { readTlsFiles } from '../config/load.js';
 import { secondsToMs, type DispatcherConfig } from '../config/schema.js';
 import type { ResultMessage } from '../formats.js';
 import { InferenceClient } from '../http/client.js';
@@ -79,6 +80,11 @@ export class Dispatcher {
     const { config } = opts;
     if (!config.url) throw new Error('Dispatcher.start: config.url (the DSN) is required');
     const logger = opts.logger ?? silentLogger;
+    // Before anything is opened: an unreadable TLS file fails the start cleanly.
+    const tls = readTlsFiles(config);
+    if (config.tls_insecure_skip_verify) {
+      logger.warn({}, 'TLS certificate verification is OFF (tls_insecure_skip_verify): endpoint identities are not checked; never use this in production');
+    }
     let meterProvider = opts.meterProvider;
     let prometheus: PrometheusExporter | undefined;
     let owned: SdkMeterProvider | undefined;
@@ -97,6 +103,7 @@ export class Dispatcher {
       throw err;
     }
     const client = new InferenceClient({
+      ...(tls ? { tls } : {}),
       connections: config.concurrency * config.queues.length,
       requestTimeoutMs: config.request_timeout_ms,
       maxResponseBytes: config.max_response_bytes,
