@@ -98,6 +98,8 @@ export interface DispatcherConfig {
   prometheus_url?: string;
   /** Cache lifetime of every metric source (scrape or query), ms; 0 disables the cache. */
   prometheus_cache_ttl_ms: number;
+  /** How often the backlog gauge (`…_broker_backlog`) is refreshed, ms; 0 disables it. */
+  metrics_backlog_poll_interval_ms: number;
   /** Bound of a pool-gate wait, ms (0 = until the request's deadline); then back to the queue. */
   gate_wait_timeout_ms: number;
   /** PEM CA bundle trusted for `https://` endpoints (instead of the system store). */
@@ -148,6 +150,7 @@ export const TOP_DEFAULTS = {
   max_response_bytes: 16 * 1024 * 1024,
   prometheus_cache_ttl_ms: 5000,
   gate_wait_timeout_ms: 300_000,
+  metrics_backlog_poll_interval_ms: 15_000,
 } as const;
 
 /** The JSON schema (ajv, `useDefaults`). */
@@ -180,6 +183,7 @@ export const CONFIG_SCHEMA = {
     prometheus_url: { type: 'string', pattern: '^https?://' },
     prometheus_cache_ttl_ms: { ...nonNegInt, default: TOP_DEFAULTS.prometheus_cache_ttl_ms },
     gate_wait_timeout_ms: { ...nonNegInt, default: TOP_DEFAULTS.gate_wait_timeout_ms },
+    metrics_backlog_poll_interval_ms: { ...nonNegInt, default: TOP_DEFAULTS.metrics_backlog_poll_interval_ms },
     tls_ca_file: { type: 'string', minLength: 1 },
     tls_cert_file: { type: 'string', minLength: 1 },
     tls_key_file: { type: 'string', minLength: 1 },

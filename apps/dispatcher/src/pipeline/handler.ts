@@ -1,6 +1,8 @@
 // The life of one dispatched request (DISPATCHER.md §1.2 step 5, §3, §4, §5.5): dequeue checks,
 // quota gates, the HTTP attempt, classification, and the decision: a result, a retry parked in
 // place, or back to pending.
+import { context, defaultTextMapGetter, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Span, type Tracer } from '@opentelemetry/api';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import type { DispatcherConfig, GateConfig, QueueConfig } from '../config/schema.js';
 import {
   cancelledResult, deadlineExceededResult, encodeResult, errorResult, httpResult, invalidDeadlineResult,
@@ -30,6 +32,8 @@ export interface HandlerDeps {
   /** Aborted when the dispatcher starts stopping: gate waits end, the request goes back to pending. */
   stopping?: AbortSignal;
   random?: () => number;
+  /** Traces `process-request` spans when given. */
+  tracer?: Tracer;
   /** This process's view of the quota keys (admission at dispatch reads it). */
   load?: KeyLoad;
   /** The queue gate's per-message decision (§4.2): Refuse → back to pending, Drop → result. */
@@ -50,6 +54,7 @@ export interface HandlerDeps {
 export const DEFAULT_ROUTE = 'result-sql';
 
 const nowSec = () => Date.now() / 1000;
+const W3C = new W3CTraceContextPropagator();
 const CANCEL_CHECK_THROTTLE_MS = 1000;
 
 /** Creates the `handle(req, signal)` function of one queue's partition worker. */
@@ -263,6 +268,34 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
       }
     }
     try {
+      if (!deps.tracer) return await attempt(req, env, retryCount, pulledAt, signal);
+      // `process-request` (§7.2): one span per attempt, a child of the submitter's trace when
+      // the request's metadata carries W3C trace context.
+      const parent = W3C.extract(ROOT_CONTEXT, env.data.metadata ?? {}, defaultTextMapGetter);
+      const span = deps.tracer.startSpan(
+        'process-request',
+        { kind: SpanKind.INTERNAL, attributes: { 'request.id': req.id, 'retry.count': retryCount, 'queue.id': queue.queue_name, 'queue.name': queue.queue_name, 'gen_ai.request.id': req.id } },
+        parent,
+      );
+      try {
+        const out = await context.with(trace.setSpan(parent, span), () => attempt(req, env, retryCount, pulledAt, signal, span));
+        return out;
+      } finally {
+        span.end();
+      }
+    } finally {
+      releaseAll(held);
+      runReleases();
+    }
+  };
+
+  /** The send and its classification (§3.3–§3.4). */
+  async function attempt(req: QueuedRequest, env: Envelope, retryCount: number, pulledAt: number, signal: AbortSignal | undefined, span?: Span): Promise<Outcome> {
+    const failed = (category: string, message: string) => {
+      span?.setAttribute('error.category', category);
+      span?.setStatus({ code: SpanStatusCode.ERROR, message });
+    };
+    {
       // Right before the send: a request cancelled while it waited must not reach the endpoint.
       // Throttled like upstream (one real check per second per message): the dispatch itself
       // read the flag, so a request that did not wait needs no second look.
@@ -296,10 +329,12 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
         case 'aborted':
           return backToPending();
         case 'fatal':
+          failed(out.category, out.message);
           if (out.timeout === 'deadline') return atDeadline(env, req);
           if (out.status !== undefined) return finish(env, req, httpResult(req.id, out.status, out.body ?? ''));
           return finish(env, req, errorResult(req.id, 'INFERENCE_ERROR', `Failed to send request to inference: ${out.message}`));
         case 'retryable': {
+          span?.setAttribute('error.category', out.category);
           const now = nowSec();
           const secondsToDeadline = req.deadline - Math.floor(now);
           if (secondsToDeadline <= 0) {
@@ -326,11 +361,8 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
           return { retryAt: Math.ceil(now + backoff), envelope: JSON.stringify(next) };
         }
       }
-    } finally {
-      releaseAll(held);
-      runReleases();
     }
-  };
+  }
 
   /** The pool-gate loop (§4.3); `undefined` = admitted (releases pushed to `releases`). */
   async function passPoolGate(req: QueuedRequest, env: Envelope, msg: GateMessage, releases: GateRelease[], signal?: AbortSignal): Promise<Outcome | undefined> {

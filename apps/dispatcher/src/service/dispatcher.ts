@@ -121,6 +121,7 @@ export class Dispatcher {
       await d.stop();
       throw err;
     }
+    d.startBacklogPoller(meterProvider);
     d.ready = true;
     logger.info({ owner: d.owner, queues: config.queues.map((q) => q.queue_name) }, 'dispatcher started');
     return d;
@@ -172,6 +173,7 @@ export class Dispatcher {
         ? createGate({ gate_type: queue.gate_type, gate_params: queue.gate_params }, { sources: this.sources, hasPrometheus, metrics: gateMetrics }, `queues[${cfg.queues.indexOf(queue)}]`)
         : undefined;
       const handle = createHandler({
+        ...(tracerProvider ? { tracer: tracerProvider.getTracer('q-dispatcher') } : {}),
         load,
         queueGate,
         pool: poolEntry?.pool,
@@ -219,6 +221,41 @@ export class Dispatcher {
     }
   }
 
+  /** Pending requests per queue at the last backlog poll (`…_broker_backlog`). */
+  readonly backlog = new Map<string, number>();
+  private backlogTimer: NodeJS.Timeout | undefined;
+
+  /** §1.3: a poller refreshes the backlog gauge of every queue every `metrics_backlog_poll_interval_ms`. */
+  private startBacklogPoller(meterProvider: MeterProvider): void {
+    const every = this.config.metrics_backlog_poll_interval_ms;
+    if (every <= 0) return;
+    const m = meterProvider.getMeter('@q/dispatcher');
+    const gauge = m.createGauge('llm_d_async_async_broker_backlog', { description: 'Pending requests per queue (backlog poller)' });
+    const available = m.createGauge('llm_d_async_async_broker_backlog_source_available', { description: '1 when the last backlog poll succeeded' });
+    const poll = async () => {
+      const now = Math.floor(Date.now() / 1000);
+      await Promise.all(
+        this.config.queues.map(async (q) => {
+          const attrs = { queue_id: q.queue_name, queue_name: q.queue_name, pool_name: q.worker_pool_id ?? 'default' };
+          try {
+            const { depth } = await this.store.backlog(q.queue_name, now, []);
+            this.backlog.set(q.queue_name, depth);
+            gauge.record(depth, attrs);
+            available.record(1, attrs);
+          } catch (err) {
+            available.record(0, attrs);
+            this.logger.debug({ queue: q.queue_name, ...errInfo(err) }, 'backlog poll failed');
+          }
+        }),
+      );
+    };
+    const loop = () => {
+      this.backlogTimer = setTimeout(() => void poll().finally(() => !this.stopCtl.signal.aborted && loop()), every);
+      this.backlogTimer.unref();
+    };
+    void poll().finally(loop);
+  }
+
   /**
    * Graceful stop (§1.3): not ready → stop consuming (partitions drain to peers) → wait for work
    * in flight up to `drain_timeout_ms` (then in-flight calls are aborted and put back) → close.
@@ -228,6 +265,7 @@ export class Dispatcher {
     this.stopping ??= (async () => {
       this.ready = false;
       this.stopCtl.abort();
+      clearTimeout(this.backlogTimer);
       const stats = (await Promise.all(this.runs)).filter((x): x is PartitionWorkerStats => x !== undefined);
       await Promise.allSettled(this.endpoints.map((e) => e.close()));
       await this.quota?.close().catch((err: unknown) => this.logger.warn(errInfo(err), 'quota close failed'));
