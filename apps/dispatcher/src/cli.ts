@@ -14,6 +14,7 @@ import { loadConfig, OVERRIDABLE } from './config/load.js';
 import type { DispatcherConfig } from './config/schema.js';
 import { DEFAULT_QUEUE, popResults, submitRequests } from './client/producer.js';
 import { formatSummary, runDemo } from './demo.js';
+import { routeProblem } from './formats.js';
 import { clearRunState, DEFAULT_DATA_DIR, readRunState, startEmbedded, writeRunState } from './embedded.js';
 import { DEFAULT_ROUTE } from './pipeline/handler.js';
 import { Dispatcher } from './service/dispatcher.js';
@@ -187,6 +188,10 @@ async function readLines(): Promise<Array<{ line: number; text: string }>> {
 async function cmdSubmit(): Promise<void> {
   const cfg = clientConfig();
   const { queue, route } = target(cfg);
+  // Refuse a bad route before reading anything: it would be accepted by the queue and only fail
+  // when the result is written, after the request ran.
+  const badRoute = routeProblem(route);
+  if (badRoute) throw new UsageError(`submit: --route ${badRoute}`);
   const lines = await readLines();
   const reqs = lines.map(({ line, text }) => {
     try {

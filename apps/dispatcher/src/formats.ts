@@ -32,6 +32,11 @@ export interface EnvelopeInternal {
   result_queue_name?: string;
   result_ttl_seconds?: number;
   labels?: Record<string, string>;
+  /**
+   * The last complete retryable HTTP response (429/5xx) of this request, kept between attempts
+   * so that it becomes the result when the deadline ends the retries (§3.4).
+   */
+  last_response?: { status_code: number; payload: string };
 }
 
 /** What is stored in `async_requests.envelope`: the request without its payload (§2.2). */
@@ -110,6 +115,33 @@ export function validateRequest(raw: unknown, nowSec: number): PublicRequest {
   if (r.endpoint) out.endpoint = r.endpoint as string;
   if (r.model) out.model = r.model as string;
   return out;
+}
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** Longest result route the store accepts, in UTF-8 bytes (CONTRACT: identifiers ≤ 2,048 bytes). */
+export const MAX_ROUTE_BYTES = 2048;
+
+/**
+ * Why `route` cannot name a result route, or `undefined` when it can: the store takes a
+ * non-empty string of at most {@link MAX_ROUTE_BYTES} UTF-8 bytes without NUL or lone
+ * surrogates. Checked at submit (and at dispatch for envelopes written elsewhere), because a
+ * route the store refuses would fail the result write for ever.
+ */
+export function routeProblem(route: unknown): string | undefined {
+  if (typeof route !== 'string' || route.length === 0) return 'must be a non-empty string';
+  if (route.includes('\0')) return 'must not contain NUL';
+  if (LONE_SURROGATE.test(route)) return 'must be valid UTF-8 (no lone surrogates)';
+  const bytes = Buffer.byteLength(route, 'utf8');
+  if (bytes > MAX_ROUTE_BYTES) return `must be at most ${MAX_ROUTE_BYTES} bytes (got ${bytes})`;
+  return undefined;
+}
+
+/** Throws `INVALID_ARGUMENT` naming `what` when `route` is not a valid result route. */
+export function validateRoute(route: unknown, what = 'route'): string {
+  const p = routeProblem(route);
+  if (p) throw bad(`${what} ${p}`);
+  return route as string;
 }
 
 /** Splits a request into the stored envelope (no payload) and the payload bytes (§2.2). */

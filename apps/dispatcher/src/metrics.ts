@@ -112,6 +112,11 @@ export class DispatcherMetrics {
     this.shedded.add(1, this.attrs);
   }
 
+  /** A request ended by its deadline whose result is its last HTTP response (no error code). */
+  exceededOnly(): void {
+    this.exceeded.add(1, this.attrs);
+  }
+
   gateDecision(reason: GateReason): void {
     this.tallies.gateDecisions.set(reason, (this.tallies.gateDecisions.get(reason) ?? 0) + 1);
     this.gate.add(1, { ...this.attrs, reason });
@@ -121,9 +126,9 @@ export class DispatcherMetrics {
   result(status: number | undefined, code: ErrorCode | undefined): void {
     const key = code ?? (status !== undefined && status < 400 ? 'ok' : `http_${status ?? 0}`);
     this.tallies.results.set(key, (this.tallies.results.get(key) ?? 0) + 1);
-    if (code === 'DEADLINE_EXCEEDED') this.exceeded.add(1, this.attrs);
-    else if (code === 'CANCELLED') return;
-    else if (code !== undefined || (status !== undefined && status >= 400)) this.failed.add(1, this.attrs);
+    // Deadline ends are counted by `exceededOnly` (also when the last response is the result).
+    if (code === 'DEADLINE_EXCEEDED' || code === 'CANCELLED') return;
+    if (code !== undefined || (status !== undefined && status >= 400)) this.failed.add(1, this.attrs);
     else this.successful.add(1, this.attrs);
   }
 }

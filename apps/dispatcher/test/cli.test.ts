@@ -31,4 +31,14 @@ describe('CLI', () => {
     const { rows } = await f.schema.pool().query<{ n: string }>(`SELECT count(*) AS n FROM async_requests WHERE queue = 'cliq' AND cancelled <> 0`);
     expect(Number(rows[0]!.n)).toBe(1);
   }, 150_000);
+
+  it('submit --route of 3,000 characters is refused before anything is written (issue #14 item 19)', async () => {
+    const file = path.join(f.tmp, 'long-route.jsonl');
+    fs.writeFileSync(file, `${JSON.stringify({ id: 'cli-long', deadline: Math.floor(Date.now() / 1000) + 600, payload: {} })}\n`);
+    const s = f.startCli(['submit', '--queue', 'cliq-long', '--route', 'r'.repeat(3000), '--file', file], { Q_DSN: f.schema.dsn });
+    expect(await s.exit).toBe(2);
+    expect(s.err()).toContain('submit: --route must be at most 2048 bytes (got 3000)');
+    const { rows } = await f.schema.pool().query<{ n: string }>(`SELECT count(*) AS n FROM async_requests WHERE queue = 'cliq-long'`);
+    expect(Number(rows[0]!.n)).toBe(0);
+  }, 90_000);
 });

@@ -1,6 +1,6 @@
 // The producer side (DISPATCHER.md §5.7): submit public requests, cancel them, read results.
 import type { NewRequest, Store } from '@q/store';
-import { decodeResult, newRequestToken, splitPayload, validateRequest, type PublicRequest, type ResultMessage } from '../formats.js';
+import { decodeResult, newRequestToken, splitPayload, validateRequest, validateRoute, type PublicRequest, type ResultMessage } from '../formats.js';
 
 /** Where submitted requests go. */
 export interface SubmitTarget {
@@ -14,11 +14,16 @@ export interface SubmitTarget {
 export const DEFAULT_QUEUE = 'request-sql';
 
 /**
- * Validates every request first (nothing is written when one is invalid), then enqueues them
+ * Validates the route and every request first (nothing is written when one is invalid:
+ * `INVALID_ARGUMENT`), then enqueues them
  * in one transaction: a fresh generation token each, envelope stored apart from the payload.
  * Returns the tokens in input order.
  */
 export async function submitRequests(store: Pick<Store, 'enqueue'>, raw: unknown[], target: SubmitTarget): Promise<string[]> {
+  // The route is only read when the result is written: a bad one must be refused here, not
+  // discovered after the request ran (its result write would then fail for ever).
+  validateRoute(target.route, 'route');
+  if (target.queue !== undefined) validateRoute(target.queue, 'queue');
   const now = Math.floor(Date.now() / 1000);
   const reqs: PublicRequest[] = raw.map((r) => validateRequest(r, now));
   const queue = target.queue ?? DEFAULT_QUEUE;

@@ -5,10 +5,14 @@ import path from 'node:path';
 import { Ajv, type ErrorObject } from 'ajv';
 import YAML from 'yaml';
 import { QError, QErrorCode, validateDsn } from '@q/schema';
-import { CONFIG_SCHEMA, TOP_DEFAULTS, type DispatcherConfig } from './schema.js';
+import { routeProblem } from '../formats.js';
+import type { TlsClientOptions } from '../http/client.js';
+import { createGate } from '../gates/gates.js';
+import { MetricSources } from '../gates/sources.js';
+import { CONFIG_SCHEMA, secondsToMs, TOP_DEFAULTS, type DispatcherConfig } from './schema.js';
 
 /** Top-level fields that may be overridden by `--kebab-name` flags and `Q_UPPER_NAME` env vars. */
-export const OVERRIDABLE = ['url', 'owner', ...Object.keys(TOP_DEFAULTS)] as const;
+export const OVERRIDABLE = ['url', 'owner', 'prometheus_url', 'tls_ca_file', 'tls_cert_file', 'tls_key_file', 'tls_server_name', ...Object.keys(TOP_DEFAULTS)] as const;
 const NUMERIC = new Set(
   Object.entries(TOP_DEFAULTS)
     .filter(([, v]) => typeof v === 'number')
@@ -29,6 +33,28 @@ export interface LoadOptions {
 
 function configError(msg: string): QError {
   return new QError(QErrorCode.CONFIG, `config: ${msg}`);
+}
+
+/** Reads the TLS files named by the config; errors name the field and file, never the content. */
+export function readTlsFiles(cfg: Pick<DispatcherConfig, 'tls_ca_file' | 'tls_cert_file' | 'tls_key_file' | 'tls_server_name' | 'tls_insecure_skip_verify'>): TlsClientOptions | undefined {
+  const read = (field: string, file: string | undefined) => {
+    if (file === undefined) return undefined;
+    try {
+      return fs.readFileSync(file);
+    } catch (err) {
+      throw configError(`${field}: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? 'error'}`);
+    }
+  };
+  const tls: TlsClientOptions = {};
+  const ca = read('tls_ca_file', cfg.tls_ca_file);
+  const cert = read('tls_cert_file', cfg.tls_cert_file);
+  const key = read('tls_key_file', cfg.tls_key_file);
+  if (ca) tls.ca = ca;
+  if (cert) tls.cert = cert;
+  if (key) tls.key = key;
+  if (cfg.tls_server_name) tls.servername = cfg.tls_server_name;
+  if (cfg.tls_insecure_skip_verify) tls.insecureSkipVerify = true;
+  return Object.keys(tls).length > 0 ? tls : undefined;
 }
 
 /** Reads and parses a config file; errors name the file, never its content. */
@@ -129,6 +155,47 @@ export function loadConfig(opts: LoadOptions = {}): DispatcherConfig {
       throw configError(`queues[${i}].igw_base_url is not a valid URL`);
     }
   });
+  // Fractional seconds are fine (used as whole ms), but must leave at least a millisecond.
+  for (const f of ['lease_ttl_seconds'] as const) {
+    if (secondsToMs(cfg[f]) < 1) throw configError(`${f} must be at least 0.001 (one millisecond)`);
+  }
+  cfg.queues.forEach((q, i) => {
+    if (q.result_queue_name !== undefined) {
+      const p = routeProblem(q.result_queue_name);
+      if (p) throw configError(`queues[${i}].result_queue_name ${p}`);
+    }
+  });
+  // Build every gate once (no I/O): unknown types and bad parameters are refused here, by name.
+  const sources = new MetricSources({ ttlMs: 0 });
+  cfg.queues.forEach((q, i) => {
+    if (q.gate_type !== undefined) createGate({ gate_type: q.gate_type, gate_params: q.gate_params }, { sources, hasPrometheus: cfg.prometheus_url !== undefined }, `queues[${i}]`);
+    else if (q.gate_params !== undefined) throw configError(`queues[${i}].gate_params needs gate_type`);
+  });
+  const pools = new Set<string>();
+  (cfg.pools ?? []).forEach((pl, i) => {
+    if (pools.has(pl.id)) throw configError(`pools[${i}].id ${JSON.stringify(pl.id)} is a duplicate`);
+    pools.add(pl.id);
+    if (pl.gate_type !== undefined) createGate({ gate_type: pl.gate_type, gate_params: pl.gate_params }, { sources, hasPrometheus: cfg.prometheus_url !== undefined }, `pools[${i}]`);
+  });
+  cfg.queues.forEach((q, i) => {
+    q.gates.forEach((g, j) => {
+      if (g.gating_mode === 'classifying' && g.kind !== 'concurrency') throw configError(`queues[${i}].gates[${j}].gating_mode classifying needs kind concurrency`);
+    });
+    if (q.worker_pool_id === undefined) return;
+    if (!cfg.pools) throw configError(`queues[${i}].worker_pool_id needs pools`);
+    if (!pools.has(q.worker_pool_id)) throw configError(`queues[${i}].worker_pool_id ${JSON.stringify(q.worker_pool_id)} is not a pool id`);
+  });
+  if (cfg.pools && cfg.queues.some((q) => q.worker_pool_id === undefined) && !pools.has('default')) {
+    cfg.pools.push({ id: 'default', workers: cfg.concurrency, merge_policy: 'random-robin' });
+  }
+  if ((cfg.tls_cert_file === undefined) !== (cfg.tls_key_file === undefined)) throw configError('tls_cert_file and tls_key_file go together');
+  if (cfg.prometheus_url !== undefined) {
+    try {
+      new URL(cfg.prometheus_url);
+    } catch {
+      throw configError('prometheus_url is not a valid URL');
+    }
+  }
   if (cfg.retry_cap_ms < cfg.retry_base_ms) throw configError('retry_cap_ms must be >= retry_base_ms');
   return cfg;
 }

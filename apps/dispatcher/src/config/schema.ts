@@ -17,6 +17,24 @@ export interface GateConfig {
    * (undispatched, no result). Default 1000 ms; 0 = undispatch at once.
    */
   wait_ms: number;
+  /**
+   * `blocking` (default): a refused request waits / goes back to the queue. `classifying`
+   * (concurrency gates): never blocks; a granted request is labelled `classification: reserved`
+   * (and holds its slot), a refused one `overflow` and goes on (§4.5) — for `tier-priority`.
+   */
+  gating_mode?: 'blocking' | 'classifying';
+}
+
+/** A worker pool (§1.1, §4.3, §4.7). */
+export interface PoolConfig {
+  id: string;
+  /** HTTP calls in flight at once for all the pool's queues. */
+  workers: number;
+  /** Who gets the next free worker among the pool's waiting requests. */
+  merge_policy: 'random-robin' | 'tier-priority';
+  /** The pool gate: Continue / Wait (parked) / Refuse (back to the queue) / Drop (result). */
+  gate_type?: string;
+  gate_params?: Record<string, unknown>;
 }
 
 /** One request queue. */
@@ -31,6 +49,15 @@ export interface QueueConfig {
   result_ttl_seconds: number;
   labels: Record<string, string>;
   gates: GateConfig[];
+  /**
+   * The queue gate (§4.2, §4.4): a budget gate sizes every poll (`floor(batch_size × budget)`),
+   * and its per-message decision runs before the quota gates. Absent: none (budget 1).
+   */
+  gate_type?: string;
+  /** Parameters of `gate_type` (numbers may be given as strings). */
+  gate_params?: Record<string, unknown>;
+  /** The worker pool serving this queue (`pools[].id`); absent: `default` when pools are configured. */
+  worker_pool_id?: string;
 }
 
 /** The whole configuration, defaults applied. */
@@ -62,12 +89,44 @@ export interface DispatcherConfig {
   health_port: number;
   /** Prometheus `/metrics` port; -1 = off, 0 = any free port. */
   metrics_port: number;
+  /**
+   * Largest endpoint response body read (bytes, default 16 MiB); a longer one ends the request
+   * with `INFERENCE_ERROR` naming the limit.
+   */
+  max_response_bytes: number;
+  /** Prometheus HTTP API base URL; required by the `prometheus-*` gates. */
+  prometheus_url?: string;
+  /** Cache lifetime of every metric source (scrape or query), ms; 0 disables the cache. */
+  prometheus_cache_ttl_ms: number;
+  /** How often the backlog gauge (`…_broker_backlog`) is refreshed, ms; 0 disables it. */
+  metrics_backlog_poll_interval_ms: number;
+  /** Bound of a pool-gate wait, ms (0 = until the request's deadline); then back to the queue. */
+  gate_wait_timeout_ms: number;
+  /** PEM CA bundle trusted for `https://` endpoints (instead of the system store). */
+  tls_ca_file?: string;
+  /** PEM client certificate and key for mutual TLS (both or neither). */
+  tls_cert_file?: string;
+  tls_key_file?: string;
+  /** Server name (SNI and certificate check) to expect instead of the URL's host. */
+  tls_server_name?: string;
+  /** Skip certificate verification. Insecure; logged loudly at start. */
+  tls_insecure_skip_verify: boolean;
+  /** Worker pools; absent: no pool (each queue runs up to `concurrency` calls). */
+  pools?: PoolConfig[];
   queues: QueueConfig[];
 }
 
-const posInt = { type: 'integer', minimum: 1 } as const;
-const nonNegInt = { type: 'integer', minimum: 0 } as const;
+// Timers take at most 2^31 − 1 ms; a longer delay makes Node fire them every millisecond.
+const MAX_MS = 2_147_483_647;
+const MAX_SECONDS = 2_147_483;
+const posInt = { type: 'integer', minimum: 1, maximum: MAX_MS } as const;
+const nonNegInt = { type: 'integer', minimum: 0, maximum: MAX_MS } as const;
 const port = { type: 'integer', minimum: -1, maximum: 65535 } as const;
+
+/** A (possibly fractional) seconds value as whole milliseconds, the unit of every timer and lease. */
+export function secondsToMs(seconds: number): number {
+  return Math.round(seconds * 1000);
+}
 
 /** Defaults of top-level scalar fields (§6.2). */
 export const TOP_DEFAULTS = {
@@ -88,6 +147,10 @@ export const TOP_DEFAULTS = {
   fairness_attribute: 'userid',
   health_port: 8081,
   metrics_port: 9090,
+  max_response_bytes: 16 * 1024 * 1024,
+  prometheus_cache_ttl_ms: 5000,
+  gate_wait_timeout_ms: 300_000,
+  metrics_backlog_poll_interval_ms: 15_000,
 } as const;
 
 /** The JSON schema (ajv, `useDefaults`). */
@@ -98,8 +161,9 @@ export const CONFIG_SCHEMA = {
   properties: {
     url: { type: 'string', pattern: '^postgres(ql)?://' },
     owner: { type: 'string', minLength: 1, maxLength: 200 },
-    lease_ttl_seconds: { type: 'number', exclusiveMinimum: 0, default: TOP_DEFAULTS.lease_ttl_seconds },
-    handoff_timeout_seconds: { type: 'number', minimum: 0, default: TOP_DEFAULTS.handoff_timeout_seconds },
+    // Seconds may be fractional (4.07); they are used as whole milliseconds (`secondsToMs`).
+    lease_ttl_seconds: { type: 'number', exclusiveMinimum: 0, maximum: MAX_SECONDS, default: TOP_DEFAULTS.lease_ttl_seconds },
+    handoff_timeout_seconds: { type: 'number', minimum: 0, maximum: MAX_SECONDS, default: TOP_DEFAULTS.handoff_timeout_seconds },
     poll_interval_ms: { ...posInt, default: TOP_DEFAULTS.poll_interval_ms },
     batch_size: { ...posInt, default: TOP_DEFAULTS.batch_size },
     concurrency: { ...posInt, default: TOP_DEFAULTS.concurrency },
@@ -115,6 +179,31 @@ export const CONFIG_SCHEMA = {
     fairness_attribute: { type: 'string', minLength: 1, default: TOP_DEFAULTS.fairness_attribute },
     health_port: { ...port, default: TOP_DEFAULTS.health_port },
     metrics_port: { ...port, default: TOP_DEFAULTS.metrics_port },
+    max_response_bytes: { type: 'integer', minimum: 1, maximum: 512 * 1024 * 1024, default: TOP_DEFAULTS.max_response_bytes },
+    prometheus_url: { type: 'string', pattern: '^https?://' },
+    prometheus_cache_ttl_ms: { ...nonNegInt, default: TOP_DEFAULTS.prometheus_cache_ttl_ms },
+    gate_wait_timeout_ms: { ...nonNegInt, default: TOP_DEFAULTS.gate_wait_timeout_ms },
+    metrics_backlog_poll_interval_ms: { ...nonNegInt, default: TOP_DEFAULTS.metrics_backlog_poll_interval_ms },
+    tls_ca_file: { type: 'string', minLength: 1 },
+    tls_cert_file: { type: 'string', minLength: 1 },
+    tls_key_file: { type: 'string', minLength: 1 },
+    tls_server_name: { type: 'string', minLength: 1 },
+    tls_insecure_skip_verify: { type: 'boolean', default: false },
+    pools: {
+      type: 'array',
+      items: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['id', 'workers'],
+        properties: {
+          id: { type: 'string', minLength: 1, maxLength: 200 },
+          workers: posInt,
+          merge_policy: { enum: ['random-robin', 'tier-priority'], default: 'random-robin' },
+          gate_type: { type: 'string', minLength: 1 },
+          gate_params: { type: 'object' },
+        },
+      },
+    },
     queues: {
       type: 'array',
       minItems: 1,
@@ -130,6 +219,9 @@ export const CONFIG_SCHEMA = {
           result_queue_name: { type: 'string', minLength: 1 },
           result_ttl_seconds: { ...nonNegInt, default: 0 },
           labels: { type: 'object', additionalProperties: { type: 'string' }, default: {} },
+          gate_type: { type: 'string', minLength: 1 },
+          gate_params: { type: 'object' },
+          worker_pool_id: { type: 'string', minLength: 1 },
           gates: {
             type: 'array',
             default: [],
@@ -144,6 +236,7 @@ export const CONFIG_SCHEMA = {
                 window_ms: { ...posInt, default: 60_000 },
                 prefix: { type: 'string', default: 'quota:' },
                 wait_ms: { ...nonNegInt, default: 1000 },
+                gating_mode: { enum: ['blocking', 'classifying'] },
               },
             },
           },

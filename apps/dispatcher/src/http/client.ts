@@ -9,8 +9,12 @@ export type ErrorCategory = 'INVALID_REQ' | 'UNKNOWN' | 'SERVER_ERROR' | 'RATE_L
 /** How one attempt ended. */
 export type AttemptOutcome =
   | { kind: 'success'; status: number; body: string }
-  /** 429, 5xx or a body read error: retry within the deadline. */
-  | { kind: 'retryable'; category: 'RATE_LIMIT' | 'SERVER_ERROR'; status: number; body: string; retryAfter?: number; message: string }
+  /**
+   * 429, 5xx or a body read error: retry within the deadline. `incomplete`: the status arrived
+   * but the body did not (read error, or the attempt deadline cut it); such a response is never
+   * a result of its own.
+   */
+  | { kind: 'retryable'; category: 'RATE_LIMIT' | 'SERVER_ERROR'; status: number; body: string; retryAfter?: number; message: string; incomplete?: boolean }
   /**
    * Other 4xx (with `status`/`body`), or a transport error (no status). `timeout` tells which
    * bound ended the attempt: the request's own deadline or the per-attempt request timeout.
@@ -25,7 +29,30 @@ export interface InferenceClientOptions {
   connections?: number;
   /** Bound of one attempt, ms (default 5 min). */
   requestTimeoutMs?: number;
+  /**
+   * Largest response body read, bytes (default {@link DEFAULT_MAX_RESPONSE_BYTES}). A longer
+   * body ends the attempt as a fatal transport error (`INFERENCE_ERROR`), not a truncated result.
+   */
+  maxResponseBytes?: number;
+  /** TLS options of the connections to `https://` endpoints. */
+  tls?: TlsClientOptions;
 }
+
+/** TLS client options (§3.1): CA bundle, client certificate, server name, verification. */
+export interface TlsClientOptions {
+  /** PEM CA certificate(s) trusted for the endpoint (instead of the system store). */
+  ca?: string | Buffer;
+  /** PEM client certificate and key (mutual TLS); both or neither. */
+  cert?: string | Buffer;
+  key?: string | Buffer;
+  /** SNI and certificate host name to expect (default: the URL's host). */
+  servername?: string;
+  /** Skip certificate verification. Insecure: for test endpoints only. */
+  insecureSkipVerify?: boolean;
+}
+
+/** Default cap of a response body: 16 MiB (a result is stored as one row). */
+export const DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
 
 const DROPPED_HEADER = 'x-llm-d-request-dropped-reason';
 
@@ -33,10 +60,25 @@ const DROPPED_HEADER = 'x-llm-d-request-dropped-reason';
 export class InferenceClient {
   private readonly agent: Agent;
   private readonly requestTimeoutMs: number;
+  private readonly maxResponseBytes: number;
 
   constructor(opts: InferenceClientOptions = {}) {
     this.requestTimeoutMs = opts.requestTimeoutMs ?? 300_000;
+    this.maxResponseBytes = opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
+    const tls = opts.tls;
     this.agent = new Agent({
+      ...(tls
+        ? {
+            connect: {
+              minVersion: 'TLSv1.2' as const,
+              ...(tls.ca !== undefined ? { ca: tls.ca } : {}),
+              ...(tls.cert !== undefined ? { cert: tls.cert } : {}),
+              ...(tls.key !== undefined ? { key: tls.key } : {}),
+              ...(tls.servername !== undefined ? { servername: tls.servername } : {}),
+              rejectUnauthorized: !tls.insecureSkipVerify,
+            },
+          }
+        : {}),
       connections: opts.connections ?? 64,
       keepAliveTimeout: 90_000,
       keepAliveMaxTimeout: 90_000,
@@ -70,14 +112,30 @@ export class InferenceClient {
       dropped = Array.isArray(d) ? d[0] : d;
       const ra = res.headers['retry-after'];
       retryAfter = parseRetryAfter(Array.isArray(ra) ? ra[0] : ra, Date.now());
-      let text: string;
+      // Read with a cap: an endless or huge body must end the attempt, not exhaust memory, and a
+      // body that did not finish arriving is never mistaken for a complete answer.
+      const chunks: Buffer[] = [];
+      let size = 0;
       try {
-        text = await res.body.text();
+        for await (const chunk of res.body) {
+          const b = chunk as Buffer;
+          size += b.length;
+          if (size > this.maxResponseBytes) {
+            res.body.destroy();
+            return {
+              kind: 'fatal',
+              category: 'UNKNOWN',
+              message: describe('UNKNOWN', `response body larger than ${this.maxResponseBytes} bytes (max_response_bytes)`, dropped),
+            };
+          }
+          chunks.push(b);
+        }
       } catch (err) {
         if (signal?.aborted) return { kind: 'aborted' };
-        return { kind: 'retryable', category: 'SERVER_ERROR', status, body: '', retryAfter, message: describe('SERVER_ERROR', `reading body: ${errText(err)}`, dropped) };
+        const why = ac.signal.aborted ? 'context deadline exceeded' : errText(err);
+        return { kind: 'retryable', category: 'SERVER_ERROR', status, body: '', retryAfter, incomplete: true, message: describe('SERVER_ERROR', `reading body: ${why}`, dropped) };
       }
-      return classify(status, text, retryAfter, dropped);
+      return classify(status, Buffer.concat(chunks, size).toString('utf8'), retryAfter, dropped);
     } catch (err) {
       if (signal?.aborted) return { kind: 'aborted' };
       const timedOut = ac.signal.aborted;

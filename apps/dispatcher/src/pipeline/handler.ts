@@ -1,16 +1,21 @@
 // The life of one dispatched request (DISPATCHER.md §1.2 step 5, §3, §4, §5.5): dequeue checks,
 // quota gates, the HTTP attempt, classification, and the decision: a result, a retry parked in
 // place, or back to pending.
+import { context, defaultTextMapGetter, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Span, type Tracer } from '@opentelemetry/api';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import type { DispatcherConfig, GateConfig, QueueConfig } from '../config/schema.js';
 import {
-  cancelledResult, deadlineExceededResult, encodeResult, errorResult, httpResult, parseEnvelope,
-  unparsableResult, type Envelope, type ResultMessage,
+  cancelledResult, deadlineExceededResult, encodeResult, errorResult, httpResult, invalidDeadlineResult,
+  parseEnvelope, routeProblem, unparsableResult, type Envelope, type ResultMessage,
 } from '../formats.js';
 import type { InferenceClient } from '../http/client.js';
 import { buildHeaders, joinUrl } from '../http/headers.js';
 import { retryBackoffSeconds } from '../http/retry.js';
 import { errInfo, type Logger } from '../logger.js';
 import type { DispatcherMetrics } from '../metrics.js';
+import type { Gate, GateMessage, GateRelease, Verdict } from '../gates/gates.js';
+import type { KeyLoad } from './admission.js';
+import type { WorkerPool } from './pool.js';
 import type { CancelBatcher } from './cancel-batcher.js';
 import type { Outcome, QueuedRequest, QuotaPort, Release } from './ports.js';
 
@@ -27,6 +32,20 @@ export interface HandlerDeps {
   /** Aborted when the dispatcher starts stopping: gate waits end, the request goes back to pending. */
   stopping?: AbortSignal;
   random?: () => number;
+  /** Traces `process-request` spans when given. */
+  tracer?: Tracer;
+  /** This process's view of the quota keys (admission at dispatch reads it). */
+  load?: KeyLoad;
+  /** The queue gate's per-message decision (§4.2): Refuse → back to pending, Drop → result. */
+  queueGate?: Gate;
+  /** The pool gate (§4.3): Continue / Wait (parked up to `gateWaitTimeoutMs`) / Refuse / Drop. */
+  poolGate?: Gate;
+  /** The worker pool of this queue: a request waits here for one of its workers. */
+  pool?: WorkerPool;
+  /** Bound of a pool-gate wait, ms (0 = until the deadline); then back to pending. */
+  gateWaitTimeoutMs?: number;
+  /** Pool metrics (pool-gate decisions). Default: `metrics`. */
+  poolMetrics?: DispatcherMetrics;
   /** Called with every final result (the demo's live tallies). */
   onResult?: (result: ResultMessage, metadata: Record<string, string> | undefined) => void;
 }
@@ -35,6 +54,7 @@ export interface HandlerDeps {
 export const DEFAULT_ROUTE = 'result-sql';
 
 const nowSec = () => Date.now() / 1000;
+const W3C = new W3CTraceContextPropagator();
 const CANCEL_CHECK_THROTTLE_MS = 1000;
 
 /** Creates the `handle(req, signal)` function of one queue's partition worker. */
@@ -45,13 +65,22 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
   const gates = [...queue.gates].sort((a, b) => (a.kind === b.kind ? 0 : a.kind === 'concurrency' ? -1 : 1));
   if (gates.length > 0 && !deps.quota) throw new Error(`queue ${queue.queue_name}: gates need a quota client`);
 
-  const finish = (env: Envelope | undefined, req: QueuedRequest, result: ResultMessage): Outcome => {
+  const routeOf = (env: Envelope | undefined) => queue.result_queue_name || env?.internal.result_queue_name || DEFAULT_ROUTE;
+  const finish = (env: Envelope | undefined, req: QueuedRequest, result: ResultMessage, route = routeOf(env)): Outcome => {
     result.request_token = req.token;
     metrics.result(result.status_code, result.error_code);
     deps.onResult?.(result, env?.data.metadata);
     const ttl = env?.internal.result_ttl_seconds ?? queue.result_ttl_seconds;
-    const route = queue.result_queue_name || env?.internal.result_queue_name || DEFAULT_ROUTE;
     return { result: { route, payload: encodeResult(result), ...(ttl > 0 ? { expiresAt: Math.floor(nowSec()) + ttl } : {}) } };
+  };
+  /**
+   * The result when the deadline ends a request (§3.4): its last complete HTTP response if it
+   * had one (a 429/5xx kept between retries), else `DEADLINE_EXCEEDED`.
+   */
+  const atDeadline = (env: Envelope, req: QueuedRequest): Outcome => {
+    metrics.exceededOnly();
+    const last = env.internal.last_response;
+    return finish(env, req, last ? httpResult(req.id, last.status_code, last.payload) : deadlineExceededResult(req.id));
   };
   const backToPending = (): Outcome => ({ defer: Math.floor(nowSec()) });
 
@@ -66,25 +95,40 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
       void Promise.resolve()
         .then(() => h.release())
         .catch(() => undefined) // a failed release retires the holder inside Quota
-        .then(() => wake(h.key));
+        .then(() => {
+          deps.load?.released(h.key);
+          wake(h.key);
+        });
     }
   };
   const refuse = (held: Held[], key: string): { refused: string } => {
+    deps.load?.refused(key);
     releaseAll(held);
     return { refused: key };
   };
 
   /** Acquires every gate or none. A refusal or an error leaves nothing held. */
-  async function tryGates(env: Envelope): Promise<Held[] | { refused: string } | 'error'> {
+  async function tryGates(env: Envelope, labels: Record<string, string>): Promise<Held[] | { refused: string } | 'error'> {
     const held: Held[] = [];
     for (const g of gates) {
       const value = env.data.metadata?.[g.attribute];
       if (!value) continue; // no key → not gated (§4.4)
       const key = `${g.prefix}${g.attribute}:${value}`;
       try {
+        if (g.gating_mode === 'classifying') {
+          // Never blocks (§4.5): a granted slot is held and labels the request reserved.
+          const release = await deps.quota!.acquire(key, g.limit);
+          labels.classification = release === null ? 'overflow' : 'reserved';
+          if (release !== null) {
+            deps.load?.acquired(key);
+            held.push({ key, release });
+          }
+          continue;
+        }
         if (g.kind === 'concurrency') {
           const release = await deps.quota!.acquire(key, g.limit);
           if (release === null) return refuse(held, key);
+          deps.load?.acquired(key);
           held.push({ key, release });
         } else if (!(await deps.quota!.admit(key, g.limit, g.window_ms))) {
           return refuse(held, key);
@@ -98,14 +142,14 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
     return held;
   }
 
-  async function passGates(req: QueuedRequest, env: Envelope): Promise<Held[] | Outcome> {
+  async function passGates(req: QueuedRequest, env: Envelope, labels: Record<string, string>): Promise<Held[] | Outcome> {
     const waitMs = Math.max(0, ...gates.map((g: GateConfig) => g.wait_ms));
     const started = Date.now();
     let delay = 100;
     let counted = false;
     let lastCancelCheck = Date.now();
     for (;;) {
-      const r = await tryGates(env);
+      const r = await tryGates(env, labels);
       if (Array.isArray(r)) return r;
       if (r === 'error') {
         metrics.gateDecision('error');
@@ -114,7 +158,7 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
       if (!counted) metrics.gateDecision('quota_exhausted');
       counted = true;
       const now = Date.now();
-      if (now >= req.deadline * 1000) return finish(env, req, deadlineExceededResult(req.id));
+      if (now >= req.deadline * 1000) return atDeadline(env, req);
       if (now - started >= waitMs || deps.stopping?.aborted) return backToPending();
       if (now - lastCancelCheck >= CANCEL_CHECK_THROTTLE_MS) {
         lastCancelCheck = now;
@@ -143,12 +187,115 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
     if (!env) return finish(undefined, req, unparsableResult(req.id));
     const retryCount = env.internal.retry_count ?? 0;
     metrics.pulled(retryCount, undefined);
+    // A route the store would refuse (written by another producer) would fail the result write
+    // for ever: answer on the default route instead, without calling the endpoint.
+    const bad = routeProblem(routeOf(env));
+    if (bad) {
+      logger.warn({ queue: queue.queue_name, id: req.id }, `result route ${bad}; INVALID_REQUEST written to ${DEFAULT_ROUTE}`);
+      return finish(env, req, errorResult(req.id, 'INVALID_REQUEST', `result route ${bad}`), DEFAULT_ROUTE);
+    }
     if (req.cancelled) return finish(env, req, cancelledResult(req.id));
-    if (Date.now() >= req.deadline * 1000) return finish(env, req, deadlineExceededResult(req.id));
+    // §1.2 step 5: a missing or non-positive deadline is an invalid request, not an expired one.
+    const d = env.data.deadline;
+    if (!(req.deadline > 0) || !Number.isInteger(d) || d <= 0) return finish(env, req, invalidDeadlineResult(req.id));
+    if (Date.now() >= req.deadline * 1000) return atDeadline(env, req);
 
-    const held = gates.length > 0 ? await passGates(req, env) : [];
-    if (!Array.isArray(held)) return held;
+    const msg: GateMessage = { id: req.id, metadata: env.data.metadata, labels: { ...queue.labels, ...env.internal.labels } };
+    const gateReleases: GateRelease[] = [];
+    const runReleases = () => {
+      for (const r of gateReleases.splice(0).reverse()) {
+        try {
+          r();
+        } catch {
+          /* a release never fails the request */
+        }
+      }
+    };
+    if (deps.queueGate) {
+      let v: Verdict;
+      try {
+        v = await deps.queueGate.apply(msg, gateReleases, signal);
+      } catch (err) {
+        logger.warn({ queue: queue.queue_name, ...errInfo(err) }, 'queue gate error');
+        metrics.gateDecision('error');
+        runReleases();
+        return backToPending();
+      }
+      // Wait is not handled at queue level: it behaves like Continue (§4.2).
+      if (v.kind === 'refuse') {
+        metrics.gateDecision(v.overflow ? 'quota_exhausted' : 'gate_closed');
+        runReleases();
+        return backToPending();
+      }
+      if (v.kind === 'drop') {
+        metrics.gateDecision('dropped');
+        runReleases();
+        return finish(env, req, dropResult(req.id, v));
+      }
+    }
+
+    const held = gates.length > 0 ? await passGates(req, env, msg.labels) : [];
+    if (!Array.isArray(held)) {
+      runReleases();
+      return held;
+    }
+    if (deps.pool) {
+      // Wait for one of the pool's workers; the merge policy picks who gets the next one.
+      const ac = new AbortController();
+      const onAbort = () => ac.abort(new Error('stopping'));
+      signal?.addEventListener('abort', onAbort, { once: true });
+      deps.stopping?.addEventListener('abort', onAbort, { once: true });
+      if (signal?.aborted || deps.stopping?.aborted) onAbort();
+      const untilDeadline = setTimeout(() => ac.abort(new Error('deadline')), Math.max(0, Math.min(req.deadline * 1000 - Date.now(), 2_147_483_647)));
+      try {
+        gateReleases.push(await deps.pool.acquire(queue.queue_name, msg.labels, ac.signal));
+      } catch {
+        releaseAll(held);
+        runReleases();
+        return Date.now() >= req.deadline * 1000 ? atDeadline(env, req) : backToPending();
+      } finally {
+        clearTimeout(untilDeadline);
+        signal?.removeEventListener('abort', onAbort);
+        deps.stopping?.removeEventListener('abort', onAbort);
+      }
+    }
+    if (deps.poolGate) {
+      const out = await passPoolGate(req, env, msg, gateReleases, signal);
+      if (out) {
+        releaseAll(held);
+        runReleases();
+        return out;
+      }
+    }
     try {
+      if (!deps.tracer) return await attempt(req, env, retryCount, pulledAt, signal);
+      // `process-request` (§7.2): one span per attempt, a child of the submitter's trace when
+      // the request's metadata carries W3C trace context.
+      const parent = W3C.extract(ROOT_CONTEXT, env.data.metadata ?? {}, defaultTextMapGetter);
+      const span = deps.tracer.startSpan(
+        'process-request',
+        { kind: SpanKind.INTERNAL, attributes: { 'request.id': req.id, 'retry.count': retryCount, 'queue.id': queue.queue_name, 'queue.name': queue.queue_name, 'gen_ai.request.id': req.id } },
+        parent,
+      );
+      try {
+        const out = await context.with(trace.setSpan(parent, span), () => attempt(req, env, retryCount, pulledAt, signal, span));
+        return out;
+      } finally {
+        span.end();
+      }
+    } finally {
+      releaseAll(held);
+      runReleases();
+    }
+  };
+
+  /** The send and its classification (§3.3–§3.4). */
+  async function attempt(req: QueuedRequest, env: Envelope, retryCount: number, pulledAt: number, signal: AbortSignal | undefined, span?: Span): Promise<Outcome> {
+    const failed = (category: string, message: string) => {
+      span?.setAttribute('error.category', category);
+      span?.setStatus({ code: SpanStatusCode.ERROR, message });
+    };
+    {
       // Right before the send: a request cancelled while it waited must not reach the endpoint.
       // Throttled like upstream (one real check per second per message): the dispatch itself
       // read the flag, so a request that did not wait needs no second look.
@@ -182,14 +329,19 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
         case 'aborted':
           return backToPending();
         case 'fatal':
-          if (out.timeout === 'deadline') return finish(env, req, deadlineExceededResult(req.id));
+          failed(out.category, out.message);
+          if (out.timeout === 'deadline') return atDeadline(env, req);
           if (out.status !== undefined) return finish(env, req, httpResult(req.id, out.status, out.body ?? ''));
           return finish(env, req, errorResult(req.id, 'INFERENCE_ERROR', `Failed to send request to inference: ${out.message}`));
         case 'retryable': {
+          span?.setAttribute('error.category', out.category);
           const now = nowSec();
           const secondsToDeadline = req.deadline - Math.floor(now);
           if (secondsToDeadline <= 0) {
             if (out.category === 'RATE_LIMIT') metrics.shedOnly();
+            // A response whose body never arrived is no answer: an error, never a success.
+            if (out.incomplete) return finish(env, req, errorResult(req.id, 'INFERENCE_ERROR', `Failed to send request to inference: ${out.message}`));
+            metrics.exceededOnly();
             return finish(env, req, httpResult(req.id, out.status, out.body));
           }
           const backoff = retryBackoffSeconds({
@@ -201,15 +353,81 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
             random: rnd,
           });
           metrics.retry(out.category === 'RATE_LIMIT');
-          const next: Envelope = { ...env, internal: { ...env.internal, retry_count: retryCount + 1 } };
+          // Keep the last complete response: if the deadline ends the retries, it is the result.
+          const internal = { ...env.internal, retry_count: retryCount + 1 };
+          if (!out.incomplete) internal.last_response = { status_code: out.status, payload: out.body };
+          const next: Envelope = { ...env, internal };
           logger.debug({ queue: queue.queue_name, id: req.id, backoff, category: out.category }, 'retry scheduled');
           return { retryAt: Math.ceil(now + backoff), envelope: JSON.stringify(next) };
         }
       }
-    } finally {
-      releaseAll(held);
     }
-  };
+  }
+
+  /** The pool-gate loop (§4.3); `undefined` = admitted (releases pushed to `releases`). */
+  async function passPoolGate(req: QueuedRequest, env: Envelope, msg: GateMessage, releases: GateRelease[], signal?: AbortSignal): Promise<Outcome | undefined> {
+    const pm = deps.poolMetrics ?? metrics;
+    const started = Date.now();
+    const waitMs = deps.gateWaitTimeoutMs ?? 300_000;
+    const ac = new AbortController();
+    const onAbort = () => ac.abort();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    deps.stopping?.addEventListener('abort', onAbort, { once: true });
+    const timer = setTimeout(onAbort, Math.max(0, Math.min(waitMs > 0 ? waitMs : Infinity, req.deadline * 1000 - Date.now(), 2_147_483_647)));
+    let delay = 100;
+    let counted = false;
+    try {
+      for (;;) {
+        let v: Verdict;
+        try {
+          v = await deps.poolGate!.apply(msg, releases, ac.signal);
+        } catch (err) {
+          if (Date.now() >= req.deadline * 1000) return atDeadline(env, req);
+          if (ac.signal.aborted) return backToPending(); // stop, lease lost or gate-wait timeout
+          pm.gateDecision('error');
+          return finish(env, req, errorResult(req.id, 'GATE_ERROR', `Pool gating error: ${(err as Error).message}`));
+        }
+        if (v.kind === 'continue') return undefined;
+        if (v.kind === 'refuse') {
+          pm.gateDecision(v.overflow ? 'quota_exhausted' : 'gate_closed');
+          return backToPending();
+        }
+        if (v.kind === 'drop') {
+          pm.gateDecision('dropped');
+          return finish(env, req, dropResult(req.id, v));
+        }
+        if (!counted) pm.gateDecision('gate_closed');
+        counted = true;
+        const now = Date.now();
+        if (now >= req.deadline * 1000) return atDeadline(env, req);
+        if (ac.signal.aborted || (waitMs > 0 && now - started >= waitMs)) return backToPending();
+        await sleep(Math.min(delay * (0.5 + rnd() / 2), req.deadline * 1000 - now), ac.signal);
+        delay = Math.min(1000, delay * 2);
+      }
+    } finally {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      deps.stopping?.removeEventListener('abort', onAbort);
+    }
+  }
+}
+
+/** A gate's Drop as a result: its own result, else `GATE_DROPPED` (§2.3). */
+function dropResult(id: string, v: Extract<Verdict, { kind: 'drop' }>): ResultMessage {
+  return v.result ? { id, ...v.result } : errorResult(id, 'GATE_DROPPED', 'Pool gating dropped request');
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const t = setTimeout(done, Math.max(1, ms));
+    function done() {
+      clearTimeout(t);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
 }
 
 interface Held {

@@ -8,13 +8,20 @@ import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
 import { MeterProvider as SdkMeterProvider } from '@opentelemetry/sdk-metrics';
 import { runPartitionWorker, type PartitionWorkerStats } from '@q/partition-consumer';
 import { createQuota, type Quota } from '@q/quota';
+import { QError, QErrorCode } from '@q/schema';
 import { Store } from '@q/store';
-import type { DispatcherConfig } from '../config/schema.js';
+import { readTlsFiles } from '../config/load.js';
+import { secondsToMs, type DispatcherConfig } from '../config/schema.js';
 import type { ResultMessage } from '../formats.js';
 import { InferenceClient } from '../http/client.js';
 import { errInfo, silentLogger, type Logger } from '../logger.js';
 import { DispatcherMetrics } from '../metrics.js';
 import { CancelBatcher } from '../pipeline/cancel-batcher.js';
+import { createGate, type Gate } from '../gates/gates.js';
+import { WorkerPool } from '../pipeline/pool.js';
+import { GateMetrics } from '../gates/metrics.js';
+import { MetricSources } from '../gates/sources.js';
+import { admissionStore, KeyLoad } from '../pipeline/admission.js';
 import { createHandler } from '../pipeline/handler.js';
 import type { QuotaPort } from '../pipeline/ports.js';
 import { startEndpoint, type Endpoint } from './http-endpoints.js';
@@ -38,16 +45,23 @@ export class Dispatcher {
   readonly owner: string;
   /** Per-queue instruments and tallies. */
   readonly metrics = new Map<string, DispatcherMetrics>();
+  /** Per-queue gate gauges (metric value, threshold, source availability, budget). */
+  readonly gateMetrics = new Map<string, GateMetrics>();
+  /** Worker pools by id (when configured). */
+  readonly pools = new Map<string, WorkerPool>();
+  /** Metric sources of the gates (cached scrapes and Prometheus queries). */
+  readonly sources: MetricSources;
   /** Bound ports of `/healthz`+`/readyz` and `/metrics` (undefined when off). */
   healthPort: number | undefined;
   metricsPort: number | undefined;
 
   private ready = false;
   private readonly stopCtl = new AbortController();
-  private readonly runs: Array<Promise<PartitionWorkerStats>> = [];
+  private readonly runs: Array<Promise<PartitionWorkerStats | undefined>> = [];
   private readonly endpoints: Endpoint[] = [];
   private stopping: Promise<PartitionWorkerStats[]> | undefined;
   private meterOwned: SdkMeterProvider | undefined;
+  private failure: Error | undefined;
 
   private constructor(
     private readonly config: DispatcherConfig,
@@ -57,6 +71,7 @@ export class Dispatcher {
     private readonly logger: Logger,
   ) {
     this.owner = config.owner ?? `${hostname()}-${randomBytes(4).toString('hex')}`;
+    this.sources = new MetricSources({ ttlMs: config.prometheus_cache_ttl_ms, prometheusUrl: config.prometheus_url });
     setMaxListeners(0, this.stopCtl.signal); // every parked request listens for the stop
   }
 
@@ -65,6 +80,11 @@ export class Dispatcher {
     const { config } = opts;
     if (!config.url) throw new Error('Dispatcher.start: config.url (the DSN) is required');
     const logger = opts.logger ?? silentLogger;
+    // Before anything is opened: an unreadable TLS file fails the start cleanly.
+    const tls = readTlsFiles(config);
+    if (config.tls_insecure_skip_verify) {
+      logger.warn({}, 'TLS certificate verification is OFF (tls_insecure_skip_verify): endpoint identities are not checked; never use this in production');
+    }
     let meterProvider = opts.meterProvider;
     let prometheus: PrometheusExporter | undefined;
     let owned: SdkMeterProvider | undefined;
@@ -77,21 +97,31 @@ export class Dispatcher {
     const gated = config.queues.some((q) => q.gates.length > 0);
     let quota: Quota | undefined;
     try {
-      if (gated) quota = await createQuota({ pool: store.pool, ttlMs: config.lease_ttl_seconds * 1000, meterProvider, logger });
+      if (gated) quota = await createQuota({ pool: store.pool, ttlMs: secondsToMs(config.lease_ttl_seconds), meterProvider, logger });
     } catch (err) {
       await store.close();
       throw err;
     }
-    const client = new InferenceClient({ connections: config.concurrency * config.queues.length, requestTimeoutMs: config.request_timeout_ms });
+    const client = new InferenceClient({
+      ...(tls ? { tls } : {}),
+      connections: config.concurrency * config.queues.length,
+      requestTimeoutMs: config.request_timeout_ms,
+      maxResponseBytes: config.max_response_bytes,
+    });
     const d = new Dispatcher(config, store, quota, client, logger);
     d.meterOwned = owned;
     try {
       await d.startEndpoints(prometheus);
       d.startQueues(meterProvider, opts.tracerProvider, opts.onResult);
+      // A partition worker refuses bad options by rejecting at once: fail the start, do not
+      // report ready and die later on an unhandled rejection.
+      await new Promise((r) => setImmediate(r));
+      if (d.failure) throw d.failure;
     } catch (err) {
       await d.stop();
       throw err;
     }
+    d.startBacklogPoller(meterProvider);
     d.ready = true;
     logger.info({ owner: d.owner, queues: config.queues.map((q) => q.queue_name) }, 'dispatcher started');
     return d;
@@ -122,10 +152,34 @@ export class Dispatcher {
     const cfg = this.config;
     const cancels = new CancelBatcher(this.store, cfg.cancel_check_batch_size, cfg.cancel_check_linger_ms);
     const quota: QuotaPort | undefined = this.quota;
+    const load = new KeyLoad();
+    const hasPrometheus = cfg.prometheus_url !== undefined;
+    const pools = new Map<string, { pool: WorkerPool; gate?: Gate; metrics: DispatcherMetrics }>();
+    (cfg.pools ?? []).forEach((p, i) => {
+      // Pool-gate series carry empty queue labels (§7.1).
+      const metrics = new DispatcherMetrics(meterProvider, '', p.id);
+      const gm = new GateMetrics(meterProvider, { queue_id: '', queue_name: '', pool_name: p.id });
+      const gate = p.gate_type ? createGate({ gate_type: p.gate_type, gate_params: p.gate_params }, { sources: this.sources, hasPrometheus, metrics: gm }, `pools[${i}]`) : undefined;
+      pools.set(p.id, { pool: new WorkerPool(p.id, p.workers, p.merge_policy), gate, metrics });
+      this.pools.set(p.id, pools.get(p.id)!.pool);
+    });
     for (const queue of cfg.queues) {
-      const metrics = new DispatcherMetrics(meterProvider, queue.queue_name);
+      const poolEntry = cfg.pools ? pools.get(queue.worker_pool_id ?? 'default') : undefined;
+      const metrics = new DispatcherMetrics(meterProvider, queue.queue_name, poolEntry?.pool.id ?? 'default');
       this.metrics.set(queue.queue_name, metrics);
+      const gateMetrics = new GateMetrics(meterProvider, { queue_id: queue.queue_name, queue_name: queue.queue_name, pool_name: poolEntry?.pool.id ?? 'default' });
+      this.gateMetrics.set(queue.queue_name, gateMetrics);
+      const queueGate = queue.gate_type
+        ? createGate({ gate_type: queue.gate_type, gate_params: queue.gate_params }, { sources: this.sources, hasPrometheus, metrics: gateMetrics }, `queues[${cfg.queues.indexOf(queue)}]`)
+        : undefined;
       const handle = createHandler({
+        ...(tracerProvider ? { tracer: tracerProvider.getTracer('q-dispatcher') } : {}),
+        load,
+        queueGate,
+        pool: poolEntry?.pool,
+        poolGate: poolEntry?.gate,
+        poolMetrics: poolEntry?.metrics,
+        gateWaitTimeoutMs: cfg.gate_wait_timeout_ms,
         queue,
         config: cfg,
         client: this.client,
@@ -136,15 +190,15 @@ export class Dispatcher {
         stopping: this.stopCtl.signal,
         onResult: onResult ? (r, m) => onResult(queue.queue_name, r, m) : undefined,
       });
-      this.runs.push(
-        runPartitionWorker({
-          store: this.store,
+      const gatedStore = queueGate || queue.gates.length > 0 ? admissionStore(this.store, { queue, batchSize: cfg.batch_size, gate: queueGate, load, metrics, gateMetrics, logger: this.logger }) : this.store;
+      const run = runPartitionWorker({
+          store: gatedStore,
           queue: queue.queue_name,
           owner: this.owner,
           concurrency: cfg.concurrency,
           batchSize: cfg.batch_size,
-          leaseTtlMs: cfg.lease_ttl_seconds * 1000,
-          drainTimeoutMs: cfg.handoff_timeout_seconds * 1000,
+          leaseTtlMs: secondsToMs(cfg.lease_ttl_seconds),
+          drainTimeoutMs: secondsToMs(cfg.handoff_timeout_seconds),
           stopTimeoutMs: cfg.drain_timeout_ms,
           pollIntervalMs: cfg.poll_interval_ms,
           ackBatchSize: cfg.result_batch_size,
@@ -153,9 +207,53 @@ export class Dispatcher {
           logger: this.logger,
           meterProvider,
           tracerProvider,
+        });
+      this.runs.push(
+        run.catch((err: unknown) => {
+          // Not expected once start passed; stop serving (readiness off) rather than crash.
+          this.failure ??= new QError(QErrorCode.CONFIG, `queue ${queue.queue_name}: partition worker failed: ${(err as Error).message}`);
+          this.logger.error({ queue: queue.queue_name, ...errInfo(err) }, 'partition worker failed; stopping');
+          this.ready = false;
+          if (!this.stopCtl.signal.aborted) queueMicrotask(() => void this.stop());
+          return undefined;
         }),
       );
     }
+  }
+
+  /** Pending requests per queue at the last backlog poll (`…_broker_backlog`). */
+  readonly backlog = new Map<string, number>();
+  private backlogTimer: NodeJS.Timeout | undefined;
+
+  /** §1.3: a poller refreshes the backlog gauge of every queue every `metrics_backlog_poll_interval_ms`. */
+  private startBacklogPoller(meterProvider: MeterProvider): void {
+    const every = this.config.metrics_backlog_poll_interval_ms;
+    if (every <= 0) return;
+    const m = meterProvider.getMeter('@q/dispatcher');
+    const gauge = m.createGauge('llm_d_async_async_broker_backlog', { description: 'Pending requests per queue (backlog poller)' });
+    const available = m.createGauge('llm_d_async_async_broker_backlog_source_available', { description: '1 when the last backlog poll succeeded' });
+    const poll = async () => {
+      const now = Math.floor(Date.now() / 1000);
+      await Promise.all(
+        this.config.queues.map(async (q) => {
+          const attrs = { queue_id: q.queue_name, queue_name: q.queue_name, pool_name: q.worker_pool_id ?? 'default' };
+          try {
+            const { depth } = await this.store.backlog(q.queue_name, now, []);
+            this.backlog.set(q.queue_name, depth);
+            gauge.record(depth, attrs);
+            available.record(1, attrs);
+          } catch (err) {
+            available.record(0, attrs);
+            this.logger.debug({ queue: q.queue_name, ...errInfo(err) }, 'backlog poll failed');
+          }
+        }),
+      );
+    };
+    const loop = () => {
+      this.backlogTimer = setTimeout(() => void poll().finally(() => !this.stopCtl.signal.aborted && loop()), every);
+      this.backlogTimer.unref();
+    };
+    void poll().finally(loop);
   }
 
   /**
@@ -167,10 +265,12 @@ export class Dispatcher {
     this.stopping ??= (async () => {
       this.ready = false;
       this.stopCtl.abort();
-      const stats = await Promise.all(this.runs);
+      clearTimeout(this.backlogTimer);
+      const stats = (await Promise.all(this.runs)).filter((x): x is PartitionWorkerStats => x !== undefined);
       await Promise.allSettled(this.endpoints.map((e) => e.close()));
       await this.quota?.close().catch((err: unknown) => this.logger.warn(errInfo(err), 'quota close failed'));
       await this.client.close().catch(() => undefined);
+      await this.sources.close().catch(() => undefined);
       await this.store.close().catch((err: unknown) => this.logger.warn(errInfo(err), 'store close failed'));
       await this.meterOwned?.shutdown().catch(() => undefined);
       this.logger.info({ owner: this.owner }, 'dispatcher stopped');

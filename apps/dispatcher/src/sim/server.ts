@@ -19,7 +19,17 @@ export interface Call {
 
 /** What the endpoint does with a call. */
 export type Action =
-  | { status: number; body?: string; headers?: Record<string, string>; delayMs?: number }
+  | {
+      status: number;
+      body?: string;
+      headers?: Record<string, string>;
+      delayMs?: number;
+      /**
+       * Send only the first `bytes` of the body (the head announces all of it), then stall for
+       * ever (`stall`) or reset the connection (`reset`): a response that never finishes.
+       */
+      partial?: { bytes: number; then: 'stall' | 'reset' };
+    }
   /** Destroys the socket after `delayMs` without a response (connection reset). */
   | { reset: true; delayMs?: number };
 
@@ -138,6 +148,11 @@ export async function startInferenceServer(opts: InferenceServerOptions = {}): P
             // Count the call as over before the client can see the response.
             finish();
             res.writeHead(action.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...action.headers });
+            if (action.partial) {
+              res.write(Buffer.from(body).subarray(0, action.partial.bytes));
+              if (action.partial.then === 'reset') setTimeout(() => req.socket.destroy(), 20);
+              return;
+            }
             res.end(body);
           };
           if (action.delayMs && action.delayMs > 0) setTimeout(act, action.delayMs);

@@ -1,0 +1,180 @@
+// Admission before a request gets a handler slot: the queue's budget gate sizes each poll
+// (n = floor(batch_size × budget), §1.2 step 2), and requests whose quota key is known to be
+// saturated are put back (deferred) at dispatch instead of being handed to a handler.
+//
+// Why at dispatch: the queue is served earliest deadline first, so a throttled tenant with an
+// earlier-deadline backlog would otherwise fill every handler slot with requests that can only
+// wait at its gate and then go back to the head of the queue, and the other tenants' requests
+// behind them would get no service (head-of-line blocking). Here such requests never occupy a
+// slot and are parked for a growing while, so the scan reaches admissible work within a poll.
+import type { Request, Store } from '@q/store';
+import type { GateConfig, QueueConfig } from '../config/schema.js';
+import { parseEnvelope } from '../formats.js';
+import type { Gate } from '../gates/gates.js';
+import type { GateMetrics } from '../gates/metrics.js';
+import { errInfo, type Logger } from '../logger.js';
+import type { DispatcherMetrics } from '../metrics.js';
+
+/** How long a key refused by the shared quota counts as saturated here, ms. */
+const REFUSED_FOR_MS = 1000;
+/** Most rows looked at per dispatch round, and rounds per poll. */
+const MAX_SCAN = 1000;
+const MAX_ROUNDS = 4;
+
+/**
+ * This process's view of the quota keys: slots it holds, and keys the shared quota refused
+ * lately. A hint only (other dispatchers hold slots too): the quota itself still decides.
+ */
+export class KeyLoad {
+  readonly #held = new Map<string, number>();
+  readonly #refusedAt = new Map<string, number>();
+  /** Per key: the next free return time (Unix s, fractional) of its parked requests. */
+  readonly #cursor = new Map<string, number>();
+
+  acquired(key: string): void {
+    this.#held.set(key, (this.#held.get(key) ?? 0) + 1);
+  }
+
+  released(key: string): void {
+    const n = (this.#held.get(key) ?? 1) - 1;
+    if (n <= 0) this.#held.delete(key);
+    else this.#held.set(key, n);
+    this.#refusedAt.delete(key); // a slot came free: worth asking again
+  }
+
+  refused(key: string): void {
+    this.#refusedAt.set(key, Date.now());
+  }
+
+  held(key: string): number {
+    return this.#held.get(key) ?? 0;
+  }
+
+  /** True when a request of `key` would only wait: its slots are taken (or it was refused just now). */
+  saturated(key: string, gate: GateConfig, planned: number): boolean {
+    const at = this.#refusedAt.get(key);
+    if (at !== undefined && Date.now() - at < REFUSED_FOR_MS) return true;
+    return gate.kind === 'concurrency' && this.held(key) + planned >= gate.limit;
+  }
+
+  /**
+   * When (Unix s) to let a parked request of saturated `key` come back. Requests of one key
+   * come back at most `perSecond` a second, from a second from now on: a big backlog of one key
+   * is spread out ahead, so a scan meets only a few of its requests at a time and reaches the
+   * other keys' work within a poll, while the key still gets enough back to keep its slots busy.
+   */
+  parkAt(key: string, perSecond: number): number {
+    const now = Date.now() / 1000;
+    const c = Math.max(this.#cursor.get(key) ?? 0, now + 1);
+    this.#cursor.set(key, c + 1 / perSecond);
+    if (this.#cursor.size > 100_000) this.#cursor.clear(); // bounded: a hint, not state
+    return Math.floor(c);
+  }
+}
+
+/** Options of {@link admissionStore}. */
+export interface AdmissionOptions {
+  queue: QueueConfig;
+  batchSize: number;
+  /** The queue's budget gate (sizes each poll); absent: the whole batch. */
+  gate?: Gate;
+  load: KeyLoad;
+  metrics: DispatcherMetrics;
+  gateMetrics?: GateMetrics;
+  logger: Logger;
+}
+
+/** The quota keys of a request under `gates` (a request without the attribute is not gated). */
+export function quotaKeys(gates: GateConfig[], metadata: Record<string, string> | undefined): Array<{ key: string; gate: GateConfig }> {
+  const out: Array<{ key: string; gate: GateConfig }> = [];
+  for (const g of gates) {
+    if (g.gating_mode === 'classifying') continue; // never blocks: nothing to wait for
+    const value = metadata?.[g.attribute];
+    if (value) out.push({ key: `${g.prefix}${g.attribute}:${value}`, gate: g });
+  }
+  return out;
+}
+
+/**
+ * A view of `store` whose `dispatch` applies the admission above; every other method is the
+ * store's own. Handed to the partition worker, so the requests it tracks are exactly the
+ * admitted ones (the others are back to pending before `dispatch` returns; if putting them
+ * back fails, `dispatch` rejects and the consumer reconciles them on its next rebalance).
+ */
+export function admissionStore(store: Store, opts: AdmissionOptions): Store {
+  const dispatch = async (queue: string, owner: string, now: Date, limit: number): Promise<Request[]> => {
+    let n = limit;
+    if (opts.gate) {
+      const budget = await opts.gate.budget();
+      opts.gateMetrics?.budget(budget);
+      n = Math.min(n, Math.floor(opts.batchSize * budget));
+      if (n <= 0) {
+        if (await store.hasRequests(queue).catch(() => false)) opts.metrics.gateDecision('gate_closed');
+        return [];
+      }
+    }
+    if (!opts.queue.gates.some((g) => g.gating_mode !== 'classifying')) return store.dispatch(queue, owner, now, n);
+    return filtered(store, opts, queue, owner, now, n);
+  };
+  return new Proxy(store, {
+    get(target, prop) {
+      if (prop === 'dispatch') return dispatch;
+      const v: unknown = Reflect.get(target, prop, target);
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+    },
+  });
+}
+
+/**
+ * Requests of a saturated key let back per second: enough to refill its slots (a concurrency
+ * slot turning over every 250 ms, twice a rate limit's pace), at least 16.
+ */
+function returnRate(g: GateConfig): number {
+  return Math.max(16, g.kind === 'concurrency' ? 4 * g.limit : Math.ceil((2 * g.limit * 1000) / g.window_ms));
+}
+
+async function filtered(store: Store, opts: AdmissionOptions, queue: string, owner: string, now: Date, n: number): Promise<Request[]> {
+  const admitted: Request[] = [];
+  const planned = new Map<string, number>();
+  const bumped = new Set<string>();
+  let scan = Math.min(MAX_SCAN, Math.max(n * 8, 256));
+  const nowSec = Math.floor(now.getTime() / 1000);
+  for (let round = 0; round < MAX_ROUNDS && admitted.length < n; round++) {
+    const rows = await store.dispatch(queue, owner, now, scan);
+    const parked = new Map<number, Request[]>();
+    const surplus: Request[] = [];
+    for (const r of rows) {
+      const env = parseEnvelope(r.envelope);
+      // Unparsable, cancelled or expired requests are answered at once by the handler.
+      const keys = env && !r.cancelled && r.deadline > nowSec ? quotaKeys(opts.queue.gates, env.data.metadata) : [];
+      const full = keys.find(({ key, gate }) => opts.load.saturated(key, gate, planned.get(key) ?? 0));
+      if (full) {
+        if (!bumped.has(full.key)) {
+          bumped.add(full.key);
+          opts.metrics.gateDecision('quota_exhausted');
+        }
+        // Never parked past its deadline: it is answered then.
+        const at = Math.min(opts.load.parkAt(full.key, returnRate(full.gate)), Math.max(nowSec + 1, r.deadline));
+        parked.set(at, [...(parked.get(at) ?? []), r]);
+        continue;
+      }
+      if (admitted.length >= n) {
+        surplus.push(r);
+        continue;
+      }
+      admitted.push(r);
+      for (const { key, gate } of keys) if (gate.kind === 'concurrency') planned.set(key, (planned.get(key) ?? 0) + 1);
+    }
+    try {
+      for (const [at, list] of parked) await store.defer(owner, list, at);
+      // Admissible rows beyond this poll go back at once, keeping their deadline order.
+      if (surplus.length > 0) await store.undispatch(owner, surplus);
+    } catch (err) {
+      opts.logger.warn({ queue, ...errInfo(err) }, 'admission: putting requests back failed; reconciling');
+      throw err;
+    }
+    if (rows.length < scan) break; // nothing more is due
+    scan = Math.min(MAX_SCAN, scan * 2);
+  }
+  return admitted;
+}

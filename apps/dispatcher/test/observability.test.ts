@@ -1,0 +1,86 @@
+// The process-request span (a child of the submitter's W3C trace context in the request's
+// metadata) and the backlog poller gauge (issue #19), against a real dispatcher.
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestSchema, type TestSchema } from '@q/testing';
+import { Store } from '@q/store';
+import { submitRequests } from '../src/client/producer.js';
+import { loadConfig } from '../src/config/load.js';
+import { Dispatcher } from '../src/service/dispatcher.js';
+import { startInferenceServer, type InferenceServer } from '../src/sim/server.js';
+import { ok, Results, scenarioOf, submit, waitFor } from './helpers.js';
+
+let schema: TestSchema;
+let server: InferenceServer;
+let store: Store;
+let d: Dispatcher | undefined;
+const exporter = new InMemorySpanExporter();
+const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+
+beforeAll(async () => {
+  schema = await createTestSchema('obs');
+  server = await startInferenceServer({ behaviour: (call) => (scenarioOf(call).id === 'traced-bad' ? { status: 400, body: 'no' } : ok(scenarioOf(call).id)) });
+  store = await Store.open(schema.dsn, { maxConns: 3 });
+  // Five requests nobody will take: their queue's gate is closed (a query against no Prometheus).
+  await submit(store, 'held', 'held-out', Array.from({ length: 5 }, (_, i) => ({ id: `h-${i}` })));
+  const config = loadConfig({
+    env: {},
+    document: {
+      url: schema.dsn,
+      lease_ttl_seconds: 5,
+      poll_interval_ms: 100,
+      batch_size: 8,
+      concurrency: 8,
+      max_connections: 6,
+      health_port: -1,
+      metrics_port: 0,
+      metrics_backlog_poll_interval_ms: 200,
+      prometheus_url: 'http://127.0.0.1:9',
+      queues: [
+        { queue_name: 'traced', igw_base_url: server.url, result_queue_name: 'traced-out' },
+        { queue_name: 'held', igw_base_url: server.url, gate_type: 'prometheus-query', gate_params: { query: 'up' } },
+      ],
+    },
+  });
+  d = await Dispatcher.start({ config, tracerProvider: provider });
+});
+
+afterAll(async () => {
+  await d?.stop();
+  await store?.close();
+  await server?.close();
+  await schema?.drop();
+});
+
+describe('observability', () => {
+  it('process-request is a child of the submitter’s span; a fatal failure sets its status to ERROR', async () => {
+    const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+    const parentId = '00f067aa0ba902b7';
+    const deadline = Math.floor(Date.now() / 1000) + 60;
+    await submitRequests(
+      store,
+      ['traced-ok', 'traced-bad'].map((id) => ({ id, deadline, payload: { id }, metadata: { traceparent: `00-${traceId}-${parentId}-01`, userid: 't' } })),
+      { queue: 'traced', route: 'traced-out' },
+    );
+    await new Results(store, 'traced-out').waitFor(['traced-ok', 'traced-bad'], 20_000);
+    const spans = (await waitFor(() => {
+      const s = exporter.getFinishedSpans().filter((x) => x.name === 'process-request');
+      return s.length >= 2 ? s : undefined;
+    }, 10_000, 'process-request spans'))!;
+    for (const s of spans) {
+      expect(s.spanContext().traceId).toBe(traceId);
+      expect(s.parentSpanContext?.spanId).toBe(parentId);
+      expect(s.attributes).toMatchObject({ 'queue.name': 'traced', 'retry.count': 0 });
+    }
+    const bad = spans.find((s) => s.attributes['request.id'] === 'traced-bad');
+    expect(bad?.status.code).toBe(2); // ERROR
+    expect(bad?.attributes['error.category']).toBe('INVALID_REQ');
+  });
+
+  it('the backlog poller publishes pending requests per queue', async () => {
+    await waitFor(() => d!.backlog.get('held') === 5, 10_000, 'backlog 5');
+    const text = await (await fetch(`http://127.0.0.1:${d!.metricsPort}/metrics`)).text();
+    expect(text).toMatch(/llm_d_async_async_broker_backlog\{[^}]*queue_name="held"[^}]*\} 5/);
+    expect(text).toMatch(/llm_d_async_async_broker_backlog_source_available\{[^}]*queue_name="held"[^}]*\} 1/);
+  });
+});
