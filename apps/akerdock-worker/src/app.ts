@@ -60,6 +60,8 @@ export async function startWorkerApp(config: WorkerConfig, opts: WorkerAppOption
       const t = startTelemetry({
         serviceName: config.serviceName,
         serviceVersion: VERSION,
+        // Failed exports (a collector that is down) become warnings in this process's log.
+        logger: log.child({ component: 'telemetry' }),
         otlpEndpoint: config.otlpEndpoint,
         prometheusPort: config.prometheusPort,
       });
