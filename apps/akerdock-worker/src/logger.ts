@@ -47,7 +47,8 @@ export function createLogger(level: string, destinationOrOptions?: pino.Destinat
     ? pinoPretty({
       // Synchronous, in this thread: no worker transport, nothing lost on process.exit.
       sync: true,
-      colorize: isTTY,
+      // Colours only for a terminal, and never against the NO_COLOR convention.
+      colorize: isTTY && !process.env.NO_COLOR,
       translateTime: 'SYS:HH:MM:ss.l',
       ignore: 'pid,hostname,service',
       destination: opts.destination ?? 1,
