@@ -5,7 +5,7 @@ import SummaryReporter from './scripts/summary-reporter.mjs';
 export default defineConfig({
   test: {
     // tests/chaos runs on its own (pnpm test:chaos): it starts, kills and restarts servers.
-    projects: ['packages/*', 'apps/*', 'bench', 'examples', 'tests/telemetry'],
+    projects: ['packages/*', 'apps/*', 'bench', 'examples', 'tests/telemetry', 'tests/consumers'],
     reporters: ['default', new SummaryReporter()],
     passWithNoTests: false,
   },

@@ -9,6 +9,7 @@ import { builtinHandlers, type HandlerMap } from './handlers/index.js';
 import { silentLogger, type Logger } from './logger.js';
 import { purgeTargets } from './purge-targets.js';
 import { startPurgeScheduler } from './scheduler.js';
+import { VERSION } from './version.js';
 
 /** A running worker process: queue consumer, admin API and purge scheduler. */
 export interface WorkerApp {
@@ -57,7 +58,10 @@ export async function startWorkerApp(config: WorkerConfig, opts: WorkerAppOption
       // Loaded only when asked for: the SDK and its exporters are heavy to import.
       const { startTelemetry } = await import('@q/otel/sdk');
       const t = startTelemetry({
-        serviceName: 'akerdock-worker',
+        serviceName: config.serviceName,
+        serviceVersion: VERSION,
+        // Failed exports (a collector that is down) become warnings in this process's log.
+        logger: log.child({ component: 'telemetry' }),
         otlpEndpoint: config.otlpEndpoint,
         prometheusPort: config.prometheusPort,
       });

@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { QError, QErrorCode } from '@q/schema';
+import { QError, QErrorCode, isQError, validateDsn } from '@q/schema';
 import { parseDuration } from './duration.js';
 
 /** The logical queues the reference worker consumes (the seed's `KnownQueues`). */
@@ -41,13 +41,26 @@ export interface WorkerConfig {
   purgeIntervalMs: number;
   /** Finished jobs older than this are purged (ms). */
   purgeAfterMs: number;
-  /** pino level. */
-  logLevel: string;
+  /** pino level, one of {@link LOG_LEVELS}. */
+  logLevel: LogLevel;
+  /** `pretty`: human lines; `json`: pino JSON lines; `auto`: pretty when stdout is a terminal. */
+  logFormat: LogFormat;
   /** OTLP/HTTP endpoint of traces and metrics; `undefined` = no export. */
   otlpEndpoint: string | undefined;
   /** Port of a Prometheus `/metrics` endpoint; `undefined` = none. */
   prometheusPort: number | undefined;
+  /** `service.name` of the exported traces and metrics. */
+  serviceName: string;
 }
+
+/** The accepted `--log-level` values (pino's levels). */
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+/** A `--log-level` value. */
+export type LogLevel = (typeof LOG_LEVELS)[number];
+/** The accepted `--log-format` values. */
+export const LOG_FORMATS = ['auto', 'pretty', 'json'] as const;
+/** A `--log-format` value. */
+export type LogFormat = (typeof LOG_FORMATS)[number];
 
 const OPTIONS = {
   dsn: { type: 'string' },
@@ -66,9 +79,12 @@ const OPTIONS = {
   'purge-interval': { type: 'string' },
   'purge-after': { type: 'string' },
   'log-level': { type: 'string' },
+  'log-format': { type: 'string' },
   'otlp-endpoint': { type: 'string' },
   'prometheus-port': { type: 'string' },
+  'service-name': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
+  version: { type: 'boolean', short: 'V' },
 } as const;
 
 /** Flag and environment reference printed by `--help` (and kept in docs/akerdock-worker.md). */
@@ -89,9 +105,13 @@ export const USAGE = `usage: akerdock-worker [flags]
   --notify-url URL        AKERDOCK_NOTIFY_URL                   (none: notifications are logged)
   --purge-interval DUR    AKERDOCK_PURGE_INTERVAL               (5m; 0 = off)
   --purge-after DUR       AKERDOCK_PURGE_AFTER                  (30d)
-  --log-level LEVEL       AKERDOCK_LOG_LEVEL                    (info)
+  --log-level LEVEL       AKERDOCK_LOG_LEVEL                    (info; fatal error warn info debug trace silent)
+  --log-format FMT        AKERDOCK_LOG_FORMAT                   (auto: pretty on a terminal, else JSON; pretty; json)
   --otlp-endpoint URL     OTEL_EXPORTER_OTLP_ENDPOINT           (none)
   --prometheus-port N     AKERDOCK_PROMETHEUS_PORT              (none)
+  --service-name NAME     OTEL_SERVICE_NAME                     (akerdock-worker; service.name of traces and metrics)
+  -h, --help              this text
+  -V, --version           the version
 Durations: 250ms, 5s, 1m30s, 30d; a bare number is milliseconds.`;
 
 /** Raised for bad flags or environment; the process prints it with {@link USAGE} and exits 2. */
@@ -99,8 +119,11 @@ export function configError(message: string): QError {
   return new QError(QErrorCode.CONFIG, message);
 }
 
-/** Result of {@link parseConfig}: the config, or a request for the usage text. */
-export type ParsedConfig = { help: true } | { help: false; config: WorkerConfig };
+/**
+ * Result of {@link parseConfig}: the config, or a request to print something and exit 0 (the
+ * usage text, or the version when `version` is set).
+ */
+export type ParsedConfig = { help: true; version: boolean } | { help: false; config: WorkerConfig };
 
 /**
  * Resolves the worker configuration: a flag wins over its environment variable, which wins over
@@ -113,7 +136,8 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
   } catch (err) {
     throw configError((err as Error).message);
   }
-  if (values.help) return { help: true };
+  if (values.help) return { help: true, version: false };
+  if (values.version) return { help: true, version: true };
   const pick = (flag: keyof typeof OPTIONS, ...vars: string[]): string | undefined => {
     const v = values[flag];
     if (typeof v === 'string') return v;
@@ -173,11 +197,28 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
     return text;
   };
   const prometheus = pick('prometheus-port', 'AKERDOCK_PROMETHEUS_PORT');
+  const oneOf = <T extends string>(flag: keyof typeof OPTIONS, envName: string, allowed: readonly T[], dflt: T): T => {
+    const text = pick(flag, envName) ?? dflt;
+    if (!(allowed as readonly string[]).includes(text)) {
+      throw configError(`--${flag} must be one of ${allowed.join(', ')}, got "${text}"`);
+    }
+    return text as T;
+  };
+  const dsn = pick('dsn', 'AKERDOCK_DATABASE_URL', 'DATABASE_URL');
+  if (dsn !== undefined) {
+    try {
+      validateDsn(dsn);
+    } catch (err) {
+      // The message already shows the DSN with its credentials redacted.
+      if (isQError(err, 'UNSUPPORTED_DSN')) throw configError(`--dsn: ${err.message}`);
+      throw err;
+    }
+  }
 
   return {
     help: false,
     config: {
-      dsn: pick('dsn', 'AKERDOCK_DATABASE_URL', 'DATABASE_URL'),
+      dsn,
       dataDir: pick('data-dir', 'AKERDOCK_DATA_DIR') ?? '.q/pgdata',
       concurrency: integer('concurrency', 'AKERDOCK_WORKER_CONCURRENCY', 10, 1, 1000),
       retryBaseMs: duration('retry-base', 'AKERDOCK_RETRY_BASE', '5s', 1),
@@ -193,9 +234,11 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
       notifyUrl: optionalUrl('notify-url', 'AKERDOCK_NOTIFY_URL'),
       purgeIntervalMs: duration('purge-interval', 'AKERDOCK_PURGE_INTERVAL', '5m', 0),
       purgeAfterMs: duration('purge-after', 'AKERDOCK_PURGE_AFTER', '30d', 0),
-      logLevel: pick('log-level', 'AKERDOCK_LOG_LEVEL') ?? 'info',
+      logLevel: oneOf('log-level', 'AKERDOCK_LOG_LEVEL', LOG_LEVELS, 'info'),
+      logFormat: oneOf('log-format', 'AKERDOCK_LOG_FORMAT', LOG_FORMATS, 'auto'),
       otlpEndpoint: optionalUrl('otlp-endpoint', 'OTEL_EXPORTER_OTLP_ENDPOINT'),
       prometheusPort: prometheus === undefined ? undefined : integer('prometheus-port', 'AKERDOCK_PROMETHEUS_PORT', 0, 1, 65_535),
+      serviceName: pick('service-name', 'OTEL_SERVICE_NAME') ?? 'akerdock-worker',
     },
   };
 }

@@ -1,4 +1,6 @@
 import pino from 'pino';
+import pinoPretty from 'pino-pretty';
+import type { LogFormat } from './config.js';
 
 /** The pino-compatible subset the app logs through (a pino logger satisfies it). */
 export interface Logger {
@@ -9,11 +11,49 @@ export interface Logger {
   child(bindings: Record<string, unknown>): Logger;
 }
 
+/** How the process logger writes its lines. */
+export interface LoggerOptions {
+  /** Where lines go. Default: stdout. */
+  destination?: pino.DestinationStream;
+  /**
+   * `pretty`: coloured human lines with local times; `json`: pino JSON lines (epoch-ms `time`);
+   * `auto` (default): pretty when stdout is a terminal, JSON otherwise (a pipe, a file, a log shipper).
+   */
+  format?: LogFormat;
+  /** Whether stdout is a terminal (the `auto` decision). Default: `process.stdout.isTTY`. */
+  isTTY?: boolean;
+}
+
 /**
- * The process logger: JSON lines on stdout (or `destination`), level from config. Secrets are
- * redacted by path as a second line of defence; the app never logs payloads in the first place.
+ * Decides between human and JSON lines: a person reading a terminal gets pretty lines, anything
+ * reading a pipe or file (collectors, `jq`, tests) keeps machine-readable JSON.
  */
-export function createLogger(level: string, destination?: pino.DestinationStream): pino.Logger {
+export function usePrettyLogs(format: LogFormat, isTTY: boolean): boolean {
+  return format === 'pretty' || (format === 'auto' && isTTY);
+}
+
+/**
+ * The process logger, level from config. Secrets are redacted by path as a second line of
+ * defence (before either format renders); the app never logs payloads in the first place.
+ * The second argument may be a destination stream (the JSON format, for tests) or options.
+ */
+export function createLogger(level: string, destinationOrOptions?: pino.DestinationStream | LoggerOptions): pino.Logger {
+  const opts: LoggerOptions = destinationOrOptions === undefined || 'write' in destinationOrOptions
+    ? { destination: destinationOrOptions as pino.DestinationStream | undefined, format: 'json' }
+    : destinationOrOptions;
+  const isTTY = opts.isTTY ?? process.stdout.isTTY === true;
+  const pretty = usePrettyLogs(opts.format ?? 'auto', isTTY);
+  const destination = pretty
+    ? pinoPretty({
+      // Synchronous, in this thread: no worker transport, nothing lost on process.exit.
+      sync: true,
+      // Colours only for a terminal, and never against the NO_COLOR convention.
+      colorize: isTTY && !process.env.NO_COLOR,
+      translateTime: 'SYS:HH:MM:ss.l',
+      ignore: 'pid,hostname,service',
+      destination: opts.destination ?? 1,
+    })
+    : opts.destination;
   return pino(
     {
       level,

@@ -4,13 +4,24 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const bin = (name: string) => path.join(here, '..', 'src', 'bin', `${name}.ts`);
-const NODE_ARGS = ['--conditions=q-source', '--import', 'tsx'];
+/** Path of a bin's TypeScript source. */
+export const bin = (name: string) => path.join(here, '..', 'src', 'bin', `${name}.ts`);
+/** Node flags that run the sources. */
+export const NODE_ARGS = ['--conditions=q-source', '--import', 'tsx'];
 
 /** Runs `q-jobs` to completion. */
 export function runQJobs(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return runBin('q-jobs', args, env);
+}
+
+/** Runs `akerdock-worker` to completion (for commands that exit at once: bad flags, --help). */
+export function runWorker(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return runBin('akerdock-worker', args, env);
+}
+
+function runBin(name: string, args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...NODE_ARGS, bin('q-jobs'), ...args], {
+    const child = spawn(process.execPath, [...NODE_ARGS, bin(name), ...args], {
       env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';

@@ -61,6 +61,28 @@ describe('config', () => {
     expect(configError(() => cfg(['--bogus'], env))).toMatch(/bogus/);
   });
 
+  it('rejects an unknown log level or format and a DSN that is not Postgres as CONFIG errors', () => {
+    const env = { AKERDOCK_ADMIN_TOKEN: TOKEN };
+    expect(configError(() => cfg(['--log-level', 'loud'], env))).toMatch(/--log-level must be one of fatal, error, warn, info, debug, trace, silent, got "loud"/);
+    expect(configError(() => cfg([], { ...env, AKERDOCK_LOG_LEVEL: 'verbose' }))).toMatch(/verbose/);
+    expect(configError(() => cfg(['--log-format', 'xml'], env))).toMatch(/--log-format must be one of auto, pretty, json/);
+    const dsn = configError(() => cfg(['--dsn', 'mysql://app:hunter2-secret@db/app'], env));
+    expect(dsn).toMatch(/--dsn: unsupported DSN scheme/);
+    expect(dsn).not.toContain('hunter2-secret');
+    expect(configError(() => cfg([], { ...env, DATABASE_URL: 'sqlite:///tmp/x' }))).toMatch(/--dsn/);
+    expect(cfg(['--dsn', 'postgresql://u@h/db', '--log-level', 'debug', '--log-format', 'json'], env))
+      .toMatchObject({ dsn: 'postgresql://u@h/db', logLevel: 'debug', logFormat: 'json' });
+    expect(cfg([], env)).toMatchObject({ logLevel: 'info', logFormat: 'auto', serviceName: 'akerdock-worker' });
+    expect(cfg(['--service-name', 'billing-worker'], env).serviceName).toBe('billing-worker');
+    expect(cfg([], { ...env, OTEL_SERVICE_NAME: 'from-env' }).serviceName).toBe('from-env');
+  });
+
+  it('answers --version and --help without a config', () => {
+    expect(parseConfig(['--version'], {})).toEqual({ help: true, version: true });
+    expect(parseConfig(['-V'], {})).toEqual({ help: true, version: true });
+    expect(parseConfig(['--help'], {})).toEqual({ help: true, version: false });
+  });
+
   it('parses durations', () => {
     expect(parseDuration('250ms', 'x')).toBe(250);
     expect(parseDuration('1h2m3s', 'x')).toBe(3_723_000);

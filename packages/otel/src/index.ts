@@ -5,8 +5,8 @@ export {
   contextFromTraceparent, currentTraceparent, formatTraceparent, linksFromTraceparent, parseTraceparent,
 } from './propagation.js';
 export {
-  JOB_DURATION_BUCKETS_S, METRIC, jobMetrics, observeBacklog, observeGauge, qMeter, quotaKeyClass, quotaMetrics, requestMetrics,
-  type BacklogSource, type JobMetrics, type QuotaMetrics, type RequestMetrics,
+  DEPRECATED_METRIC, JOB_DURATION_BUCKETS_S, METRIC, jobMetrics, observeBacklog, observeGauge, qMeter, quotaKeyClass, quotaMetrics, requestMetrics,
+  type BacklogSource, type JobMetrics, type JobMetricsOptions, type QuotaMetrics, type RequestMetrics,
 } from './metrics.js';
 export type { Link, MeterProvider, Tracer, TracerProvider } from '@opentelemetry/api';
 export { errorFields, firstLine, silentLogger, type Logger } from './logger.js';

@@ -3,10 +3,12 @@ import { INSTRUMENTATION_SCOPE } from './pool.js';
 
 /**
  * Stable metric names. Documented in docs/telemetry.md; renaming one is a breaking change.
+ * A name with a unit other than a count ends in that unit (`….seconds`), because the Prometheus
+ * exporter appends none itself: `q.jobs.duration.seconds` is `q_jobs_duration_seconds` there.
  */
 export const METRIC = {
   jobsCompleted: 'q.jobs.completed',
-  jobsDuration: 'q.jobs.duration',
+  jobsDuration: 'q.jobs.duration.seconds',
   jobsClaimed: 'q.jobs.claimed',
   jobsLeaseLost: 'q.jobs.lease_lost',
   requestsEnqueued: 'q.requests.enqueued',
@@ -26,6 +28,18 @@ export const METRIC = {
 export function qMeter(meterProvider?: MeterProvider): Meter {
   return (meterProvider ?? metrics.getMeterProvider()).getMeter(INSTRUMENTATION_SCOPE);
 }
+
+/**
+ * Former names, still recorded next to their {@link METRIC} successor (same values and
+ * attributes) so dashboards keep working through one release; removed in the next minor release.
+ * Turn them off early with `jobMetrics(mp, { deprecatedNames: false })`.
+ *
+ * @deprecated Query the {@link METRIC} names.
+ */
+export const DEPRECATED_METRIC = {
+  /** Now {@link METRIC.jobsDuration} (`q.jobs.duration.seconds`): Prometheus `q_jobs_duration` had no unit. */
+  jobsDuration: 'q.jobs.duration',
+} as const;
 
 /** Instruments of the request queue (`@q/store`, `@q/partition-consumer`). */
 export interface RequestMetrics {
@@ -69,17 +83,38 @@ export const JOB_DURATION_BUCKETS_S: readonly number[] = Object.freeze([
   0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600,
 ]);
 
+/** Options of {@link jobMetrics}. */
+export interface JobMetricsOptions {
+  /**
+   * Also record the {@link DEPRECATED_METRIC} names (`q.jobs.duration`). Default `true` for this
+   * release, so existing dashboards keep their data while they move to the new names.
+   */
+  deprecatedNames?: boolean;
+}
+
 /** Creates the job-queue instruments. */
-export function jobMetrics(meterProvider?: MeterProvider): JobMetrics {
+export function jobMetrics(meterProvider?: MeterProvider, opts: JobMetricsOptions = {}): JobMetrics {
   const m = qMeter(meterProvider);
+  const durationOptions = {
+    unit: 's',
+    description: 'Duration of job attempts',
+    // The SDK's default buckets (0…10 000) suit milliseconds; jobs run from ms to an hour.
+    advice: { explicitBucketBoundaries: [...JOB_DURATION_BUCKETS_S] },
+  };
+  const duration = m.createHistogram(METRIC.jobsDuration, durationOptions);
+  const legacy = (opts.deprecatedNames ?? true)
+    ? m.createHistogram(DEPRECATED_METRIC.jobsDuration, { ...durationOptions, description: `Deprecated: use ${METRIC.jobsDuration}` })
+    : undefined;
   return {
     completed: m.createCounter(METRIC.jobsCompleted, { unit: '{job}', description: 'Job attempts finished, by type and outcome' }),
-    duration: m.createHistogram(METRIC.jobsDuration, {
-      unit: 's',
-      description: 'Duration of job attempts',
-      // The SDK's default buckets (0…10 000) suit milliseconds; jobs run from ms to an hour.
-      advice: { explicitBucketBoundaries: [...JOB_DURATION_BUCKETS_S] },
-    }),
+    duration: legacy
+      ? {
+        record(value, attributes, context) {
+          duration.record(value, attributes, context);
+          legacy.record(value, attributes, context);
+        },
+      }
+      : duration,
     claimed: m.createCounter(METRIC.jobsClaimed, { unit: '{job}', description: 'Jobs leased by workers' }),
     leaseLost: m.createCounter(METRIC.jobsLeaseLost, { unit: '{job}', description: 'Running jobs whose lease was lost (handler aborted)' }),
   };

@@ -5,15 +5,25 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { context, metrics, propagation, trace, type Attributes } from '@opentelemetry/api';
-import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
-import { OTLPMetricExporter } from '@opentelemetry/exporter-metrics-otlp-http';
-import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { resourceFromAttributes } from '@opentelemetry/resources';
-import { MeterProvider, PeriodicExportingMetricReader, type IMetricReader } from '@opentelemetry/sdk-metrics';
-import { BasicTracerProvider, BatchSpanProcessor, type Sampler, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
-import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
+import type { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
+import type { MeterProvider, IMetricReader } from '@opentelemetry/sdk-metrics';
+import type { BasicTracerProvider, Sampler, SpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { QError, QErrorCode, redactDsn } from '@q/schema';
+import { errorFields, type Logger } from './logger.js';
+import { loadSdk } from './sdk-peers.js';
+
+export { SDK_INSTALL_COMMAND } from './sdk-peers.js';
+
+/** Default per-export timeout of the OTLP exporters (the SDK's own default). */
+const DEFAULT_EXPORT_TIMEOUT_MS = 10_000;
+
+/** Where startTelemetry reports what it cannot throw (failed exports at shutdown): stderr. */
+const stderrLogger: Logger = {
+  debug: () => undefined,
+  info: () => undefined,
+  warn: (fields, msg) => process.stderr.write(`q telemetry: ${msg ?? ''} ${JSON.stringify(fields)}\n`),
+  error: (fields, msg) => process.stderr.write(`q telemetry: ${msg ?? ''} ${JSON.stringify(fields)}\n`),
+};
 
 /** Options of {@link startTelemetry}. */
 export interface TelemetryOptions {
@@ -52,6 +62,16 @@ export interface TelemetryOptions {
    * Without a context manager, spans do not nest across `await`.
    */
   registerGlobals?: boolean;
+  /**
+   * Timeout of one OTLP export, retries included, ms. Default 10 000. It also bounds
+   * {@link Telemetry.shutdown}: an unreachable collector delays shutdown by at most about this.
+   */
+  exportTimeoutMs?: number;
+  /**
+   * Receives what cannot be thrown: exports that failed during {@link Telemetry.shutdown}. A pino
+   * logger fits. Default: one line on stderr.
+   */
+  logger?: Logger;
 }
 
 /** What {@link startTelemetry} started. */
@@ -64,11 +84,13 @@ export interface Telemetry {
   readonly ready: Promise<void>;
   /** The bound Prometheus port once {@link Telemetry.ready} resolved, else `undefined`. */
   readonly prometheusPort: number | undefined;
-  /** Exports everything recorded so far. */
+  /** Exports everything recorded so far; rejects when an export fails. */
   forceFlush(): Promise<void>;
   /**
    * Flushes and stops: exports pending spans and metrics, closes the Prometheus endpoint and
-   * unregisters the globals it registered. Idempotent.
+   * unregisters the globals it registered. Idempotent. Never rejects: an export that fails (an
+   * unreachable collector) is logged to {@link TelemetryOptions.logger} and its data dropped, so
+   * a process can always shut down cleanly.
    */
   shutdown(): Promise<void>;
 }
@@ -86,16 +108,48 @@ export function startTelemetry(opts: TelemetryOptions): Telemetry {
   if (!opts || typeof opts.serviceName !== 'string' || opts.serviceName === '') {
     throw new TypeError('startTelemetry: serviceName is required');
   }
+  const exportTimeoutMs = opts.exportTimeoutMs ?? DEFAULT_EXPORT_TIMEOUT_MS;
+  if (!Number.isInteger(exportTimeoutMs) || exportTimeoutMs <= 0) {
+    throw new QError(QErrorCode.INVALID_ARGUMENT, `startTelemetry: exportTimeoutMs must be a positive integer, got ${exportTimeoutMs}`);
+  }
+  const log = opts.logger ?? stderrLogger;
+  const sdk = loadSdk();
+  const { resourceFromAttributes } = sdk.resources;
+  const { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } = sdk.semanticConventions;
+  const { BasicTracerProvider, BatchSpanProcessor } = sdk.sdkTraceBase;
+  const { MeterProvider, PeriodicExportingMetricReader } = sdk.sdkMetrics;
+  const { OTLPTraceExporter } = sdk.exporterTraceOtlpHttp;
+  const { OTLPMetricExporter } = sdk.exporterMetricsOtlpHttp;
   const resource = resourceFromAttributes({
     ...opts.resourceAttributes,
     [ATTR_SERVICE_NAME]: opts.serviceName,
     ...(opts.serviceVersion ? { [ATTR_SERVICE_VERSION]: opts.serviceVersion } : {}),
   });
   const base = opts.otlpEndpoint ? opts.otlpEndpoint.replace(/\/+$/, '') : undefined;
+  const endpointForLogs = base === undefined ? undefined : redactDsn(base);
+
+  // The SDK reports a failed export only to its diag channel (silent by default), and a failed
+  // metric export not even to shutdown(): each export result is checked here and logged.
+  const loggedErrors = new Set<unknown>();
+  type Done = (result: { code: number; error?: Error }) => void;
+  const logFailures = <T extends { export(items: never, done: Done): void }>(exporter: T, what: string): T => {
+    const send = exporter.export.bind(exporter) as unknown as (items: unknown, done: Done) => void;
+    (exporter as unknown as { export: (items: unknown, done: Done) => void }).export = (items, done) => {
+      send(items, (result) => {
+        if (result.code !== sdk.core.ExportResultCode.SUCCESS) {
+          if (result.error !== undefined) loggedErrors.add(result.error);
+          log.warn({ ...errorFields(result.error ?? 'export failed'), what, otlpEndpoint: endpointForLogs }, 'telemetry export failed; the data was dropped');
+        }
+        done(result);
+      });
+    };
+    return exporter;
+  };
 
   const spanProcessors: SpanProcessor[] = [...(opts.spanProcessors ?? [])];
   if (base) {
-    spanProcessors.push(new BatchSpanProcessor(new OTLPTraceExporter({ url: `${base}/v1/traces`, headers: opts.otlpHeaders })));
+    spanProcessors.push(new BatchSpanProcessor(logFailures(new OTLPTraceExporter({ url: `${base}/v1/traces`, headers: opts.otlpHeaders, timeoutMillis: exportTimeoutMs }), 'traces'),
+      { exportTimeoutMillis: exportTimeoutMs }));
   }
   const tracerProvider = new BasicTracerProvider({
     resource,
@@ -106,13 +160,15 @@ export function startTelemetry(opts: TelemetryOptions): Telemetry {
   const readers: IMetricReader[] = [...(opts.metricReaders ?? [])];
   if (base) {
     readers.push(new PeriodicExportingMetricReader({
-      exporter: new OTLPMetricExporter({ url: `${base}/v1/metrics`, headers: opts.otlpHeaders }),
+      exporter: logFailures(new OTLPMetricExporter({ url: `${base}/v1/metrics`, headers: opts.otlpHeaders, timeoutMillis: exportTimeoutMs }), 'metrics'),
       exportIntervalMillis: opts.metricExportIntervalMs ?? 60_000,
+      // The reader's timeout must not exceed its interval (the SDK refuses that).
+      exportTimeoutMillis: Math.min(exportTimeoutMs, opts.metricExportIntervalMs ?? 60_000),
     }));
   }
   let prometheus: PrometheusEndpoint | undefined;
   if (opts.prometheusPort !== undefined) {
-    prometheus = new PrometheusEndpoint(opts.prometheusPort, opts.prometheusHost);
+    prometheus = new PrometheusEndpoint(new sdk.exporterPrometheus.PrometheusExporter({ preventServerStart: true }), opts.prometheusPort, opts.prometheusHost);
     readers.push(prometheus.reader);
   }
   const meterProvider = new MeterProvider({ resource, readers });
@@ -121,11 +177,11 @@ export function startTelemetry(opts: TelemetryOptions): Telemetry {
   // what we set is unregistered on shutdown.
   const registered = { context: false, propagation: false, trace: false, metrics: false };
   if (opts.registerGlobals ?? true) {
-    const manager = new AsyncLocalStorageContextManager().enable();
+    const manager = new sdk.contextAsyncHooks.AsyncLocalStorageContextManager().enable();
     registered.context = context.setGlobalContextManager(manager);
     if (!registered.context) manager.disable();
-    registered.propagation = propagation.setGlobalPropagator(new CompositePropagator({
-      propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator()],
+    registered.propagation = propagation.setGlobalPropagator(new sdk.core.CompositePropagator({
+      propagators: [new sdk.core.W3CTraceContextPropagator(), new sdk.core.W3CBaggagePropagator()],
     }));
     registered.trace = trace.setGlobalTracerProvider(tracerProvider);
     registered.metrics = metrics.setGlobalMeterProvider(meterProvider);
@@ -147,17 +203,34 @@ export function startTelemetry(opts: TelemetryOptions): Telemetry {
     },
     shutdown() {
       stopping ??= (async () => {
-        const results = await Promise.allSettled([
-          tracerProvider.shutdown(),
-          meterProvider.shutdown(),
-          prometheus?.close(),
-        ]);
+        const steps = [
+          ['traces', tracerProvider.shutdown()],
+          ['metrics', meterProvider.shutdown()],
+          ['prometheus endpoint', prometheus?.close()],
+        ] as const;
+        // The exporters time out on their own (exportTimeoutMs); this bounds an exporter that
+        // would not, so shutdown always ends.
+        let timer: NodeJS.Timeout | undefined;
+        const deadline = new Promise<'timeout'>((resolve) => {
+          timer = setTimeout(() => resolve('timeout'), exportTimeoutMs + 2_000);
+          timer.unref();
+        });
+        const settled = await Promise.race([Promise.allSettled(steps.map(([, p]) => p)), deadline]);
+        clearTimeout(timer);
         if (registered.trace) trace.disable();
         if (registered.metrics) metrics.disable();
         if (registered.propagation) propagation.disable();
         if (registered.context) context.disable();
-        const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-        if (failed) throw failed.reason;
+        if (settled === 'timeout') {
+          log.warn({ timeoutMs: exportTimeoutMs + 2_000 }, 'telemetry shutdown timed out; unexported spans and metrics were dropped');
+          return;
+        }
+        settled.forEach((r, i) => {
+          // An export failure was logged as it happened; anything else is logged here.
+          if (r.status === 'rejected' && !loggedErrors.has(r.reason)) {
+            log.warn({ ...errorFields(r.reason), what: steps[i]![0], otlpEndpoint: endpointForLogs }, 'telemetry shutdown failed');
+          }
+        });
       })();
       return stopping;
     },
@@ -169,7 +242,6 @@ export function startTelemetry(opts: TelemetryOptions): Telemetry {
  * port it bound, nor a bind failure, to the caller).
  */
 class PrometheusEndpoint {
-  readonly reader = new PrometheusExporter({ preventServerStart: true });
   port: number | undefined;
   private readonly server = http.createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
@@ -181,6 +253,7 @@ class PrometheusEndpoint {
   });
 
   constructor(
+    readonly reader: PrometheusExporter,
     private readonly wantedPort: number,
     private readonly host?: string,
   ) {

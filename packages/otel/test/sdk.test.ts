@@ -2,7 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { context, propagation, trace } from '@opentelemetry/api';
 import { afterEach, describe, expect, it } from 'vitest';
-import { jobMetrics, quotaMetrics, requestMetrics, observeGauge, METRIC, currentTraceparent } from '../src/index.js';
+import { jobMetrics, quotaMetrics, requestMetrics, observeGauge, DEPRECATED_METRIC, METRIC, currentTraceparent, type Logger } from '../src/index.js';
 import { startTelemetry, type Telemetry } from '../src/sdk.js';
 
 const started: Telemetry[] = [];
@@ -56,7 +56,13 @@ describe('startTelemetry', () => {
     expect(body).toMatch(/q_jobs_completed(_total)?\{[^}]*job_type="email"[^}]*\} 1/);
     expect(body).toMatch(/q_requests_backlog\{[^}]*queue="q1"[^}]*\} 42/);
     expect(body).toMatch(/q_partitions_owned\{[^}]*owner="d1"[^}]*\} 16/);
-    expect(body).toMatch(/q_jobs_duration(_seconds)?_bucket\{[^}]*le="0.25"[^}]*\} 1/);
+    // A unit other than a count is part of the name: the Prometheus exporter appends none.
+    expect(body).toMatch(/q_jobs_duration_seconds_bucket\{[^}]*le="0.25"[^}]*\} 1/);
+    expect(body).toMatch(/# UNIT q_jobs_duration_seconds s/);
+    // The former name is still served for one release, with the same data.
+    expect(body).toMatch(/q_jobs_duration_bucket\{[^}]*le="0.25"[^}]*\} 1/);
+    expect(body).toMatch(/HELP q_jobs_duration Deprecated: use q.jobs.duration.seconds/);
+    expect(DEPRECATED_METRIC.jobsDuration).toBe('q.jobs.duration');
 
     expect((await get(`http://127.0.0.1:${t.prometheusPort}/other`)).status).toBe(404);
     stopBacklog();
@@ -73,6 +79,7 @@ describe('startTelemetry', () => {
   it('validates its options', () => {
     expect(() => startTelemetry({ serviceName: '' })).toThrow(/serviceName/);
     expect(() => startTelemetry({ serviceName: 's', prometheusPort: 70000, registerGlobals: false })).toThrow(/prometheusPort/);
+    expect(() => startTelemetry({ serviceName: 's', exportTimeoutMs: 0, registerGlobals: false })).toThrow(/exportTimeoutMs/);
   });
 
   it('exports traces and metrics over OTLP/HTTP, flushed by shutdown()', async () => {
@@ -131,15 +138,67 @@ describe('startTelemetry', () => {
     await again.ready;
   });
 
+  it('shutdown() resolves and logs when the collector is unreachable', async () => {
+    // A port that just stopped listening on 127.0.0.1: connections are refused.
+    const port = await listen((_, res) => res.end());
+    await new Promise((r) => servers.pop()!.close(r));
+    const warnings: Array<{ fields: Record<string, unknown>; msg?: string }> = [];
+    const logger: Logger = { debug: () => undefined, info: () => undefined, error: () => undefined, warn: (fields, msg) => warnings.push({ fields, msg }) };
+    const t = startTelemetry({
+      serviceName: 'q-unreachable', otlpEndpoint: `http://127.0.0.1:${port}`, exportTimeoutMs: 1_500, logger, registerGlobals: false,
+    });
+    t.tracerProvider.getTracer('t').startSpan('lost').end();
+    jobMetrics(t.meterProvider).completed.add(1, { 'job.type': 'x', 'job.status': 'succeeded' });
+    const t0 = Date.now();
+    await expect(t.shutdown()).resolves.toBeUndefined();
+    const took = Date.now() - t0;
+    expect(took).toBeLessThan(1_500 + 2_000 + 1_000);
+    expect(warnings.map((w) => w.fields.what).sort()).toEqual(['metrics', 'traces']);
+    for (const w of warnings) {
+      expect(w.msg).toBe('telemetry export failed; the data was dropped');
+      expect(w.fields.otlpEndpoint).toBe(`http://127.0.0.1:${port}`);
+      expect(JSON.stringify(w.fields.err)).toMatch(/ECONNREFUSED|timeout|Timeout/);
+    }
+    await expect(t.shutdown()).resolves.toBeUndefined(); // idempotent, nothing logged again
+    expect(warnings).toHaveLength(2);
+  });
+
+  it('shutdown() with the default logger writes the failure to stderr and resolves', async () => {
+    const port = await listen((req, res) => {
+      req.resume();
+      req.on('end', () => res.writeHead(400).end('bad'));
+    });
+    const written: string[] = [];
+    const write = process.stderr.write.bind(process.stderr);
+    process.stderr.write = ((chunk: string | Uint8Array) => {
+      written.push(String(chunk));
+      return true;
+    }) as typeof process.stderr.write;
+    try {
+      const t = startTelemetry({ serviceName: 'q-test', otlpEndpoint: `http://user:pw-secret@127.0.0.1:${port}`, registerGlobals: false });
+      t.tracerProvider.getTracer('t').startSpan('lost').end();
+      await expect(t.shutdown()).resolves.toBeUndefined();
+    } finally {
+      process.stderr.write = write;
+    }
+    const lines = written.filter((l) => l.startsWith('q telemetry: telemetry export failed'));
+    expect(lines.length).toBeGreaterThanOrEqual(1);
+    expect(lines.join('')).toContain('"what":"traces"');
+    expect(lines.join('')).not.toContain('pw-secret');
+  });
+
   it('reports a refused OTLP export from forceFlush', async () => {
     // 400 is not retryable, so the export fails at once (a closed port is retried for seconds).
     const port = await listen((req, res) => {
       req.resume();
       req.on('end', () => res.writeHead(400).end('bad'));
     });
-    const t = startTelemetry({ serviceName: 'q-test', otlpEndpoint: `http://127.0.0.1:${port}`, registerGlobals: false });
+    const warnings: string[] = [];
+    const logger: Logger = { debug: () => undefined, info: () => undefined, error: () => undefined, warn: (_f, msg) => warnings.push(msg ?? '') };
+    const t = startTelemetry({ serviceName: 'q-test', otlpEndpoint: `http://127.0.0.1:${port}`, registerGlobals: false, logger });
     t.tracerProvider.getTracer('t').startSpan('lost').end();
     await expect(t.forceFlush()).rejects.toBeDefined();
+    expect(warnings).toContain('telemetry export failed; the data was dropped');
     await t.shutdown().catch(() => undefined);
   });
 });

@@ -5,6 +5,7 @@ import { isQError } from '@q/schema';
 import { startWorkerApp } from '../app.js';
 import { USAGE, parseConfig } from '../config.js';
 import { createLogger } from '../logger.js';
+import { VERSION } from '../version.js';
 
 let parsed;
 try {
@@ -15,11 +16,11 @@ try {
   process.exit(2);
 }
 if (parsed.help) {
-  process.stdout.write(`${USAGE}\n`);
+  process.stdout.write(parsed.version ? `akerdock-worker ${VERSION}\n` : `${USAGE}\n`);
   process.exit(0);
 }
 const config = parsed.config;
-const log = createLogger(config.logLevel);
+const log = createLogger(config.logLevel, { format: config.logFormat });
 
 let app: Awaited<ReturnType<typeof startWorkerApp>> | undefined;
 let signals = 0;

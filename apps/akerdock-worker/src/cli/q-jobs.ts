@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import { parseArgs } from 'node:util';
 import { AdminClient, ApiCallError, type JobPage } from './client.js';
+import { VERSION } from '../version.js';
 import { jobDetail, jobsTable, stepsTable } from './table.js';
 
 /** `q-jobs --help`. */
@@ -18,13 +19,64 @@ export const CLI_USAGE = `usage: q-jobs <command> [args] [--json] [--url URL] [-
   --url    admin API (AKERDOCK_API_URL, default http://127.0.0.1:8080)
   --token  bearer token (AKERDOCK_ADMIN_TOKEN)
   --json   print the API's JSON instead of tables
+  q-jobs COMMAND --help   that command's help;  q-jobs --version   the version
 Exit status: 0 ok, 1 the API refused (error on stderr), 2 usage error.`;
+
+const COMMON_FLAGS = `  --url URL      admin API (AKERDOCK_API_URL, default http://127.0.0.1:8080)
+  --token TOKEN  bearer token (AKERDOCK_ADMIN_TOKEN)
+  --json         print the API's JSON instead of a table`;
+
+/** `q-jobs COMMAND --help` (and `q-jobs help COMMAND`): one text per command. */
+export const COMMAND_USAGE: Readonly<Record<string, string>> = {
+  enqueue: `usage: q-jobs enqueue TYPE [flags]
+
+Enqueues one job of type TYPE (POST /jobs) and prints it.
+  --queue Q              logical queue (default: the type's queue)
+  --payload JSON         the payload, inline
+  --payload-file FILE    the payload, read from FILE (not with --payload)
+  --priority N           higher runs first
+  --run-at ISO           not before this time
+  --max-attempts N       attempts before dead letter
+  --lock-key K           at most one running job per key
+  --idempotency-key K    the same key returns the first job instead of a new one`,
+  list: `usage: q-jobs list [flags]
+
+Lists jobs, newest first (GET /jobs).
+  --status S   scheduled, queued, leased, running, retry_wait, succeeded, cancelled, dead_letter
+  --queue Q    one logical queue
+  --type T     one job type
+  --limit N    page size
+  --cursor C   the page after C (printed under a full page)
+  --all        follow every cursor to the oldest job`,
+  get: `usage: q-jobs get UUID [flags]
+
+Prints one job: its attempt, result, error and steps.`,
+  steps: `usage: q-jobs steps UUID [flags]
+
+Prints the step timeline of one job.`,
+  retry: `usage: q-jobs retry UUID [--idempotency-key K] [flags]
+
+Dead-letter jobs only: enqueues a new job with the same type and payload and prints it.`,
+  forget: `usage: q-jobs forget UUID [flags]
+
+Dead-letter jobs only: closes it as cancelled.`,
+  cancel: `usage: q-jobs cancel UUID [flags]
+
+Cancels a queued job, or asks a running one to stop.`,
+};
+
+/** The help text of `cmd` (with the flags every command takes), or the global usage. */
+function usageOf(cmd: string | undefined): string {
+  const text = cmd === undefined ? undefined : COMMAND_USAGE[cmd];
+  return text === undefined ? CLI_USAGE : `${text}\n\n${COMMON_FLAGS}`;
+}
 
 const OPTIONS = {
   url: { type: 'string' },
   token: { type: 'string' },
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
+  version: { type: 'boolean', short: 'V' },
   queue: { type: 'string' },
   payload: { type: 'string' },
   'payload-file': { type: 'string' },
@@ -56,8 +108,21 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv, io: CliIo):
     return 2;
   }
   const [cmd, ...rest] = positionals;
-  if (values.help || cmd === undefined || cmd === 'help') {
-    io.out(CLI_USAGE);
+  if (values.version) {
+    io.out(`q-jobs ${VERSION}`);
+    return 0;
+  }
+  if (cmd === 'help') {
+    // `q-jobs help list`; an unknown command name is a usage error.
+    if (rest[0] !== undefined && COMMAND_USAGE[rest[0]] === undefined) {
+      io.err(`unknown command "${rest[0]}"\n\n${CLI_USAGE}`);
+      return 2;
+    }
+    io.out(usageOf(rest[0]));
+    return 0;
+  }
+  if (values.help || cmd === undefined) {
+    io.out(usageOf(cmd));
     return cmd === undefined && !values.help ? 2 : 0;
   }
   const str = (k: keyof typeof OPTIONS) => (typeof values[k] === 'string' ? (values[k] as string) : undefined);
@@ -145,7 +210,7 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv, io: CliIo):
     }
   } catch (err) {
     if (err instanceof UsageError) {
-      io.err(`${err.message}\n\n${CLI_USAGE}`);
+      io.err(`${err.message}\n\n${usageOf(cmd)}`);
       return 2;
     }
     if (err instanceof ApiCallError) {
