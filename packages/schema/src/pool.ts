@@ -64,12 +64,19 @@ export function connectionError(dsn: string, err: unknown): QError {
 
 /**
  * Runs `fn` in a transaction on one pooled connection: COMMIT when it resolves, ROLLBACK when it
- * throws (the error is rethrown). A connection that cannot even roll back is destroyed, not
- * given back to the pool.
+ * throws (the error is rethrown). A connection that broke meanwhile, or cannot even roll back, is
+ * destroyed, not given back to the pool; its 'error' event is handled, never left to crash the process.
  */
 export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
-  let broken = false;
+  // A checked-out client has no listener of the pool's: without this one, a backend terminated
+  // between two statements (failover, pg_terminate_backend) is an unhandled 'error' event that
+  // kills the process. The next statement then rejects, and the client is destroyed below.
+  let broken: Error | undefined;
+  const onError = (err: Error): void => {
+    broken = err;
+  };
+  client.on('error', onError);
   try {
     try {
       await client.query('BEGIN');
@@ -77,12 +84,13 @@ export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClie
       await client.query('COMMIT');
       return out;
     } catch (err) {
-      await client.query('ROLLBACK').catch(() => {
-        broken = true;
+      await client.query('ROLLBACK').catch((e: unknown) => {
+        broken ??= e instanceof Error ? e : new Error(String(e));
       });
       throw err;
     }
   } finally {
-    client.release(broken);
+    client.removeListener('error', onError);
+    client.release(broken ?? false);
   }
 }

@@ -1,4 +1,4 @@
-import { QError, QErrorCode, invalidArgument, redactDsn } from '@q/schema';
+import { QError, QErrorCode, databaseError, invalidArgument, redactDsn } from '@q/schema';
 import type pg from 'pg';
 
 /** Throws `INVALID_ARGUMENT` unless `pool` looks like a `pg.Pool` and `opts` is an options object. */
@@ -24,22 +24,20 @@ export function listenerConnection(pool: pg.Pool): pg.ClientConfig {
 
 /**
  * A failed write through the caller's transaction as a `QError` (the savepoint is already rolled
- * back): QErrors pass; a value Postgres refused (class 22, 23) is `INVALID_ARGUMENT`; anything else
- * `CONNECTION`. Only Postgres' message is kept, never its DETAIL (which can quote a payload).
+ * back): the shared {@link databaseError} mapping, except that any other integrity violation
+ * (class 23: a check or foreign key the caller's rows broke) is `INVALID_ARGUMENT` too, since
+ * retrying the same transaction cannot help. Postgres' DETAIL, which can quote a payload, is never kept.
  */
 export function transactionWriteError(err: unknown): QError {
-  if (err instanceof QError) return err;
   const code = (err as { code?: unknown } | null)?.code;
-  const reason = redactDsn(err instanceof Error ? err.message : String(err));
-  if (typeof code === 'string' && (code.startsWith('22') || code.startsWith('23'))) {
-    return new QError(QErrorCode.INVALID_ARGUMENT, `enqueue: ${reason}`, { cause: err });
+  if (!(err instanceof QError) && typeof code === 'string' && code.startsWith('23') && code !== '23505') {
+    const headline = (err instanceof Error ? err.message : String(err)).split(':')[0]!.trim();
+    return new QError(QErrorCode.INVALID_ARGUMENT, `enqueue: ${redactDsn(headline)} (SQLSTATE ${code})`, { cause: err });
   }
-  return new QError(QErrorCode.CONNECTION, `enqueue failed: ${reason}`, { cause: err });
+  return databaseError('enqueue', err);
 }
 
-/** A failure of `JobStore.fromPool` (migrating, reading the schema) as a `QError` (`CONNECTION`). */
+/** A failure of `JobStore.fromPool` (migrating, reading the schema) as a `QError`. */
 export function poolError(err: unknown): QError {
-  if (err instanceof QError) return err;
-  const reason = redactDsn(err instanceof Error ? err.message : String(err));
-  return new QError(QErrorCode.CONNECTION, `JobStore.fromPool failed: ${reason}`, { cause: err });
+  return databaseError('JobStore.fromPool', err);
 }

@@ -182,7 +182,6 @@ export class JobStore {
    * Inserts jobs; all or none. An idempotency-key conflict inserts nothing for that job and
    * returns the stored original, unchanged. A `runAt` after the database's now makes the job
    * `scheduled`; otherwise it is `queued` at the database's now. Queued jobs wake idle workers
-<<<<<<< HEAD
    * (NOTIFY, delivered at commit). One statement per {@link ENQUEUE_CHUNK} jobs and per
    * {@link STATEMENT_TEXT_BUDGET} characters of payload; several statements share one
    * transaction. Jobs are inserted in idempotency-key order (ids still follow the input order), so
@@ -194,34 +193,25 @@ export class JobStore {
    * JSON cannot carry as given (BigInt, function, symbol, non-finite number, cycle, Map, Set,
    * typed array…; a toJSON or getter that throws; \u0000 or a lone surrogate) or over 64 MiB of
    * JSON; a `runAt` before the year 1.
-=======
-   * (NOTIFY, delivered at commit). One statement per {@link ENQUEUE_CHUNK} jobs; several chunks
-   * share one transaction. Returns the jobs in input order.
    *
    * With `{ client }`, the jobs are written through the caller's connection, in its transaction
    * (see {@link InTransaction}): they exist iff it commits, workers are woken at that commit, an
    * idempotency key held by a job committed (or written earlier in that transaction) returns that
    * job, and a failure rolls back only q's savepoint, leaving the caller's transaction usable.
->>>>>>> h-bench
    */
   async enqueue(jobs: readonly NewJob[], tx?: InTransaction): Promise<Job[]> {
     if (!Array.isArray(jobs)) throw invalidArgument('jobs must be an array');
     const client = tx === undefined ? undefined : checkInTransaction('enqueue', tx);
     const batch = toEnqueueBatch(jobs);
     if (jobs.length === 0) return [];
-<<<<<<< HEAD
     const sizes = batch.payloads.map((p) => p.length);
     const total = checkCallSize('enqueue', 'payload JSON', sizes);
     const fitsOne = jobs.length <= ENQUEUE_CHUNK && total <= STATEMENT_TEXT_BUDGET;
     // One statement orders its rows itself; several are given them in key order.
     const chunks = fitsOne ? [] : chunkIndices(keyOrder(batch.idempotencyKeys), sizes, ENQUEUE_CHUNK);
+    if (client) return this.#enqueueThrough(client, batch, fitsOne ? null : chunks);
     return this.#op('enqueue', () => retryDeadlock(async () => {
       if (fitsOne) return this.#enqueueChunk(this.pool, batch, null);
-=======
-    if (client) return this.#enqueueThrough(client, batch, jobs.length);
-    return this.#op('enqueue', async () => {
-      if (jobs.length <= ENQUEUE_CHUNK) return this.#enqueueChunk(this.pool, batch, 0, jobs.length);
->>>>>>> h-bench
       return this.#transaction(async (client) => {
         // Ids in input order (see enqueue-jobs.ts), the rows inserted in key order across statements.
         const ids = await drawJobIds(client, jobs.length);
@@ -235,12 +225,13 @@ export class JobStore {
     }), { 'job.count': jobs.length });
   }
 
-<<<<<<< HEAD
-  /** Inserts the jobs at `indices` of `b` (all, ids drawn by the statement, when null); returns them in that order. */
-  async #enqueueChunk(db: pg.Pool | pg.PoolClient, b: ReturnType<typeof toEnqueueBatch>, indices: number[] | null): Promise<Job[]> {
-    const pick = <T>(a: T[]) => (indices === null ? a : indices.map((i) => a[i]!));
-=======
-  #enqueueThrough(client: Queryable, batch: ReturnType<typeof toEnqueueBatch>, n: number): Promise<Job[]> {
+  /**
+   * Writes through the caller's connection, inside its transaction and behind a savepoint: the
+   * same statements as {@link JobStore.enqueue}, in the same key order (`chunks` null = one
+   * statement). No deadlock retry here: a deadlock belongs to the caller's transaction.
+   */
+  #enqueueThrough(client: Queryable, batch: ReturnType<typeof toEnqueueBatch>, chunks: number[][] | null): Promise<Job[]> {
+    const n = batch.uuids.length;
     return this.#op('enqueue', async () => {
       try {
         return await inCallerTransaction('enqueue', client, async () => {
@@ -249,9 +240,12 @@ export class JobStore {
           if (rows[0]?.schema !== this.schema) {
             throw new QError(QErrorCode.CONFIG, `enqueue: the client's current schema is not the job store's ("${this.schema}"): set its search_path`);
           }
-          const out: Job[] = [];
-          for (let from = 0; from < n; from += ENQUEUE_CHUNK) {
-            out.push(...(await this.#enqueueChunk(client, batch, from, Math.min(from + ENQUEUE_CHUNK, n))));
+          if (chunks === null) return this.#enqueueChunk(client, batch, null);
+          const ids = await drawJobIds(client, n);
+          const out = new Array<Job>(n);
+          for (const chunk of chunks) {
+            const got = await this.#enqueueChunk(client, { ...batch, ids }, chunk);
+            chunk.forEach((at, k) => (out[at] = got[k]!));
           }
           return out;
         });
@@ -261,14 +255,9 @@ export class JobStore {
     }, { 'job.count': n, 'job.in_transaction': true });
   }
 
-  async #enqueueChunk(
-    db: Queryable,
-    b: ReturnType<typeof toEnqueueBatch>,
-    from: number,
-    to: number,
-  ): Promise<Job[]> {
-    const slice = <T>(a: T[]) => (from === 0 && to === a.length ? a : a.slice(from, to));
->>>>>>> h-bench
+  /** Inserts the jobs at `indices` of `b` (all, ids drawn by the statement, when null); returns them in that order. */
+  async #enqueueChunk(db: Queryable, b: ReturnType<typeof toEnqueueBatch>, indices: number[] | null): Promise<Job[]> {
+    const pick = <T>(a: T[]) => (indices === null ? a : indices.map((i) => a[i]!));
     const chunk = {
       uuids: pick(b.uuids), queues: pick(b.queues), types: pick(b.types), payloads: pick(b.payloads),
       priorities: pick(b.priorities), runAts: pick(b.runAts), maxAttempts: pick(b.maxAttempts),

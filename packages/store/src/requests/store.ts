@@ -1,6 +1,6 @@
 import type { Tracer } from '@opentelemetry/api';
 import { instrumentPool, qTracer, requestMetrics, withOperation, type RequestMetrics } from '@q/otel';
-import { QError, QErrorCode, invalidArgument, migrate, openPool, resolveMaxConns } from '@q/schema';
+import { QError, QErrorCode, invalidArgument, migrate, openPool, resolveMaxConns, withTransaction } from '@q/schema';
 import type pg from 'pg';
 import type { FromPoolOptions, OpenOptions } from '../options.js';
 import { checkInTransaction, inCallerTransaction, type InTransaction } from '../transaction.js';
@@ -500,22 +500,7 @@ export class Store {
     );
   }
 
-  private async transaction(fn: (client: pg.PoolClient) => Promise<void>): Promise<void> {
-    const client = await this.pool.connect();
-    let broken: Error | undefined;
-    try {
-      await client.query('BEGIN');
-      try {
-        await fn(client);
-        await client.query('COMMIT');
-      } catch (err) {
-        await client.query('ROLLBACK').catch((e: unknown) => {
-          broken = e instanceof Error ? e : new Error(String(e));
-        });
-        throw err;
-      }
-    } finally {
-      client.release(broken);
-    }
+  private transaction(fn: (client: pg.PoolClient) => Promise<void>): Promise<void> {
+    return withTransaction(this.pool, fn);
   }
 }
