@@ -14,6 +14,7 @@ import { loadConfig, OVERRIDABLE } from './config/load.js';
 import type { DispatcherConfig } from './config/schema.js';
 import { DEFAULT_QUEUE, popResults, submitRequests } from './client/producer.js';
 import { formatSummary, runDemo } from './demo.js';
+import { runSaturationDemo } from './demo-saturation.js';
 import { routeProblem } from './formats.js';
 import { clearRunState, DEFAULT_DATA_DIR, readRunState, startEmbedded, writeRunState } from './embedded.js';
 import { DEFAULT_ROUTE } from './pipeline/handler.js';
@@ -40,6 +41,8 @@ common options:
 
 demo options: --requests N (2000) --tenants N (3) --limit N (8) --data-dir DIR (.q/pgdata)
               --latency-ms A-B (20-80) --rate-429 X (0.03) --rate-503 X (0.02) --deadline-seconds N (60)
+              --saturation: drain --requests (3000) into a saturating model server with and without
+              an endpoint-scrape gate; charts the server's saturation over time
 run options:  --igw-base-url URL (no config file: the endpoint of the default queue; absent: simulated)
               --data-dir DIR`;
 
@@ -57,6 +60,7 @@ const options = {
   follow: { type: 'boolean' },
   limit: { type: 'string' },
   json: { type: 'boolean' },
+  saturation: { type: 'boolean' },
   requests: { type: 'string' },
   tenants: { type: 'string' },
   'data-dir': { type: 'string' },
@@ -254,6 +258,20 @@ async function cmdStatus(): Promise<void> {
 }
 
 async function cmdDemo(): Promise<void> {
+  if (flags.saturation) {
+    const r = await runSaturationDemo({
+      requests: Math.floor(num('requests', 3000, 1)),
+      dsn: flags.dsn ?? process.env.Q_DSN ?? process.env.SQL_URL,
+      dataDir: flags['data-dir'],
+      out: process.stdout,
+    });
+    const [gated, open] = r.runs;
+    process.stdout.write(
+      `\nwith the gate: max saturation ${gated!.maxSaturation.toFixed(2)}, interactive p99 ${(gated!.p99Ms / r.unloadedP99Ms).toFixed(2)}× unloaded; ` +
+        `without: ${open!.maxSaturation.toFixed(2)}, ${(open!.p99Ms / r.unloadedP99Ms).toFixed(2)}×\n`,
+    );
+    return;
+  }
   const [lo, hi] = (flags['latency-ms'] ?? '20-80').split('-').map(Number);
   if (!Number.isFinite(lo) || !Number.isFinite(hi)) throw new UsageError('--latency-ms must look like 20-80');
   const dsn = flags.dsn ?? process.env.Q_DSN ?? process.env.SQL_URL;
