@@ -144,7 +144,7 @@ describe('tier-priority headers and pool metrics end to end', () => {
   it('the backlog poll publishes how many pending requests are due within each deadline window', async () => {
     await submit(store, 'held', 'held-out', [
       { id: 'p-2s', deadlineIn: 2 },
-      { id: 'p-10s', deadlineIn: 10 },
+      { id: 'p-12s', deadlineIn: 12 },
       { id: 'p-100s', deadlineIn: 100 },
       { id: 'p-3000s', deadlineIn: 3000 },
       { id: 'p-2d', deadlineIn: 2 * 86400 },
