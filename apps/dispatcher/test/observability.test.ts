@@ -83,4 +83,10 @@ describe('observability', () => {
     expect(text).toMatch(/llm_d_async_async_broker_backlog\{[^}]*queue_name="held"[^}]*\} 5/);
     expect(text).toMatch(/llm_d_async_async_broker_backlog_source_available\{[^}]*queue_name="held"[^}]*\} 1/);
   });
+
+  it('without pools: the implicit default pool’s limit is concurrency per queue, and nothing waits for a worker', async () => {
+    const text = await (await fetch(`http://127.0.0.1:${d!.metricsPort}/metrics`)).text();
+    expect(text).toMatch(/llm_d_async_async_pool_worker_limit\{pool_name="default"[^}]*\} 16\n/);
+    for (const q of ['traced', 'held']) expect(text).toMatch(new RegExp(`llm_d_async_async_queue_depth\\{[^}]*queue_name="${q}"[^}]*\\} 0\\n`));
+  });
 });

@@ -175,6 +175,12 @@ export function loadConfig(opts: LoadOptions = {}): DispatcherConfig {
   (cfg.pools ?? []).forEach((pl, i) => {
     if (pools.has(pl.id)) throw configError(`pools[${i}].id ${JSON.stringify(pl.id)} is a duplicate`);
     pools.add(pl.id);
+    // Lanes exist only under tier-priority: elsewhere these options would silently do nothing.
+    if (pl.merge_policy !== 'tier-priority') {
+      for (const f of ['priority_header', 'lane_objectives'] as const) {
+        if (pl[f] !== undefined) throw configError(`pools[${i}].${f} needs merge_policy tier-priority`);
+      }
+    }
     if (pl.gate_type !== undefined) createGate({ gate_type: pl.gate_type, gate_params: pl.gate_params }, { sources, hasPrometheus: cfg.prometheus_url !== undefined }, `pools[${i}]`);
   });
   cfg.queues.forEach((q, i) => {

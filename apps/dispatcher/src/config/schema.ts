@@ -35,6 +35,17 @@ export interface PoolConfig {
   /** The pool gate: Continue / Wait (parked) / Refuse (back to the queue) / Drop (result). */
   gate_type?: string;
   gate_params?: Record<string, unknown>;
+  /**
+   * `tier-priority` pools only: header stamped on every request the pool sends, valued with the
+   * request's lane (`0`..`5`). Absent: `x-gateway-priority`; `""` stamps nothing.
+   */
+  priority_header?: string;
+  /**
+   * `tier-priority` pools only: lane (`"0"`..`"5"`) → inference objective. A request of a listed
+   * lane carries this objective (`x-llm-d-inference-objective`, replacing the queue's) instead of
+   * the priority header: the objective names its priority.
+   */
+  lane_objectives?: Record<string, string>;
 }
 
 /** One request queue. */
@@ -128,6 +139,12 @@ export function secondsToMs(seconds: number): number {
   return Math.round(seconds * 1000);
 }
 
+/** The default priority header of a `tier-priority` pool (§3.2 step 5). */
+export const DEFAULT_PRIORITY_HEADER = 'x-gateway-priority';
+// An HTTP header name (token) or "" (off), and a legal header value (visible ASCII, inner spaces).
+const HEADER_NAME = '^[A-Za-z0-9!#$%&\'*+.^_`|~-]*$';
+const HEADER_VALUE = '^[\\x21-\\x7e]([\\x20-\\x7e\\t]*[\\x21-\\x7e])?$';
+
 /** Defaults of top-level scalar fields (§6.2). */
 export const TOP_DEFAULTS = {
   lease_ttl_seconds: 30,
@@ -175,7 +192,7 @@ export const CONFIG_SCHEMA = {
     drain_timeout_ms: { ...nonNegInt, default: TOP_DEFAULTS.drain_timeout_ms },
     retry_base_ms: { ...nonNegInt, default: TOP_DEFAULTS.retry_base_ms },
     retry_cap_ms: { ...nonNegInt, default: TOP_DEFAULTS.retry_cap_ms },
-    fairness_header: { type: 'string', pattern: '^[A-Za-z0-9!#$%&\'*+.^_`|~-]*$', default: TOP_DEFAULTS.fairness_header },
+    fairness_header: { type: 'string', pattern: HEADER_NAME, default: TOP_DEFAULTS.fairness_header },
     fairness_attribute: { type: 'string', minLength: 1, default: TOP_DEFAULTS.fairness_attribute },
     health_port: { ...port, default: TOP_DEFAULTS.health_port },
     metrics_port: { ...port, default: TOP_DEFAULTS.metrics_port },
@@ -201,6 +218,12 @@ export const CONFIG_SCHEMA = {
           merge_policy: { enum: ['random-robin', 'tier-priority'], default: 'random-robin' },
           gate_type: { type: 'string', minLength: 1 },
           gate_params: { type: 'object' },
+          priority_header: { type: 'string', pattern: HEADER_NAME },
+          lane_objectives: {
+            type: 'object',
+            additionalProperties: false,
+            patternProperties: { '^[0-5]$': { type: 'string', pattern: HEADER_VALUE } },
+          },
         },
       },
     },

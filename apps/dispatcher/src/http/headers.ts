@@ -14,6 +14,11 @@ export interface HeaderInput {
   /** Fairness header name ("" disables it) and the metadata attribute it carries. */
   fairnessHeader: string;
   fairnessAttribute: string;
+  /**
+   * `tier-priority` pools (step 5): the request's lane, and either the header that carries it
+   * (`header`, "" = none) or the objective that replaces the queue's for that lane (`objective`).
+   */
+  priority?: { lane: number; header: string; objective?: string };
 }
 
 /** Builds the header map (lower-case names). Illegal custom header names are skipped. */
@@ -26,6 +31,13 @@ export function buildHeaders(input: HeaderInput): Record<string, string> {
   if (input.fairnessHeader) {
     const id = input.metadata?.[input.fairnessAttribute];
     if (id && Buffer.byteLength(id) <= 256 && VALUE.test(id)) out[input.fairnessHeader.toLowerCase()] = id;
+  }
+  const p = input.priority;
+  if (p) {
+    // A lane objective names the priority itself (the gateway maps objectives to priorities),
+    // so it replaces the lane index rather than adding a second, possibly conflicting signal.
+    if (p.objective !== undefined) out['x-llm-d-inference-objective'] = p.objective;
+    else if (p.header) out[p.header.toLowerCase()] = String(p.lane);
   }
   return out;
 }

@@ -15,7 +15,7 @@ import { errInfo, type Logger } from '../logger.js';
 import type { DispatcherMetrics } from '../metrics.js';
 import type { Gate, GateMessage, GateRelease, Verdict } from '../gates/gates.js';
 import type { KeyLoad } from './admission.js';
-import type { WorkerPool } from './pool.js';
+import { laneOf, type WorkerPool } from './pool.js';
 import type { CancelBatcher } from './cancel-batcher.js';
 import type { Outcome, QueuedRequest, QuotaPort, Release } from './ports.js';
 
@@ -42,6 +42,11 @@ export interface HandlerDeps {
   poolGate?: Gate;
   /** The worker pool of this queue: a request waits here for one of its workers. */
   pool?: WorkerPool;
+  /**
+   * Set when `pool` is a `tier-priority` pool: every request it sends carries its lane in
+   * `header` ("" = none), or, for a lane listed in `laneObjectives`, that objective instead.
+   */
+  tierPriority?: { header: string; laneObjectives: Readonly<Record<string, string>> };
   /** Bound of a pool-gate wait, ms (0 = until the deadline); then back to pending. */
   gateWaitTimeoutMs?: number;
   /** Pool metrics (pool-gate decisions). Default: `metrics`. */
@@ -268,7 +273,7 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
       }
     }
     try {
-      if (!deps.tracer) return await attempt(req, env, retryCount, pulledAt, signal);
+      if (!deps.tracer) return await attempt(req, env, msg.labels, retryCount, pulledAt, signal);
       // `process-request` (§7.2): one span per attempt, a child of the submitter's trace when
       // the request's metadata carries W3C trace context.
       const parent = W3C.extract(ROOT_CONTEXT, env.data.metadata ?? {}, defaultTextMapGetter);
@@ -278,7 +283,7 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
         parent,
       );
       try {
-        const out = await context.with(trace.setSpan(parent, span), () => attempt(req, env, retryCount, pulledAt, signal, span));
+        const out = await context.with(trace.setSpan(parent, span), () => attempt(req, env, msg.labels, retryCount, pulledAt, signal, span));
         return out;
       } finally {
         span.end();
@@ -290,7 +295,7 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
   };
 
   /** The send and its classification (§3.3–§3.4). */
-  async function attempt(req: QueuedRequest, env: Envelope, retryCount: number, pulledAt: number, signal: AbortSignal | undefined, span?: Span): Promise<Outcome> {
+  async function attempt(req: QueuedRequest, env: Envelope, labels: Record<string, string>, retryCount: number, pulledAt: number, signal: AbortSignal | undefined, span?: Span): Promise<Outcome> {
     const failed = (category: string, message: string) => {
       span?.setAttribute('error.category', category);
       span?.setStatus({ code: SpanStatusCode.ERROR, message });
@@ -312,6 +317,7 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
         metadata: env.data.metadata,
         fairnessHeader: config.fairness_header,
         fairnessAttribute: config.fairness_attribute,
+        ...(deps.tierPriority ? { priority: priorityOf(deps.tierPriority, laneOf(labels)) } : {}),
       });
       metrics.inflight(1);
       const t0 = performance.now();
@@ -410,6 +416,12 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
       deps.stopping?.removeEventListener('abort', onAbort);
     }
   }
+}
+
+/** The priority stamp of a request in `lane` (§3.2 step 5). */
+function priorityOf(tp: NonNullable<HandlerDeps['tierPriority']>, lane: number): { lane: number; header: string; objective?: string } {
+  const objective = Object.hasOwn(tp.laneObjectives, String(lane)) ? tp.laneObjectives[String(lane)] : undefined;
+  return { lane, header: tp.header, ...(objective !== undefined ? { objective } : {}) };
 }
 
 /** A gate's Drop as a result: its own result, else `GATE_DROPPED` (§2.3). */

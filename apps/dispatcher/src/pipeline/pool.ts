@@ -52,6 +52,13 @@ export class WorkerPool {
     return n;
   }
 
+  /** Requests of `queue` waiting for a slot now (`…_queue_depth`). */
+  waitingFor(queue: string): number {
+    let n = 0;
+    for (const lane of this.#lanes) n += lane.get(queue)?.length ?? 0;
+    return n;
+  }
+
   /**
    * Waits for a slot for a request of `queue` (with its labels, for `tier-priority`). Rejects
    * with `signal.reason` when `signal` aborts first (stop, lease lost), taking nothing.

@@ -11,7 +11,7 @@ import { createQuota, type Quota } from '@q/quota';
 import { QError, QErrorCode } from '@q/schema';
 import { Store } from '@q/store';
 import { readTlsFiles } from '../config/load.js';
-import { secondsToMs, type DispatcherConfig } from '../config/schema.js';
+import { DEFAULT_PRIORITY_HEADER, secondsToMs, type DispatcherConfig } from '../config/schema.js';
 import type { ResultMessage } from '../formats.js';
 import { InferenceClient } from '../http/client.js';
 import { errInfo, silentLogger, type Logger } from '../logger.js';
@@ -25,6 +25,9 @@ import { admissionStore, KeyLoad } from '../pipeline/admission.js';
 import { createHandler } from '../pipeline/handler.js';
 import type { QuotaPort } from '../pipeline/ports.js';
 import { startEndpoint, type Endpoint } from './http-endpoints.js';
+
+/** Deadline-proximity windows of the backlog poll, seconds (§5.5): 0, 1 s, … 24 h. */
+export const PROXIMITY_WINDOWS_S = [0, 1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400];
 
 /** Options of {@link Dispatcher.start}. */
 export interface DispatcherOptions {
@@ -154,13 +157,15 @@ export class Dispatcher {
     const quota: QuotaPort | undefined = this.quota;
     const load = new KeyLoad();
     const hasPrometheus = cfg.prometheus_url !== undefined;
-    const pools = new Map<string, { pool: WorkerPool; gate?: Gate; metrics: DispatcherMetrics }>();
+    type TierPriority = { header: string; laneObjectives: Record<string, string> };
+    const pools = new Map<string, { pool: WorkerPool; gate?: Gate; metrics: DispatcherMetrics; tierPriority?: TierPriority }>();
     (cfg.pools ?? []).forEach((p, i) => {
       // Pool-gate series carry empty queue labels (§7.1).
       const metrics = new DispatcherMetrics(meterProvider, '', p.id);
       const gm = new GateMetrics(meterProvider, { queue_id: '', queue_name: '', pool_name: p.id });
       const gate = p.gate_type ? createGate({ gate_type: p.gate_type, gate_params: p.gate_params }, { sources: this.sources, hasPrometheus, metrics: gm }, `pools[${i}]`) : undefined;
-      pools.set(p.id, { pool: new WorkerPool(p.id, p.workers, p.merge_policy), gate, metrics });
+      const tierPriority = p.merge_policy === 'tier-priority' ? { header: p.priority_header ?? DEFAULT_PRIORITY_HEADER, laneObjectives: { ...p.lane_objectives } } : undefined;
+      pools.set(p.id, { pool: new WorkerPool(p.id, p.workers, p.merge_policy), gate, metrics, ...(tierPriority ? { tierPriority } : {}) });
       this.pools.set(p.id, pools.get(p.id)!.pool);
     });
     for (const queue of cfg.queues) {
@@ -178,6 +183,7 @@ export class Dispatcher {
         queueGate,
         pool: poolEntry?.pool,
         poolGate: poolEntry?.gate,
+        ...(poolEntry?.tierPriority ? { tierPriority: poolEntry.tierPriority } : {}),
         poolMetrics: poolEntry?.metrics,
         gateWaitTimeoutMs: cfg.gate_wait_timeout_ms,
         queue,
@@ -219,6 +225,28 @@ export class Dispatcher {
         }),
       );
     }
+    this.startPoolGauges(meterProvider);
+  }
+
+  /**
+   * `…_pool_worker_limit{pool_name}` once at startup, and `…_queue_depth` per queue: requests
+   * waiting in their pool for a worker (the merged channel), read at every collection. Without
+   * pools a dispatched request goes straight to a handler slot, so the depth is always 0 and the
+   * limit of the implicit `default` pool is `concurrency` per queue.
+   */
+  private startPoolGauges(meterProvider: MeterProvider): void {
+    const cfg = this.config;
+    const m = meterProvider.getMeter('@q/dispatcher');
+    const limit = m.createGauge('llm_d_async_async_pool_worker_limit', { description: 'Workers of a pool (HTTP calls in flight at most)' });
+    if (cfg.pools) for (const p of this.pools.values()) limit.record(p.workers, { pool_name: p.id });
+    else limit.record(cfg.concurrency * cfg.queues.length, { pool_name: 'default' });
+    const depth = m.createObservableGauge('llm_d_async_async_queue_depth', { description: 'Requests waiting for a pool worker (merged channel), not yet pulled' });
+    depth.addCallback((r) => {
+      for (const q of cfg.queues) {
+        const poolName = cfg.pools ? (q.worker_pool_id ?? 'default') : 'default';
+        r.observe(cfg.pools ? (this.pools.get(poolName)?.waitingFor(q.queue_name) ?? 0) : 0, { queue_id: q.queue_name, queue_name: q.queue_name, pool_name: poolName });
+      }
+    });
   }
 
   /** Pending requests per queue at the last backlog poll (`…_broker_backlog`). */
@@ -232,15 +260,21 @@ export class Dispatcher {
     const m = meterProvider.getMeter('@q/dispatcher');
     const gauge = m.createGauge('llm_d_async_async_broker_backlog', { description: 'Pending requests per queue (backlog poller)' });
     const available = m.createGauge('llm_d_async_async_broker_backlog_source_available', { description: '1 when the last backlog poll succeeded' });
+    // A snapshot histogram (§5.5): cumulative `le` series of the pending requests whose deadline
+    // falls within each window, re-measured every poll. A real histogram would accumulate across
+    // polls; these gauges read like one (`histogram_quantile` works on them).
+    const proximity = m.createGauge('llm_d_async_async_deadline_proximity_millis_bucket', { description: 'Pending requests whose deadline is within le ms (backlog poller)' });
     const poll = async () => {
       const now = Math.floor(Date.now() / 1000);
       await Promise.all(
         this.config.queues.map(async (q) => {
           const attrs = { queue_id: q.queue_name, queue_name: q.queue_name, pool_name: q.worker_pool_id ?? 'default' };
           try {
-            const { depth } = await this.store.backlog(q.queue_name, now, []);
+            const { depth, expiring } = await this.store.backlog(q.queue_name, now, PROXIMITY_WINDOWS_S);
             this.backlog.set(q.queue_name, depth);
             gauge.record(depth, attrs);
+            PROXIMITY_WINDOWS_S.forEach((w, i) => proximity.record(expiring[i] ?? 0, { ...attrs, le: String(w * 1000) }));
+            proximity.record(depth, { ...attrs, le: '+Inf' });
             available.record(1, attrs);
           } catch (err) {
             available.record(0, attrs);
