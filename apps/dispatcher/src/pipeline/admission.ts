@@ -28,6 +28,8 @@ const MAX_ROUNDS = 4;
 export class KeyLoad {
   readonly #held = new Map<string, number>();
   readonly #refusedAt = new Map<string, number>();
+  /** Per key: admitted requests of this process waiting at its gate for a slot. */
+  readonly #waiting = new Map<string, number>();
   /** Per key: the next free return time (Unix s, fractional) of its parked requests. */
   readonly #cursor = new Map<string, number>();
 
@@ -50,11 +52,34 @@ export class KeyLoad {
     return this.#held.get(key) ?? 0;
   }
 
-  /** True when a request of `key` would only wait: its slots are taken (or it was refused just now). */
+  waitStarted(key: string): void {
+    this.#waiting.set(key, (this.#waiting.get(key) ?? 0) + 1);
+  }
+
+  waitEnded(key: string): void {
+    const n = (this.#waiting.get(key) ?? 1) - 1;
+    if (n <= 0) this.#waiting.delete(key);
+    else this.#waiting.set(key, n);
+  }
+
+  waiting(key: string): number {
+    return this.#waiting.get(key) ?? 0;
+  }
+
+  /**
+   * True when one more request of `key` (after `planned` admitted in this poll) would only add
+   * to the waiting. A concurrency key admits up to `2 × limit` requests beyond its `limit` slots —
+   * two waiters per slot, woken the moment a slot is released here — so the key keeps its slots
+   * busy between polls (one waiter a slot left them idle more than half the time: each turnover
+   * costs a release and an acquire round trip, and new waiters come only with a poll), while it
+   * takes at most `3 × limit` handler slots from the other keys (also when other dispatchers
+   * hold its slots: then all of them wait).
+   * A rate key counts as saturated for a while after the shared quota refused it.
+   */
   saturated(key: string, gate: GateConfig, planned: number): boolean {
+    if (gate.kind === 'concurrency') return this.held(key) + this.waiting(key) + planned >= 3 * gate.limit;
     const at = this.#refusedAt.get(key);
-    if (at !== undefined && Date.now() - at < REFUSED_FOR_MS) return true;
-    return gate.kind === 'concurrency' && this.held(key) + planned >= gate.limit;
+    return at !== undefined && Date.now() - at < REFUSED_FOR_MS;
   }
 
   /**

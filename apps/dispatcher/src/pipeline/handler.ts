@@ -153,6 +153,20 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
     let delay = 100;
     let counted = false;
     let lastCancelCheck = Date.now();
+    // The key this request waits on, counted in the admission's view while it waits, so the
+    // dispatch admits just enough waiters to take a freed slot at once (see KeyLoad.saturated).
+    let waitingOn: string | undefined;
+    const stopWaiting = () => {
+      if (waitingOn !== undefined) deps.load?.waitEnded(waitingOn);
+      waitingOn = undefined;
+    };
+    try {
+      return await gateLoop();
+    } finally {
+      stopWaiting();
+    }
+
+    async function gateLoop(): Promise<Held[] | Outcome> {
     for (;;) {
       const r = await tryGates(env, labels);
       if (Array.isArray(r)) return r;
@@ -172,8 +186,14 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
         if (c) return finish(env, req, cancelledResult(req.id));
       }
       const sleep = Math.min(delay * (0.5 + rnd() / 2), started + waitMs - now, req.deadline * 1000 - now);
+      if (waitingOn !== r.refused) {
+        stopWaiting();
+        waitingOn = r.refused;
+        deps.load?.waitStarted(r.refused);
+      }
       await parkUntil(parked, r.refused, Math.max(1, sleep), deps.stopping);
       delay = Math.min(1000, delay * 2);
+    }
     }
   }
 
