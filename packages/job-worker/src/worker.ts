@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import type { Tracer } from '@opentelemetry/api';
 import type { JobMetrics } from '@q/otel';
 import { QError, QErrorCode, checkName, invalidArgument } from '@q/schema';
-import type { Job, JobListener, JobOutcome, JobStore, LeasedJob } from '@q/store';
+import { outcomeProblem, type Job, type JobListener, type JobOutcome, type JobStore, type LeasedJob } from '@q/store';
 import { retryBackoffMs } from './backoff.js';
 import { Completer } from './completer.js';
 import { LEASE_DURATION_MS, RETRY_BASE_MS } from './constants.js';
@@ -508,7 +508,7 @@ export class Worker {
     if (!handler) {
       const msg = `no handler registered for job type "${job.type}"`;
       this.#free(e);
-      await this.#record(e, this.#failure(e, msg), undefined, msg);
+      await this.#record(e, this.#storable(e, this.#failure(e, msg)), undefined, msg);
       this.#settle(e);
       return;
     }
@@ -521,7 +521,8 @@ export class Worker {
         try {
           return await handler(job, { signal: e.controller.signal, steps: e.recorder });
         } catch (err) {
-          error = err instanceof Error ? err.message : String(err);
+          // Postgres text holds no NUL and UTF-8 no lone surrogate: replaced, so the error is kept.
+          error = storableText(err instanceof Error ? err.message : String(err));
           deadLetter = err instanceof DeadLetterError;
           // The span records only the first line: messages can be long and are the handler's.
           throw new Error(firstLine(error || 'job failed'), { cause: err });
@@ -534,12 +535,29 @@ export class Worker {
     }
     this.#free(e);
     if (e.cancelRequested) outcome = { ...e.lease, status: 'cancelled', ...(error !== undefined ? { error } : {}) };
+    outcome = this.#storable(e, outcome);
+    if ('error' in outcome && outcome.error !== undefined) error = outcome.error;
     const status = outcome.status === 'retry_wait' ? 'failed' : outcome.status;
     const attrs = { 'job.type': job.type, 'job.status': status };
     this.#metrics?.completed.add(1, attrs);
     this.#metrics?.duration.record((performance.now() - started) / 1000, attrs);
     await this.#record(e, outcome, status, error);
     this.#settle(e);
+  }
+
+  /**
+   * The outcome as the store will take it. One it would refuse (a result JSON cannot carry
+   * faithfully — a Map, a Set, NUL… — or over 64 MiB; an error text over 64 MiB) becomes a failed
+   * attempt saying why, retried like a thrown error: otherwise it could not be recorded at all,
+   * the job would sit `running` until its lease lapsed, and it could fail the batch it rides in.
+   * Checked by the store's own rule ({@link outcomeProblem}); the message never quotes the value.
+   */
+  #storable(e: Execution, outcome: JobOutcome): JobOutcome {
+    const problem = outcomeProblem(outcome);
+    if (problem === undefined) return outcome;
+    const what = outcome.status === 'succeeded' ? 'result' : 'error';
+    const message = `the handler's ${what} cannot be stored: ${problem}`;
+    return outcome.status === 'cancelled' ? { ...e.lease, status: 'cancelled', error: message } : this.#failure(e, message);
   }
 
   #failure(e: Execution, message: string, deadLetter = false): JobOutcome {
@@ -697,4 +715,11 @@ function positiveInt(v: number | undefined, dflt: number, what: string): number 
   if (v === undefined || v === null) return dflt;
   if (!Number.isInteger(v) || v < 1) throw invalidArgument(`${what} must be a positive integer`);
   return v;
+}
+
+const UNSTORABLE_TEXT = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+
+/** `text` with what Postgres text cannot hold (NUL, a lone surrogate) replaced by U+FFFD, visibly. */
+function storableText(text: string): string {
+  return text.replace(UNSTORABLE_TEXT, '\ufffd');
 }
