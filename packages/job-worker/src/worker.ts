@@ -554,8 +554,12 @@ export class Worker {
    */
   #storable(e: Execution, outcome: JobOutcome): JobOutcome {
     const problem = outcomeProblem(outcome);
-    if (problem === undefined) return outcome;
-    const what = outcome.status === 'succeeded' ? 'result' : 'error';
+    return problem === undefined ? outcome : this.#refused(e, outcome, problem);
+  }
+
+  /** What is recorded instead of `outcome`, which the store refuses for `problem`. */
+  #refused(e: Execution, outcome: JobOutcome, problem: string): JobOutcome {
+    const what = /^steps\b/.test(problem) ? 'step timeline' : outcome.status === 'succeeded' ? 'result' : 'error';
     const message = `the handler's ${what} cannot be stored: ${problem}`;
     return outcome.status === 'cancelled' ? { ...e.lease, status: 'cancelled', error: message } : this.#failure(e, message);
   }
@@ -574,7 +578,14 @@ export class Worker {
   async #record(e: Execution, outcome: JobOutcome, status: string | undefined, error: string | undefined): Promise<void> {
     if (e.released) return;
     const fields = this.#jobFields(e.job);
-    const written = !e.leaseLost && (await this.#completer.submit({ ...outcome, steps: e.recorder.steps }, () => e.held));
+    // Should the store still refuse the outcome when it is written (a timeline over 64 MiB), a
+    // failed attempt saying why is recorded instead, without the timeline.
+    const submitted = outcome;
+    const written = !e.leaseLost && (await this.#completer.submit({ ...outcome, steps: e.recorder.steps }, () => e.held, (problem) => {
+      outcome = this.#refused(e, submitted, problem);
+      if ('error' in outcome) error = outcome.error;
+      return outcome;
+    }));
     if (!written) {
       this.#logger.warn(fields, e.leaseLost ? 'job outcome not recorded: its lease was lost' : 'could not record job outcome (lease lost?)');
       if (e.unrenewed) await this.#giveUp(e);

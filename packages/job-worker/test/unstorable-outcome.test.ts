@@ -5,6 +5,7 @@
 import { JobStore, type Job } from '@q/store';
 import { createTestSchema, type TestSchema } from '@q/testing';
 import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
+import { Completer } from '../src/completer.js';
 import { JobQueue, KNOWN_QUEUES, Worker, type Logger, type WorkerOptions } from '../src/index.js';
 import { waitFor } from './helpers.js';
 
@@ -126,4 +127,34 @@ it('a handler throwing an Error whose message holds NUL or a lone surrogate: the
   const b = await queue.enqueue({ type: 'surrogate-error', maxAttempts: 1 });
   expect(await waitFor(statusOf(a.uuid, 'dead_letter'))).toMatchObject({ attempt: 2, lastError: 'bad\ufffdbyte' });
   expect(await waitFor(statusOf(b.uuid, 'dead_letter'))).toMatchObject({ attempt: 1, lastError: 'half \ufffd pair' });
+});
+
+it('the completer: an outcome the store refuses in a batch is replaced by its fallback; the rest of the batch is written', async () => {
+  const jobs = await queue.enqueueMany(Array.from({ length: 4 }, (_, i) => ({ type: 'direct', payload: { i } })));
+  const leased = await store.claim({ queues: ['default'], workerId: 'direct', limit: 4, leaseMs: 30_000 });
+  expect(leased).toHaveLength(4);
+  let deferred = true;
+  const logs = memoryLogger();
+  const completer = new Completer(store, logs, () => deferred);
+  const [bad, ...good] = leased;
+  const lease = (j: typeof bad) => ({ id: j!.id, leaseToken: j!.leaseToken });
+  const problems: string[] = [];
+  const results = Promise.all([
+    completer.submit({ ...lease(bad), status: 'succeeded', result: new Set([1]) }, () => true, (problem) => {
+      problems.push(problem);
+      return { ...lease(bad), status: 'dead_letter', error: `refused: ${problem}` };
+    }),
+    ...good.map((j, i) => completer.submit({ ...lease(j), status: 'succeeded', result: { i } })),
+  ]);
+  // All four wait, then go in one batch.
+  expect(completer.pending).toBe(4);
+  deferred = false;
+  completer.kick();
+  expect(await results).toEqual([true, true, true, true]);
+  expect(problems).toEqual(['result contains a Set, which JSON cannot represent (it would be stored as something else)']);
+  const stored = await Promise.all(leased.map((j) => store.get(j.uuid)));
+  expect(stored[0]).toMatchObject({ status: 'dead_letter', lastError: `refused: ${problems[0]}` });
+  good.forEach((_, i) => expect(stored[i + 1]).toMatchObject({ status: 'succeeded', result: { i } }));
+  expect(jobs.map((j) => j.uuid).sort()).toEqual(leased.map((j) => j.uuid).sort());
+  expect(logs.lines.filter((l) => l.level === 'error')).toEqual([]);
 });
