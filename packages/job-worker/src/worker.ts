@@ -728,9 +728,9 @@ function positiveInt(v: number | undefined, dflt: number, what: string): number 
   return v;
 }
 
-const UNSTORABLE_TEXT = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
 
 /** `text` with what Postgres text cannot hold (NUL, a lone surrogate) replaced by U+FFFD, visibly. */
 function storableText(text: string): string {
-  return text.replace(UNSTORABLE_TEXT, '\ufffd');
+  return text.replaceAll('\u0000', '\ufffd').replace(LONE_SURROGATE, '\ufffd');
 }
