@@ -34,9 +34,9 @@ export interface PendingOutcome {
  * held — the worker keeps renewing it meanwhile — and dropped once the lease is known lost. A
  * batch that fails on any other error is retried one outcome at a time, so one bad row cannot
  * lose the others; one the store refuses as `INVALID_ARGUMENT` is replaced by its submitter's
- * `refused` fallback (a failed attempt saying why). An outcome whose lease is known lost is never sent, and a statement never
- * carries two outcomes of one job. Writes never use a caller's abort signal: a draining worker
- * still records what finished.
+ * `refused` fallback (a failed attempt saying why). An outcome whose lease is known lost is never
+ * sent, and a statement never carries two outcomes of one job. Writes never use a caller's abort
+ * signal: a draining worker still records what finished.
  */
 export class Completer {
   readonly #store: JobStore;

@@ -561,7 +561,8 @@ export class Worker {
   #refused(e: Execution, outcome: JobOutcome, problem: string): JobOutcome {
     const what = /^steps\b/.test(problem) ? 'step timeline' : outcome.status === 'succeeded' ? 'result' : 'error';
     const message = `the handler's ${what} cannot be stored: ${problem}`;
-    return outcome.status === 'cancelled' ? { ...e.lease, status: 'cancelled', error: message } : this.#failure(e, message);
+    // A failure or cancel keeps its status (and retry delay) with the error replaced.
+    return outcome.status === 'succeeded' ? this.#failure(e, message) : { ...outcome, error: message };
   }
 
   #failure(e: Execution, message: string, deadLetter = false): JobOutcome {
