@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util';
 import { QError, QErrorCode, isQError, validateDsn } from '@q/schema';
 import { parseDuration } from './duration.js';
 
-/** The logical queues the reference worker consumes (the seed's `KnownQueues`). */
+/** The logical queues the reference worker consumes (docs/design/jobs.md#known-queues). */
 export const KNOWN_QUEUES: readonly string[] = [
   'default', 'deploy', 'backup', 'cleanup', 'notify', 'maintenance', 'webhook', 'task',
 ];

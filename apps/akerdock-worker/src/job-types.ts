@@ -1,4 +1,4 @@
-// The one place the app names the job packages' types (CONTRACT §5).
+// The one place the app names the job packages' types (docs/design/api.md#job-queue).
 import type { JobQueue } from '@q/job-worker';
 
 export type { EnqueueOptions, HandlerContext, HandlerFunc, Job, JobStatus, Step, StepRecorder } from '@q/job-worker';

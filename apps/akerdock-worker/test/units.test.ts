@@ -24,7 +24,7 @@ const configError = (fn: () => unknown) => {
 };
 
 describe('config', () => {
-  it('has the seed defaults', () => {
+  it('has the documented defaults (docs/akerdock-worker.md#process)', () => {
     const c = cfg([], { AKERDOCK_ADMIN_TOKEN: TOKEN });
     expect(c).toMatchObject({
       dsn: undefined, dataDir: '.q/pgdata', concurrency: 10, retryBaseMs: 5_000, shutdownTimeoutMs: 30_000,

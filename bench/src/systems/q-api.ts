@@ -1,6 +1,6 @@
 /**
- * The parts of the q packages the benchmark drives, typed from the binding contract
- * (shared/spec/CONTRACT.md). They are loaded dynamically, so a scenario whose package has not
+ * The parts of the q packages the benchmark drives, typed from the public API
+ * (docs/design/api.md). They are loaded dynamically, so a scenario whose package has not
  * landed yet is skipped with a clear message instead of breaking the build.
  */
 import type { Tracer, TracerProvider } from '@opentelemetry/api';

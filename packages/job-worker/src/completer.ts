@@ -1,4 +1,4 @@
-import { QError, QErrorCode } from '@q/schema';
+import { QError, QErrorCode, isQError } from '@q/schema';
 import type { JobOutcome, JobStore } from '@q/store';
 import { errorFields, type Logger } from './logger.js';
 import { sleep } from './timers.js';
@@ -15,6 +15,11 @@ export interface PendingOutcome {
   /** False once the lease is known lost: the outcome is then dropped (reported not written). */
   held: () => boolean;
   resolve: (written: boolean) => void;
+  /**
+   * What to write instead when the store refuses this outcome with `INVALID_ARGUMENT` (`problem`
+   * is its message), tried once; absent: the outcome is not written.
+   */
+  refused?: ((problem: string) => JobOutcome) | undefined;
 }
 
 /**
@@ -28,9 +33,10 @@ export interface PendingOutcome {
  * (connection loss, a lock timeout, …) is tried again with backoff for as long as its lease is
  * held — the worker keeps renewing it meanwhile — and dropped once the lease is known lost. A
  * batch that fails on any other error is retried one outcome at a time, so one bad row cannot
- * lose the others. An outcome whose lease is known lost is never sent, and a statement never
- * carries two outcomes of one job. Writes never use a caller's abort signal: a draining worker
- * still records what finished.
+ * lose the others; one the store refuses as `INVALID_ARGUMENT` is replaced by its submitter's
+ * `refused` fallback (a failed attempt saying why). An outcome whose lease is known lost is never
+ * sent, and a statement never carries two outcomes of one job. Writes never use a caller's abort
+ * signal: a draining worker still records what finished.
  */
 export class Completer {
   readonly #store: JobStore;
@@ -46,9 +52,9 @@ export class Completer {
   }
 
   /** Queues an outcome; resolves true once written, false when fenced, dropped or not writable. */
-  submit(outcome: JobOutcome, held: () => boolean = () => true): Promise<boolean> {
+  submit(outcome: JobOutcome, held: () => boolean = () => true, refused?: (problem: string) => JobOutcome): Promise<boolean> {
     return new Promise((resolve) => {
-      this.#queue.push({ outcome, held, resolve });
+      this.#queue.push({ outcome, held, resolve, refused });
       this.kick();
     });
   }
@@ -130,6 +136,12 @@ export class Completer {
   /** After a non-transient failure: each outcome on its own, so only a bad one is lost. */
   async #writeOneByOne(batch: PendingOutcome[], err: unknown): Promise<void> {
     if (batch.length === 1) {
+      const p = batch[0]!;
+      if (p.refused && isQError(err, QErrorCode.INVALID_ARGUMENT)) {
+        this.#logger.warn({ ...errorFields(err), job_id: p.outcome.id }, 'job outcome refused by the store, recording a failed attempt instead');
+        await this.#write([{ outcome: p.refused(err.message), held: p.held, resolve: p.resolve }]);
+        return;
+      }
       this.#logger.error({ ...errorFields(err), job_id: batch[0]!.outcome.id }, 'could not record job outcome');
       batch[0]!.resolve(false);
       return;

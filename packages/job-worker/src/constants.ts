@@ -8,8 +8,8 @@ export const RETRY_BASE_MS = 5_000;
 export const RETRY_CAP_MS = 5 * 60_000;
 
 /**
- * The seed application's logical queues. `JobQueue` takes its own list (`knownQueues`); this one
- * is a convenient default.
+ * The reference worker's logical queues (see docs/design/jobs.md#known-queues). `JobQueue` takes
+ * its own list (`knownQueues`); this one is a convenient default.
  */
 export const KNOWN_QUEUES: readonly string[] = Object.freeze([
   'default', 'deploy', 'backup', 'cleanup', 'notify', 'maintenance', 'webhook', 'task',

@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import type { Tracer } from '@opentelemetry/api';
 import type { JobMetrics } from '@q/otel';
 import { QError, QErrorCode, checkName, invalidArgument } from '@q/schema';
-import type { Job, JobListener, JobOutcome, JobStore, LeasedJob } from '@q/store';
+import { outcomeProblem, type Job, type JobListener, type JobOutcome, type JobStore, type LeasedJob } from '@q/store';
 import { retryBackoffMs } from './backoff.js';
 import { Completer } from './completer.js';
 import { LEASE_DURATION_MS, RETRY_BASE_MS } from './constants.js';
@@ -508,7 +508,7 @@ export class Worker {
     if (!handler) {
       const msg = `no handler registered for job type "${job.type}"`;
       this.#free(e);
-      await this.#record(e, this.#failure(e, msg), undefined, msg);
+      await this.#record(e, this.#storable(e, this.#failure(e, msg)), undefined, msg);
       this.#settle(e);
       return;
     }
@@ -521,7 +521,8 @@ export class Worker {
         try {
           return await handler(job, { signal: e.controller.signal, steps: e.recorder });
         } catch (err) {
-          error = err instanceof Error ? err.message : String(err);
+          // Postgres text holds no NUL and UTF-8 no lone surrogate: replaced, so the error is kept.
+          error = storableText(err instanceof Error ? err.message : String(err));
           deadLetter = err instanceof DeadLetterError;
           // The span records only the first line: messages can be long and are the handler's.
           throw new Error(firstLine(error || 'job failed'), { cause: err });
@@ -534,12 +535,34 @@ export class Worker {
     }
     this.#free(e);
     if (e.cancelRequested) outcome = { ...e.lease, status: 'cancelled', ...(error !== undefined ? { error } : {}) };
+    outcome = this.#storable(e, outcome);
+    if ('error' in outcome && outcome.error !== undefined) error = outcome.error;
     const status = outcome.status === 'retry_wait' ? 'failed' : outcome.status;
     const attrs = { 'job.type': job.type, 'job.status': status };
     this.#metrics?.completed.add(1, attrs);
     this.#metrics?.duration.record((performance.now() - started) / 1000, attrs);
     await this.#record(e, outcome, status, error);
     this.#settle(e);
+  }
+
+  /**
+   * The outcome as the store will take it. One it would refuse (a result JSON cannot carry
+   * faithfully — a Map, a Set, NUL… — or over 64 MiB; an error text over 64 MiB) becomes a failed
+   * attempt saying why, retried like a thrown error: otherwise it could not be recorded at all,
+   * the job would sit `running` until its lease lapsed, and it could fail the batch it rides in.
+   * Checked by the store's own rule ({@link outcomeProblem}); the message never quotes the value.
+   */
+  #storable(e: Execution, outcome: JobOutcome): JobOutcome {
+    const problem = outcomeProblem(outcome);
+    return problem === undefined ? outcome : this.#refused(e, outcome, problem);
+  }
+
+  /** What is recorded instead of `outcome`, which the store refuses for `problem`. */
+  #refused(e: Execution, outcome: JobOutcome, problem: string): JobOutcome {
+    const what = /^steps\b/.test(problem) ? 'step timeline' : outcome.status === 'succeeded' ? 'result' : 'error';
+    const message = `the handler's ${what} cannot be stored: ${problem}`;
+    // A failure or cancel keeps its status (and retry delay) with the error replaced.
+    return outcome.status === 'succeeded' ? this.#failure(e, message) : { ...outcome, error: message };
   }
 
   #failure(e: Execution, message: string, deadLetter = false): JobOutcome {
@@ -556,7 +579,14 @@ export class Worker {
   async #record(e: Execution, outcome: JobOutcome, status: string | undefined, error: string | undefined): Promise<void> {
     if (e.released) return;
     const fields = this.#jobFields(e.job);
-    const written = !e.leaseLost && (await this.#completer.submit({ ...outcome, steps: e.recorder.steps }, () => e.held));
+    // Should the store still refuse the outcome when it is written (a timeline over 64 MiB), a
+    // failed attempt saying why is recorded instead, without the timeline.
+    const submitted = outcome;
+    const written = !e.leaseLost && (await this.#completer.submit({ ...outcome, steps: e.recorder.steps }, () => e.held, (problem) => {
+      outcome = this.#refused(e, submitted, problem);
+      if ('error' in outcome) error = outcome.error;
+      return outcome;
+    }));
     if (!written) {
       this.#logger.warn(fields, e.leaseLost ? 'job outcome not recorded: its lease was lost' : 'could not record job outcome (lease lost?)');
       if (e.unrenewed) await this.#giveUp(e);
@@ -697,4 +727,11 @@ function positiveInt(v: number | undefined, dflt: number, what: string): number 
   if (v === undefined || v === null) return dflt;
   if (!Number.isInteger(v) || v < 1) throw invalidArgument(`${what} must be a positive integer`);
   return v;
+}
+
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+
+/** `text` with what Postgres text cannot hold (NUL, a lone surrogate) replaced by U+FFFD, visibly. */
+function storableText(text: string): string {
+  return text.replaceAll('\u0000', '\ufffd').replace(LONE_SURROGATE, '\ufffd');
 }

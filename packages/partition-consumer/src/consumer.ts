@@ -294,7 +294,7 @@ export class Consumer {
     };
   }
 
-  // ---- rebalance steps (SEMANTICS Part A §4.5) ----
+  // ---- rebalance steps (docs/design/requests.md#rebalance-algorithm) ----
 
   private async rebalanceLocked(now: Date): Promise<void> {
     this.assertOpen();
@@ -470,7 +470,7 @@ export class Consumer {
     this.reconcile = false;
   }
 
-  // ---- bookkeeping primitives (SEMANTICS Part A §4.2) ----
+  // ---- bookkeeping primitives (docs/design/requests.md#consumer-bookkeeping) ----
 
   private track(r: Request): void {
     const k = keyString(r);

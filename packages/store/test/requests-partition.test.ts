@@ -10,7 +10,7 @@ describe('partitionOf', () => {
     for (const [id, p] of Object.entries(vectors)) expect(partitionOf(id), id).toBe(p);
   });
 
-  it('finds the first ids of a partition like the seed helper', () => {
+  it('finds the first ids of a partition like the idInPartition helper (docs/design/requests.md#partitioning)', () => {
     expect(idInPartition('busy', 7)).toBe('busy-217');
     expect(idInPartition('fresh', 60)).toBe('fresh-2');
     expect(idInPartition('fresh', 7)).toBe('fresh-32');
@@ -36,7 +36,7 @@ describe('partitionOf', () => {
 });
 
 describe('constants and helpers', () => {
-  it('exports the contract constants', () => {
+  it('exports PARTITIONS and DEFAULT_MAX_CONNS (docs/design/api.md#request-queue-store)', () => {
     expect(PARTITIONS).toBe(64);
     expect(DEFAULT_MAX_CONNS).toBe(32);
   });

@@ -219,7 +219,7 @@ describe('job queue (JobQueue)', () => {
     await expectQError(queue.list({ cursor: `'; DROP TABLE jobs; --` }));
     await expectQError(queue.purgeFinished(-1));
     for (const odd of ['nul\u0000byte', '\ud800', '']) {
-      // An empty type is accepted, as in the seed; a type Postgres cannot store is not.
+      // An empty type is accepted (docs/design/jobs.md#enqueue-and-idempotency); a type Postgres cannot store is not.
       if (odd !== '') await expectQError(queue.enqueue({ type: odd }));
       await expectQError(queue.enqueue({ type: 't', idempotencyKey: odd }));
       await expectQError(queue.enqueue({ type: 't', lockKey: odd }));

@@ -1,5 +1,5 @@
 export {
-  JobStore, DEFAULT_MAX_RESUMES, ENQUEUE_CHUNK, COMPLETE_CHUNK, STATEMENT_TEXT_BUDGET, CALL_TEXT_LIMIT, type MaintenanceResult, type ClaimOptions, type CompleteAndClaimResult,
+  JobStore, outcomeProblem, DEFAULT_MAX_RESUMES, ENQUEUE_CHUNK, COMPLETE_CHUNK, STATEMENT_TEXT_BUDGET, CALL_TEXT_LIMIT, type MaintenanceResult, type ClaimOptions, type CompleteAndClaimResult,
 } from './job-store.js';
 export { JobListener, type JobListenerHandlers, type JobNotification } from './listener.js';
 export { encodeCursor, decodeCursor } from './cursor.js';

@@ -796,6 +796,22 @@ function prepareOutcomes(outcomes: readonly JobOutcome[]): PreparedOutcomes {
   };
 }
 
+/**
+ * Why {@link JobStore.complete} would refuse `outcome` with `INVALID_ARGUMENT`, or `undefined`
+ * when it takes it: the same check the store runs before sending, so a caller can replace one bad
+ * outcome (a result JSON cannot carry, an error with NUL…) before it fails a whole batch. The
+ * problem never quotes the value.
+ */
+export function outcomeProblem(outcome: JobOutcome): string | undefined {
+  try {
+    outcomeRow(outcome);
+    return undefined;
+  } catch (err) {
+    if (err instanceof QError && err.code === QErrorCode.INVALID_ARGUMENT) return err.message;
+    throw err;
+  }
+}
+
 function outcomeRow(o: JobOutcome): { result: string | null; error: string | null; retryDelayMs: number | null; steps: string | null } {
   checkLease(o);
   const steps = o.steps === undefined ? null : stepsJson(o.steps);

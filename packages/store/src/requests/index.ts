@@ -1,4 +1,4 @@
-// The partitioned request queue of @q/store (CONTRACT §2).
+// The partitioned request queue of @q/store (docs/design/api.md#request-queue-store).
 export { DEFAULT_MAX_CONNS } from '@q/schema';
 export { checkCompletion, checkEnvelope, checkUnixSeconds } from './check.js';
 export { partitionOf } from './partition.js';
