@@ -154,7 +154,7 @@ async function cmdRun(): Promise<void> {
     writeRunState(embedded.dsn);
     logger.info({ dsn: embedded.dsn, dataDir: embedded.dataDir }, 'embedded PostgreSQL started');
   }
-  // Tracing only when an OTLP collector is configured (§1.3); metrics are always on /metrics.
+  // Tracing only when an OTLP collector is configured (docs/design/dispatcher.md#start-and-graceful-stop); metrics are always on /metrics.
   const otlp = process.env.OTEL_EXPORTER_OTLP_ENDPOINT;
   const telemetry = otlp ? startTelemetry({ serviceName: process.env.OTEL_SERVICE_NAME || 'q-dispatcher', otlpEndpoint: otlp }) : undefined;
   const dispatcher = await Dispatcher.start({ config, logger, tracerProvider: telemetry?.tracerProvider });

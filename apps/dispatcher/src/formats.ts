@@ -1,9 +1,9 @@
-// The wire formats of DISPATCHER.md §2: the public request, the internal envelope stored next to
+// The wire formats of docs/design/dispatcher.md#formats: the public request, the internal envelope stored next to
 // the payload, and the result message written to a route.
 import { randomBytes } from 'node:crypto';
 import { QError, QErrorCode } from '@q/schema';
 
-/** A public request (`api.RequestMessage`, §2.1). */
+/** A public request (`api.RequestMessage`, docs/design/dispatcher.md#public-request). */
 export interface PublicRequest {
   /** Required; result correlation key and partition hash key. */
   id: string;
@@ -23,7 +23,7 @@ export interface PublicRequest {
   model?: string;
 }
 
-/** Framework fields of the envelope (§2.2); all optional. */
+/** Framework fields of the envelope (docs/design/dispatcher.md#envelope); all optional. */
 export interface EnvelopeInternal {
   retry_count?: number;
   queue_id?: string;
@@ -34,19 +34,19 @@ export interface EnvelopeInternal {
   labels?: Record<string, string>;
   /**
    * The last complete retryable HTTP response (429/5xx) of this request, kept between attempts
-   * so that it becomes the result when the deadline ends the retries (§3.4).
+   * so that it becomes the result when the deadline ends the retries (docs/design/dispatcher.md#retry-algorithm).
    */
   last_response?: { status_code: number; payload: string };
 }
 
-/** What is stored in `async_requests.envelope`: the request without its payload (§2.2). */
+/** What is stored in `async_requests.envelope`: the request without its payload (docs/design/dispatcher.md#envelope). */
 export interface Envelope {
   internal: EnvelopeInternal;
   request_kind: 'plain';
   data: Omit<PublicRequest, 'payload'>;
 }
 
-/** A result message (§2.3), as written to a route (JSON). */
+/** A result message (docs/design/dispatcher.md#result-message), as written to a route (JSON). */
 export interface ResultMessage {
   id: string;
   /** > 0 iff an HTTP response was received. */
@@ -87,7 +87,7 @@ function stringMap(v: unknown, field: string, id: string): Record<string, string
 }
 
 /**
- * Validates a decoded public request as the producer does (§5.7): id required, deadline an
+ * Validates a decoded public request as the producer does (docs/design/dispatcher.md#producer): id required, deadline an
  * integer > 0 and not already past (`nowSec`). Throws `INVALID_ARGUMENT` naming the field; the
  * message never contains the payload.
  */
@@ -144,7 +144,7 @@ export function validateRoute(route: unknown, what = 'route'): string {
   return route as string;
 }
 
-/** Splits a request into the stored envelope (no payload) and the payload bytes (§2.2). */
+/** Splits a request into the stored envelope (no payload) and the payload bytes (docs/design/dispatcher.md#envelope). */
 export function splitPayload(req: PublicRequest, internal: EnvelopeInternal): { envelope: string; payload: Uint8Array } {
   const { payload, ...data } = req;
   const envelope: Envelope = { internal, request_kind: 'plain', data };
@@ -195,7 +195,7 @@ export function encodeResult(r: ResultMessage): string {
   }
 }
 
-/** Decodes a stored result; an unparsable one becomes a synthetic `INFERENCE_ERROR` (§5.7). */
+/** Decodes a stored result; an unparsable one becomes a synthetic `INFERENCE_ERROR` (docs/design/dispatcher.md#producer). */
 export function decodeResult(id: string, text: string): ResultMessage {
   try {
     const v = JSON.parse(text) as ResultMessage;

@@ -1,4 +1,4 @@
-// Dispatcher metrics (DISPATCHER.md §7.1, prefix `llm_d_async_`) on an OpenTelemetry meter, plus
+// Dispatcher metrics (docs/design/dispatcher.md#metrics, prefix `llm_d_async_`) on an OpenTelemetry meter, plus
 // in-process tallies the demo summary and `status` read.
 import { metrics, type Attributes, type Counter, type Histogram, type MeterProvider, type UpDownCounter } from '@opentelemetry/api';
 import type { ErrorCode } from './formats.js';
@@ -8,7 +8,7 @@ const RESIDENCE_BUCKETS = [500, 1000, 2500, 5000, 10000, 30000, 60000, 120000, 3
 
 const RESERVOIR = 50_000;
 
-/** Gate decision reasons (§7.1). */
+/** Gate decision reasons (docs/design/dispatcher.md#metrics). */
 export type GateReason = 'gate_closed' | 'quota_exhausted' | 'dropped' | 'error';
 
 /** In-process tallies since start. */

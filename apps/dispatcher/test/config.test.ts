@@ -16,7 +16,7 @@ function configError(fn: () => unknown): { code?: string; message: string } {
 }
 
 describe('config', () => {
-  it('applies the §6.2 defaults', () => {
+  it('applies the docs/design/dispatcher.md#configuration-defaults defaults', () => {
     const c = loadConfig({ env: {}, document: { queues: [queue] } });
     expect(c).toMatchObject({ lease_ttl_seconds: 30, handoff_timeout_seconds: 900, poll_interval_ms: 1000, batch_size: 10, concurrency: 64, result_batch_size: 32, max_connections: 32 });
     expect(c.queues[0]).toMatchObject({ request_path_url: '/v1/completions', result_ttl_seconds: 0, labels: {}, gates: [] });

@@ -19,7 +19,7 @@ afterAll(async () => {
 const send = (deadlineMs = Date.now() + 10_000, headers: Record<string, string> = { 'content-type': 'application/json' }) =>
   client.send(`${server.url}/v1/completions`, body, headers, deadlineMs);
 
-describe('inference client (§3.3)', () => {
+describe('inference client (docs/design/dispatcher.md#http-classification)', () => {
   it('success: any status < 400, raw body, body byte-for-byte', async () => {
     next = { status: 200, body: '{"choices":[]}' };
     expect(await send()).toEqual({ kind: 'success', status: 200, body: '{"choices":[]}' });
@@ -66,7 +66,7 @@ describe('inference client (§3.3)', () => {
   });
 });
 
-describe('headers (§3.2) and URL', () => {
+describe('headers (docs/design/dispatcher.md#headers) and URL', () => {
   it('content type, objective, message headers, then the fairness id', () => {
     const h = buildHeaders({
       objective: 'chat',

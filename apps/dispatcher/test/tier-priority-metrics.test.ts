@@ -1,4 +1,4 @@
-// The `tier-priority` pool's priority header and `lane_objectives` (§3.2 step 5), seen by a
+// The `tier-priority` pool's priority header and `lane_objectives` (docs/design/dispatcher.md#headers), seen by a
 // loopback endpoint that records headers; and the pool gauges (`…_pool_worker_limit`,
 // `…_queue_depth`) and the backlog poll's deadline-proximity buckets, read from `/metrics`.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,4 +1,4 @@
-// The producer side (DISPATCHER.md §5.7): submit public requests, cancel them, read results.
+// The producer side (docs/design/dispatcher.md#producer): submit public requests, cancel them, read results.
 import type { NewRequest, Store } from '@q/store';
 import { decodeResult, newRequestToken, splitPayload, validateRequest, validateRoute, type PublicRequest, type ResultMessage } from '../formats.js';
 

@@ -1,5 +1,5 @@
-// JSON Schema of the dispatcher configuration (DISPATCHER.md §6, SQL transport). Field names
-// follow the upstream transport config (snake_case).
+// JSON Schema of the dispatcher configuration (docs/design/dispatcher.md#configuration-defaults, SQL transport). Field names
+// are snake_case, as in the documented configuration.
 
 /** A quota gate: concurrency slots or rate admissions per key (`metadata[attribute]`). */
 export interface GateConfig {
@@ -20,12 +20,12 @@ export interface GateConfig {
   /**
    * `blocking` (default): a refused request waits / goes back to the queue. `classifying`
    * (concurrency gates): never blocks; a granted request is labelled `classification: reserved`
-   * (and holds its slot), a refused one `overflow` and goes on (§4.5) — for `tier-priority`.
+   * (and holds its slot), a refused one `overflow` and goes on (docs/design/dispatcher.md#gates) — for `tier-priority`.
    */
   gating_mode?: 'blocking' | 'classifying';
 }
 
-/** A worker pool (§1.1, §4.3, §4.7). */
+/** A worker pool (docs/design/dispatcher.md#components, #gates). */
 export interface PoolConfig {
   id: string;
   /** HTTP calls in flight at once for all the pool's queues. */
@@ -61,7 +61,7 @@ export interface QueueConfig {
   labels: Record<string, string>;
   gates: GateConfig[];
   /**
-   * The queue gate (§4.2, §4.4): a budget gate sizes every poll (`floor(batch_size × budget)`),
+   * The queue gate (docs/design/dispatcher.md#gates): a budget gate sizes every poll (`floor(batch_size × budget)`),
    * and its per-message decision runs before the quota gates. Absent: none (budget 1).
    */
   gate_type?: string;
@@ -90,7 +90,7 @@ export interface DispatcherConfig {
   request_timeout_ms: number;
   /** Wait for in-flight work after SIGTERM. */
   drain_timeout_ms: number;
-  /** Retry backoff base and cap (§3.4: 2 s, 60 s). */
+  /** Retry backoff base and cap (docs/design/dispatcher.md#retry-algorithm: 2 s, 60 s). */
   retry_base_ms: number;
   retry_cap_ms: number;
   /** Fairness header name; "" disables it. */
@@ -139,13 +139,13 @@ export function secondsToMs(seconds: number): number {
   return Math.round(seconds * 1000);
 }
 
-/** The default priority header of a `tier-priority` pool (§3.2 step 5). */
+/** The default priority header of a `tier-priority` pool (docs/design/dispatcher.md#headers). */
 export const DEFAULT_PRIORITY_HEADER = 'x-gateway-priority';
 // An HTTP header name (token) or "" (off), and a legal header value (visible ASCII, inner spaces).
 const HEADER_NAME = '^[A-Za-z0-9!#$%&\'*+.^_`|~-]*$';
 const HEADER_VALUE = '^[\\x21-\\x7e]([\\x20-\\x7e\\t]*[\\x21-\\x7e])?$';
 
-/** Defaults of top-level scalar fields (§6.2). */
+/** Defaults of top-level scalar fields (docs/design/dispatcher.md#configuration-defaults). */
 export const TOP_DEFAULTS = {
   lease_ttl_seconds: 30,
   handoff_timeout_seconds: 900,

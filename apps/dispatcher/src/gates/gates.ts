@@ -1,4 +1,4 @@
-// The gate catalogue of DISPATCHER.md §4.1/§4.4: budget gates (how much of a poll's batch may be
+// The gate catalogue of docs/design/dispatcher.md#gates: budget gates (how much of a poll's batch may be
 // dispatched: constant, endpoint-scrape, prometheus-query/-saturation/-budget), admission gates
 // (per message: local-max-concurrency, tier-priority-admission) and combinators (composite,
 // wait-on-refuse). Gates are built from `{ gate_type, gate_params }` without I/O, so a config is
@@ -29,7 +29,7 @@ export interface GateMessage {
 /** Gives back what an `apply` acquired. */
 export type GateRelease = () => void;
 
-/** A gate (§4.1). */
+/** A gate (docs/design/dispatcher.md#gates). */
 export interface Gate {
   /** Capacity fraction in [0, 1]; never rejects (a failing source falls back). */
   budget(): Promise<number>;
@@ -71,7 +71,7 @@ function bad(at: string, msg: string): QError {
   return new QError(QErrorCode.CONFIG, `config: ${at}.${msg}`);
 }
 
-/** Reads `gate_params` (values may be numbers or numeric strings, §4.4), naming bad fields. */
+/** Reads `gate_params` (values may be numbers or numeric strings, docs/design/dispatcher.md#gates), naming bad fields. */
 class Params {
   constructor(
     readonly at: string,
@@ -204,7 +204,7 @@ function selector(labels: Record<string, string>): string {
   return parts.length ? `{${parts.join(',')}}` : '';
 }
 
-/** A budget gate's default `apply` (§4.1): budget ≤ 0 → Refuse, else Continue. */
+/** A budget gate's default `apply` (docs/design/dispatcher.md#gates): budget ≤ 0 → Refuse, else Continue. */
 function budgetGate(budget: () => Promise<number>): Gate {
   return {
     budget,
@@ -302,7 +302,7 @@ function prometheusBudget(p: Params, deps: GateDeps, at: string): Gate {
   return metered(deps, pool, baseline, read, (d) => (d > baseline ? clamp(d - baseline) : 0), fallback);
 }
 
-/** In-process concurrency limit (§4.4). */
+/** In-process concurrency limit (docs/design/dispatcher.md#gates). */
 class LocalMaxConcurrency implements Gate {
   #inFlight = 0;
   readonly #waiters: Array<() => void> = [];
@@ -343,7 +343,7 @@ class LocalMaxConcurrency implements Gate {
   }
 }
 
-/** Budget = min of the inner budgets; apply = all or nothing (§4.1 ApplyChain). */
+/** Budget = min of the inner budgets; apply = all or nothing (docs/design/dispatcher.md#gates ApplyChain). */
 function composite(gates: Gate[]): Gate {
   return {
     async budget() {
@@ -383,7 +383,7 @@ function waitOnRefuse(inner: Gate): Gate {
   };
 }
 
-/** §4.4: saturated ⇔ the inner gate refuses; then reserved waits, interactive overflow is shed, the rest refused. */
+/** docs/design/dispatcher.md#gates: saturated ⇔ the inner gate refuses; then reserved waits, interactive overflow is shed, the rest refused. */
 function tierPriorityAdmission(inner: Gate, tierLabel: string): Gate {
   return {
     budget: async () => 1,

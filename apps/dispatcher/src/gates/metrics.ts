@@ -1,4 +1,4 @@
-// Gauges of the metric gates (§7.1): the metric value read, the threshold it is compared with,
+// Gauges of the metric gates (docs/design/dispatcher.md#metrics): the metric value read, the threshold it is compared with,
 // and whether the source answered; labels queue_id, queue_name, pool_name, inference_pool.
 import { metrics, type Attributes, type Gauge, type MeterProvider } from '@opentelemetry/api';
 

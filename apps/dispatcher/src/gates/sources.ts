@@ -1,4 +1,4 @@
-// Metric sources of the budget gates (DISPATCHER.md §4.4): Prometheus text scraped from model
+// Metric sources of the budget gates (docs/design/dispatcher.md#gates): Prometheus text scraped from model
 // servers' `/metrics`, and instant queries against a Prometheus HTTP API. Every source is cached
 // per URL/query for `prometheus_cache_ttl_ms` and shared by all gates of a process, so N gates
 // reading one server scrape it once per TTL; concurrent reads share one fetch.

@@ -1,9 +1,9 @@
-// The inference client (DISPATCHER.md §3.1, §3.3): one POST per attempt over a keep-alive undici
+// The inference client (docs/design/dispatcher.md#http-request, #http-classification): one POST per attempt over a keep-alive undici
 // agent, bounded by the attempt deadline, classified into success / retryable / fatal.
 import { Agent, request } from 'undici';
 import { parseRetryAfter } from './retry.js';
 
-/** Error categories of §3.3. */
+/** Error categories of docs/design/dispatcher.md#http-classification. */
 export type ErrorCategory = 'INVALID_REQ' | 'UNKNOWN' | 'SERVER_ERROR' | 'RATE_LIMIT';
 
 /** How one attempt ended. */
@@ -38,7 +38,7 @@ export interface InferenceClientOptions {
   tls?: TlsClientOptions;
 }
 
-/** TLS client options (§3.1): CA bundle, client certificate, server name, verification. */
+/** TLS client options (docs/design/dispatcher.md#http-request): CA bundle, client certificate, server name, verification. */
 export interface TlsClientOptions {
   /** PEM CA certificate(s) trusted for the endpoint (instead of the system store). */
   ca?: string | Buffer;

@@ -1,4 +1,4 @@
-// Outgoing headers of DISPATCHER.md §3.2, applied in order (later wins).
+// Outgoing headers of docs/design/dispatcher.md#headers, applied in order (later wins).
 
 const TOKEN = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/;
 // A legal header value: visible ASCII, space and tab, no leading/trailing whitespace.

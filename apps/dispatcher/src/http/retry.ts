@@ -1,4 +1,4 @@
-// Retry timing of DISPATCHER.md §3.3–§3.4: Retry-After parsing and the backoff algorithm.
+// Retry timing of docs/design/dispatcher.md#http-classification, #retry-algorithm: Retry-After parsing and the backoff algorithm.
 
 /**
  * Parses a `Retry-After` value into seconds from `nowMs`: an integer ≥ 0, or an HTTP-date
@@ -34,7 +34,7 @@ export interface BackoffInput {
 }
 
 /**
- * The backoff of `retryMessage` (§3.4), in seconds (float): equal jitter over
+ * The backoff of `retryMessage` (docs/design/dispatcher.md#retry-algorithm), in seconds (float): equal jitter over
  * `min(cap, secondsToDeadline, base × 2^(retryCount+1))` (1st retry 2–4 s with base 2 s), raised to a `Retry-After` that asks for
  * longer, clamped to half the remaining time plus 0–25 % jitter.
  */

@@ -1,5 +1,5 @@
 // Admission before a request gets a handler slot: the queue's budget gate sizes each poll
-// (n = floor(batch_size × budget), §1.2 step 2), and requests whose quota key is known to be
+// (n = floor(batch_size × budget), docs/design/dispatcher.md#handling-one-request), and requests whose quota key is known to be
 // saturated are put back (deferred) at dispatch instead of being handed to a handler.
 //
 // Why at dispatch: the queue is served earliest deadline first, so a throttled tenant with an

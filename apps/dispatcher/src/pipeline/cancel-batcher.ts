@@ -1,5 +1,5 @@
 // Coalesces the workers' cancellation checks into one `cancelledKeys` statement per linger
-// window (DISPATCHER.md §5.5: ≤ 256 keys, 5 ms).
+// window (docs/design/dispatcher.md#loops: ≤ 256 keys, 5 ms).
 import type { CancelSource, Key } from './ports.js';
 
 interface Waiter {

@@ -1,4 +1,4 @@
-// The life of one dispatched request (DISPATCHER.md §1.2 step 5, §3, §4, §5.5): dequeue checks,
+// The life of one dispatched request (docs/design/dispatcher.md#handling-one-request, #http-request, #gates, #loops): dequeue checks,
 // quota gates, the HTTP attempt, classification, and the decision: a result, a retry parked in
 // place, or back to pending.
 import { context, defaultTextMapGetter, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Span, type Tracer } from '@opentelemetry/api';
@@ -36,9 +36,9 @@ export interface HandlerDeps {
   tracer?: Tracer;
   /** This process's view of the quota keys (admission at dispatch reads it). */
   load?: KeyLoad;
-  /** The queue gate's per-message decision (§4.2): Refuse → back to pending, Drop → result. */
+  /** The queue gate's per-message decision (docs/design/dispatcher.md#gates): Refuse → back to pending, Drop → result. */
   queueGate?: Gate;
-  /** The pool gate (§4.3): Continue / Wait (parked up to `gateWaitTimeoutMs`) / Refuse / Drop. */
+  /** The pool gate (docs/design/dispatcher.md#gates): Continue / Wait (parked up to `gateWaitTimeoutMs`) / Refuse / Drop. */
   poolGate?: Gate;
   /** The worker pool of this queue: a request waits here for one of its workers. */
   pool?: WorkerPool;
@@ -79,7 +79,7 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
     return { result: { route, payload: encodeResult(result), ...(ttl > 0 ? { expiresAt: Math.floor(nowSec()) + ttl } : {}) } };
   };
   /**
-   * The result when the deadline ends a request (§3.4): its last complete HTTP response if it
+   * The result when the deadline ends a request (docs/design/dispatcher.md#retry-algorithm): its last complete HTTP response if it
    * had one (a 429/5xx kept between retries), else `DEADLINE_EXCEEDED`.
    */
   const atDeadline = (env: Envelope, req: QueuedRequest): Outcome => {
@@ -117,11 +117,11 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
     const held: Held[] = [];
     for (const g of gates) {
       const value = env.data.metadata?.[g.attribute];
-      if (!value) continue; // no key → not gated (§4.4)
+      if (!value) continue; // no key → not gated (docs/design/dispatcher.md#gates)
       const key = `${g.prefix}${g.attribute}:${value}`;
       try {
         if (g.gating_mode === 'classifying') {
-          // Never blocks (§4.5): a granted slot is held and labels the request reserved.
+          // Never blocks (docs/design/dispatcher.md#gates): a granted slot is held and labels the request reserved.
           const release = await deps.quota!.acquire(key, g.limit);
           labels.classification = release === null ? 'overflow' : 'reserved';
           if (release !== null) {
@@ -220,7 +220,7 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
       return finish(env, req, errorResult(req.id, 'INVALID_REQUEST', `result route ${bad}`), DEFAULT_ROUTE);
     }
     if (req.cancelled) return finish(env, req, cancelledResult(req.id));
-    // §1.2 step 5: a missing or non-positive deadline is an invalid request, not an expired one.
+    // docs/design/dispatcher.md#handling-one-request: a missing or non-positive deadline is an invalid request, not an expired one.
     const d = env.data.deadline;
     if (!(req.deadline > 0) || !Number.isInteger(d) || d <= 0) return finish(env, req, invalidDeadlineResult(req.id));
     if (Date.now() >= req.deadline * 1000) return atDeadline(env, req);
@@ -246,7 +246,7 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
         runReleases();
         return backToPending();
       }
-      // Wait is not handled at queue level: it behaves like Continue (§4.2).
+      // Wait is not handled at queue level: it behaves like Continue (docs/design/dispatcher.md#gates).
       if (v.kind === 'refuse') {
         metrics.gateDecision(v.overflow ? 'quota_exhausted' : 'gate_closed');
         runReleases();
@@ -294,7 +294,7 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
     }
     try {
       if (!deps.tracer) return await attempt(req, env, msg.labels, retryCount, pulledAt, signal);
-      // `process-request` (§7.2): one span per attempt, a child of the submitter's trace when
+      // `process-request` (docs/design/dispatcher.md#metrics): one span per attempt, a child of the submitter's trace when
       // the request's metadata carries W3C trace context.
       const parent = W3C.extract(ROOT_CONTEXT, env.data.metadata ?? {}, defaultTextMapGetter);
       const span = deps.tracer.startSpan(
@@ -314,7 +314,7 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
     }
   };
 
-  /** The send and its classification (§3.3–§3.4). */
+  /** The send and its classification (docs/design/dispatcher.md#http-classification, #retry-algorithm). */
   async function attempt(req: QueuedRequest, env: Envelope, labels: Record<string, string>, retryCount: number, pulledAt: number, signal: AbortSignal | undefined, span?: Span): Promise<Outcome> {
     const failed = (category: string, message: string) => {
       span?.setAttribute('error.category', category);
@@ -322,11 +322,11 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
     };
     {
       // Right before the send: a request cancelled while it waited must not reach the endpoint.
-      // Throttled like upstream (one real check per second per message): the dispatch itself
+      // Throttled (one real check per second per message): the dispatch itself
       // read the flag, so a request that did not wait needs no second look.
       if (Date.now() - pulledAt >= CANCEL_CHECK_THROTTLE_MS) {
         const c = await checkCancelled(req);
-        if (c === 'error') return { retryAt: Math.ceil(nowSec() + 1) }; // fail closed, §3.4
+        if (c === 'error') return { retryAt: Math.ceil(nowSec() + 1) }; // fail closed, docs/design/dispatcher.md#retry-algorithm
         if (c) return finish(env, req, cancelledResult(req.id));
       }
 
@@ -390,7 +390,7 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
     }
   }
 
-  /** The pool-gate loop (§4.3); `undefined` = admitted (releases pushed to `releases`). */
+  /** The pool-gate loop (docs/design/dispatcher.md#gates); `undefined` = admitted (releases pushed to `releases`). */
   async function passPoolGate(req: QueuedRequest, env: Envelope, msg: GateMessage, releases: GateRelease[], signal?: AbortSignal): Promise<Outcome | undefined> {
     const pm = deps.poolMetrics ?? metrics;
     const started = Date.now();
@@ -438,13 +438,13 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
   }
 }
 
-/** The priority stamp of a request in `lane` (§3.2 step 5). */
+/** The priority stamp of a request in `lane` (docs/design/dispatcher.md#headers). */
 function priorityOf(tp: NonNullable<HandlerDeps['tierPriority']>, lane: number): { lane: number; header: string; objective?: string } {
   const objective = Object.hasOwn(tp.laneObjectives, String(lane)) ? tp.laneObjectives[String(lane)] : undefined;
   return { lane, header: tp.header, ...(objective !== undefined ? { objective } : {}) };
 }
 
-/** A gate's Drop as a result: its own result, else `GATE_DROPPED` (§2.3). */
+/** A gate's Drop as a result: its own result, else `GATE_DROPPED` (docs/design/dispatcher.md#result-message). */
 function dropResult(id: string, v: Extract<Verdict, { kind: 'drop' }>): ResultMessage {
   return v.result ? { id, ...v.result } : errorResult(id, 'GATE_DROPPED', 'Pool gating dropped request');
 }

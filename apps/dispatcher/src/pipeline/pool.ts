@@ -1,4 +1,4 @@
-// Worker pools and merge policies (DISPATCHER.md §1.1, §4.7): a pool has `workers` slots shared
+// Worker pools and merge policies (docs/design/dispatcher.md#components, #gates): a pool has `workers` slots shared
 // by its queues; requests of those queues wait here for a slot, and the pool's merge policy picks
 // who gets the next one:
 // - `random-robin`: a uniformly random queue among those with waiting requests (FIFO inside one);

@@ -1,4 +1,4 @@
-// The slices of @q/store, @q/partition-consumer and @q/quota the pipeline uses (CONTRACT §2–§4),
+// The slices of @q/store, @q/partition-consumer and @q/quota the pipeline uses (docs/design/api.md),
 // as narrow structural types so the request logic reads (and is tested) without the wiring.
 
 /** A request generation. */

@@ -26,7 +26,7 @@ import { createHandler } from '../pipeline/handler.js';
 import type { QuotaPort } from '../pipeline/ports.js';
 import { startEndpoint, type Endpoint } from './http-endpoints.js';
 
-/** Deadline-proximity windows of the backlog poll, seconds (§5.5): 0, 1 s, … 24 h. */
+/** Deadline-proximity windows of the backlog poll, seconds (docs/design/dispatcher.md#loops): 0, 1 s, … 24 h. */
 export const PROXIMITY_WINDOWS_S = [0, 1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400];
 
 /** Options of {@link Dispatcher.start}. */
@@ -160,7 +160,7 @@ export class Dispatcher {
     type TierPriority = { header: string; laneObjectives: Record<string, string> };
     const pools = new Map<string, { pool: WorkerPool; gate?: Gate; metrics: DispatcherMetrics; tierPriority?: TierPriority }>();
     (cfg.pools ?? []).forEach((p, i) => {
-      // Pool-gate series carry empty queue labels (§7.1).
+      // Pool-gate series carry empty queue labels (docs/design/dispatcher.md#metrics).
       const metrics = new DispatcherMetrics(meterProvider, '', p.id);
       const gm = new GateMetrics(meterProvider, { queue_id: '', queue_name: '', pool_name: p.id });
       const gate = p.gate_type ? createGate({ gate_type: p.gate_type, gate_params: p.gate_params }, { sources: this.sources, hasPrometheus, metrics: gm }, `pools[${i}]`) : undefined;
@@ -253,14 +253,14 @@ export class Dispatcher {
   readonly backlog = new Map<string, number>();
   private backlogTimer: NodeJS.Timeout | undefined;
 
-  /** §1.3: a poller refreshes the backlog gauge of every queue every `metrics_backlog_poll_interval_ms`. */
+  /** docs/design/dispatcher.md#start-and-graceful-stop: a poller refreshes the backlog gauge of every queue every `metrics_backlog_poll_interval_ms`. */
   private startBacklogPoller(meterProvider: MeterProvider): void {
     const every = this.config.metrics_backlog_poll_interval_ms;
     if (every <= 0) return;
     const m = meterProvider.getMeter('@q/dispatcher');
     const gauge = m.createGauge('llm_d_async_async_broker_backlog', { description: 'Pending requests per queue (backlog poller)' });
     const available = m.createGauge('llm_d_async_async_broker_backlog_source_available', { description: '1 when the last backlog poll succeeded' });
-    // A snapshot histogram (§5.5): cumulative `le` series of the pending requests whose deadline
+    // A snapshot histogram (docs/design/dispatcher.md#loops): cumulative `le` series of the pending requests whose deadline
     // falls within each window, re-measured every poll. A real histogram would accumulate across
     // polls; these gauges read like one (`histogram_quantile` works on them).
     const proximity = m.createGauge('llm_d_async_async_deadline_proximity_millis_bucket', { description: 'Pending requests whose deadline is within le ms (backlog poller)' });
@@ -291,7 +291,7 @@ export class Dispatcher {
   }
 
   /**
-   * Graceful stop (§1.3): not ready → stop consuming (partitions drain to peers) → wait for work
+   * Graceful stop (docs/design/dispatcher.md#start-and-graceful-stop): not ready → stop consuming (partitions drain to peers) → wait for work
    * in flight up to `drain_timeout_ms` (then in-flight calls are aborted and put back) → close.
    * Idempotent; resolves with each queue's counters.
    */

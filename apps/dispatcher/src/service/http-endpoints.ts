@@ -1,4 +1,4 @@
-// `/healthz`, `/readyz` and Prometheus `/metrics` over node:http (DISPATCHER.md §7.3).
+// `/healthz`, `/readyz` and Prometheus `/metrics` over node:http (docs/design/dispatcher.md#health).
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
