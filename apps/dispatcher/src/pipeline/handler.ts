@@ -161,39 +161,35 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
       waitingOn = undefined;
     };
     try {
-      return await gateLoop();
+      for (;;) {
+        const r = await tryGates(env, labels);
+        if (Array.isArray(r)) return r;
+        if (r === 'error') {
+          metrics.gateDecision('error');
+          return backToPending();
+        }
+        if (!counted) metrics.gateDecision('quota_exhausted');
+        counted = true;
+        const now = Date.now();
+        if (now >= req.deadline * 1000) return atDeadline(env, req);
+        if (now - started >= waitMs || deps.stopping?.aborted) return backToPending();
+        if (now - lastCancelCheck >= CANCEL_CHECK_THROTTLE_MS) {
+          lastCancelCheck = now;
+          const c = await checkCancelled(req);
+          if (c === 'error') return { retryAt: Math.ceil(nowSec() + 1) };
+          if (c) return finish(env, req, cancelledResult(req.id));
+        }
+        const sleep = Math.min(delay * (0.5 + rnd() / 2), started + waitMs - now, req.deadline * 1000 - now);
+        if (waitingOn !== r.refused) {
+          stopWaiting();
+          waitingOn = r.refused;
+          deps.load?.waitStarted(r.refused);
+        }
+        await parkUntil(parked, r.refused, Math.max(1, sleep), deps.stopping);
+        delay = Math.min(1000, delay * 2);
+      }
     } finally {
       stopWaiting();
-    }
-
-    async function gateLoop(): Promise<Held[] | Outcome> {
-    for (;;) {
-      const r = await tryGates(env, labels);
-      if (Array.isArray(r)) return r;
-      if (r === 'error') {
-        metrics.gateDecision('error');
-        return backToPending();
-      }
-      if (!counted) metrics.gateDecision('quota_exhausted');
-      counted = true;
-      const now = Date.now();
-      if (now >= req.deadline * 1000) return atDeadline(env, req);
-      if (now - started >= waitMs || deps.stopping?.aborted) return backToPending();
-      if (now - lastCancelCheck >= CANCEL_CHECK_THROTTLE_MS) {
-        lastCancelCheck = now;
-        const c = await checkCancelled(req);
-        if (c === 'error') return { retryAt: Math.ceil(nowSec() + 1) };
-        if (c) return finish(env, req, cancelledResult(req.id));
-      }
-      const sleep = Math.min(delay * (0.5 + rnd() / 2), started + waitMs - now, req.deadline * 1000 - now);
-      if (waitingOn !== r.refused) {
-        stopWaiting();
-        waitingOn = r.refused;
-        deps.load?.waitStarted(r.refused);
-      }
-      await parkUntil(parked, r.refused, Math.max(1, sleep), deps.stopping);
-      delay = Math.min(1000, delay * 2);
-    }
     }
   }
 
