@@ -2,11 +2,10 @@
 // model server, once behind an `endpoint-scrape` gate at 0.8 and once without it, with the
 // server's saturation over time drawn in the terminal and the latency of interactive requests
 // sent straight to the server.
-import pg from 'pg';
 import { Store } from '@q/store';
 import { loadConfig } from './config/load.js';
 import { popResults, submitRequests } from './client/producer.js';
-import { startEmbedded, withSearchPath } from './embedded.js';
+import { freshSchema, startEmbedded } from './embedded.js';
 import { Dispatcher } from './service/dispatcher.js';
 import { Probe, startModelServer, type SaturationPoint } from './sim/model-server.js';
 
@@ -42,15 +41,7 @@ export async function runSaturationDemo(opts: SaturationDemoOptions): Promise<{ 
       log('starting the embedded PostgreSQL (data under .q/) …');
       const embedded = await startEmbedded(opts.dataDir);
       cleanups.push(() => embedded.stop());
-      const admin = new pg.Client({ connectionString: embedded.dsn });
-      await admin.connect();
-      try {
-        await admin.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
-        await admin.query(`CREATE SCHEMA ${SCHEMA}`);
-      } finally {
-        await admin.end();
-      }
-      dsn = withSearchPath(embedded.dsn, SCHEMA);
+      dsn = await freshSchema(embedded, SCHEMA);
     }
     const server = await startModelServer({ capacity: CAPACITY, latencyMs: [140, 160], slowdown: 0.2 });
     cleanups.push(() => server.close());

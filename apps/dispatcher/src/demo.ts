@@ -2,12 +2,11 @@
 // Postgres (or a given DSN), the simulated inference endpoint, a batch of requests over a few
 // tenants behind a concurrency gate, live progress, and a summary table.
 import cliProgress from 'cli-progress';
-import pg from 'pg';
 import { Store } from '@q/store';
 import type { EmbeddedPostgres } from '@q/devdb';
 import { loadConfig } from './config/load.js';
 import { popResults, submitRequests } from './client/producer.js';
-import { startEmbedded, withSearchPath } from './embedded.js';
+import { freshSchema, startEmbedded } from './embedded.js';
 import type { PublicRequest } from './formats.js';
 import { Dispatcher } from './service/dispatcher.js';
 import { simulated, startInferenceServer } from './sim/server.js';
@@ -63,16 +62,7 @@ export async function runDemo(opts: DemoOptions): Promise<DemoSummary> {
   if (!dsn) {
     log('starting the embedded PostgreSQL (data under .q/) …');
     embedded = await startEmbedded(opts.dataDir);
-    // A fresh schema per run: the data directory is kept, leftovers of an interrupted run are not.
-    const admin = new pg.Client({ connectionString: embedded.dsn });
-    await admin.connect();
-    try {
-      await admin.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
-      await admin.query(`CREATE SCHEMA ${SCHEMA}`);
-    } finally {
-      await admin.end();
-    }
-    dsn = withSearchPath(embedded.dsn, SCHEMA);
+    dsn = await freshSchema(embedded, SCHEMA);
   }
   const cleanups: Array<() => Promise<unknown>> = [];
   if (embedded) {

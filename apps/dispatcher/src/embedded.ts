@@ -4,6 +4,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '@q/devdb';
+import pg from 'pg';
 
 /** Default data directory of the embedded server. */
 export const DEFAULT_DATA_DIR = path.join('.q', 'pgdata');
@@ -12,6 +13,23 @@ const STATE_FILE = path.join('.q', 'dispatcher.json');
 /** Starts (or reuses the data of) the embedded server. */
 export function startEmbedded(dataDir = DEFAULT_DATA_DIR): Promise<EmbeddedPostgres> {
   return startEmbeddedPostgres({ dataDir: path.resolve(dataDir) });
+}
+
+/**
+ * Recreates `schema` empty on the embedded server and returns a DSN that works in it: a demo's
+ * data directory is kept between runs, the leftovers of an interrupted run are not.
+ */
+export async function freshSchema(embedded: EmbeddedPostgres, schema: string): Promise<string> {
+  const admin = new pg.Client({ connectionString: embedded.dsn });
+  admin.on('error', () => undefined); // a failure surfaces through the queries below
+  await admin.connect();
+  try {
+    await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+    await admin.query(`CREATE SCHEMA ${schema}`);
+  } finally {
+    await admin.end();
+  }
+  return withSearchPath(embedded.dsn, schema);
 }
 
 /** `dsn` with `search_path` set to `schema`. */
