@@ -5,4 +5,5 @@ export * from './migrations.js';
 export * from './migrate.js';
 export * from './pool.js';
 export * from './text.js';
+export * from './statement.js';
 export * from './tables.js';

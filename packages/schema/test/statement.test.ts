@@ -1,0 +1,42 @@
+import { describe, expect, it } from 'vitest';
+import { QError, SCHEMA_TOKEN, StatementScope, statement } from '../src/index.js';
+
+const ping = statement('q_test_ping', `SELECT 1 FROM ${SCHEMA_TOKEN}.t JOIN ${SCHEMA_TOKEN}.u USING (id)`);
+
+describe('StatementScope', () => {
+  it('qualifies every schema token and suffixes the name with a hash of the schema', () => {
+    const a = new StatementScope('app jobs');
+    const b = new StatementScope('other');
+    const ba = a.bind(ping);
+    expect(ba.text).toBe('SELECT 1 FROM "app jobs".t JOIN "app jobs".u USING (id)');
+    expect(ba.name).toMatch(/^q_test_ping_[0-9a-f]{8}$/);
+    expect(b.bind(ping).name).not.toBe(ba.name);
+    expect(a.bind(ping)).toBe(ba);
+  });
+
+  it('quotes a double quote inside the schema name', () => {
+    expect(new StatementScope('we"ird').sql(`${SCHEMA_TOKEN}.t`)).toBe('"we""ird".t');
+  });
+
+  it('sends statements unnamed when named is false', () => {
+    const cfg = new StatementScope('s', { named: false }).config(ping, [1]);
+    expect(cfg).toEqual({ text: 'SELECT 1 FROM "s".t JOIN "s".u USING (id)', values: [1] });
+  });
+
+  it('refuses an empty, NUL-holding or over-long schema with INVALID_ARGUMENT', () => {
+    for (const bad of ['', 'a\u0000b', 'x'.repeat(64)]) {
+      let err: unknown;
+      try {
+        new StatementScope(bad);
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(QError);
+      expect((err as QError).code).toBe('INVALID_ARGUMENT');
+    }
+  });
+
+  it('refuses a statement name outside q_[a-z0-9_]+', () => {
+    expect(() => statement('jobs_claim', 'SELECT 1')).toThrow(/q_/);
+  });
+});
