@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { QError, QErrorCode, invalidArgument } from './errors.js';
+import { checkSchemaName } from './statement.js';
 import { MIGRATION_MODULES, bundledMigrations, type BundledMigration, type MigrationModule } from './migrations.js';
 
 /** Name of the journal table, created in the connection's current schema. */
@@ -12,6 +13,11 @@ const LOCK_CLASS = 0x71_6d_69_67; // "qmig"
 export interface MigrateOptions {
   /** The modules to bring up to date; others are left alone. */
   modules: MigrationModule[];
+  /**
+   * The schema to migrate into, created if missing (`CREATE SCHEMA IF NOT EXISTS`: needs CREATE on
+   * the database only when it is missing). Absent: the connection's current schema (`search_path`).
+   */
+  schema?: string;
 }
 
 interface JournalRow {
@@ -32,16 +38,22 @@ interface JournalRow {
  */
 export async function migrate(pool: pg.Pool, opts: MigrateOptions): Promise<void> {
   const modules = checkModules(opts?.modules);
+  const asked = opts.schema === undefined ? undefined : checkSchemaName('migrate', opts.schema);
   const wanted = modules.flatMap((m) => bundledMigrations(m));
   const client = await pool.connect();
   let broken = false;
   try {
-    const schema = await currentSchema(client);
+    const schema = asked ?? (await currentSchema(client));
     if (pendingAfterCheck(wanted, await readJournal(client, schema, modules)).length === 0) return;
+    if (asked !== undefined) await ensureSchema(client, asked);
 
     await client.query('BEGIN');
     try {
       await client.query('SELECT pg_advisory_xact_lock($1::int, hashtext($2))', [LOCK_CLASS, schema]);
+      // The migration files name their objects unqualified: they land in the first schema of the
+      // search_path, set for this transaction only (functions created with `SET search_path FROM
+      // CURRENT` keep it).
+      if (asked !== undefined) await client.query(`SET LOCAL search_path TO ${ident(asked)}`);
       await client.query(
         `CREATE TABLE IF NOT EXISTS ${ident(schema)}.${JOURNAL_TABLE} (
            module text NOT NULL, tag text NOT NULL, hash text NOT NULL,
@@ -134,6 +146,31 @@ function pendingAfterCheck(wanted: BundledMigration[], applied: JournalRow[]): B
     }
   }
   return pending;
+}
+
+/**
+ * Creates `schema` if it does not exist. An existing schema needs no privilege here (its
+ * USAGE/CREATE are checked by the migration itself); a missing one needs CREATE on the database.
+ */
+async function ensureSchema(client: pg.PoolClient, schema: string): Promise<void> {
+  const { rows } = await client.query<{ present: boolean }>('SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1) AS present', [schema]);
+  if (rows[0]?.present) return;
+  try {
+    await client.query(`CREATE SCHEMA IF NOT EXISTS ${ident(schema)}`);
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    if (code === '42501') {
+      throw new QError(
+        QErrorCode.SCHEMA_MISMATCH,
+        `migrate: schema "${schema}" does not exist and this role may not create it (needs CREATE on the database, or create the schema first)`,
+        { cause: err },
+      );
+    }
+    // 23505 / 42P06: a concurrent caller created it first.
+    if (code !== '23505' && code !== '42P06') {
+      throw new QError(QErrorCode.MIGRATION_FAILED, `migrate: cannot create schema "${schema}": ${(err as Error).message}`, { cause: err });
+    }
+  }
 }
 
 function ident(name: string): string {

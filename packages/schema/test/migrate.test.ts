@@ -153,3 +153,51 @@ describe('migrate', () => {
     await expect(migrate(pool, { modules: [] })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
   });
 });
+
+describe('migrate with the schema option', () => {
+  it('creates a missing schema and migrates into it whatever the search_path', async () => {
+    const { schema: base } = await fresh();
+    const pool = new pg.Pool({ connectionString: base.serverDsn, max: 2 });
+    pools.push(pool);
+    const target = `${base.name}_opt`;
+    try {
+      await migrate(pool, { modules: ['requests', 'quota', 'jobs'], schema: target });
+      await migrate(pool, { modules: ['requests', 'quota', 'jobs'], schema: target });
+      expect(await tables(pool, target)).toEqual([...REQUEST_TABLES, ...QUOTA_TABLES, 'jobs'].sort());
+      const cur = await pool.query<{ s: string }>('SELECT current_schema() AS s');
+      expect(await tables(pool, cur.rows[0]!.s)).not.toContain('jobs');
+    } finally {
+      await pool.query(`DROP SCHEMA IF EXISTS "${target}" CASCADE`);
+    }
+  });
+
+  it('a missing schema the role may not create is SCHEMA_MISMATCH naming the cause', async () => {
+    const { schema: base } = await fresh();
+    const admin = new pg.Pool({ connectionString: base.serverDsn, max: 1 });
+    pools.push(admin);
+    const role = `${base.name}_nocreate`;
+    await admin.query(`CREATE ROLE "${role}" LOGIN`);
+    try {
+      const u = new URL(base.serverDsn);
+      u.username = role;
+      u.password = '';
+      const limited = new pg.Pool({ connectionString: u.toString(), max: 1 });
+      pools.push(limited);
+      const err = await migrate(limited, { modules: ['jobs'], schema: `${base.name}_denied` }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(QError);
+      expect((err as QError).code).toBe('SCHEMA_MISMATCH');
+      expect((err as QError).message).toMatch(/may not create it/);
+      await limited.end();
+      pools.splice(pools.indexOf(limited), 1);
+    } finally {
+      await admin.query(`DROP ROLE IF EXISTS "${role}"`);
+    }
+  });
+
+  it('refuses an over-long schema name with INVALID_ARGUMENT before connecting', async () => {
+    const pool = new pg.Pool({ connectionString: 'postgres://nobody@127.0.0.1:1/none', max: 1 });
+    pools.push(pool);
+    const err = await migrate(pool, { modules: ['jobs'], schema: 'x'.repeat(64) }).catch((e: unknown) => e);
+    expect((err as QError).code).toBe('INVALID_ARGUMENT');
+  });
+});
