@@ -39,7 +39,7 @@ export interface EnvelopeInternal {
   last_response?: { status_code: number; payload: string };
 }
 
-/** What is stored in `async_requests.envelope`: the request without its payload (docs/design/dispatcher.md#envelope). */
+/** What is stored in `q_requests.envelope`: the request without its payload (docs/design/dispatcher.md#envelope). */
 export interface Envelope {
   internal: EnvelopeInternal;
   request_kind: 'plain';

@@ -28,7 +28,7 @@ describe('CLI', () => {
     expect(JSON.parse(st.out())[0]).toMatchObject({ queue: 'cliq', backlog: 3, resultsWaiting: 0 });
     const c = f.startCli(['cancel', 'cli-1'], env);
     expect(await c.exit).toBe(0);
-    const { rows } = await f.schema.pool().query<{ n: string }>(`SELECT count(*) AS n FROM async_requests WHERE queue = 'cliq' AND cancelled <> 0`);
+    const { rows } = await f.schema.pool().query<{ n: string }>(`SELECT count(*) AS n FROM q_requests WHERE queue = 'cliq' AND cancelled <> 0`);
     expect(Number(rows[0]!.n)).toBe(1);
   }, 150_000);
 
@@ -38,7 +38,7 @@ describe('CLI', () => {
     const s = f.startCli(['submit', '--queue', 'cliq-long', '--route', 'r'.repeat(3000), '--file', file], { Q_DSN: f.schema.dsn });
     expect(await s.exit).toBe(2);
     expect(s.err()).toContain('submit: --route must be at most 2048 bytes (got 3000)');
-    const { rows } = await f.schema.pool().query<{ n: string }>(`SELECT count(*) AS n FROM async_requests WHERE queue = 'cliq-long'`);
+    const { rows } = await f.schema.pool().query<{ n: string }>(`SELECT count(*) AS n FROM q_requests WHERE queue = 'cliq-long'`);
     expect(Number(rows[0]!.n)).toBe(0);
   }, 90_000);
 });

@@ -42,7 +42,7 @@ describe('two dispatcher processes', () => {
     for (const id of ids) expect(results.one(id)).toMatchObject({ status_code: 200 });
     b.child.kill('SIGTERM');
     expect(await b.exit).toBe(0);
-    const { rows } = await f.schema.pool().query<{ n: string }>(`SELECT count(*) AS n FROM async_requests WHERE queue = 'crash'`);
+    const { rows } = await f.schema.pool().query<{ n: string }>(`SELECT count(*) AS n FROM q_requests WHERE queue = 'crash'`);
     expect(Number(rows[0]!.n)).toBe(0);
   }, 150_000);
 });

@@ -209,7 +209,7 @@ describe('graceful stop', () => {
     await waitFor(() => server.calls.some((c) => scenarioOf(c).id.startsWith('d-')), 30_000, 'first call');
     await d.stop();
     const { rows } = await schema.pool().query<{ inflight: string; pending: string }>(
-      `SELECT count(*) FILTER (WHERE dispatch_epoch > 0) AS inflight, count(*) FILTER (WHERE dispatch_epoch = 0) AS pending FROM async_requests WHERE queue = 'drain'`,
+      `SELECT count(*) FILTER (WHERE dispatch_epoch > 0) AS inflight, count(*) FILTER (WHERE dispatch_epoch = 0) AS pending FROM q_requests WHERE queue = 'drain'`,
     );
     await out.drain();
     expect(Number(rows[0]!.inflight)).toBe(0);

@@ -117,7 +117,7 @@ describe('item 19: result routes are validated at submit', () => {
     }
     // 2,048 bytes exactly is fine (multi-byte characters count as their UTF-8 bytes).
     await expect(submitRequests(store, [{ id: 'max-route', deadline, payload: {} }], { queue: 'none', route: 'é'.repeat(1024) })).resolves.toHaveLength(1);
-    const { rows } = await schema.pool().query<{ id: string }>(`SELECT id FROM async_requests WHERE id IN ('long-route', 'max-route')`);
+    const { rows } = await schema.pool().query<{ id: string }>(`SELECT id FROM q_requests WHERE id IN ('long-route', 'max-route')`);
     expect(rows.map((r) => r.id)).toEqual(['max-route']);
   });
 

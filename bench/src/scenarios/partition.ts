@@ -142,7 +142,7 @@ export function partitionRedelivery(): Scenario {
             await waitUntil(async () => (await store.resultDepth(ROUTE)) >= n, 60_000, `${n} results after the kill`, 5);
             const ms = performance.now() - t0;
             seen.verify('redelivered requests');
-            const left = Number((await store.pool.query<{ n: string }>('SELECT count(*) AS n FROM async_requests')).rows[0]?.n);
+            const left = Number((await store.pool.query<{ n: string }>('SELECT count(*) AS n FROM q_requests')).rows[0]?.n);
             check(left === 0, `${left} requests left after redelivery`);
             return { redelivery: ms };
           } finally {
@@ -235,7 +235,7 @@ export function partitionRunnersProcs(procs: number): Scenario {
               await store.pool.query<{ total: string; distinct: string; known: string }>(
                 `SELECT count(*) AS total, count(DISTINCT id) AS distinct,
                         count(*) FILTER (WHERE id ~ '^r[0-9]+$' AND substr(id, 2)::int < $2) AS known
-                   FROM async_results WHERE route = $1`,
+                   FROM q_results WHERE route = $1`,
                 [ROUTE, n],
               )
             ).rows[0];
@@ -244,7 +244,7 @@ export function partitionRunnersProcs(procs: number): Scenario {
               total === n && distinct === n && known === n,
               `expected exactly one result for each of ${n} requests: ${total} results, ${distinct} distinct ids, ${known} known ids`,
             );
-            const left = Number((await store.pool.query<{ n: string }>('SELECT count(*) AS n FROM async_requests')).rows[0]?.n);
+            const left = Number((await store.pool.query<{ n: string }>('SELECT count(*) AS n FROM q_requests')).rows[0]?.n);
             check(left === 0, `${left} requests left after every result was written`);
             return { rate: n / s };
           } finally {

@@ -19,7 +19,7 @@ function common(store: QStore) {
         Array.from({ length: n }, (_, k) => ({ id: idOf(from + k), token: 't', queue: QUEUE, deadline, envelope: '{}', payload: PAYLOAD })),
       );
     },
-    stored: () => count('SELECT count(*) AS n FROM async_requests'),
+    stored: () => count('SELECT count(*) AS n FROM q_requests'),
     results: () => store.resultDepth(ROUTE),
   };
 }

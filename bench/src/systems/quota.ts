@@ -25,7 +25,7 @@ export interface QuotaSystem {
 }
 
 const sumSlots = async (pool: pg.Pool, key: string) =>
-  Number((await pool.query<{ n: string | null }>('SELECT sum(used) AS n FROM async_quota_slots WHERE key = $1', [key])).rows[0]?.n ?? 0);
+  Number((await pool.query<{ n: string | null }>('SELECT sum(used) AS n FROM q_quota_slots WHERE key = $1', [key])).rows[0]?.n ?? 0);
 
 /** `q`: the `Quota` client (own holder, concurrent callers of a key batched into one statement). */
 export const qQuotaClient: QuotaSystem = {
@@ -250,7 +250,7 @@ export async function runQuotaClients(o: QuotaClientsOptions): Promise<{ reports
 export async function slotsInUse(dsn: string): Promise<number> {
   const pool = benchPool(dsn, 1, 'quota slots check');
   try {
-    return Number((await pool.query<{ n: string | null }>('SELECT sum(used) AS n FROM async_quota_slots')).rows[0]?.n ?? 0);
+    return Number((await pool.query<{ n: string | null }>('SELECT sum(used) AS n FROM q_quota_slots')).rows[0]?.n ?? 0);
   } finally {
     await pool.end();
   }

@@ -3,7 +3,7 @@ import { check } from '../verify.js';
 import { PAYLOAD, QUEUE, ROUTE, idOf, indexOf, type RequestHarness, type RequestSystem } from './requests.js';
 
 /**
- * The raw-SQL limit of the request queue: the same columns as `async_requests`, no partitions,
+ * The raw-SQL limit of the request queue: the same columns as `q_requests`, no partitions,
  * no leases, no fencing. A dispatcher claims up to `batch` pending rows (earliest deadline, then
  * submission order, `FOR UPDATE SKIP LOCKED`) stamping a fresh attempt, and acks by deleting them
  * and writing their results in one statement.

@@ -19,8 +19,8 @@ afterAll(async () => {
   await schema?.drop();
 });
 
-// Backends waiting for a lock on this file's async_requests (the db pool's search_path is the test schema).
-const WAITING_ON_REQUESTS = `SELECT DISTINCT pid FROM pg_locks WHERE relation = 'async_requests'::regclass AND NOT granted`;
+// Backends waiting for a lock on this file's q_requests (the db pool's search_path is the test schema).
+const WAITING_ON_REQUESTS = `SELECT DISTINCT pid FROM pg_locks WHERE relation = 'q_requests'::regclass AND NOT granted`;
 
 const consumer = (queue: string, owner: string) => new Consumer(store, queue, owner, { leaseTtlMs: TTL, drainTimeoutMs: 5_000 });
 const stamp = (r: Request) => ({ id: r.id, token: r.token, attempt: r.attempt });
@@ -29,7 +29,7 @@ const inFlightOf = (c: Consumer, p: number) => c.inspect().leases.find((l) => l.
 
 async function rowState(id: string): Promise<{ epoch: number; notBefore: number; envelope: string } | undefined> {
   const { rows } = await db.query<{ dispatch_epoch: string; not_before: string; envelope: string }>(
-    'SELECT dispatch_epoch, not_before, envelope FROM async_requests WHERE id = $1',
+    'SELECT dispatch_epoch, not_before, envelope FROM q_requests WHERE id = $1',
     [id],
   );
   const r = rows[0];
@@ -84,7 +84,7 @@ describe('bookkeeping', () => {
     const locker = await db.connect();
     try {
       await locker.query('BEGIN');
-      await locker.query('LOCK TABLE async_requests IN ACCESS EXCLUSIVE MODE');
+      await locker.query('LOCK TABLE q_requests IN ACCESS EXCLUSIVE MODE');
       const ac = new AbortController();
       const polling = c.poll(t0, 10, ac.signal);
       await waitFor(async () => {
@@ -119,7 +119,7 @@ describe('bookkeeping', () => {
     let polling: Promise<Request[]>;
     try {
       await locker.query('BEGIN');
-      await locker.query('LOCK TABLE async_requests IN ACCESS EXCLUSIVE MODE');
+      await locker.query('LOCK TABLE q_requests IN ACCESS EXCLUSIVE MODE');
       polling = c.poll(t0, 10);
       polling.catch(() => undefined);
       await waitFor(async () => {
@@ -202,7 +202,7 @@ describe('bookkeeping', () => {
     const locker = await db.connect();
     try {
       await locker.query('BEGIN');
-      await locker.query('SELECT 1 FROM async_requests WHERE id = $1 FOR UPDATE', [stuck]);
+      await locker.query('SELECT 1 FROM q_requests WHERE id = $1 FOR UPDATE', [stuck]);
       await store.releasePartitions(q, 'te-a', [p]);
       now = plus(now, 1000);
       await c.rebalance(now); // beat 2: re-acquired at epoch 2, reset skipped the locked row

@@ -58,9 +58,9 @@ async function scalar(sql: string, params: unknown[] = []): Promise<number> {
   const { rows } = await db.query<{ n: string | null }>(sql, params);
   return Number(rows[0]?.n ?? 0);
 }
-const resultCount = () => scalar('SELECT count(*) AS n FROM async_results WHERE route = $1', [ROUTE]);
-const maxSeq = () => scalar('SELECT max(seq) AS n FROM async_results WHERE route = $1', [ROUTE]);
-const ownedBy = (owner: string) => scalar(`SELECT count(*) AS n FROM async_partitions WHERE queue = $1 AND owner = $2`, [QUEUE, owner]);
+const resultCount = () => scalar('SELECT count(*) AS n FROM q_results WHERE route = $1', [ROUTE]);
+const maxSeq = () => scalar('SELECT max(seq) AS n FROM q_results WHERE route = $1', [ROUTE]);
+const ownedBy = (owner: string) => scalar(`SELECT count(*) AS n FROM q_partitions WHERE queue = $1 AND owner = $2`, [QUEUE, owner]);
 
 beforeAll(async () => {
   ({ schema, store } = await openTestStore('pc_crash', 4));
@@ -96,7 +96,7 @@ it('every request gets exactly one result through SIGKILL, freeze and graceful s
   b.proc.kill('SIGSTOP');
   await waitFor(async () => (await ownedBy('crash-b')) === 0, 30_000, 50);
   const { rows: epochs } = await db.query<{ partition_id: number; epoch: string }>(
-    'SELECT partition_id, epoch FROM async_partitions WHERE queue = $1',
+    'SELECT partition_id, epoch FROM q_partitions WHERE queue = $1',
     [QUEUE],
   );
   const epochAtResume = new Map(epochs.map((r) => [r.partition_id, Number(r.epoch)]));
@@ -111,17 +111,17 @@ it('every request gets exactly one result through SIGKILL, freeze and graceful s
   mark('c stopped');
 
   // 4. The rest finish the queue.
-  await waitFor(async () => (await resultCount()) >= N && (await scalar('SELECT count(*) AS n FROM async_requests')) === 0, 60_000, 50);
+  await waitFor(async () => (await resultCount()) >= N && (await scalar('SELECT count(*) AS n FROM q_requests')) === 0, 60_000, 50);
   mark('all done');
   const [statsB, statsD] = await Promise.all([stopGracefully(b), stopGracefully(d)]);
   mark('b, d stopped');
 
   // Exactly one result per request, nothing left.
   expect(await resultCount()).toBe(N);
-  expect(await scalar('SELECT count(DISTINCT id) AS n FROM async_results WHERE route = $1', [ROUTE])).toBe(N);
-  expect(await scalar('SELECT count(*) AS n FROM async_requests')).toBe(0);
+  expect(await scalar('SELECT count(DISTINCT id) AS n FROM q_results WHERE route = $1', [ROUTE])).toBe(N);
+  expect(await scalar('SELECT count(*) AS n FROM q_requests')).toBe(0);
 
-  const { rows } = await db.query<{ seq: string; payload: string }>('SELECT seq, payload FROM async_results WHERE route = $1', [ROUTE]);
+  const { rows } = await db.query<{ seq: string; payload: string }>('SELECT seq, payload FROM q_results WHERE route = $1', [ROUTE]);
   const results = rows.map((r) => ({ seq: Number(r.seq), ...(JSON.parse(r.payload) as { owner: string; partition: number; epoch: number }) }));
   // The killed worker wrote nothing after it died.
   expect(results.filter((r) => r.owner === 'crash-a' && r.seq > seqAfterKill)).toEqual([]);

@@ -36,12 +36,12 @@ function base(queue: string, ac: AbortController, handle: PartitionWorkerOptions
 
 async function resultsOf(route: string): Promise<Array<{ id: string; payload: string; expires_at: string }>> {
   const { rows } = await db.query<{ id: string; payload: string; expires_at: string }>(
-    'SELECT id, payload, expires_at FROM async_results WHERE route = $1 ORDER BY id', [route],
+    'SELECT id, payload, expires_at FROM q_results WHERE route = $1 ORDER BY id', [route],
   );
   return rows;
 }
 const left = async (queue: string) =>
-  Number((await db.query<{ n: string }>('SELECT count(*) AS n FROM async_requests WHERE queue = $1', [queue])).rows[0]?.n);
+  Number((await db.query<{ n: string }>('SELECT count(*) AS n FROM q_requests WHERE queue = $1', [queue])).rows[0]?.n);
 
 async function errorOf(f: () => unknown): Promise<unknown> {
   try {
@@ -248,7 +248,7 @@ describe('a partition that bounces back while its handler runs ("Also")', () => 
     // A real fault: every write of the poison row fails. Its retry is abandoned, and from then on
     // each rebalance fails at its end (the orphan cannot be returned to pending).
     await db.query(`CREATE FUNCTION rel_fault() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'injected fault'; END $$`);
-    await db.query(`CREATE TRIGGER rel_fault BEFORE UPDATE ON async_requests FOR EACH ROW WHEN (OLD.id = '${poison}') EXECUTE FUNCTION rel_fault()`);
+    await db.query(`CREATE TRIGGER rel_fault BEFORE UPDATE ON q_requests FOR EACH ROW WHEN (OLD.id = '${poison}') EXECUTE FUNCTION rel_fault()`);
     try {
       releasePoison();
       await waitFor(() => log.lines.some((l) => l.msg === 'rebalance failed; retrying next beat'), 10_000);
@@ -260,7 +260,7 @@ describe('a partition that bounces back while its handler runs ("Also")', () => 
       // although that rebalance fails later on.
       await waitFor(() => victimCalls[0]?.abortedAt !== undefined, 3_000);
     } finally {
-      await db.query('DROP TRIGGER IF EXISTS rel_fault ON async_requests');
+      await db.query('DROP TRIGGER IF EXISTS rel_fault ON q_requests');
       await db.query('DROP FUNCTION IF EXISTS rel_fault()');
     }
     // The thief's lease lapses, bounce-a takes partition 0 back (a newer epoch) and runs the victim again.

@@ -33,8 +33,8 @@ async function count(sql: string, params: unknown[]): Promise<number> {
   const { rows } = await db.query<{ n: string }>(sql, params);
   return Number(rows[0]?.n ?? 0);
 }
-const results = (route: string) => count('SELECT count(*) AS n FROM async_results WHERE route = $1', [route]);
-const left = (queue: string) => count('SELECT count(*) AS n FROM async_requests WHERE queue = $1', [queue]);
+const results = (route: string) => count('SELECT count(*) AS n FROM q_results WHERE route = $1', [route]);
+const left = (queue: string) => count('SELECT count(*) AS n FROM q_requests WHERE queue = $1', [queue]);
 
 /** A logger that keeps every line. */
 function memoryLogger(): Logger & { lines: Array<{ level: string; msg?: string; fields: Record<string, unknown> }> } {
@@ -74,8 +74,8 @@ describe('runPartitionWorker', () => {
     expect([...seen.values()].every((n) => n === 1)).toBe(true);
     expect(await left(q)).toBe(0);
     // Closed: nothing held, no membership.
-    expect(await count(`SELECT count(*) AS n FROM async_partitions WHERE queue = $1 AND owner <> ''`, [q])).toBe(0);
-    expect(await count('SELECT count(*) AS n FROM async_dispatchers WHERE queue = $1', [q])).toBe(0);
+    expect(await count(`SELECT count(*) AS n FROM q_partitions WHERE queue = $1 AND owner <> ''`, [q])).toBe(0);
+    expect(await count('SELECT count(*) AS n FROM q_dispatchers WHERE queue = $1', [q])).toBe(0);
     expect(log.lines.some((l) => l.msg === 'partition worker stopped')).toBe(true);
     expect(JSON.stringify(log.lines)).not.toContain('"basic-'); // no request ids or payloads in routine logs
   });
@@ -162,7 +162,7 @@ describe('runPartitionWorker', () => {
     const stats = await done;
     expect(stats).toMatchObject({ dispatched: 3, acked: 0, undispatched: 3 });
     expect(await results('rw-timeout-out')).toBe(0);
-    expect(await count('SELECT count(*) AS n FROM async_requests WHERE queue = $1 AND dispatch_epoch = 0', [q])).toBe(3);
+    expect(await count('SELECT count(*) AS n FROM q_requests WHERE queue = $1 AND dispatch_epoch = 0', [q])).toBe(3);
   });
 
   it('two workers share the queue; a handler whose partition moved is aborted and its late result fenced', async () => {
@@ -188,7 +188,7 @@ describe('runPartitionWorker', () => {
       drainTimeoutMs: 600,
       stopTimeoutMs: 10_000,
     });
-    await waitFor(async () => (await count(`SELECT count(*) AS n FROM async_requests WHERE queue = $1 AND dispatch_epoch > 0`, [q])) === 64);
+    await waitFor(async () => (await count(`SELECT count(*) AS n FROM q_requests WHERE queue = $1 AND dispatch_epoch > 0`, [q])) === 64);
     const b = runPartitionWorker({
       ...base(q, acB, async (req) => ({ result: { route: 'rw-pair-out', payload: req.id } })),
       owner: 'pair-b',
@@ -201,7 +201,7 @@ describe('runPartitionWorker', () => {
     acB.abort();
     const statsB = await b;
     expect(await left(q)).toBe(0);
-    expect(await count(`SELECT count(*) AS n FROM async_results WHERE route = 'rw-pair-out' AND payload = 'late'`, [])).toBe(statsA.acked);
+    expect(await count(`SELECT count(*) AS n FROM q_results WHERE route = 'rw-pair-out' AND payload = 'late'`, [])).toBe(statsA.acked);
     expect(statsA.fenced).toBeGreaterThanOrEqual(32);
     expect(aborted.length).toBeGreaterThanOrEqual(32);
     expect(statsA.acked + statsB.acked).toBe(64);

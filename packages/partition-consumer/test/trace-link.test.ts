@@ -55,7 +55,7 @@ it('links each handle span to the traceparent of a JSON-object envelope; anythin
     },
   });
   await waitFor(async () => {
-    const { rows } = await schema.pool().query<{ n: string }>(`SELECT count(*) AS n FROM async_results WHERE route = 'trace-out'`);
+    const { rows } = await schema.pool().query<{ n: string }>(`SELECT count(*) AS n FROM q_results WHERE route = 'trace-out'`);
     return Number(rows[0]?.n) === Object.keys(envelopes).length;
   });
   ac.abort();

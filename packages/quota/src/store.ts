@@ -1,9 +1,11 @@
 import type { Tracer } from '@opentelemetry/api';
 import { instrumentPool, qTracer, quotaKeyClass, quotaMetrics, withOperation, type QuotaMetrics } from '@q/otel';
-import { QuotaHolderLapsedError, invalidArgument, migrate, openPool } from '@q/schema';
+import {
+  QError, QErrorCode, QuotaHolderLapsedError, StatementScope, checkSchemaName, databaseError, invalidArgument, migrate, openPool,
+} from '@q/schema';
 import type pg from 'pg';
-import { closedError, databaseError } from './errors.js';
-import type { OpenOptions, TelemetryOptions } from './options.js';
+import { closedError } from './errors.js';
+import type { FromPoolOptions, OpenOptions } from './options.js';
 import { acquireQuotaSlots } from './sql/acquireQuotaSlots.js';
 import { admitQuota } from './sql/admitQuota.js';
 import { deleteQuotaHolder } from './sql/deleteQuotaHolder.js';
@@ -27,43 +29,65 @@ export class QuotaStore {
   readonly #ownsPool: boolean;
   readonly #tracer: Tracer | undefined;
   readonly #metrics: QuotaMetrics;
+  readonly #named: boolean;
+  // Bound once: at open (schema option, or the connection's current schema), or, for fromPool
+  // without a schema, on the first call (fromPool is synchronous).
+  #scope: StatementScope | Promise<StatementScope>;
   #closed = false;
 
-  private constructor(pool: pg.Pool, ownsPool: boolean, telemetry: TelemetryOptions) {
+  private constructor(pool: pg.Pool, ownsPool: boolean, scope: StatementScope | undefined, opts: FromPoolOptions) {
     this.#pool = pool;
     this.#ownsPool = ownsPool;
-    this.#tracer = qTracer(telemetry.tracerProvider);
-    this.#metrics = quotaMetrics(telemetry.meterProvider);
+    this.#tracer = qTracer(opts.tracerProvider);
+    this.#metrics = quotaMetrics(opts.meterProvider);
+    this.#named = opts.pooler !== 'transaction';
+    this.#scope = scope ?? this.#currentScope();
+    // A failed first read is reported by the call that awaits it; never an unhandled rejection.
+    if (this.#scope instanceof Promise) this.#scope.catch(() => undefined);
   }
 
   /**
-   * Opens a pool on `dsn` (validated, pinged; errors never show the password) and, unless
-   * `opts.migrate === false`, migrates the `quota` module only into the DSN's schema.
+   * Opens a pool on `dsn` (validated, pinged; errors never show the password; at most `maxConns`
+   * connections, default 10, idle ones closed after 30 s) and, unless `opts.migrate === false`,
+   * migrates the `quota` module only, into `opts.schema` (created if missing) or the
+   * connection's current schema.
    */
   static async open(dsn: string, opts: OpenOptions = {}): Promise<QuotaStore> {
+    checkOptions('QuotaStore.open', opts);
     const pool = await openPool(dsn, {
       maxConns: opts.maxConns,
       applicationName: opts.applicationName ?? 'q-quota',
       instrument: (p) => void instrumentPool(p, opts.tracerProvider),
     });
     try {
-      if (opts.migrate !== false) await migrate(pool, { modules: ['quota'] });
+      if (opts.migrate !== false) await migrate(pool, { modules: ['quota'], ...(opts.schema !== undefined ? { schema: opts.schema } : {}) });
+      const store = new QuotaStore(pool, true, opts.schema === undefined ? undefined : new StatementScope(opts.schema, { named: opts.pooler !== 'transaction' }), opts);
+      await store.#bound('open');
+      return store;
     } catch (err) {
       await pool.end().catch(() => undefined);
       throw err;
     }
-    return new QuotaStore(pool, true, opts);
   }
 
   /**
-   * Wraps a pool you own (and close). Does not migrate: call `migrate(pool, { modules: ['quota'] })`
-   * from `@q/schema` first. Statement spans need `instrumentPool` from `@q/otel` on that pool.
+   * Wraps a pool you own (and close). Does not migrate: call `migrate(pool, { modules: ['quota'],
+   * schema })` from `@q/schema` first. Statements name `opts.schema`, or the pool's current
+   * schema read on the first call; stores of different schemas may share one pool. Statement
+   * spans need `instrumentPool` from `@q/otel` on that pool.
    */
-  static fromPool(pool: pg.Pool, telemetry: TelemetryOptions = {}): QuotaStore {
+  static fromPool(pool: pg.Pool, opts: FromPoolOptions = {}): QuotaStore {
     if (!pool || typeof (pool as { query?: unknown }).query !== 'function') {
       throw invalidArgument('fromPool needs a pg.Pool');
     }
-    return new QuotaStore(pool, false, telemetry);
+    checkOptions('QuotaStore.fromPool', opts);
+    const named = opts.pooler !== 'transaction';
+    return new QuotaStore(pool, false, opts.schema === undefined ? undefined : new StatementScope(opts.schema, { named }), opts);
+  }
+
+  /** The schema this store's statements name (resolved at open, or by the first call of a `fromPool` store). */
+  async schema(): Promise<string> {
+    return (await this.#bound('schema')).schema;
   }
 
   /** The pool this store runs on. */
@@ -78,7 +102,7 @@ export class QuotaStore {
   async registerQuotaHolder(holder: string, ttlMs: number): Promise<void> {
     checkName('holder', holder);
     checkInt('ttlMs', ttlMs, 1);
-    await this.#run('register_holder', () => registerQuotaHolder(this.#pool, holder, ttlMs));
+    await this.#run('register_holder', (scope) => registerQuotaHolder(scope, this.#pool, holder, ttlMs));
   }
 
   /**
@@ -90,19 +114,19 @@ export class QuotaStore {
   async renewQuotaHolder(holder: string, ttlMs: number): Promise<boolean> {
     checkName('holder', holder);
     checkInt('ttlMs', ttlMs, 1);
-    return this.#run('renew_holder', () => renewQuotaHolder(this.#pool, holder, ttlMs));
+    return this.#run('renew_holder', (scope) => renewQuotaHolder(scope, this.#pool, holder, ttlMs));
   }
 
   /** Deletes a holder and its slots, which stop counting at once. Idempotent. */
   async deleteQuotaHolder(holder: string): Promise<void> {
     checkName('holder', holder);
-    await this.#run('delete_holder', () => deleteQuotaHolder(this.#pool, holder));
+    await this.#run('delete_holder', (scope) => deleteQuotaHolder(scope, this.#pool, holder));
   }
 
   /** Deletes holders that lapsed more than `graceMs` ago, with their slots. Recently lapsed ones are kept. */
   async reapQuotaHolders(graceMs: number): Promise<void> {
     checkInt('graceMs', graceMs, 0);
-    await this.#run('reap_holders', () => reapQuotaHolders(this.#pool, graceMs));
+    await this.#run('reap_holders', (scope) => reapQuotaHolders(scope, this.#pool, graceMs));
   }
 
   /**
@@ -119,7 +143,7 @@ export class QuotaStore {
     checkInt('n', n, 0, MAX_INT4);
     checkInt('limit', limit, 0, MAX_INT4);
     const keyClass = quotaKeyClass(key);
-    const granted = await this.#run('acquire', () => acquireQuotaSlots(this.#pool, holder, key, n, limit), keyClass);
+    const granted = await this.#run('acquire', (scope) => acquireQuotaSlots(scope, this.#pool, holder, key, n, limit), keyClass);
     if (granted < 0) throw new QuotaHolderLapsedError(holder);
     this.#count('slots', keyClass, granted, n - granted);
     return granted;
@@ -134,7 +158,7 @@ export class QuotaStore {
     checkName('holder', holder);
     checkRelease(keys, counts);
     if (keys.length === 0) return;
-    await this.#run('release', () => releaseQuotaSlots(this.#pool, holder, keys, counts));
+    await this.#run('release', (scope) => releaseQuotaSlots(scope, this.#pool, holder, keys, counts));
   }
 
   /**
@@ -148,7 +172,7 @@ export class QuotaStore {
     checkInt('limit', limit, 0, MAX_INT4);
     checkInt('windowMs', windowMs, 1);
     const keyClass = quotaKeyClass(key);
-    const granted = await this.#run('admit', () => admitQuota(this.#pool, key, n, limit, windowMs), keyClass);
+    const granted = await this.#run('admit', (scope) => admitQuota(scope, this.#pool, key, n, limit, windowMs), keyClass);
     this.#count('rate', keyClass, granted, n - granted);
     return granted;
   }
@@ -161,7 +185,7 @@ export class QuotaStore {
    */
   async reapQuota(limit: number): Promise<number> {
     checkInt('limit', limit, 1, MAX_INT4);
-    return this.#run('reap', () => reapQuota(this.#pool, limit));
+    return this.#run('reap', (scope) => reapQuota(scope, this.#pool, limit));
   }
 
   /** Closes the pool if this store opened it. Idempotent. */
@@ -171,20 +195,42 @@ export class QuotaStore {
     if (this.#ownsPool) await this.#pool.end();
   }
 
-  async #run<T>(op: string, fn: () => Promise<T>, keyClass?: string): Promise<T> {
+  async #run<T>(op: string, fn: (scope: StatementScope) => Promise<T>, keyClass?: string): Promise<T> {
     if (this.#closed) throw closedError('QuotaStore');
     return withOperation(
       this.#tracer,
       `q.quota.${op}`,
       async () => {
         try {
-          return await fn();
+          return await fn(await this.#bound(op));
         } catch (err) {
-          throw databaseError(`quota ${op}`, err);
+          throw databaseError(`quota ${op}`, err, TAKEN_NAME);
         }
       },
       keyClass === undefined ? undefined : { 'quota.key_class': keyClass },
     );
+  }
+
+  async #bound(op: string): Promise<StatementScope> {
+    try {
+      return await this.#scope;
+    } catch (err) {
+      // Not cached: the next call reads the schema again (the database may be back).
+      this.#scope = this.#currentScope();
+      this.#scope.catch(() => undefined);
+      throw databaseError(`quota ${op}`, err);
+    }
+  }
+
+  async #currentScope(): Promise<StatementScope> {
+    const { rows } = await this.#pool.query<{ schema: string | null }>('SELECT current_schema() AS schema');
+    const schema = rows[0]?.schema;
+    if (!schema) {
+      throw new QError(QErrorCode.SCHEMA_MISMATCH, 'QuotaStore: no current schema (the first schema of search_path does not exist): pass the schema option');
+    }
+    const scope = new StatementScope(schema, { named: this.#named });
+    this.#scope = scope;
+    return scope;
   }
 
   #count(kind: 'slots' | 'rate', keyClass: string, granted: number, refused: number): void {
@@ -192,4 +238,13 @@ export class QuotaStore {
     if (granted > 0) this.#metrics.grants.add(granted, attributes);
     if (refused > 0) this.#metrics.refusals.add(refused, attributes);
   }
+}
+
+const TAKEN_NAME = { duplicate: 'the name is already taken' };
+
+function checkOptions(op: string, opts: unknown): void {
+  if (typeof opts !== 'object' || opts === null) throw invalidArgument(`${op}: options must be an object`);
+  const o = opts as FromPoolOptions;
+  if (o.schema !== undefined) checkSchemaName(op, o.schema);
+  if (o.pooler !== undefined && o.pooler !== 'transaction') throw invalidArgument(`${op}: pooler must be 'transaction' or absent`);
 }

@@ -30,7 +30,7 @@ afterAll(async () => {
 const count = (fn: string) => statements.filter((s) => s.includes(fn)).length;
 
 async function holderRows(): Promise<string[]> {
-  const { rows } = await pool.query<{ holder: string }>(`SELECT holder FROM async_quota_holders ORDER BY holder`);
+  const { rows } = await pool.query<{ holder: string }>(`SELECT holder FROM q_quota_holders ORDER BY holder`);
   return rows.map((r) => r.holder);
 }
 
@@ -38,9 +38,9 @@ async function holderRows(): Promise<string[]> {
 async function lockKey(key: string): Promise<{ pid: number; unlock: () => Promise<void> }> {
   const c = new pg.Client({ connectionString: schema.dsn });
   await c.connect();
-  await c.query(`INSERT INTO async_quota_keys(key) VALUES ($1) ON CONFLICT DO NOTHING`, [key]);
+  await c.query(`INSERT INTO q_quota_keys(key) VALUES ($1) ON CONFLICT DO NOTHING`, [key]);
   await c.query('BEGIN');
-  await c.query(`SELECT 1 FROM async_quota_keys WHERE key = $1 FOR UPDATE`, [key]);
+  await c.query(`SELECT 1 FROM q_quota_keys WHERE key = $1 FOR UPDATE`, [key]);
   const { rows } = await c.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
   return { pid: rows[0]!.pid, unlock: async () => void (await c.query('COMMIT').finally(() => c.end())) };
 }
@@ -49,7 +49,7 @@ async function lockKey(key: string): Promise<{ pid: number; unlock: () => Promis
 async function waitForLockWait(): Promise<void> {
   await waitFor(async () => {
     const { rows } = await pool.query(
-      `SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%async_quota_acquire%'`,
+      `SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%q_quota_acquire%'`,
       [APP],
     );
     return rows.length > 0;
@@ -66,12 +66,12 @@ describe('Quota client', () => {
   });
 
   it('100 concurrent acquires with limit 7: exactly 7 granted, in far fewer statements than callers', async () => {
-    const before = count('async_quota_acquire');
+    const before = count('q_quota_acquire');
     const results = await Promise.all(Array.from({ length: 100 }, () => quota.acquire('tenant:burst', 7)));
     const granted = results.filter((r): r is Release => r !== null);
     expect(granted).toHaveLength(7);
     expect(await liveSlots(pool, 'tenant:burst')).toBe(7);
-    const sent = count('async_quota_acquire') - before;
+    const sent = count('q_quota_acquire') - before;
     expect(sent).toBeGreaterThanOrEqual(1);
     expect(sent).toBeLessThanOrEqual(5);
     await Promise.all(granted.map((r) => r()));
@@ -80,7 +80,7 @@ describe('Quota client', () => {
   });
 
   it('100 callers taking turns never have more than 7 in use, and batch their statements', async () => {
-    const before = count('async_quota_acquire');
+    const before = count('q_quota_acquire');
     let attempts = 0;
     let inUse = 0;
     let peak = 0;
@@ -107,16 +107,16 @@ describe('Quota client', () => {
     expect(done).toBe(100);
     expect(peak).toBeLessThanOrEqual(7);
     expect(peak).toBeGreaterThan(1);
-    const sent = count('async_quota_acquire') - before;
+    const sent = count('q_quota_acquire') - before;
     expect(sent).toBeLessThan(attempts / 2);
     await waitFor(async () => (await liveSlots(pool, 'tenant:turns')) === 0, 10_000, 'all slots released');
   });
 
   it('admit: 50 concurrent callers with a limit of 10 get exactly 10 admissions', async () => {
-    const before = count('async_quota_admit');
+    const before = count('q_quota_admit');
     const results = await Promise.all(Array.from({ length: 50 }, () => quota.admit('api:outbound', 10, 60_000)));
     expect(results.filter(Boolean)).toHaveLength(10);
-    expect(count('async_quota_admit') - before).toBeLessThanOrEqual(5);
+    expect(count('q_quota_admit') - before).toBeLessThanOrEqual(5);
     expect(await quota.admit('api:outbound', 10, 60_000)).toBe(false);
     expect(await quota.admit('api:outbound', 11, 60_000)).toBe(true); // a higher limit sees the same count
   });
@@ -168,7 +168,7 @@ describe('Quota client', () => {
     await waitForLockWait();
     // Cut the connection of the waiting acquire: its caller gets an error, never a guess.
     await pool.query(
-      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%async_quota_acquire%'`,
+      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%q_quota_acquire%'`,
       [APP],
     );
     await expect(failing).rejects.toMatchObject({ code: 'CONNECTION' });
@@ -191,18 +191,18 @@ describe('Quota client', () => {
     const c = new pg.Client({ connectionString: schema.dsn });
     await c.connect();
     await c.query('BEGIN');
-    await c.query(`SELECT 1 FROM async_quota_slots WHERE key = $1 AND holder = $2 FOR UPDATE`, [key, h]);
+    await c.query(`SELECT 1 FROM q_quota_slots WHERE key = $1 AND holder = $2 FOR UPDATE`, [key, h]);
     const releasing = a!();
     await waitFor(async () => {
       const { rows } = await pool.query(
-        `SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%async_quota_slots s SET used%'`,
+        `SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%q_quota_slots s SET used%'`,
         [APP],
       );
       return rows.length > 0;
     }, 20_000, 'a release waiting');
     const sentBefore = count('SET used = greatest');
     await pool.query(
-      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%async_quota_slots s SET used%'`,
+      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%q_quota_slots s SET used%'`,
       [APP],
     );
     await releasing; // resolves: the holder is retired instead

@@ -47,7 +47,7 @@ it('a SIGKILLed process’s slots count again after its TTL, never before', asyn
     let refusedAfterKill = 0;
     for (let i = 0; ; i++) {
       expect(i).toBeLessThan(400); // bounded: ~20 s
-      const { rows } = await schema.pool().query<{ expires_ms: string }>(`SELECT expires_ms FROM async_quota_holders WHERE holder = $1`, [holder]);
+      const { rows } = await schema.pool().query<{ expires_ms: string }>(`SELECT expires_ms FROM q_quota_holders WHERE holder = $1`, [holder]);
       const expires = Number(rows[0]!.expires_ms);
       const before = await dbNowMs(schema.pool());
       const granted = await store.acquireQuotaSlots('observer', key, 1, LIMIT);

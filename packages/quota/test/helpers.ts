@@ -20,7 +20,7 @@ export async function dbNowMs(pool: pg.Pool): Promise<number> {
 /** Slots of `key` in use by live holders (the count acquires compare with the limit). */
 export async function liveSlots(pool: pg.Pool, key: string): Promise<number> {
   const { rows } = await pool.query<{ n: number }>(
-    `SELECT coalesce(sum(s.used), 0)::int AS n FROM async_quota_slots s JOIN async_quota_holders h USING (holder)
+    `SELECT coalesce(sum(s.used), 0)::int AS n FROM q_quota_slots s JOIN q_quota_holders h USING (holder)
       WHERE s.key = $1 AND NOT h.lapsed AND h.expires_ms > (extract(epoch FROM clock_timestamp()) * 1000)::bigint`,
     [key],
   );
@@ -29,20 +29,20 @@ export async function liveSlots(pool: pg.Pool, key: string): Promise<number> {
 
 /** Moves a holder's lease end by `deltaMs` (negative: as if the clock had moved on). */
 export async function shiftHolder(pool: pg.Pool, holder: string, deltaMs: number): Promise<void> {
-  await pool.query(`UPDATE async_quota_holders SET expires_ms = expires_ms + $2 WHERE holder = $1`, [holder, deltaMs]);
+  await pool.query(`UPDATE q_quota_holders SET expires_ms = expires_ms + $2 WHERE holder = $1`, [holder, deltaMs]);
 }
 
 /** Makes a holder lapsed as of now. */
 export async function lapseHolder(pool: pg.Pool, holder: string): Promise<void> {
   await pool.query(
-    `UPDATE async_quota_holders SET expires_ms = (extract(epoch FROM clock_timestamp()) * 1000)::bigint - 1 WHERE holder = $1`,
+    `UPDATE q_quota_holders SET expires_ms = (extract(epoch FROM clock_timestamp()) * 1000)::bigint - 1 WHERE holder = $1`,
     [holder],
   );
 }
 
 /** Ages every admission of `key` by `ms`: the same as the database clock moving `ms` forward for them. */
 export async function ageAdmits(pool: pg.Pool, key: string, ms: number): Promise<void> {
-  await pool.query(`UPDATE async_quota_admits SET at_ms = at_ms - $2 WHERE key = $1`, [key, ms]);
+  await pool.query(`UPDATE q_quota_admits SET at_ms = at_ms - $2 WHERE key = $1`, [key, ms]);
 }
 
 /** Polls `check` until it returns true, or fails after `timeoutMs`. */

@@ -77,6 +77,6 @@ console.log(JSON.stringify({ first: first !== null, second: second !== null, thi
     [schema.name],
   );
   expect(rows.map((r) => r.table_name)).toEqual([
-    'async_quota_admits', 'async_quota_holders', 'async_quota_keys', 'async_quota_slots', 'async_quota_windows', 'q_schema_migrations',
+    'q_quota_admits', 'q_quota_holders', 'q_quota_keys', 'q_quota_slots', 'q_quota_windows', 'q_schema_migrations',
   ]);
 }, 420_000);

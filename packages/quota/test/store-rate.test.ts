@@ -18,8 +18,8 @@ afterAll(async () => {
 /** Sum of live admissions per window vs the window's running count. */
 async function windowCounts(key: string): Promise<Array<{ window_ms: string; used: string; logged: string }>> {
   const { rows } = await schema.pool().query<{ window_ms: string; used: string; logged: string }>(
-    `SELECT w.window_ms, w.used, coalesce((SELECT sum(n) FROM async_quota_admits a WHERE a.key = w.key AND a.window_ms = w.window_ms), 0) AS logged
-       FROM async_quota_windows w WHERE w.key = $1 ORDER BY w.window_ms`,
+    `SELECT w.window_ms, w.used, coalesce((SELECT sum(n) FROM q_quota_admits a WHERE a.key = w.key AND a.window_ms = w.window_ms), 0) AS logged
+       FROM q_quota_windows w WHERE w.key = $1 ORDER BY w.window_ms`,
     [key],
   );
   return rows;
@@ -93,7 +93,7 @@ describe('QuotaStore rate admission', () => {
     // An emptied window disappears, and the next admission in it starts from zero.
     await ageAdmits(schema.pool(), key, HOUR);
     await store.reapQuota(1000);
-    const { rows } = await schema.pool().query(`SELECT 1 FROM async_quota_windows WHERE key = $1`, [key]);
+    const { rows } = await schema.pool().query(`SELECT 1 FROM q_quota_windows WHERE key = $1`, [key]);
     expect(rows).toHaveLength(0);
     expect(await store.admitQuota(key, 9, 5, W)).toBe(5);
   });
@@ -105,10 +105,10 @@ describe('QuotaStore rate admission', () => {
     await store.releaseQuotaSlots('rq', ['rk1'], [2]);
     await store.reapQuota(1000);
     const { rows: slots } = await schema.pool().query<{ key: string; used: number }>(
-      `SELECT key, used FROM async_quota_slots WHERE holder = 'rq' ORDER BY key`,
+      `SELECT key, used FROM q_quota_slots WHERE holder = 'rq' ORDER BY key`,
     );
     expect(slots).toEqual([{ key: 'rk2', used: 1 }]);
-    const { rows: keys } = await schema.pool().query<{ key: string }>(`SELECT key FROM async_quota_keys WHERE key IN ('rk1', 'rk2')`);
+    const { rows: keys } = await schema.pool().query<{ key: string }>(`SELECT key FROM q_quota_keys WHERE key IN ('rk1', 'rk2')`);
     expect(keys.map((k) => k.key)).toEqual(['rk2']);
     expect(await store.acquireQuotaSlots('rq', 'rk1', 9, 5)).toBe(5);
   });
@@ -147,7 +147,7 @@ describe('QuotaStore rate admission', () => {
     for (const key of ['race-rate-0', 'race-rate-1']) {
       for (const c of await windowCounts(key)) expect(c.used).toBe(c.logged);
     }
-    const { rows } = await schema.pool().query<{ n: number }>(`SELECT coalesce(sum(used), 0)::int AS n FROM async_quota_slots WHERE key = $1`, [slotsKey]);
+    const { rows } = await schema.pool().query<{ n: number }>(`SELECT coalesce(sum(used), 0)::int AS n FROM q_quota_slots WHERE key = $1`, [slotsKey]);
     expect(rows[0]!.n).toBe(0);
   });
 

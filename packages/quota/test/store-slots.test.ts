@@ -46,7 +46,7 @@ describe('QuotaStore slots', () => {
     expect(await store.acquireQuotaSlots(b, 'r1', 2, 10)).toBe(2);
     await store.releaseQuotaSlots(a, ['r1', 'unknown-key'], [10, 1]);
     const { rows } = await schema.pool().query<{ holder: string; used: number }>(
-      `SELECT holder, used FROM async_quota_slots WHERE key = 'r1' ORDER BY holder`,
+      `SELECT holder, used FROM q_quota_slots WHERE key = 'r1' ORDER BY holder`,
     );
     expect(Object.fromEntries(rows.map((r) => [r.holder, r.used]))).toEqual({ [a]: 0, [b]: 2 });
     await store.releaseQuotaSlots(a, [], []); // harmless no-op
@@ -92,7 +92,7 @@ describe('QuotaStore slots', () => {
     await shiftHolder(schema.pool(), a, -5_000);
     expect(await store.acquireQuotaSlots(b, 'n1', 1, 2)).toBe(0);
     expect(await liveSlots(schema.pool(), 'n1')).toBe(2);
-    const { rows } = await schema.pool().query<{ expires_ms: string }>(`SELECT expires_ms FROM async_quota_holders WHERE holder = $1`, [a]);
+    const { rows } = await schema.pool().query<{ expires_ms: string }>(`SELECT expires_ms FROM q_quota_holders WHERE holder = $1`, [a]);
     expect(Number(rows[0]!.expires_ms)).toBeGreaterThan((await dbNowMs(schema.pool())) + TTL - 10_000);
   });
 
@@ -104,12 +104,12 @@ describe('QuotaStore slots', () => {
     await c.connect();
     try {
       await c.query('BEGIN');
-      await c.query(`SELECT 1 FROM async_quota_keys WHERE key = 'w1' FOR UPDATE`);
+      await c.query(`SELECT 1 FROM q_quota_keys WHERE key = 'w1' FOR UPDATE`);
       const renewing = store.renewQuotaHolder(a, TTL);
       renewing.catch(() => undefined); // asserted below
       await waitFor(async () => {
         const { rows } = await schema.pool().query(
-          `SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%async_quota_renew%'`,
+          `SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%q_quota_renew%'`,
           [app],
         );
         return rows.length > 0;
@@ -127,7 +127,7 @@ describe('QuotaStore slots', () => {
   it('a real lease runs out on the database clock', async () => {
     const [a, b] = [await holder(300), await holder()];
     expect(await store.acquireQuotaSlots(a, 't1', 1, 1)).toBe(1);
-    const { rows } = await schema.pool().query<{ expires_ms: string }>(`SELECT expires_ms FROM async_quota_holders WHERE holder = $1`, [a]);
+    const { rows } = await schema.pool().query<{ expires_ms: string }>(`SELECT expires_ms FROM q_quota_holders WHERE holder = $1`, [a]);
     const expires = Number(rows[0]!.expires_ms);
     for (;;) {
       const granted = await store.acquireQuotaSlots(b, 't1', 1, 1);
@@ -146,15 +146,15 @@ describe('QuotaStore slots', () => {
     await store.acquireQuotaSlots(recent, 'g1', 1, 10);
     await store.acquireQuotaSlots(live, 'g1', 1, 10);
     const now = await dbNowMs(schema.pool());
-    await schema.pool().query(`UPDATE async_quota_holders SET expires_ms = $2 WHERE holder = $1`, [old, now - 20_000]);
-    await schema.pool().query(`UPDATE async_quota_holders SET expires_ms = $2 WHERE holder = $1`, [recent, now - 1_000]);
+    await schema.pool().query(`UPDATE q_quota_holders SET expires_ms = $2 WHERE holder = $1`, [old, now - 20_000]);
+    await schema.pool().query(`UPDATE q_quota_holders SET expires_ms = $2 WHERE holder = $1`, [recent, now - 1_000]);
     await store.reapQuotaHolders(10_000);
     const { rows: holders } = await schema.pool().query<{ holder: string }>(
-      `SELECT holder FROM async_quota_holders WHERE holder = ANY($1) ORDER BY holder`,
+      `SELECT holder FROM q_quota_holders WHERE holder = ANY($1) ORDER BY holder`,
       [[old, recent, live]],
     );
     expect(holders.map((r) => r.holder).sort()).toEqual([recent, live].sort());
-    const { rows: slots } = await schema.pool().query<{ holder: string }>(`SELECT holder FROM async_quota_slots WHERE key = 'g1'`);
+    const { rows: slots } = await schema.pool().query<{ holder: string }>(`SELECT holder FROM q_quota_slots WHERE key = 'g1'`);
     expect(slots.map((r) => r.holder).sort()).toEqual([recent, live].sort());
   });
 
@@ -182,7 +182,7 @@ describe('QuotaStore slots', () => {
     expect(peak).toBeLessThanOrEqual(LIMIT);
     expect(peak).toBeGreaterThan(1); // the test really contended
     expect(grants).toBeGreaterThan(40);
-    const { rows } = await schema.pool().query<{ n: number }>(`SELECT coalesce(sum(used), 0)::int AS n FROM async_quota_slots WHERE key = $1`, [key]);
+    const { rows } = await schema.pool().query<{ n: number }>(`SELECT coalesce(sum(used), 0)::int AS n FROM q_quota_slots WHERE key = $1`, [key]);
     expect(rows[0]!.n).toBe(0);
   });
 

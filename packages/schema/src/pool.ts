@@ -2,13 +2,28 @@ import pg from 'pg';
 import { redactDsn, redactDsnString, validateDsn } from './dsn.js';
 import { QError, QErrorCode, invalidArgument } from './errors.js';
 
-/** Pool size used when `maxConns` is absent or not positive. */
-export const DEFAULT_MAX_CONNS = 32;
+/**
+ * Pool size used when `maxConns` is absent or not positive. Modest on purpose: Postgres allows
+ * 100 connections by default, and q's hot paths are batched, so a worker at any concurrency
+ * needs a few connections for claims and outcomes plus one per LISTEN, not one per handler.
+ */
+export const DEFAULT_MAX_CONNS = 10;
+
+/**
+ * How long a pooled connection may sit idle before it is closed (ms): an idle process gives its
+ * backends back instead of holding `maxConns` of them forever.
+ */
+export const DEFAULT_IDLE_TIMEOUT_MS = 30_000;
 
 /** Options of {@link openPool}. */
 export interface PoolOptions {
-  /** Cap on open connections; that many are also kept idle for reuse. `<= 0` or absent: 32. */
+  /** Cap on open connections. `<= 0` or absent: {@link DEFAULT_MAX_CONNS} (10). */
   maxConns?: number;
+  /**
+   * Close a connection after it has been idle this long (ms). `0`: never close idle connections.
+   * Absent: {@link DEFAULT_IDLE_TIMEOUT_MS} (30 s).
+   */
+  idleTimeoutMillis?: number;
   /** `application_name` of every connection, so operators can find (and tests can cut) them. */
   applicationName?: string;
   /** Called for errors of idle connections (a terminated backend); they are otherwise dropped. */
@@ -18,18 +33,20 @@ export interface PoolOptions {
 }
 
 /**
- * Validates `dsn`, opens a `pg` pool and pings it. Idle connections are kept (no idle timeout).
+ * Validates `dsn`, opens a `pg` pool of at most `maxConns` connections and pings it. Connections
+ * idle for `idleTimeoutMillis` (default 30 s) are closed, and opened again on demand.
  * Errors carry the DSN with its password redacted; the pool is closed if the ping fails.
  */
 export async function openPool(dsn: string, opts: PoolOptions = {}): Promise<pg.Pool> {
   validateDsn(dsn);
   const max = resolveMaxConns(opts.maxConns);
+  const idleTimeoutMillis = resolveIdleTimeout(opts.idleTimeoutMillis);
   let pool: pg.Pool;
   try {
     pool = new pg.Pool({
       connectionString: dsn,
       max,
-      idleTimeoutMillis: 0,
+      idleTimeoutMillis,
       ...(opts.applicationName ? { application_name: opts.applicationName } : {}),
     });
   } catch (err) {
@@ -54,6 +71,15 @@ export function resolveMaxConns(maxConns: number | undefined): number {
     throw invalidArgument('maxConns must be a finite number');
   }
   return maxConns <= 0 ? DEFAULT_MAX_CONNS : Math.floor(maxConns);
+}
+
+/** Resolves the `idleTimeoutMillis` option: absent means {@link DEFAULT_IDLE_TIMEOUT_MS}; `0` keeps idle connections. */
+export function resolveIdleTimeout(ms: number | undefined): number {
+  if (ms === undefined || ms === null) return DEFAULT_IDLE_TIMEOUT_MS;
+  if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) {
+    throw invalidArgument('idleTimeoutMillis must be a finite number >= 0');
+  }
+  return Math.floor(ms);
 }
 
 /** A `CONNECTION` error for a failed connect to `dsn`, with every credential redacted. */

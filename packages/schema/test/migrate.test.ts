@@ -3,8 +3,8 @@ import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { JOURNAL_TABLE, QError, bundledMigrations, migrate, type MigrationModule } from '../src/index.js';
 
-const REQUEST_TABLES = ['async_dispatchers', 'async_partitions', 'async_requests', 'async_results'];
-const QUOTA_TABLES = ['async_quota_admits', 'async_quota_holders', 'async_quota_keys', 'async_quota_slots', 'async_quota_windows'];
+const REQUEST_TABLES = ['q_dispatchers', 'q_partitions', 'q_requests', 'q_results'];
+const QUOTA_TABLES = ['q_quota_admits', 'q_quota_holders', 'q_quota_keys', 'q_quota_slots', 'q_quota_windows'];
 
 const schemas: TestSchema[] = [];
 const pools: pg.Pool[] = [];
@@ -53,7 +53,9 @@ describe('migrate', () => {
     const shipped = (['requests', 'quota', 'jobs'] as MigrationModule[]).flatMap((m) => bundledMigrations(m)).length;
     expect(rows[0].n).toBe(shipped);
     // nothing leaked into public
-    const pub = await pool.query(`SELECT count(*)::int AS n FROM information_schema.tables WHERE table_schema = 'public' AND table_name LIKE 'async_%'`);
+    const pub = await pool.query(`SELECT count(*)::int AS n FROM information_schema.tables WHERE table_schema = 'public' AND table_name = ANY($1::text[])`, [
+      [...REQUEST_TABLES, ...QUOTA_TABLES],
+    ]);
     expect(pub.rows[0].n).toBe(0);
   });
 
@@ -64,9 +66,9 @@ describe('migrate', () => {
     const outcomes = await Promise.allSettled(racers.map((p) => migrate(p, { modules: ['requests', 'quota', 'jobs'] })));
     expect(outcomes.filter((o) => o.status === 'rejected')).toEqual([]);
     expect(await tables(pool, schema.name)).toEqual([...REQUEST_TABLES, ...QUOTA_TABLES, 'jobs'].sort());
-    const seq = await pool.query(`SELECT count(*)::int AS n FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = 'async_dispatch_attempts'`, [schema.name]);
+    const seq = await pool.query(`SELECT count(*)::int AS n FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = 'q_dispatch_attempts'`, [schema.name]);
     expect(seq.rows[0].n).toBe(1);
-    const fns = await pool.query(`SELECT count(*)::int AS n FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1 AND proname IN ('async_quota_acquire', 'async_quota_admit')`, [schema.name]);
+    const fns = await pool.query(`SELECT count(*)::int AS n FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1 AND proname IN ('q_quota_acquire', 'q_quota_admit')`, [schema.name]);
     expect(fns.rows[0].n).toBe(2);
   });
 
@@ -83,7 +85,7 @@ describe('migrate', () => {
     await locker.connect();
     try {
       await locker.query('BEGIN');
-      await locker.query('LOCK TABLE async_requests, async_quota_slots, jobs IN ACCESS EXCLUSIVE MODE');
+      await locker.query('LOCK TABLE q_requests, q_quota_slots, jobs IN ACCESS EXCLUSIVE MODE');
       await watched.query(`SET lock_timeout = '2s'`);
       await migrate(watched, { modules: ['requests', 'quota', 'jobs'] });
     } finally {
@@ -123,13 +125,13 @@ describe('migrate', () => {
     const a = await fresh();
     await migrate(a.pool, { modules: ['quota'] });
     expect(await tables(a.pool, a.schema.name)).toEqual(QUOTA_TABLES);
-    const enumA = await a.pool.query(`SELECT to_regtype('job_status') AS t, to_regclass('async_dispatch_attempts') AS s`);
+    const enumA = await a.pool.query(`SELECT to_regtype('job_status') AS t, to_regclass('q_dispatch_attempts') AS s`);
     expect(enumA.rows[0]).toEqual({ t: null, s: null });
 
     const b = await fresh();
     await migrate(b.pool, { modules: ['requests'] });
     expect(await tables(b.pool, b.schema.name)).toEqual(REQUEST_TABLES);
-    const fn = await b.pool.query(`SELECT to_regproc('async_quota_admit') AS f`);
+    const fn = await b.pool.query(`SELECT to_regproc('q_quota_admit') AS f`);
     expect(fn.rows[0].f).toBeNull();
   });
 
@@ -137,13 +139,13 @@ describe('migrate', () => {
     const { pool } = await fresh();
     await migrate(pool, { modules: ['requests', 'quota', 'jobs'] });
     const { rows } = await pool.query<{ relname: string; reloptions: string[] }>(
-      `SELECT relname, reloptions FROM pg_class WHERE oid IN ('async_requests'::regclass, 'async_results'::regclass, 'jobs'::regclass, 'async_quota_admits'::regclass)`,
+      `SELECT relname, reloptions FROM pg_class WHERE oid IN ('q_requests'::regclass, 'q_results'::regclass, 'jobs'::regclass, 'q_quota_admits'::regclass)`,
     );
     expect(rows).toHaveLength(4);
     for (const r of rows) {
       expect(r.reloptions).toEqual(expect.arrayContaining(['autovacuum_vacuum_scale_factor=0', 'autovacuum_vacuum_threshold=10000', 'autovacuum_vacuum_cost_delay=0']));
     }
-    const req = rows.find((r) => r.relname === 'async_requests')!;
+    const req = rows.find((r) => r.relname === 'q_requests')!;
     expect(req.reloptions).toEqual(expect.arrayContaining(['fillfactor=70', 'autovacuum_analyze_scale_factor=0.02']));
   });
 

@@ -2,7 +2,10 @@ import type { MeterProvider, TracerProvider } from '@opentelemetry/api';
 
 /** Options of `Store.open` and `JobStore.open`. */
 export interface OpenOptions {
-  /** Cap on pooled connections, also kept idle for reuse. `<= 0` or absent: 32. */
+  /**
+   * Cap on pooled connections. `<= 0` or absent: 10. Connections idle for 30 s are closed, so an
+   * idle process holds few (see `DEFAULT_MAX_CONNS` and `DEFAULT_IDLE_TIMEOUT_MS` of `@q/schema`).
+   */
   maxConns?: number;
   /** Records a span per operation and per statement. Absent: no spans, no cost. */
   tracerProvider?: TracerProvider;
@@ -12,6 +15,17 @@ export interface OpenOptions {
   migrate?: boolean;
   /** `application_name` of the pool's connections. Default `q-store` / `q-jobs`. */
   applicationName?: string;
+  /**
+   * The schema holding the store's tables, created if missing (`CREATE SCHEMA IF NOT EXISTS`):
+   * every statement names it, so no `search_path` setting is needed. Absent: the connection's
+   * current schema at open.
+   */
+  schema?: string;
+  /**
+   * `'transaction'` behind a transaction pooler (PgBouncer `pool_mode=transaction`): statements
+   * are sent unnamed, never prepared on one server session. Absent: named statements.
+   */
+  pooler?: 'transaction';
 }
 
 /** Options of `Store.fromPool` and `JobStore.fromPool` (the pool's own settings stay as they are). */
@@ -24,4 +38,15 @@ export interface FromPoolOptions {
   migrate?: boolean;
   /** `application_name` of the job store's LISTEN connections. Default `q-jobs`. */
   applicationName?: string;
+  /**
+   * The schema holding the store's tables, created if missing when migrating (`CREATE SCHEMA IF NOT EXISTS`):
+   * every statement names it, so no `search_path` setting is needed. Absent: the connection's
+   * current schema at open (read once).
+   */
+  schema?: string;
+  /**
+   * `'transaction'` behind a transaction pooler (PgBouncer `pool_mode=transaction`): statements
+   * are sent unnamed, never prepared on one server session. Absent: named statements.
+   */
+  pooler?: 'transaction';
 }

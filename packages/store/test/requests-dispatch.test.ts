@@ -22,7 +22,7 @@ async function own(owner = 'a', queue = 'q'): Promise<void> {
 }
 
 async function rows(): Promise<number> {
-  const { rows: r } = await t.schema.pool().query<{ n: number }>('SELECT count(*)::int AS n FROM async_requests');
+  const { rows: r } = await t.schema.pool().query<{ n: number }>('SELECT count(*)::int AS n FROM q_requests');
   return r[0]!.n;
 }
 
@@ -195,7 +195,7 @@ describe('Store.open on this schema', () => {
     await c.connect();
     try {
       await t.store.enqueue([req('seen')]);
-      const { rows: r } = await c.query('SELECT id FROM async_requests');
+      const { rows: r } = await c.query('SELECT id FROM q_requests');
       expect(r).toEqual([{ id: 'seen' }]);
     } finally {
       await c.end();

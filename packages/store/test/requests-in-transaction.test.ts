@@ -25,10 +25,10 @@ afterAll(async () => {
   await schema?.drop();
 });
 beforeEach(async () => {
-  await app.query('TRUNCATE async_requests, notes');
+  await app.query('TRUNCATE q_requests, notes');
 });
 
-const stored = async () => (await app.query<{ id: string }>('SELECT id FROM async_requests ORDER BY id')).rows.map((r) => r.id);
+const stored = async () => (await app.query<{ id: string }>('SELECT id FROM q_requests ORDER BY id')).rows.map((r) => r.id);
 const noteCount = async () => (await app.query<{ n: number }>('SELECT count(*)::int AS n FROM notes')).rows[0]!.n;
 
 async function inTx<T>(fn: (c: pg.PoolClient) => Promise<T>, end: 'COMMIT' | 'ROLLBACK' = 'COMMIT'): Promise<T> {
@@ -58,7 +58,7 @@ describe('Store.fromPool', () => {
       await s.close();
       await expect(s.enqueue([req('b')])).rejects.toMatchObject({ code: 'CLOSED' });
       expect(pool.ending).toBe(false);
-      expect((await pool.query('SELECT count(*)::int AS n FROM async_requests')).rows[0].n).toBe(1);
+      expect((await pool.query('SELECT count(*)::int AS n FROM q_requests')).rows[0].n).toBe(1);
       await (await Store.fromPool(pool, { migrate: false })).close();
       expect(pool.ending).toBe(false);
     } finally {

@@ -20,7 +20,7 @@ function done(r: Request, payload = 'ok'): Completion {
 }
 
 async function requestRow(id: string): Promise<{ dispatch_epoch: string; dispatch_attempt: string } | undefined> {
-  const { rows } = await t.schema.pool().query('SELECT dispatch_epoch, dispatch_attempt FROM async_requests WHERE id = $1', [id]);
+  const { rows } = await t.schema.pool().query('SELECT dispatch_epoch, dispatch_attempt FROM q_requests WHERE id = $1', [id]);
   return rows[0];
 }
 
@@ -36,7 +36,7 @@ describe('partition leases', () => {
   it('ensurePartitions is idempotent and per queue', async () => {
     await t.store.ensurePartitions('q');
     await t.store.ensurePartitions('other');
-    const { rows } = await t.schema.pool().query('SELECT queue, count(*)::int AS n FROM async_partitions GROUP BY queue ORDER BY queue');
+    const { rows } = await t.schema.pool().query('SELECT queue, count(*)::int AS n FROM q_partitions GROUP BY queue ORDER BY queue');
     expect(rows).toEqual([{ queue: 'other', n: 64 }, { queue: 'q', n: 64 }]);
   });
 
@@ -147,7 +147,7 @@ describe('heartbeat and membership', () => {
     expect((await t.store.heartbeat('q', 'a', at(T0 + 2), TTL, true)).members).toBe(1);
     // a lapses: a new member alone sees itself only.
     expect((await t.store.heartbeat('q', 'd', at(T0 + 13), TTL, true)).members).toBe(1);
-    const { rows } = await t.schema.pool().query(`SELECT owner FROM async_dispatchers WHERE queue = 'q' ORDER BY owner`);
+    const { rows } = await t.schema.pool().query(`SELECT owner FROM q_dispatchers WHERE queue = 'q' ORDER BY owner`);
     expect(rows).toEqual([{ owner: 'd' }]);
   });
 
@@ -194,7 +194,7 @@ describe('resetStale', () => {
     const holder = await t.schema.pool().connect();
     try {
       await holder.query('BEGIN');
-      await holder.query('SELECT 1 FROM async_requests WHERE id = $1 FOR UPDATE', [p1]);
+      await holder.query('SELECT 1 FROM q_requests WHERE id = $1 FOR UPDATE', [p1]);
       await t.store.resetStale('q', 'a'); // returns although p1 is locked
       expect(Number((await requestRow(p2))!.dispatch_epoch)).toBe(0);
       expect(Number((await requestRow(p1))!.dispatch_epoch)).toBe(1);

@@ -34,12 +34,12 @@ describe('writes larger than one statement can carry', () => {
     const big = Array.from({ length: 2 }, (_, i) => req(`big-${i}`, { payload: Buffer.alloc(140 * MB, 0x61 + i) }));
     await store.enqueue(big);
     const { rows } = await schema.pool().query<{ id: string; n: string; first: string }>(
-      `SELECT id, octet_length(payload) AS n, get_byte(payload, 0) AS first FROM async_requests WHERE id LIKE 'big-%' ORDER BY id`,
+      `SELECT id, octet_length(payload) AS n, get_byte(payload, 0) AS first FROM q_requests WHERE id LIKE 'big-%' ORDER BY id`,
     );
     expect(rows.map((r) => [r.id, Number(r.n), Number(r.first)])).toEqual([
       ['big-0', 140 * MB, 0x61], ['big-1', 140 * MB, 0x62],
     ]);
-    await schema.pool().query(`DELETE FROM async_requests WHERE id LIKE 'big-%'`);
+    await schema.pool().query(`DELETE FROM q_requests WHERE id LIKE 'big-%'`);
   });
 
   it('ack splits results that add up to 540 MB into one transaction, in order', async () => {
@@ -52,10 +52,10 @@ describe('writes larger than one statement can carry', () => {
       .map((r, i) => ({ ...stampOf(r), route: 'big-out', payload: i === 1 ? `${large.slice(1)}"` : large }));
     expect(await store.ack('me', completions)).toEqual([true, true, true]);
     const { rows: res } = await schema.pool().query<{ id: string; n: string }>(
-      `SELECT id, length(payload) AS n FROM async_results WHERE route = 'big-out' ORDER BY seq`,
+      `SELECT id, length(payload) AS n FROM q_results WHERE route = 'big-out' ORDER BY seq`,
     );
     expect(res.map((r) => [r.id, Number(r.n)])).toEqual([['r-0', 180 * MB], ['r-1', 180 * MB], ['r-2', 180 * MB]]);
-    await schema.pool().query(`DELETE FROM async_results WHERE route = 'big-out'`);
+    await schema.pool().query(`DELETE FROM q_results WHERE route = 'big-out'`);
   });
 
   it('one value over MAX_VALUE_BYTES is INVALID_ARGUMENT naming its size, before any statement', async () => {
@@ -74,7 +74,7 @@ describe('writes larger than one statement can carry', () => {
     expect(isQError(e3, 'INVALID_ARGUMENT'), String(e3)).toBe(true);
     expect((e3 as Error).message).toContain(`envelope is ${size} bytes`);
     // Nothing was written.
-    const { rows } = await schema.pool().query<{ n: string }>(`SELECT count(*) AS n FROM async_requests WHERE id IN ('ok', 'huge')`);
+    const { rows } = await schema.pool().query<{ n: string }>(`SELECT count(*) AS n FROM q_requests WHERE id IN ('ok', 'huge')`);
     expect(Number(rows[0]?.n)).toBe(0);
   });
 });

@@ -26,9 +26,9 @@ describe('Store.open', () => {
     try {
       const stores = await Promise.all(Array.from({ length: 8 }, () => Store.open(fresh.dsn, { maxConns: 2 })));
       const { rows } = await fresh.pool().query<{ t: string }>(
-        `SELECT table_name AS t FROM information_schema.tables WHERE table_schema = $1 AND table_name LIKE 'async_%' ORDER BY 1`, [fresh.name],
+        `SELECT table_name AS t FROM information_schema.tables WHERE table_schema = $1 AND table_name LIKE 'q%' AND table_name <> 'q_schema_migrations' ORDER BY 1`, [fresh.name],
       );
-      expect(rows.map((r) => r.t)).toEqual(['async_dispatchers', 'async_partitions', 'async_requests', 'async_results']);
+      expect(rows.map((r) => r.t)).toEqual(['q_dispatchers', 'q_partitions', 'q_requests', 'q_results']);
       await Promise.all(stores.map((s) => s.ping()));
       await Promise.all(stores.map((s) => s.close()));
     } finally {
@@ -46,7 +46,7 @@ describe('Store.open', () => {
       let peak = 0;
       try {
         await holder.query('BEGIN');
-        await holder.query(`SELECT 1 FROM async_requests WHERE id = 'locked' FOR UPDATE`);
+        await holder.query(`SELECT 1 FROM q_requests WHERE id = 'locked' FOR UPDATE`);
         const running = Promise.all(Array.from({ length: 16 }, () => store.cancel(['locked'])));
         await waitFor(async () => {
           const now = await backends(app);

@@ -73,8 +73,8 @@ describe('ack', () => {
     const holder = await t.schema.pool().connect();
     try {
       await holder.query('BEGIN');
-      await holder.query(`UPDATE async_requests SET cancelled = 1 WHERE id = 'waited'`); // still in flight
-      await holder.query(`UPDATE async_requests SET dispatch_epoch = 0 WHERE id = 'bounced'`); // back to pending
+      await holder.query(`UPDATE q_requests SET cancelled = 1 WHERE id = 'waited'`); // still in flight
+      await holder.query(`UPDATE q_requests SET dispatch_epoch = 0 WHERE id = 'bounced'`); // back to pending
       const acking = t.store.ack('a', [done(w!), done(b!)]);
       await new Promise((r) => setTimeout(r, 200)); // the ack now waits on both row locks
       await holder.query('COMMIT');
@@ -82,7 +82,7 @@ describe('ack', () => {
     } finally {
       holder.release();
     }
-    const { rows } = await t.schema.pool().query(`SELECT id FROM async_requests ORDER BY id`);
+    const { rows } = await t.schema.pool().query(`SELECT id FROM q_requests ORDER BY id`);
     expect(rows).toEqual([{ id: 'bounced' }]);
     expect((await t.store.popResults('out', 1_000, 10)).map((r) => r.id)).toEqual(['waited']);
   });

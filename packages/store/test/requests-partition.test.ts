@@ -38,7 +38,7 @@ describe('partitionOf', () => {
 describe('constants and helpers', () => {
   it('exports PARTITIONS and DEFAULT_MAX_CONNS (docs/design/api.md#request-queue-store)', () => {
     expect(PARTITIONS).toBe(64);
-    expect(DEFAULT_MAX_CONNS).toBe(32);
+    expect(DEFAULT_MAX_CONNS).toBe(10);
   });
 
   it('keyOf and stampOf keep only their fields', () => {

@@ -11,29 +11,29 @@ let plans: { take(): PlanNode[] };
 let leading: Map<string, string>;
 const NOW = at(10_000);
 const ROWS = 20_000;
-const QUEUE_TABLES = ['async_requests', 'async_results'];
+const QUEUE_TABLES = ['q_requests', 'q_results'];
 
 beforeAll(async () => {
   t = await openTestStore({ maxConns: 1, applicationName: `q-plans-${randomBytes(3).toString('hex')}` });
   const admin = t.schema.pool();
   // Keep autovacuum from fixing the statistics behind the test's back.
-  await admin.query('ALTER TABLE async_requests SET (autovacuum_enabled = off)');
-  await admin.query('ALTER TABLE async_results SET (autovacuum_enabled = off)');
+  await admin.query('ALTER TABLE q_requests SET (autovacuum_enabled = off)');
+  await admin.query('ALTER TABLE q_results SET (autovacuum_enabled = off)');
   await t.store.ensurePartitions('q');
   await t.store.acquirePartitions('q', 'a', NOW, 3_600_000, 64);
   // Fill, empty (without VACUUM, so the pages stay), analyse: statistics now say "empty".
   await t.store.enqueue(Array.from({ length: 1000 }, (_, i) => req(`old-${i}`, { queue: 'gone' })));
-  await admin.query(`INSERT INTO async_results (route, id, request_token, payload, created_at)
+  await admin.query(`INSERT INTO q_results (route, id, request_token, payload, created_at)
                      SELECT 'gone', 'o' || g, 't', 'x', 0 FROM generate_series(1, 1000) g`);
-  await admin.query('DELETE FROM async_requests');
-  await admin.query('DELETE FROM async_results');
-  await admin.query('ANALYZE async_requests');
-  await admin.query('ANALYZE async_results');
-  const { rows } = await admin.query<{ n: number }>(`SELECT reltuples::int AS n FROM pg_class WHERE oid = 'async_requests'::regclass`);
+  await admin.query('DELETE FROM q_requests');
+  await admin.query('DELETE FROM q_results');
+  await admin.query('ANALYZE q_requests');
+  await admin.query('ANALYZE q_results');
+  const { rows } = await admin.query<{ n: number }>(`SELECT reltuples::int AS n FROM pg_class WHERE oid = 'q_requests'::regclass`);
   expect(rows[0]!.n).toBe(0);
   // Refill.
   await t.store.enqueue(Array.from({ length: ROWS }, (_, i) => req(`r-${i}`, { deadline: 20_000 + ((i * 7919) % ROWS) })));
-  await admin.query(`INSERT INTO async_results (route, id, request_token, payload, created_at)
+  await admin.query(`INSERT INTO q_results (route, id, request_token, payload, created_at)
                      SELECT 'bulk', 'r' || g, 't', 'x', 0 FROM generate_series(1, $1::int) g`, [ROWS]);
   leading = await leadingColumns(admin, QUEUE_TABLES);
   // The store has one connection: auto_explain on it sees every statement the store sends.

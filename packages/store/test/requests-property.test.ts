@@ -112,8 +112,8 @@ it('no key is acked twice; every key ends pending, in flight, or with exactly on
       }
 
       const pool = t.schema.pool();
-      const rows = await pool.query<{ k: string; epoch: string }>(`SELECT id || '/' || request_token AS k, dispatch_epoch AS epoch FROM async_requests`);
-      const results = await pool.query<{ k: string; n: number }>(`SELECT id || '/' || request_token AS k, count(*)::int AS n FROM async_results GROUP BY 1`);
+      const rows = await pool.query<{ k: string; epoch: string }>(`SELECT id || '/' || request_token AS k, dispatch_epoch AS epoch FROM q_requests`);
+      const results = await pool.query<{ k: string; n: number }>(`SELECT id || '/' || request_token AS k, count(*)::int AS n FROM q_results GROUP BY 1`);
       const rowOf = new Map(rows.rows.map((r) => [r.k, Number(r.epoch)]));
       const resultOf = new Map(results.rows.map((r) => [r.k, r.n]));
       expect(rows.rows.length + results.rows.length).toBe(keys.length);

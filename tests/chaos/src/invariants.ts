@@ -7,11 +7,11 @@ export async function requestQueueViolations(dsn: string, ids: string[]): Promis
   await c.connect();
   try {
     const problems: string[] = [];
-    const left = await c.query<{ n: number }>(`SELECT count(*)::int AS n FROM async_requests WHERE queue = 'chaos'`);
+    const left = await c.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_requests WHERE queue = 'chaos'`);
     if (left.rows[0]!.n !== 0) problems.push(`${left.rows[0]!.n} requests never got a result`);
     const counts = await c.query<{ id: string; n: number }>(
       `SELECT r.id, count(res.seq)::int AS n FROM unnest($1::text[]) AS r(id)
-         LEFT JOIN async_results res ON res.id = r.id GROUP BY r.id HAVING count(res.seq) <> 1`,
+         LEFT JOIN q_results res ON res.id = r.id GROUP BY r.id HAVING count(res.seq) <> 1`,
       [ids],
     );
     for (const row of counts.rows.slice(0, 10)) problems.push(`request ${row.id} has ${row.n} results`);
@@ -21,7 +21,7 @@ export async function requestQueueViolations(dsn: string, ids: string[]): Promis
     const shared = await c.query<{ partition: number; epoch: number; owners: string[] }>(
       `SELECT (payload::json->>'partition')::int AS partition, (payload::json->>'epoch')::bigint AS epoch,
               array_agg(DISTINCT payload::json->>'owner') AS owners
-         FROM async_results WHERE route = 'chaos-results'
+         FROM q_results WHERE route = 'chaos-results'
         GROUP BY 1, 2 HAVING count(DISTINCT payload::json->>'owner') > 1`,
     );
     for (const row of shared.rows) problems.push(`partition ${row.partition} epoch ${row.epoch} acked by ${row.owners.join(', ')}`);

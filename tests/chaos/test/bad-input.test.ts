@@ -29,16 +29,16 @@ afterAll(async () => {
   await schema.drop();
 });
 
-const INJECTION = [`'); DROP TABLE async_requests; --`, `" OR 1=1 --`, `$1`, `\\x00`, `%s%n`, `${'$'}{process.env}`, `Robert'); DELETE FROM jobs;--`];
+const INJECTION = [`'); DROP TABLE q_requests; --`, `" OR 1=1 --`, `$1`, `\\x00`, `%s%n`, `${'$'}{process.env}`, `Robert'); DELETE FROM jobs;--`];
 const WEIRD_TEXT = ['日本語', '🙂 emoji', 'ﬁ ligature', 'Ω\u0301 combining', 'tab\tnewline\n', ' leading space', 'x'.repeat(1000)];
 const BAD_NUMBERS: unknown[] = [-1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, '3', null, undefined, {}, 2 ** 64];
 const BAD_TEXT: unknown[] = ['', null, undefined, 42, {}, [], 'nul\u0000byte', 'x'.repeat(100_000), '\ud800 lone surrogate'];
 
 async function rowCounts(): Promise<Record<string, number>> {
   const { rows } = await store.pool.query<Record<string, number>>(
-    `SELECT (SELECT count(*) FROM async_requests)::int AS requests, (SELECT count(*) FROM async_results)::int AS results,
-            (SELECT count(*) FROM jobs)::int AS jobs, (SELECT count(*) FROM async_quota_holders)::int AS holders,
-            (SELECT count(*) FROM async_quota_slots)::int AS slots, (SELECT count(*) FROM async_quota_admits)::int AS admits`,
+    `SELECT (SELECT count(*) FROM q_requests)::int AS requests, (SELECT count(*) FROM q_results)::int AS results,
+            (SELECT count(*) FROM jobs)::int AS jobs, (SELECT count(*) FROM q_quota_holders)::int AS holders,
+            (SELECT count(*) FROM q_quota_slots)::int AS slots, (SELECT count(*) FROM q_quota_admits)::int AS admits`,
   );
   return rows[0]!;
 }
@@ -140,7 +140,7 @@ describe('request queue (Store)', () => {
       { numRuns: 25 },
     );
     // The tables are intact.
-    await store.pool.query('SELECT 1 FROM async_requests LIMIT 1');
+    await store.pool.query('SELECT 1 FROM q_requests LIMIT 1');
   });
 
   it('Store.open rejects foreign DSNs and never echoes a password', async () => {
@@ -194,7 +194,7 @@ describe('quota (QuotaStore)', () => {
       expect(await quota.acquireQuotaSlots('bad-input-holder', key, 1, 2)).toBe(0);
       expect(await quota.admitQuota(key, 3, 3, 60_000)).toBe(3);
     }
-    const { rows } = await store.pool.query<{ key: string }>(`SELECT key FROM async_quota_keys WHERE key = ANY($1::text[]) ORDER BY key`, [INJECTION]);
+    const { rows } = await store.pool.query<{ key: string }>(`SELECT key FROM q_quota_keys WHERE key = ANY($1::text[]) ORDER BY key`, [INJECTION]);
     expect(rows.map((r) => r.key).sort()).toEqual([...INJECTION].sort());
   });
 });

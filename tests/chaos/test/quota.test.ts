@@ -97,7 +97,7 @@ it('quota: a limit of 5 holds across 6 processes and a SIGKILL; slots come back 
     await procs[victim]!.wait();
     const killedAt = Date.now();
     const held = await admin.query<{ used: number }>(
-      `SELECT coalesce(sum(s.used), 0)::int AS used FROM async_quota_slots s WHERE s.holder LIKE $1`,
+      `SELECT coalesce(sum(s.used), 0)::int AS used FROM q_quota_slots s WHERE s.holder LIKE $1`,
       [`chaosq${victim}-%`],
     );
     const deadHeld = held.rows[0]!.used;
@@ -108,7 +108,7 @@ it('quota: a limit of 5 holds across 6 processes and a SIGKILL; slots come back 
     const probe = await createQuota({ dsn: schema.dsn, ttlMs: 10_000, holderPrefix: 'probe' });
     try {
       const live = await admin.query<{ used: number }>(
-        `SELECT coalesce(sum(s.used), 0)::int AS used FROM async_quota_slots s JOIN async_quota_holders h USING (holder)
+        `SELECT coalesce(sum(s.used), 0)::int AS used FROM q_quota_slots s JOIN q_quota_holders h USING (holder)
           WHERE s.key = 'tenant:shared' AND h.expires_ms > (extract(epoch FROM clock_timestamp()) * 1000)::bigint AND s.holder LIKE $1`,
         [`chaosq${victim}-%`],
       );

@@ -59,7 +59,7 @@ it('request queue: random SIGKILLs and restarts lose nothing and never double-ac
     // Let the survivors finish; lapsed leases are taken over after the TTL.
     const until = Date.now() + 90_000;
     while (Date.now() < until) {
-      const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM async_requests WHERE queue = 'chaos'`);
+      const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_requests WHERE queue = 'chaos'`);
       if (rows[0]!.n === 0) break;
       await sleep(250);
     }

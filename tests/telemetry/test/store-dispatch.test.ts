@@ -79,7 +79,7 @@ it('observeBacklog reports pending requests per queue from the Store', async () 
 
 it('a failing operation records the error on the operation span', async () => {
   tel.resetSpans();
-  await schema.pool().query('DROP TABLE async_results CASCADE');
+  await schema.pool().query('DROP TABLE q_results CASCADE');
   const err = await store.resultDepth('route-1').catch((e: unknown) => e);
   expect(err).toBeInstanceOf(Error);
   const op = tel.spans().find((s) => s.name === 'q.store.resultDepth');

@@ -21,7 +21,7 @@ SELECT owner,
        min(epoch)::int AS min_epoch,
        max(epoch)::int AS max_epoch,
        bool_or(lease_expires_ms > (extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS live
-  FROM async_partitions
+  FROM q_partitions
  WHERE queue = $1
  GROUP BY owner
  ORDER BY owner`;

@@ -15,7 +15,7 @@ export type Release = () => Promise<void>;
 
 /** Options of {@link createQuota}: exactly one of `dsn` and `pool`. */
 export interface QuotaOptions extends OpenOptions {
-  /** Postgres URL; the client opens (and closes) its own pool. Put the schema in the DSN if needed. */
+  /** Postgres URL; the client opens (and closes) its own pool. Choose the schema with `schema`. */
   dsn?: string;
   /** A pool you own and close yourself. */
   pool?: pg.Pool;
@@ -62,7 +62,7 @@ export async function createQuota(opts: QuotaOptions): Promise<Quota> {
   const holderPrefix = checkName('holderPrefix', opts.holderPrefix ?? safeHostname());
   let store: QuotaStore;
   if (opts.pool) {
-    if (opts.migrate !== false) await migrate(opts.pool, { modules: ['quota'] });
+    if (opts.migrate !== false) await migrate(opts.pool, { modules: ['quota'], ...(opts.schema !== undefined ? { schema: opts.schema } : {}) });
     store = QuotaStore.fromPool(opts.pool, opts);
   } else {
     store = await QuotaStore.open(opts.dsn!, opts);

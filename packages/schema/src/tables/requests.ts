@@ -3,8 +3,8 @@ import { bigint, bigserial, index, integer, pgSequence, pgTable, primaryKey, sma
 import { bytea } from './bytea.js';
 
 /** One row per (request id, generation token). Pending while `dispatch_epoch = 0`. */
-export const asyncRequests = pgTable(
-  'async_requests',
+export const qRequests = pgTable(
+  'q_requests',
   {
     id: text('id').notNull(),
     requestToken: text('request_token').notNull(),
@@ -24,14 +24,14 @@ export const asyncRequests = pgTable(
   },
   (t) => [
     primaryKey({ columns: [t.id, t.requestToken] }),
-    index('async_requests_pending').on(t.queue, t.deadline, t.createdAt).where(sql`dispatch_epoch = 0`),
-    index('async_requests_inflight').on(t.queue, t.partitionId).where(sql`dispatch_epoch > 0`),
+    index('q_requests_pending').on(t.queue, t.deadline, t.createdAt).where(sql`dispatch_epoch = 0`),
+    index('q_requests_inflight').on(t.queue, t.partitionId).where(sql`dispatch_epoch > 0`),
   ],
 );
 
 /** Per-queue partition leases; 64 rows per queue. */
-export const asyncPartitions = pgTable(
-  'async_partitions',
+export const qPartitions = pgTable(
+  'q_partitions',
   {
     queue: text('queue').notNull(),
     partitionId: integer('partition_id').notNull(),
@@ -45,8 +45,8 @@ export const asyncPartitions = pgTable(
 );
 
 /** Live dispatchers per queue (membership). */
-export const asyncDispatchers = pgTable(
-  'async_dispatchers',
+export const qDispatchers = pgTable(
+  'q_dispatchers',
   {
     queue: text('queue').notNull(),
     owner: text('owner').notNull(),
@@ -57,8 +57,8 @@ export const asyncDispatchers = pgTable(
 );
 
 /** Results waiting on routes, in global `seq` order. */
-export const asyncResults = pgTable(
-  'async_results',
+export const qResults = pgTable(
+  'q_results',
   {
     seq: bigserial('seq', { mode: 'number' }).primaryKey(),
     route: text('route').notNull(),
@@ -71,11 +71,23 @@ export const asyncResults = pgTable(
     createdAt: bigint('created_at', { mode: 'number' }).notNull(),
   },
   (t) => [
-    index('async_results_route_seq').on(t.route, t.seq),
-    index('async_results_expiry').on(t.route, t.expiresAt).where(sql`expires_at > 0`),
-    index('async_results_expires_at').on(t.expiresAt).where(sql`expires_at > 0`),
+    index('q_results_route_seq').on(t.route, t.seq),
+    index('q_results_expiry').on(t.route, t.expiresAt).where(sql`expires_at > 0`),
+    index('q_results_expires_at').on(t.expiresAt).where(sql`expires_at > 0`),
   ],
 );
 
 /** Source of fresh dispatch attempts. */
-export const asyncDispatchAttempts = pgSequence('async_dispatch_attempts');
+export const qDispatchAttempts = pgSequence('q_dispatch_attempts');
+
+// Deprecated aliases: the objects were renamed with the tables (async_* → q_*, migration 0003).
+/** @deprecated Use {@link qRequests} (the table is now `q_…`). */
+export const asyncRequests = qRequests;
+/** @deprecated Use {@link qPartitions} (the table is now `q_…`). */
+export const asyncPartitions = qPartitions;
+/** @deprecated Use {@link qDispatchers} (the table is now `q_…`). */
+export const asyncDispatchers = qDispatchers;
+/** @deprecated Use {@link qResults} (the table is now `q_…`). */
+export const asyncResults = qResults;
+/** @deprecated Use {@link qDispatchAttempts} (the table is now `q_…`). */
+export const asyncDispatchAttempts = qDispatchAttempts;

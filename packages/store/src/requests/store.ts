@@ -1,12 +1,16 @@
 import type { Tracer } from '@opentelemetry/api';
 import { instrumentPool, qTracer, requestMetrics, withOperation, type RequestMetrics } from '@q/otel';
-import { QError, QErrorCode, invalidArgument, migrate, openPool, resolveMaxConns, withTransaction } from '@q/schema';
+import {
+  QError, QErrorCode, databaseError, invalidArgument, migrate, openPool, resolveMaxConns, withTransaction, type StatementScope,
+} from '@q/schema';
 import type pg from 'pg';
 import type { FromPoolOptions, OpenOptions } from '../options.js';
 import { checkInTransaction, inCallerTransaction, type InTransaction } from '../transaction.js';
-import { bytesCost, chunkRanges, quickTextCost, STATEMENT_BUDGET, textCost } from './chunks.js';
+import { bytesCost, chunkRanges, STATEMENT_BUDGET } from './chunks.js';
 import { submissionClock } from './clock.js';
-import { closedError, databaseError } from './errors.js';
+import { closedError, DUPLICATE_REQUEST } from './errors.js';
+import { cost, distinctStamps, keyId, toBuffer } from './keys.js';
+import { checkStoreOptions, resolveScope } from './open.js';
 import { partitionOf } from './partition.js';
 import { ackRequests, type AckRows } from './sql/ack.js';
 import { databaseNow, truncateAll } from './sql/admin.js';
@@ -28,26 +32,6 @@ import * as v from './validate.js';
 
 type Attrs = Record<string, string | number | boolean>;
 
-/** Identity of a key inside one call (ids and tokens may contain any character). */
-function keyId(k: Key): string {
-  return JSON.stringify([k.id, k.token]);
-}
-
-function toBuffer(u: Uint8Array): Buffer {
-  return Buffer.isBuffer(u) ? u : Buffer.from(u.buffer, u.byteOffset, u.byteLength);
-}
-
-/** Rendering bound of a text value for batch splitting: exact for large values, cheap for small ones. */
-function cost(s: string): number {
-  return s.length > 1_000_000 ? textCost(s) : quickTextCost(s);
-}
-
-function distinctStamps(stamps: Stamp[]): Stamp[] {
-  const seen = new Map<string, Stamp>();
-  for (const s of stamps) seen.set(JSON.stringify([s.id, s.token, s.attempt]), s);
-  return [...seen.values()];
-}
-
 /**
  * The partitioned request queue on Postgres.
  *
@@ -63,31 +47,35 @@ function distinctStamps(stamps: Stamp[]): Stamp[] {
  * {@link Store.now}, the database clock); durations are milliseconds.
  */
 export class Store {
-  /** The connection pool (capped at `maxConns`, which it also keeps idle). */
+  /** The connection pool (capped at `maxConns`, default 10; idle connections close after 30 s). */
   readonly pool: pg.Pool;
-  private readonly tracer: Tracer | undefined;
-  private readonly metrics: RequestMetrics;
-  private closed = false;
-  private ownsPool = true;
+  /** The schema holding this store's tables (the `schema` option, or the connection's current schema at open). */
+  readonly schema: string;
+  readonly #scope: StatementScope;
+  readonly #migrateInto: string | undefined;
+  readonly #tracer: Tracer | undefined;
+  readonly #metrics: RequestMetrics;
+  readonly #ownsPool: boolean;
+  #closed = false;
 
-  private constructor(pool: pg.Pool, opts: OpenOptions) {
+  private constructor(pool: pg.Pool, scope: StatementScope, opts: OpenOptions, ownsPool: boolean) {
     this.pool = pool;
-    this.tracer = qTracer(opts.tracerProvider);
-    this.metrics = requestMetrics(opts.meterProvider);
+    this.schema = scope.schema;
+    this.#scope = scope;
+    this.#migrateInto = opts.schema;
+    this.#ownsPool = ownsPool;
+    this.#tracer = qTracer(opts.tracerProvider);
+    this.#metrics = requestMetrics(opts.meterProvider);
   }
 
   /**
    * Validates `dsn` (errors never show its password), opens a pool of `maxConns` connections
-   * (default 32) kept idle for reuse, pings the database and, unless `migrate: false`, applies
-   * the `requests` migrations in the connection's current schema.
+   * (default 10, idle ones closed after 30 s), pings the database and, unless `migrate: false`,
+   * applies the `requests` migrations in the store's schema: `schema` (created if missing), or
+   * the connection's current schema.
    */
   static async open(dsn: string, opts: OpenOptions = {}): Promise<Store> {
-    if (typeof opts !== 'object' || opts === null) throw invalidArgument('Store.open: options must be an object');
-    if (opts.migrate !== undefined && typeof opts.migrate !== 'boolean') throw invalidArgument('Store.open: migrate must be a boolean');
-    // Checked before the pool exists: a bad provider used to throw a TypeError and leak the pool.
-    v.provider('Store.open', 'tracerProvider', opts.tracerProvider, 'getTracer');
-    v.provider('Store.open', 'meterProvider', opts.meterProvider, 'getMeter');
-    if (opts.applicationName !== undefined) v.anyText('Store.open', 'applicationName', opts.applicationName);
+    checkStoreOptions('Store.open', opts);
     const maxConns = resolveMaxConns(opts.maxConns);
     const pool = await openPool(dsn, {
       maxConns,
@@ -97,7 +85,10 @@ export class Store {
       instrument: (p) => instrumentPool(p, opts.tracerProvider),
     });
     try {
-      const store = new Store(pool, opts);
+      const scope = await resolveScope('Store.open', pool, opts).catch((err: unknown) => {
+        throw databaseError('Store.open', err);
+      });
+      const store = new Store(pool, scope, opts, true);
       if (opts.migrate !== false) await store.migrate();
       return store;
     } catch (err) {
@@ -110,29 +101,33 @@ export class Store {
   /**
    * A store on a pool the application owns (and ends): {@link Store.close} does not end it.
    * Applies pending `requests` migrations through it unless `migrate: false`, as {@link Store.open}
-   * does. Statement spans need `instrumentPool` (`@q/otel`) on the pool.
+   * does. Stores of different `schema`s may share one pool. Statement spans need `instrumentPool`
+   * (`@q/otel`) on the pool.
    */
   static async fromPool(pool: pg.Pool, opts: FromPoolOptions = {}): Promise<Store> {
     const p = pool as { query?: unknown; connect?: unknown } | null;
     if (typeof pool !== 'object' || p === null || typeof p.query !== 'function' || typeof p.connect !== 'function') {
       throw invalidArgument('Store.fromPool needs a pg.Pool');
     }
-    if (typeof opts !== 'object' || opts === null) throw invalidArgument('Store.fromPool: options must be an object');
-    if (opts.migrate !== undefined && typeof opts.migrate !== 'boolean') throw invalidArgument('Store.fromPool: migrate must be a boolean');
-    const store = new Store(pool, opts);
-    store.ownsPool = false;
+    checkStoreOptions('Store.fromPool', opts);
+    const scope = await resolveScope('Store.fromPool', pool, opts).catch((err: unknown) => {
+      throw databaseError('Store.fromPool', err);
+    });
+    const store = new Store(pool, scope, opts, false);
     if (opts.migrate !== false) await store.migrate();
     return store;
   }
 
   /** Applies pending migrations of the `requests` module (safe to run concurrently). */
   async migrate(): Promise<void> {
-    await this.op('migrate', undefined, () => migrate(this.pool, { modules: ['requests'] }));
+    await this.op('migrate', undefined, () =>
+      migrate(this.pool, { modules: ['requests'], ...(this.#migrateInto !== undefined ? { schema: this.#migrateInto } : {}) }),
+    );
   }
 
   /** The database clock: pass it as `now` to lease calls so every process times leases alike. */
   async now(): Promise<Date> {
-    return this.op('now', undefined, () => databaseNow(this.pool));
+    return this.op('now', undefined, () => databaseNow(this.#scope, this.pool));
   }
 
   /** Round trip to the database. */
@@ -145,9 +140,9 @@ export class Store {
    * closing twice is a no-op.
    */
   async close(): Promise<void> {
-    if (this.closed) return;
-    this.closed = true;
-    if (this.ownsPool) await this.pool.end();
+    if (this.#closed) return;
+    this.#closed = true;
+    if (this.#ownsPool) await this.pool.end();
   }
 
   /**
@@ -156,7 +151,7 @@ export class Store {
    * in the call or already stored — fails the whole call with `DUPLICATE`.
    *
    * With `{ client }`, the rows are written through the caller's connection, in its transaction
-   * (its search_path must reach this store's tables): they exist iff it commits. A failure
+   * (whatever its search_path: statements name the store's schema): they exist iff it commits. A failure
    * (`DUPLICATE` included) rolls back only q's savepoint, so the caller's transaction stays usable.
    */
   async enqueue(reqs: NewRequest[], tx?: InTransaction): Promise<void> {
@@ -196,22 +191,22 @@ export class Store {
       if (client) {
         await inCallerTransaction(op, client, async () => {
           // The statements only call query(config), which is all a TransactionClient promises.
-          for (const chunk of chunks) await insertRequests(client as Db, chunk);
+          for (const chunk of chunks) await insertRequests(this.#scope, client as Db, chunk);
         });
-      } else if (chunks.length === 1) await insertRequests(this.pool, chunks[0]!);
+      } else if (chunks.length === 1) await insertRequests(this.#scope, this.pool, chunks[0]!);
       else await this.transaction(async (c) => {
-        for (const chunk of chunks) await insertRequests(c, chunk);
+        for (const chunk of chunks) await insertRequests(this.#scope, c, chunk);
       });
     });
     const perQueue = new Map<string, number>();
     for (const r of list) perQueue.set(r.queue, (perQueue.get(r.queue) ?? 0) + 1);
-    for (const [queue, n] of perQueue) this.metrics.enqueued.add(n, { queue });
+    for (const [queue, n] of perQueue) this.#metrics.enqueued.add(n, { queue });
   }
 
   /** Creates the queue's 64 partition rows if missing (idempotent). */
   async ensurePartitions(queue: string): Promise<void> {
     v.text('ensurePartitions', 'queue', queue);
-    await this.op('ensurePartitions', { 'q.queue': queue }, () => ensurePartitionRows(this.pool, queue, PARTITIONS));
+    await this.op('ensurePartitions', { 'q.queue': queue }, () => ensurePartitionRows(this.#scope, this.pool, queue, PARTITIONS));
   }
 
   /**
@@ -227,7 +222,7 @@ export class Store {
     const ttl = v.count(op, 'ttlMs', ttlMs);
     const n = v.limit(op, limit);
     if (n === 0) return [];
-    return this.op(op, { 'q.queue': queue, 'q.limit': n }, () => acquirePartitionRows(this.pool, queue, owner, nowMs, nowMs + ttl, n));
+    return this.op(op, { 'q.queue': queue, 'q.limit': n }, () => acquirePartitionRows(this.#scope, this.pool, queue, owner, nowMs, nowMs + ttl, n));
   }
 
   /**
@@ -242,7 +237,7 @@ export class Store {
     const nowMs = v.instant(op, 'now', now);
     const ttl = v.count(op, 'ttlMs', ttlMs);
     v.bool(op, 'member', member);
-    return this.op(op, { 'q.queue': queue }, () => heartbeatRows(this.pool, queue, owner, nowMs, nowMs + ttl, member));
+    return this.op(op, { 'q.queue': queue }, () => heartbeatRows(this.#scope, this.pool, queue, owner, nowMs, nowMs + ttl, member));
   }
 
   /** Releases the listed partitions `owner` holds, at once (others' partitions are untouched). */
@@ -252,14 +247,14 @@ export class Store {
     v.text(op, 'owner', owner);
     const parts = v.partitions(op, partitions);
     if (parts.length === 0) return;
-    await this.op(op, { 'q.queue': queue, 'q.batch': parts.length }, () => releasePartitionRows(this.pool, queue, owner, parts));
+    await this.op(op, { 'q.queue': queue, 'q.batch': parts.length }, () => releasePartitionRows(this.#scope, this.pool, queue, owner, parts));
   }
 
   /** Releases every partition `owner` holds on `queue` and drops its membership, atomically. */
   async leave(queue: string, owner: string): Promise<void> {
     v.text('leave', 'queue', queue);
     v.text('leave', 'owner', owner);
-    await this.op('leave', { 'q.queue': queue }, () => leaveQueue(this.pool, queue, owner));
+    await this.op('leave', { 'q.queue': queue }, () => leaveQueue(this.#scope, this.pool, queue, owner));
   }
 
   /**
@@ -273,7 +268,7 @@ export class Store {
     const parts = v.partitions(op, partitions);
     v.bool(op, 'draining', draining);
     if (parts.length === 0) return;
-    await this.op(op, { 'q.queue': queue, 'q.batch': parts.length }, () => setDrainingRows(this.pool, queue, owner, parts, draining));
+    await this.op(op, { 'q.queue': queue, 'q.batch': parts.length }, () => setDrainingRows(this.#scope, this.pool, queue, owner, parts, draining));
   }
 
   /**
@@ -289,8 +284,8 @@ export class Store {
     const nowSeconds = Math.floor(v.instant(op, 'now', now) / 1000);
     const n = v.limit(op, limit);
     if (n === 0) return [];
-    const rows = await this.op(op, { 'q.queue': queue, 'q.limit': n }, () => dispatchRequests(this.pool, owner, queue, nowSeconds, n));
-    if (rows.length > 0) this.metrics.dispatched.add(rows.length, { queue });
+    const rows = await this.op(op, { 'q.queue': queue, 'q.limit': n }, () => dispatchRequests(this.#scope, this.pool, owner, queue, nowSeconds, n));
+    if (rows.length > 0) this.#metrics.dispatched.add(rows.length, { queue });
     return rows;
   }
 
@@ -298,7 +293,7 @@ export class Store {
   async inFlight(queue: string, owner: string): Promise<Stamp[]> {
     v.text('inFlight', 'queue', queue);
     v.text('inFlight', 'owner', owner);
-    return this.op('inFlight', { 'q.queue': queue }, () => inFlightStamps(this.pool, owner, queue));
+    return this.op('inFlight', { 'q.queue': queue }, () => inFlightStamps(this.#scope, this.pool, owner, queue));
   }
 
   /**
@@ -312,7 +307,7 @@ export class Store {
     v.text(op, 'owner', owner);
     const parts = partitions === undefined ? null : v.partitions(op, partitions);
     if (parts !== null && parts.length === 0) return;
-    await this.op(op, { 'q.queue': queue }, () => resetStaleRequests(this.pool, owner, queue, parts));
+    await this.op(op, { 'q.queue': queue }, () => resetStaleRequests(this.#scope, this.pool, owner, queue, parts));
   }
 
   /**
@@ -351,10 +346,10 @@ export class Store {
     ).map(([start, end]) => picked.slice(start, end));
     const nowMs = Date.now();
     const acked = await this.op(op, { 'q.batch': list.length }, async () => {
-      if (parts.length === 1) return ackRequests(this.pool, owner, rowsOf(parts[0]!), nowMs);
+      if (parts.length === 1) return ackRequests(this.#scope, this.pool, owner, rowsOf(parts[0]!), nowMs);
       const keys: Key[] = [];
       await this.transaction(async (c) => {
-        for (const part of parts) keys.push(...(await ackRequests(c, owner, rowsOf(part), nowMs)));
+        for (const part of parts) keys.push(...(await ackRequests(this.#scope, c, owner, rowsOf(part), nowMs)));
       });
       return keys;
     });
@@ -362,8 +357,8 @@ export class Store {
       const i = chosen.get(keyId(k));
       if (i !== undefined) out[i] = true;
     }
-    if (acked.length > 0) this.metrics.acked.add(acked.length);
-    if (acked.length < list.length) this.metrics.fenced.add(list.length - acked.length);
+    if (acked.length > 0) this.#metrics.acked.add(acked.length);
+    if (acked.length < list.length) this.#metrics.fenced.add(list.length - acked.length);
     return out;
   }
 
@@ -377,8 +372,8 @@ export class Store {
     v.text(op, 'owner', owner);
     const list = distinctStamps(v.list<unknown>(op, 'stamps', stamps).map((s, i) => v.stamp(op, s, i)));
     if (list.length === 0) return;
-    const n = await this.op(op, { 'q.batch': list.length }, () => undispatchRequests(this.pool, owner, list, null));
-    if (n < list.length) this.metrics.fenced.add(list.length - n);
+    const n = await this.op(op, { 'q.batch': list.length }, () => undispatchRequests(this.#scope, this.pool, owner, list, null));
+    if (n < list.length) this.#metrics.fenced.add(list.length - n);
   }
 
   /** {@link Store.undispatch}, and the requests are not dispatched again before `notBefore` (Unix s). */
@@ -388,8 +383,8 @@ export class Store {
     const list = distinctStamps(v.list<unknown>(op, 'stamps', stamps).map((s, i) => v.stamp(op, s, i)));
     const at = v.count(op, 'notBefore', notBefore);
     if (list.length === 0) return;
-    const n = await this.op(op, { 'q.batch': list.length }, () => undispatchRequests(this.pool, owner, list, at));
-    if (n < list.length) this.metrics.fenced.add(list.length - n);
+    const n = await this.op(op, { 'q.batch': list.length }, () => undispatchRequests(this.#scope, this.pool, owner, list, at));
+    if (n < list.length) this.#metrics.fenced.add(list.length - n);
   }
 
   /**
@@ -402,9 +397,9 @@ export class Store {
     const s = v.stamp(op, stamp, 0);
     const at = v.count(op, 'notBefore', notBefore);
     v.envelope(op, 'envelope', envelope);
-    const ok = await this.op(op, undefined, () => retryRequest(this.pool, owner, s, at, envelope));
-    if (ok) this.metrics.retried.add(1);
-    else this.metrics.fenced.add(1);
+    const ok = await this.op(op, undefined, () => retryRequest(this.#scope, this.pool, owner, s, at, envelope));
+    if (ok) this.#metrics.retried.add(1);
+    else this.#metrics.fenced.add(1);
     return ok;
   }
 
@@ -416,7 +411,7 @@ export class Store {
     const op = 'cancel';
     const list = [...new Set(v.list<unknown>(op, 'ids', ids).map((id, i) => v.text(op, `ids[${i}]`, id)))];
     if (list.length === 0) return;
-    await this.op(op, { 'q.batch': list.length }, () => cancelRequests(this.pool, list));
+    await this.op(op, { 'q.batch': list.length }, () => cancelRequests(this.#scope, this.pool, list));
   }
 
   /** The subset of `keys` whose request is cancelled (unknown keys are not cancelled). */
@@ -425,7 +420,7 @@ export class Store {
     const list = v.list<unknown>(op, 'keys', keys).map((k, i) => v.key(op, k, i));
     if (list.length === 0) return [];
     const distinct = [...new Map(list.map((k) => [keyId(k), k])).values()];
-    const found = new Set((await this.op(op, { 'q.batch': distinct.length }, () => selectCancelledKeys(this.pool, distinct))).map(keyId));
+    const found = new Set((await this.op(op, { 'q.batch': distinct.length }, () => selectCancelledKeys(this.#scope, this.pool, distinct))).map(keyId));
     return distinct.filter((k) => found.has(keyId(k)));
   }
 
@@ -439,8 +434,8 @@ export class Store {
     const at = v.count(op, 'now', now);
     const n = v.limit(op, limit);
     if (n === 0) return [];
-    const rows = await this.op(op, { 'q.route': route, 'q.limit': n }, () => popRouteResults(this.pool, route, at, n));
-    if (rows.length > 0) this.metrics.resultsPopped.add(rows.length);
+    const rows = await this.op(op, { 'q.route': route, 'q.limit': n }, () => popRouteResults(this.#scope, this.pool, route, at, n));
+    if (rows.length > 0) this.#metrics.resultsPopped.add(rows.length);
     return rows;
   }
 
@@ -450,15 +445,15 @@ export class Store {
     const at = v.count(op, 'now', now);
     const n = v.limit(op, limit);
     if (n === 0) return 0;
-    const deleted = await this.op(op, { 'q.limit': n }, () => expireAnyResults(this.pool, at, n));
-    if (deleted > 0) this.metrics.resultsExpired.add(deleted);
+    const deleted = await this.op(op, { 'q.limit': n }, () => expireAnyResults(this.#scope, this.pool, at, n));
+    if (deleted > 0) this.#metrics.resultsExpired.add(deleted);
     return deleted;
   }
 
   /** Results waiting on `route` (expired ones not yet deleted included). */
   async resultDepth(route: string): Promise<number> {
     v.text('resultDepth', 'route', route);
-    return this.op('resultDepth', { 'q.route': route }, () => countResults(this.pool, route));
+    return this.op('resultDepth', { 'q.route': route }, () => countResults(this.#scope, this.pool, route));
   }
 
   /**
@@ -470,30 +465,30 @@ export class Store {
     v.text(op, 'queue', queue);
     const at = v.count(op, 'now', now);
     const ws = v.list<unknown>(op, 'windows', windows).map((w, i) => v.count(op, `windows[${i}]`, w));
-    return this.op(op, { 'q.queue': queue }, () => pendingBacklog(this.pool, queue, at, ws));
+    return this.op(op, { 'q.queue': queue }, () => pendingBacklog(this.#scope, this.pool, queue, at, ws));
   }
 
   /** True when `queue` has a pending request. */
   async hasRequests(queue: string): Promise<boolean> {
     v.text('hasRequests', 'queue', queue);
-    return this.op('hasRequests', { 'q.queue': queue }, () => anyPending(this.pool, queue));
+    return this.op('hasRequests', { 'q.queue': queue }, () => anyPending(this.#scope, this.pool, queue));
   }
 
   /** Empties every request-queue table (requests, partitions, dispatchers, results). Tests only. */
   async truncateForTest(): Promise<void> {
-    await this.op('truncateForTest', undefined, () => truncateAll(this.pool));
+    await this.op('truncateForTest', undefined, () => truncateAll(this.#scope, this.pool));
   }
 
   private async op<T>(name: string, attrs: Attrs | undefined, fn: () => Promise<T>): Promise<T> {
-    if (this.closed) throw closedError();
+    if (this.#closed) throw closedError();
     return withOperation(
-      this.tracer,
+      this.#tracer,
       `q.store.${name}`,
       async () => {
         try {
           return await fn();
         } catch (err) {
-          throw this.closed ? closedError() : databaseError(name, err);
+          throw this.#closed ? closedError() : databaseError(name, err, DUPLICATE_REQUEST);
         }
       },
       attrs,

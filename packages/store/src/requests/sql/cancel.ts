@@ -1,24 +1,19 @@
+import { statement, type StatementScope } from '@q/schema';
 import type { Key } from '../types.js';
-import { run, type Db, type Statement } from './db.js';
+import { type Db } from './db.js';
 
-export const cancelStatement: Statement = {
-  name: 'q_store_cancel',
-  text: `UPDATE async_requests SET cancelled = 1 WHERE id = ANY ($1::text[]) AND cancelled = 0`,
-};
+export const cancelStatement = statement('q_store_cancel', `UPDATE __q_schema__.q_requests SET cancelled = 1 WHERE id = ANY ($1::text[]) AND cancelled = 0`);
 
 /** Marks every stored generation of `ids` cancelled. */
-export async function cancelRequests(db: Db, ids: string[]): Promise<void> {
-  await run(db, cancelStatement, [ids]);
+export async function cancelRequests(scope: StatementScope, db: Db, ids: string[]): Promise<void> {
+  await scope.run(db, cancelStatement, [ids]);
 }
 
-export const cancelledKeysStatement: Statement = {
-  name: 'q_store_cancelled_keys',
-  text: `SELECT cancelled_id, cancelled_token FROM async_cancelled_keys($1::text[], $2::text[])`,
-};
+export const cancelledKeysStatement = statement('q_store_cancelled_keys', `SELECT cancelled_id, cancelled_token FROM __q_schema__.q_cancelled_keys($1::text[], $2::text[])`);
 
 /** The subset of (distinct) `keys` whose request is cancelled. */
-export async function selectCancelledKeys(db: Db, keys: Key[]): Promise<Key[]> {
-  const { rows } = await run<{ cancelled_id: string; cancelled_token: string }>(db, cancelledKeysStatement, [
+export async function selectCancelledKeys(scope: StatementScope, db: Db, keys: Key[]): Promise<Key[]> {
+  const { rows } = await scope.run<{ cancelled_id: string; cancelled_token: string }>(db, cancelledKeysStatement, [
     keys.map((k) => k.id), keys.map((k) => k.token),
   ]);
   return rows.map((r) => ({ id: r.cancelled_id, token: r.cancelled_token }));

@@ -1,0 +1,35 @@
+import { QError, QErrorCode, StatementScope, checkSchemaName, invalidArgument, type Queryable } from '@q/schema';
+import type { FromPoolOptions, OpenOptions } from '../options.js';
+import * as v from './validate.js';
+
+/** Throws `INVALID_ARGUMENT` for a malformed options object of `op` (`Store.open` / `Store.fromPool`). */
+export function checkStoreOptions(op: string, opts: unknown): asserts opts is OpenOptions & FromPoolOptions {
+  if (typeof opts !== 'object' || opts === null) throw invalidArgument(`${op}: options must be an object`);
+  const o = opts as OpenOptions;
+  if (o.migrate !== undefined && typeof o.migrate !== 'boolean') throw invalidArgument(`${op}: migrate must be a boolean`);
+  if (o.schema !== undefined) checkSchemaName(op, o.schema);
+  if (o.pooler !== undefined && o.pooler !== 'transaction') throw invalidArgument(`${op}: pooler must be 'transaction' or absent`);
+  // Checked before a pool exists: a bad provider used to throw a TypeError and leak the pool.
+  v.provider(op, 'tracerProvider', o.tracerProvider, 'getTracer');
+  v.provider(op, 'meterProvider', o.meterProvider, 'getMeter');
+  if (o.applicationName !== undefined) v.anyText(op, 'applicationName', o.applicationName);
+}
+
+/**
+ * The statement scope of a store: `opts.schema`, or the connection's current schema read once
+ * now, so later statements never depend on a session's `search_path`. Transaction poolers get
+ * unnamed statements.
+ */
+export async function resolveScope(op: string, db: Queryable, opts: { schema?: string; pooler?: 'transaction' }): Promise<StatementScope> {
+  const named = opts.pooler !== 'transaction';
+  if (opts.schema !== undefined) return new StatementScope(opts.schema, { named });
+  const { rows } = await db.query<{ schema: string | null }>({ text: 'SELECT current_schema() AS schema' });
+  const schema = rows[0]?.schema;
+  if (!schema) {
+    throw new QError(
+      QErrorCode.SCHEMA_MISMATCH,
+      `${op}: no current schema (the first schema of search_path does not exist): pass the schema option`,
+    );
+  }
+  return new StatementScope(schema, { named });
+}
