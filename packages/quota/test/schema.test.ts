@@ -1,0 +1,123 @@
+import { randomBytes } from 'node:crypto';
+import { JOURNAL_TABLE, bundledMigrations, quoteIdent } from '@q/schema';
+import { dsnWithSchema, testDatabaseUrl } from '@q/testing';
+import pg from 'pg';
+import { afterAll, describe, expect, it } from 'vitest';
+import { QuotaStore, createQuota } from '../src/index.js';
+
+// Schema placement of the quota store: the `schema` option (no search_path needed), two schemas
+// on one pool, and the upgrade to the q_ table names.
+
+const admin = new pg.Pool({ connectionString: testDatabaseUrl(), max: 2 });
+admin.on('error', () => undefined);
+const made: string[] = [];
+
+function name(prefix: string): string {
+  const n = `${prefix}_${randomBytes(5).toString('hex')}`;
+  made.push(n);
+  return n;
+}
+
+afterAll(async () => {
+  for (const s of made) await admin.query(`DROP SCHEMA IF EXISTS ${quoteIdent(s)} CASCADE`);
+  await admin.end();
+});
+
+/** Applies the `module` migrations before `beforeTag` into `schema`, as an older build did. */
+async function migrateBefore(schema: string, module: 'requests' | 'quota', beforeTag: string): Promise<void> {
+  const c = await admin.connect();
+  try {
+    await c.query('BEGIN');
+    await c.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(schema)}`);
+    await c.query(`SET LOCAL search_path TO ${quoteIdent(schema)}`);
+    await c.query(`CREATE TABLE IF NOT EXISTS ${JOURNAL_TABLE} (module text NOT NULL, tag text NOT NULL, hash text NOT NULL,
+      applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (module, tag))`);
+    for (const m of bundledMigrations(module).filter((x) => x.tag < beforeTag)) {
+      for (const s of m.statements) await c.query(s);
+      await c.query(`INSERT INTO ${JOURNAL_TABLE} (module, tag, hash) VALUES ($1, $2, $3)`, [m.module, m.tag, m.hash]);
+    }
+    await c.query('COMMIT');
+  } finally {
+    c.release();
+  }
+}
+
+describe('QuotaStore schema placement', () => {
+  it('migrating a database at the previous schema keeps its holders, slots, windows and admissions counting under the q_ names', async () => {
+    const s = name('qupg');
+    await migrateBefore(s, 'quota', '0003');
+    const q = quoteIdent(s);
+    const now = `(extract(epoch FROM clock_timestamp()) * 1000)::bigint`;
+    // Written by the previous build: a live holder with 2 slots of k, a lapsed one, and 3
+    // admissions of r in the current minute.
+    await admin.query(`INSERT INTO ${q}.async_quota_holders (holder, expires_ms) VALUES ('live', ${now} + 600000), ('gone', ${now} - 1)`);
+    await admin.query(`INSERT INTO ${q}.async_quota_keys (key) VALUES ('k')`);
+    await admin.query(`INSERT INTO ${q}.async_quota_slots (key, holder, used) VALUES ('k', 'live', 2), ('k', 'gone', 5)`);
+    await admin.query(`INSERT INTO ${q}.async_quota_windows (key, window_ms, used) VALUES ('r', 60000, 3)`);
+    await admin.query(`INSERT INTO ${q}.async_quota_admits (key, window_ms, at_ms, n) VALUES ('r', 60000, ${now}, 3)`);
+
+    const store = await QuotaStore.open(dsnWithSchema(testDatabaseUrl(), s), { maxConns: 2 });
+    try {
+      const gone = await admin.query(`SELECT to_regclass($1) AS t, to_regproc($2) AS f`, [`${q}.async_quota_slots`, `${q}.async_quota_acquire`]);
+      expect(gone.rows[0]).toEqual({ t: null, f: null });
+      // Limit 3: the live holder's 2 slots count, the lapsed holder's 5 do not.
+      expect(await store.acquireQuotaSlots('live', 'k', 5, 3)).toBe(1);
+      expect(await store.renewQuotaHolder('live', 60_000)).toBe(true);
+      expect(await store.renewQuotaHolder('gone', 60_000)).toBe(false);
+      // Limit 4 in the window: the 3 old admissions count.
+      expect(await store.admitQuota('r', 5, 4, 60_000)).toBe(1);
+      await store.releaseQuotaSlots('live', ['k'], [3]);
+      expect(await store.acquireQuotaSlots('live', 'k', 5, 3)).toBe(3);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('schema: X on a DSN whose search_path points elsewhere creates X and works end to end there', async () => {
+    const decoy = name('qdecoy');
+    const target = name('qtarget');
+    await admin.query(`CREATE SCHEMA ${quoteIdent(decoy)}`);
+    const quota = await createQuota({ dsn: dsnWithSchema(testDatabaseUrl(), decoy), schema: target, maxConns: 2 });
+    try {
+      const release = await quota.acquire('k', 1);
+      expect(await quota.admit('r', 2, 60_000)).toBe(true);
+      expect(release).not.toBeNull();
+      await release!();
+      expect(await quota.store.schema()).toBe(target);
+      const where = await admin.query<{ schema: string; n: number }>(
+        `SELECT table_schema AS schema, count(*)::int AS n FROM information_schema.tables
+          WHERE table_schema = ANY($1::text[]) GROUP BY 1 ORDER BY 1`,
+        [[decoy, target]],
+      );
+      expect(where.rows).toEqual([{ schema: target, n: 6 }]); // 5 tables + the journal, none in the decoy
+      const admits = await admin.query(`SELECT sum(n)::int AS n FROM ${quoteIdent(target)}.q_quota_admits WHERE key = 'r'`);
+      expect(admits.rows[0].n).toBe(1);
+    } finally {
+      await quota.close();
+    }
+  });
+
+  it('two stores of different schemas on one pool (one connection) do not mix', async () => {
+    const a = name('qa');
+    const b = name('qb');
+    const pool = new pg.Pool({ connectionString: testDatabaseUrl(), max: 1 });
+    try {
+      const qa = await createQuota({ pool, schema: a });
+      const qb = await createQuota({ pool, schema: b });
+      // Limit 1 on the same key in both: each schema counts its own slot.
+      const ra = await qa.acquire('k', 1);
+      const rb = await qb.acquire('k', 1);
+      expect(await qa.admit('r', 1, 60_000)).toBe(true);
+      expect(await qb.admit('r', 1, 60_000)).toBe(true);
+      expect(await qa.admit('r', 1, 60_000)).toBe(false);
+      expect(ra).not.toBeNull();
+      expect(rb).not.toBeNull();
+      await ra!();
+      await rb!();
+      await qa.close();
+      await qb.close();
+    } finally {
+      await pool.end();
+    }
+  });
+});

@@ -1,0 +1,189 @@
+import { randomBytes } from 'node:crypto';
+import { JOURNAL_TABLE, QErrorCode, bundledMigrations, isQError, quoteIdent } from '@q/schema';
+import { dsnWithSchema, testDatabaseUrl } from '@q/testing';
+import pg from 'pg';
+import { afterAll, describe, expect, it } from 'vitest';
+import { Store, partitionOf, stampOf } from '../src/index.js';
+import { ALL, at, req } from './requests/helpers.js';
+
+// Schema placement of the request store: the `schema` option (no search_path needed), two
+// schemas on one pool, the transaction-pooler mode, and the upgrade to the q_ table names.
+
+const admin = new pg.Pool({ connectionString: testDatabaseUrl(), max: 2 });
+admin.on('error', () => undefined);
+const made: string[] = [];
+
+function name(prefix: string): string {
+  const n = `${prefix}_${randomBytes(5).toString('hex')}`;
+  made.push(n);
+  return n;
+}
+
+afterAll(async () => {
+  for (const s of made) await admin.query(`DROP SCHEMA IF EXISTS ${quoteIdent(s)} CASCADE`);
+  await admin.end();
+});
+
+/** Applies the `module` migrations before `beforeTag` into `schema`, as an older build did. */
+async function migrateBefore(schema: string, module: 'requests' | 'quota', beforeTag: string): Promise<void> {
+  const c = await admin.connect();
+  try {
+    await c.query('BEGIN');
+    await c.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(schema)}`);
+    await c.query(`SET LOCAL search_path TO ${quoteIdent(schema)}`);
+    await c.query(`CREATE TABLE IF NOT EXISTS ${JOURNAL_TABLE} (module text NOT NULL, tag text NOT NULL, hash text NOT NULL,
+      applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (module, tag))`);
+    for (const m of bundledMigrations(module).filter((x) => x.tag < beforeTag)) {
+      for (const s of m.statements) await c.query(s);
+      await c.query(`INSERT INTO ${JOURNAL_TABLE} (module, tag, hash) VALUES ($1, $2, $3)`, [m.module, m.tag, m.hash]);
+    }
+    await c.query('COMMIT');
+  } finally {
+    c.release();
+  }
+}
+
+describe('Store schema placement', () => {
+  it('migrating a database at the previous schema keeps its requests, results, partitions and sequences usable under the q_ names', async () => {
+    const s = name('supg');
+    await migrateBefore(s, 'requests', '0003');
+    const q = quoteIdent(s);
+    // State written by the previous build: partitions, one live dispatcher, two pending
+    // requests, one result, and attempts already drawn from the sequence.
+    await admin.query(`INSERT INTO ${q}.async_partitions (queue, partition_id) SELECT 'q', g FROM generate_series(0, 63) g`);
+    await admin.query(`INSERT INTO ${q}.async_dispatchers (queue, owner, expires_ms) VALUES ('q', 'old', 1)`);
+    await admin.query(
+      `INSERT INTO ${q}.async_requests (id, request_token, queue, partition_id, deadline, envelope, payload, created_at)
+       VALUES ('a', 'ta', 'q', $1, 10, 'ea', '\\x01', 1), ('b', 'tb', 'q', $2, 20, 'eb', '\\x02', 2)`,
+      [partitionOf('a'), partitionOf('b')],
+    );
+    await admin.query(`INSERT INTO ${q}.async_results (route, id, request_token, payload, created_at) VALUES ('r', 'old', 't', 'old-result', 1)`);
+    await admin.query(`SELECT setval('${s}.async_dispatch_attempts', 41)`);
+
+    const store = await Store.open(dsnWithSchema(testDatabaseUrl(), s), { maxConns: 2 });
+    try {
+      const gone = await admin.query(
+        `SELECT to_regclass($1) AS r, to_regclass($2) AS p, to_regproc($3) AS f`,
+        [`${q}.async_requests`, `${q}.async_partitions`, `${q}.async_dispatch`],
+      );
+      expect(gone.rows[0]).toEqual({ r: null, p: null, f: null });
+      const leases = await store.acquirePartitions('q', 'me', at(100), 60_000, 64);
+      expect(leases.map((l) => l.partition)).toEqual(ALL);
+      const got = await store.dispatch('q', 'me', at(100), 10);
+      expect(got.map((r) => [r.id, r.envelope, Buffer.from(r.payload).toString('hex')])).toEqual([
+        ['a', 'ea', '01'],
+        ['b', 'eb', '02'],
+      ]);
+      expect(got.map((r) => r.attempt)).toEqual([42, 43]); // the sequence went on where it was
+      expect(await store.ack('me', got.map((r) => ({ ...stampOf(r), route: 'r', payload: `done-${r.id}` })))).toEqual([true, true]);
+      const results = await store.popResults('r', 100, 10);
+      expect(results.map((r) => r.payload)).toEqual(['old-result', 'done-a', 'done-b']);
+      expect(results[1]!.seq).toBeGreaterThan(results[0]!.seq);
+      // The old dispatcher row is still a (lapsed) member the heartbeat drops.
+      expect((await store.heartbeat('q', 'me', at(100), 60_000, true)).members).toBe(1);
+      expect((await admin.query(`SELECT count(*)::int AS n FROM ${q}.q_dispatchers`)).rows[0].n).toBe(1);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('schema: X on a DSN whose search_path points elsewhere creates X and works end to end there', async () => {
+    const decoy = name('sdecoy');
+    const target = name('starget');
+    await admin.query(`CREATE SCHEMA ${quoteIdent(decoy)}`);
+    const dsn = dsnWithSchema(testDatabaseUrl(), decoy);
+    const store = await Store.open(dsn, { schema: target, maxConns: 2 });
+    try {
+      expect(store.schema).toBe(target);
+      await store.enqueue([req('x1'), req('x2', { deadline: 2000 })]);
+      // Written through a caller's connection whose search_path is the decoy: still lands in X.
+      const c = new pg.Client({ connectionString: dsn });
+      await c.connect();
+      try {
+        await c.query('BEGIN');
+        await store.enqueue([req('x3', { deadline: 3000 })], { client: c });
+        await c.query('COMMIT');
+      } finally {
+        await c.end();
+      }
+      await store.ensurePartitions('q');
+      await store.acquirePartitions('q', 'o', at(10), 60_000, 64);
+      expect((await store.backlog('q', 10, [1500])).depth).toBe(3);
+      const got = await store.dispatch('q', 'o', at(10), 10);
+      expect(got.map((r) => r.id)).toEqual(['x1', 'x2', 'x3']);
+      await store.ack('o', got.map((r) => ({ ...stampOf(r), route: 'r', payload: r.id })));
+      expect((await store.popResults('r', 10, 10)).map((r) => r.payload)).toEqual(['x1', 'x2', 'x3']);
+      const where = await admin.query<{ schema: string; n: number }>(
+        `SELECT table_schema AS schema, count(*)::int AS n FROM information_schema.tables
+          WHERE table_schema = ANY($1::text[]) GROUP BY 1 ORDER BY 1`,
+        [[decoy, target]],
+      );
+      expect(where.rows).toEqual([{ schema: target, n: 5 }]); // 4 tables + the journal, none in the decoy
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('two stores of different schemas on one pool (one connection) do not mix', async () => {
+    const a = name('sa');
+    const b = name('sb');
+    const pool = new pg.Pool({ connectionString: testDatabaseUrl(), max: 1 });
+    try {
+      const sa = await Store.fromPool(pool, { schema: a });
+      const sb = await Store.fromPool(pool, { schema: b });
+      await sa.enqueue([req('only-a')]);
+      await sb.enqueue([req('only-b1'), req('only-b2')]);
+      for (const s of [sa, sb]) {
+        await s.ensurePartitions('q');
+        await s.acquirePartitions('q', 'o', at(10), 60_000, 64);
+      }
+      expect(await sa.hasRequests('q')).toBe(true);
+      expect((await sa.backlog('q', 10, [])).depth).toBe(1);
+      expect((await sb.backlog('q', 10, [])).depth).toBe(2);
+      expect((await sa.dispatch('q', 'o', at(10), 10)).map((r) => r.id)).toEqual(['only-a']);
+      expect((await sb.dispatch('q', 'o', at(10), 10)).map((r) => r.id)).toEqual(['only-b1', 'only-b2']);
+      await sa.close();
+      await sb.close();
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it("pooler: 'transaction' sends every statement unnamed (nothing prepared on the server session)", async () => {
+    const s = name('spool');
+    const pool = new pg.Pool({ connectionString: testDatabaseUrl(), max: 1 });
+    try {
+      const prepared = async (): Promise<number> =>
+        (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_prepared_statements')).rows[0]!.n;
+      const unnamed = await Store.fromPool(pool, { schema: s, pooler: 'transaction' });
+      await unnamed.enqueue([req('p1')]);
+      await unnamed.ensurePartitions('q');
+      await unnamed.backlog('q', 1, [1]);
+      expect(await prepared()).toBe(0);
+      const named = await Store.fromPool(pool, { schema: s, migrate: false });
+      await named.backlog('q', 1, [1]);
+      expect(await prepared()).toBe(1);
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it('a data exception (SQLSTATE class 22: the attempt sequence exhausted) is INVALID_ARGUMENT, not CONNECTION', async () => {
+    const s = name('sexh');
+    const store = await Store.open(testDatabaseUrl(), { schema: s, maxConns: 2 });
+    try {
+      await store.enqueue([req('e1')]);
+      await store.ensurePartitions('q');
+      await store.acquirePartitions('q', 'o', at(10), 60_000, 64);
+      await admin.query(`SELECT setval('${s}.q_dispatch_attempts', 9223372036854775807)`);
+      const err = await store.dispatch('q', 'o', at(10), 1).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(isQError(err) && err.code).toBe(QErrorCode.INVALID_ARGUMENT);
+      expect((err as Error).message).toMatch(/^dispatch: .*\(SQLSTATE 2200H\)$/);
+    } finally {
+      await store.close();
+    }
+  });
+});
