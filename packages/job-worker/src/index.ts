@@ -1,6 +1,8 @@
 export { LEASE_DURATION_MS, RETRY_BASE_MS, RETRY_CAP_MS, KNOWN_QUEUES } from './constants.js';
 export { retryBackoffMs } from './backoff.js';
 export { JobQueue, type EnqueueOptions, type JobQueueOptions } from './job-queue.js';
+export { DEFAULT_WORK_CONCURRENCY, type ManagedWorkerOptions, type WorkOptions } from './managed-workers.js';
+export { DEFAULT_CLOSE_TIMEOUT_MS, METRIC_UNSERVED_ENQUEUES, type JobQueueOpenOptions } from './open-options.js';
 export { Worker, type HandlerFunc, type HandlerContext, type WorkerOptions } from './worker.js';
 export { StepRecorder, type StepWriter } from './step-recorder.js';
 export { DeadLetterError, JobAbortedError, type JobAbortCause } from './errors.js';

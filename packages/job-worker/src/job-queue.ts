@@ -1,6 +1,10 @@
-import { currentTraceparent } from '@q/otel';
+import { currentTraceparent, jobMetrics, qMeter, qTracer } from '@q/otel';
 import { QError, QErrorCode, invalidArgument } from '@q/schema';
-import type { InTransaction, Job, JobListFilter, JobPage, JobStore, NewJob } from '@q/store';
+import { JobStore, type InTransaction, type Job, type JobListFilter, type JobPage, type NewJob } from '@q/store';
+import { silentLogger } from './logger.js';
+import { ManagedWorkers, type WorkOptions } from './managed-workers.js';
+import { DEFAULT_CLOSE_TIMEOUT_MS, METRIC_UNSERVED_ENQUEUES, checkOpenOptions, type JobQueueOpenOptions } from './open-options.js';
+import type { HandlerFunc } from './worker.js';
 
 /**
  * A job to enqueue: the store's {@link NewJob}, with `queue` optional (default `default`; it must
@@ -14,10 +18,16 @@ export interface JobQueueOptions {
   knownQueues: string[];
 }
 
-/** The producer side of the job queue: enqueue, inspect, cancel, and manage the dead letter. */
+/**
+ * The job queue: enqueue, inspect, cancel, and manage the dead letter. Opened with
+ * {@link JobQueue.open} it also owns its store and runs workers ({@link JobQueue.work}) until
+ * {@link JobQueue.close}; constructed on a store, it is the producer side only.
+ */
 export class JobQueue {
   readonly #store: JobStore;
   readonly #known: readonly string[];
+  /** Set by {@link JobQueue.open}: the queue owns its store and workers. */
+  #managed: ManagedWorkers | undefined;
 
   constructor(store: JobStore, opts: JobQueueOptions) {
     if (!store || typeof store.enqueue !== 'function') throw invalidArgument('store must be a JobStore');
@@ -27,6 +37,69 @@ export class JobQueue {
     }
     this.#store = store;
     this.#known = Object.freeze([...known]);
+  }
+
+  /**
+   * Opens a job queue on `dsn` that owns its {@link JobStore} (the `jobs` tables are migrated
+   * unless `migrate: false`). Any queue name may be enqueued to; a job sent to a queue that no
+   * worker of this process serves and that is not listed in `queues` is counted
+   * (`q.jobs.unserved_enqueues`) and warned about once per queue, never dropped silently.
+   *
+   * ```ts
+   * const queue = await JobQueue.open(process.env.DATABASE_URL!);
+   * queue.work('email', async (job) => send(job.payload));
+   * await queue.enqueue({ type: 'email', payload: { to: 'a@example.com' } });
+   * await queue.close();
+   * ```
+   */
+  static async open(dsn: string, opts: JobQueueOpenOptions = {}): Promise<JobQueue> {
+    checkOpenOptions(opts);
+    const { queues, logger, worker, closeTimeoutMs: _closeTimeoutMs, ...storeOptions } = opts;
+    const store = await JobStore.open(dsn, storeOptions);
+    const queue = new JobQueue(store, { knownQueues: ['default'] });
+    queue.#managed = new ManagedWorkers(store, {
+      logger: logger ?? silentLogger,
+      metrics: jobMetrics(opts.meterProvider),
+      ...(opts.tracerProvider ? { tracer: qTracer(opts.tracerProvider) } : {}),
+      defaults: worker ?? {},
+      declared: queues ?? [],
+      unserved: qMeter(opts.meterProvider).createCounter(METRIC_UNSERVED_ENQUEUES, {
+        unit: '{job}',
+        description: 'Jobs enqueued to a queue no worker of the enqueuing process serves (and not declared served elsewhere)',
+      }),
+    });
+    queue.#closeTimeoutMs = opts.closeTimeoutMs ?? DEFAULT_CLOSE_TIMEOUT_MS;
+    return queue;
+  }
+
+  #closeTimeoutMs = DEFAULT_CLOSE_TIMEOUT_MS;
+  #closed: Promise<void> | undefined;
+
+  /**
+   * Runs `handler` for every job of `type` on `opts.queue` (default `default`), `concurrency`
+   * (default 10) at a time, with retries, leases and dead-lettering as {@link Worker} does. One
+   * worker serves each queue; it starts on the next turn of the event loop, so handlers
+   * registered together are known before its first claim. Only on a queue from {@link JobQueue.open}
+   * (`INVALID_STATE` otherwise: use a {@link Worker} on your store).
+   */
+  work(type: string, handler: HandlerFunc, opts: WorkOptions = {}): void {
+    if (!this.#managed) {
+      throw new QError(QErrorCode.INVALID_STATE, 'work: only a queue from JobQueue.open runs workers (use new Worker(store, …) otherwise)');
+    }
+    this.#managed.work(type, handler, opts);
+  }
+
+  /**
+   * Stops the workers claiming, waits for the jobs in flight to finish with their outcomes
+   * recorded (up to `closeTimeoutMs`, default 30 s; later ones go back to the queue), then
+   * closes the store. Idempotent. On a queue built on your own store it does nothing: the store
+   * is yours to close.
+   */
+  close(): Promise<void> {
+    const managed = this.#managed;
+    if (!managed) return Promise.resolve();
+    this.#closed ??= managed.close(this.#closeTimeoutMs).finally(() => this.#store.close());
+    return this.#closed;
   }
 
   /**
@@ -41,6 +114,7 @@ export class JobQueue {
   async enqueue(opts: EnqueueOptions, tx?: InTransaction): Promise<Job> {
     const job = this.#toNewJob(opts, currentTraceparent());
     const [out] = await (tx === undefined ? this.#store.enqueue([job]) : this.#store.enqueue([job], tx));
+    this.#managed?.enqueued(job.queue, 1);
     return out!;
   }
 
@@ -60,7 +134,13 @@ export class JobQueue {
         throw err;
       }
     });
-    return tx === undefined ? this.#store.enqueue(jobs) : this.#store.enqueue(jobs, tx);
+    const out = await (tx === undefined ? this.#store.enqueue(jobs) : this.#store.enqueue(jobs, tx));
+    if (this.#managed) {
+      const perQueue = new Map<string, number>();
+      for (const j of jobs) perQueue.set(j.queue, (perQueue.get(j.queue) ?? 0) + 1);
+      for (const [queue, n] of perQueue) this.#managed.enqueued(queue, n);
+    }
+    return out;
   }
 
   /** The job with this uuid, or `null`. */
@@ -122,7 +202,8 @@ export class JobQueue {
       throw invalidArgument('queue must be a string');
     }
     const queue = opts.queue || 'default';
-    if (!this.#known.includes(queue)) {
+    // An opened queue takes any queue name: an unserved one is counted and warned about instead.
+    if (!this.#managed && !this.#known.includes(queue)) {
       throw new QError(
         QErrorCode.UNKNOWN_QUEUE,
         `queue: "${queue}" is not consumed by any worker (known: [${this.#known.join(' ')}])`,

@@ -25,6 +25,8 @@ export interface OpenOptions extends FromPoolOptions {
    * idle process holds few.
    */
   maxConns?: number;
+  /** Close a pooled connection after it has been idle this long (ms); `0` keeps idle connections. Default 30 000. */
+  idleTimeoutMillis?: number;
   /** Apply pending migrations of the `quota` module on open. Default `true`. */
   migrate?: boolean;
   /** `application_name` of the pool's connections. Default `q-quota`. */

@@ -56,6 +56,7 @@ export class QuotaStore {
     checkOptions('QuotaStore.open', opts);
     const pool = await openPool(dsn, {
       maxConns: opts.maxConns,
+      ...(opts.idleTimeoutMillis !== undefined ? { idleTimeoutMillis: opts.idleTimeoutMillis } : {}),
       applicationName: opts.applicationName ?? 'q-quota',
       instrument: (p) => void instrumentPool(p, opts.tracerProvider),
     });

@@ -7,6 +7,8 @@ export interface OpenOptions {
    * idle process holds few (see `DEFAULT_MAX_CONNS` and `DEFAULT_IDLE_TIMEOUT_MS` of `@q/schema`).
    */
   maxConns?: number;
+  /** Close a pooled connection after it has been idle this long (ms); `0` keeps idle connections. Default 30 000. */
+  idleTimeoutMillis?: number;
   /** Records a span per operation and per statement. Absent: no spans, no cost. */
   tracerProvider?: TracerProvider;
   /** Records metrics. Absent: the global meter provider (a no-op until an app registers an SDK). */

@@ -128,6 +128,7 @@ export class JobStore {
     const applicationName = opts.applicationName ?? 'q-jobs';
     const pool = await openPool(dsn, {
       maxConns: opts.maxConns,
+      ...(opts.idleTimeoutMillis !== undefined ? { idleTimeoutMillis: opts.idleTimeoutMillis } : {}),
       applicationName,
       instrument: (p) => instrumentPool(p, opts.tracerProvider),
     });

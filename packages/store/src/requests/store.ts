@@ -79,6 +79,7 @@ export class Store {
     const maxConns = resolveMaxConns(opts.maxConns);
     const pool = await openPool(dsn, {
       maxConns,
+      ...(opts.idleTimeoutMillis !== undefined ? { idleTimeoutMillis: opts.idleTimeoutMillis } : {}),
       applicationName: opts.applicationName ?? 'q-store',
       // An idle connection whose backend went away is dropped by pg and replaced on demand.
       onIdleError: () => undefined,
