@@ -18,7 +18,8 @@ import { runSaturationDemo } from './demo-saturation.js';
 import { routeProblem } from './formats.js';
 import { clearRunState, DEFAULT_DATA_DIR, readRunState, startEmbedded, writeRunState } from './embedded.js';
 import { DEFAULT_ROUTE } from './pipeline/handler.js';
-import { Dispatcher } from './service/dispatcher.js';
+import { Dispatcher, dispatcherServiceName } from './service/dispatcher.js';
+import { VERSION } from './version.js';
 import { simulated, startInferenceServer, type InferenceServer } from './sim/server.js';
 import { formatStatus, queueStatus } from './status.js';
 
@@ -156,7 +157,7 @@ async function cmdRun(): Promise<void> {
   }
   // Tracing only when an OTLP collector is configured (docs/design/dispatcher.md#start-and-graceful-stop); metrics are always on /metrics.
   const otlp = process.env.OTEL_EXPORTER_OTLP_ENDPOINT;
-  const telemetry = otlp ? startTelemetry({ serviceName: process.env.OTEL_SERVICE_NAME || 'q-dispatcher', otlpEndpoint: otlp }) : undefined;
+  const telemetry = otlp ? startTelemetry({ serviceName: dispatcherServiceName(), serviceVersion: VERSION, otlpEndpoint: otlp }) : undefined;
   const dispatcher = await Dispatcher.start({ config, logger, tracerProvider: telemetry?.tracerProvider });
   logger.info({ owner: dispatcher.owner, healthPort: dispatcher.healthPort, metricsPort: dispatcher.metricsPort, dsn: redactDsn(config.url) }, 'ready');
   await new Promise<void>((resolve) => {
