@@ -19,6 +19,7 @@ import { inFlightStamps } from './sql/inFlight.js';
 import {
   acquirePartitionRows, ensurePartitionRows, heartbeatRows, leaveQueue, releasePartitionRows, setDrainingRows,
 } from './sql/partitions.js';
+import { selectPartitionOwners, type OwnerPartitions } from './sql/partition-owners.js';
 import { resetStaleRequests } from './sql/resetStale.js';
 import { countResults, expireAnyResults, popRouteResults } from './sql/results.js';
 import { retryRequest } from './sql/retry.js';
@@ -471,6 +472,12 @@ export class Store {
     const at = v.count(op, 'now', now);
     const ws = v.list<unknown>(op, 'windows', windows).map((w, i) => v.count(op, `windows[${i}]`, w));
     return this.op(op, { 'q.queue': queue }, () => pendingBacklog(this.pool, queue, at, ws));
+  }
+
+  /** Who holds `queue`'s partitions: per owner, how many, how many draining, their epochs, lease liveness. */
+  async partitionOwners(queue: string): Promise<OwnerPartitions[]> {
+    v.text('partitionOwners', 'queue', queue);
+    return this.op('partitionOwners', { 'q.queue': queue }, () => selectPartitionOwners(this.pool, queue));
   }
 
   /** True when `queue` has a pending request. */
