@@ -26,6 +26,8 @@ export interface InstalledOptions {
 /** One module's migrations in a schema. */
 export interface ModuleMigrationStatus {
   module: MigrationModule;
+  /** The schema looked in; `null` when the search_path names no existing schema. */
+  schema: string | null;
   /** Tags recorded in the journal, in order. */
   applied: string[];
   /** Tags this build ships that the journal does not hold, in apply order. */
@@ -55,6 +57,7 @@ export async function migrationStatus(db: Queryable, opts: InstalledOptions = {}
     const have = new Set(done);
     return {
       module,
+      schema: schema ?? null,
       applied: done,
       pending: bundledMigrations(module).map((m) => m.tag).filter((t) => !have.has(t)),
       installed: done.length > 0,

@@ -412,12 +412,14 @@ export class Store {
   /**
    * Marks every stored generation of the given ids cancelled, pending or in flight (unknown ids
    * are ignored; an empty id is `INVALID_ARGUMENT`). A generation enqueued later starts uncancelled.
+   * Resolves with the ids that had a generation to cancel (unknown and already-cancelled ids are
+   * not in it), in no particular order.
    */
-  async cancel(ids: string[]): Promise<void> {
+  async cancel(ids: string[]): Promise<string[]> {
     const op = 'cancel';
     const list = [...new Set(v.list<unknown>(op, 'ids', ids).map((id, i) => v.text(op, `ids[${i}]`, id)))];
-    if (list.length === 0) return;
-    await this.op(op, { 'q.batch': list.length }, () => cancelRequests(this.pool, list));
+    if (list.length === 0) return [];
+    return this.op(op, { 'q.batch': list.length }, () => cancelRequests(this.pool, list));
   }
 
   /** The subset of `keys` whose request is cancelled (unknown keys are not cancelled). */

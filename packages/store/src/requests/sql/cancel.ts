@@ -3,12 +3,13 @@ import { run, type Db, type Statement } from './db.js';
 
 export const cancelStatement: Statement = {
   name: 'q_store_cancel',
-  text: `UPDATE async_requests SET cancelled = 1 WHERE id = ANY ($1::text[]) AND cancelled = 0`,
+  text: `UPDATE async_requests SET cancelled = 1 WHERE id = ANY ($1::text[]) AND cancelled = 0 RETURNING id`,
 };
 
-/** Marks every stored generation of `ids` cancelled. */
-export async function cancelRequests(db: Db, ids: string[]): Promise<void> {
-  await run(db, cancelStatement, [ids]);
+/** Marks every stored generation of `ids` cancelled; returns the ids it changed, once each. */
+export async function cancelRequests(db: Db, ids: string[]): Promise<string[]> {
+  const { rows } = await run<{ id: string }>(db, cancelStatement, [ids]);
+  return [...new Set(rows.map((r) => r.id))];
 }
 
 export const cancelledKeysStatement: Statement = {
