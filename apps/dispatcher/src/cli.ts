@@ -270,7 +270,8 @@ async function cmdStatus(): Promise<void> {
 async function cmdDemo(): Promise<void> {
   const dsn = flags.dsn ?? process.env.Q_DSN ?? process.env.SQL_URL;
   // The embedded demo makes its own fresh schema; a given database gets tables only with --migrate.
-  if (dsn !== undefined) await checkDatabase(dsn, ['requests', 'quota'], { command: 'demo', migrate: flags.migrate === true });
+  // (--saturation gates by an endpoint scrape only: no quota tables.)
+  if (dsn !== undefined) await checkDatabase(dsn, flags.saturation ? ['requests'] : ['requests', 'quota'], { command: 'demo', migrate: flags.migrate === true });
   if (flags.saturation) {
     const r = await runSaturationDemo({
       requests: Math.floor(num('requests', 3000, 1)),
