@@ -6,7 +6,7 @@ import { JobStore } from '@q/store';
 import { buildAdminServer } from './api/server.js';
 import { KNOWN_QUEUES, type WorkerConfig } from './config.js';
 import { builtinHandlers, type HandlerMap } from './handlers/index.js';
-import { silentLogger, type Logger } from './logger.js';
+import { childLogger, silentLogger, type Logger } from './logger.js';
 import { purgeTargets } from './purge-targets.js';
 import { startPurgeScheduler } from './scheduler.js';
 import { VERSION } from './version.js';
@@ -61,7 +61,7 @@ export async function startWorkerApp(config: WorkerConfig, opts: WorkerAppOption
         serviceName: config.serviceName,
         serviceVersion: VERSION,
         // Failed exports (a collector that is down) become warnings in this process's log.
-        logger: log.child({ component: 'telemetry' }),
+        logger: childLogger(log, { component: 'telemetry' }),
         otlpEndpoint: config.otlpEndpoint,
         prometheusPort: config.prometheusPort,
       });
@@ -78,14 +78,14 @@ export async function startWorkerApp(config: WorkerConfig, opts: WorkerAppOption
     const worker = new Worker(store, {
       queues: config.queues,
       concurrency: config.concurrency,
-      logger: log.child({ component: 'worker' }),
+      logger: childLogger(log, { component: 'worker' }),
       metrics: telemetry ? jobMetrics(telemetry.meterProvider) : undefined,
       tracer: telemetry ? qTracer(telemetry.tracerProvider) : undefined,
       retryBaseMs: config.retryBaseMs,
     });
     const handlers: HandlerMap = {
       ...builtinHandlers({
-        logger: log.child({ component: 'handler' }),
+        logger: childLogger(log, { component: 'handler' }),
         webhookSecret: config.webhookSecret,
         webhookTimeoutMs: config.webhookTimeoutMs,
         notifyUrl: config.notifyUrl,
@@ -102,14 +102,14 @@ export async function startWorkerApp(config: WorkerConfig, opts: WorkerAppOption
     let draining = false;
 
     const scheduler = config.purgeIntervalMs > 0 && config.queues.includes('maintenance')
-      ? startPurgeScheduler(queue, config.purgeIntervalMs, log.child({ component: 'scheduler' }))
+      ? startPurgeScheduler(queue, config.purgeIntervalMs, childLogger(log, { component: 'scheduler' }))
       : undefined;
 
     const api = buildAdminServer({
       jobs: queue,
       token: config.adminToken,
       bodyLimit: config.bodyLimit,
-      logger: log.child({ component: 'api' }),
+      logger: childLogger(log, { component: 'api' }),
       readiness: async () => {
         if (draining) return 'draining';
         try {

@@ -1,7 +1,7 @@
 // @q/akerdock-worker: the reference job worker — handlers, admin API, CLI, process wiring.
 export { KNOWN_QUEUES, USAGE, isLoopback, parseConfig, type ParsedConfig, type WorkerConfig } from './config.js';
 export { parseDuration } from './duration.js';
-export { createLogger, silentLogger, usePrettyLogs, type Logger, type LoggerOptions } from './logger.js';
+export { childLogger, createLogger, silentLogger, usePrettyLogs, type Logger, type LoggerOptions } from './logger.js';
 export { ATTEMPT_HEADER, IDEMPOTENCY_HEADER, SIGNATURE_HEADER, signWebhook, verifyWebhook } from './signing.js';
 export * from './handlers/index.js';
 export { buildAdminServer, type AdminServerOptions } from './api/server.js';

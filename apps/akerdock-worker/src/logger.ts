@@ -1,14 +1,23 @@
 import pino from 'pino';
 import pinoPretty from 'pino-pretty';
+import type { Logger } from '@q/otel';
 import type { LogFormat } from './config.js';
 
-/** The pino-compatible subset the app logs through (a pino logger satisfies it). */
-export interface Logger {
-  info(obj: object, msg?: string): void;
-  warn(obj: object, msg?: string): void;
-  error(obj: object, msg?: string): void;
-  debug(obj: object, msg?: string): void;
-  child(bindings: Record<string, unknown>): Logger;
+export type { Logger } from '@q/otel';
+
+/**
+ * A logger whose lines carry `bindings` too: pino's own `child` when the logger has one, else a
+ * wrapper merging them into each line's fields (any {@link Logger} may be passed to the app).
+ */
+export function childLogger(log: Logger, bindings: Record<string, unknown>): Logger {
+  const withChild = log as Logger & { child?: (b: Record<string, unknown>) => Logger };
+  if (typeof withChild.child === 'function') return withChild.child(bindings);
+  return {
+    debug: (fields, msg) => log.debug({ ...bindings, ...fields }, msg),
+    info: (fields, msg) => log.info({ ...bindings, ...fields }, msg),
+    warn: (fields, msg) => log.warn({ ...bindings, ...fields }, msg),
+    error: (fields, msg) => log.error({ ...bindings, ...fields }, msg),
+  };
 }
 
 /** How the process logger writes its lines. */
@@ -65,4 +74,4 @@ export function createLogger(level: string, destinationOrOptions?: pino.Destinat
 }
 
 /** A logger that drops everything (library default). */
-export const silentLogger: Logger = pino({ level: 'silent' });
+export { silentLogger } from '@q/otel';

@@ -1,13 +1,13 @@
 import type pg from 'pg';
 import { QuotaStore } from '@q/quota';
+import { installedModules } from '@q/schema';
 import { Store } from '@q/store';
 import type { PurgeTargets } from './handlers/purge.js';
-import { installedModules } from './sql/installedModules.js';
 
 /**
  * What `maintenance.purge` can clean in this database: always the jobs; the request queue's
  * results and the quota bookkeeping only when those modules are migrated in the same schema
- * (the worker never migrates them itself). Closers are pushed onto `cleanups`.
+ * (read from the migration journal; the worker never migrates them itself). Closers are pushed onto `cleanups`.
  */
 export async function purgeTargets(
   pool: pg.Pool,

@@ -1,50 +1,29 @@
 #!/usr/bin/env node
 // q-dispatcher: the reference async inference dispatcher's command line.
-//   run | submit | results --route R [--follow] | cancel ID… | status | demo
+//   run | submit | results --route R [--follow] | cancel ID… | status | demo | help CMD
 import fs from 'node:fs';
 import readline from 'node:readline';
 import { parseArgs } from 'node:util';
 import cliProgress from 'cli-progress';
-import { pino } from 'pino';
-import { startTelemetry } from '@q/otel/sdk';
-import { isQError, redactDsn } from '@q/schema';
-import { Store } from '@q/store';
+import { startTelemetry, type Telemetry } from '@q/otel/sdk';
+import { isQError, redactDsn, withTransaction } from '@q/schema';
+import type { Store } from '@q/store';
 import type { EmbeddedPostgres } from '@q/devdb';
 import { loadConfig, OVERRIDABLE } from './config/load.js';
 import type { DispatcherConfig } from './config/schema.js';
 import { DEFAULT_QUEUE, popResults, submitRequests } from './client/producer.js';
+import { checkDatabase, withExistingStore } from './cli/database.js';
 import { formatSummary, runDemo } from './demo.js';
 import { runSaturationDemo } from './demo-saturation.js';
-import { routeProblem } from './formats.js';
+import { routeProblem, validateRequest } from './formats.js';
+import { createCliLogger, LOG_FORMATS, LOG_LEVELS, type LogFormat } from './cli/log.js';
+import { helpFor, USAGE } from './cli/usage.js';
 import { clearRunState, DEFAULT_DATA_DIR, readRunState, startEmbedded, writeRunState } from './embedded.js';
 import { DEFAULT_ROUTE } from './pipeline/handler.js';
-import { Dispatcher } from './service/dispatcher.js';
+import { Dispatcher, dispatcherServiceName } from './service/dispatcher.js';
+import { VERSION } from './version.js';
 import { simulated, startInferenceServer, type InferenceServer } from './sim/server.js';
 import { formatStatus, queueStatus } from './status.js';
-
-const USAGE = `usage: q-dispatcher <command> [options]
-
-commands:
-  run                      run the dispatcher (no DSN: embedded Postgres under .q/ + simulated endpoint)
-  submit [--file F]        enqueue JSONL requests from F or stdin (progress bar on stderr)
-  results --route R        print results of route R as JSONL; --follow keeps polling
-  cancel ID…               cancel requests by id
-  status                   backlog, expiring soon, partitions by owner, results waiting
-  demo                     the whole pipeline on the embedded Postgres, with a summary table
-
-common options:
-  --config FILE            YAML or JSON configuration (env Q_CONFIG)
-  --dsn URL                Postgres DSN (env Q_DSN / SQL_URL); overrides the config
-  --queue NAME, --route NAME
-  --<field> VALUE          override any top-level config field (--concurrency 32, --lease-ttl-seconds 10 …)
-  --log-level LEVEL        run: pino level (default info)
-
-demo options: --requests N (2000) --tenants N (3) --limit N (8) --data-dir DIR (.q/pgdata)
-              --latency-ms A-B (20-80) --rate-429 X (0.03) --rate-503 X (0.02) --deadline-seconds N (60)
-              --saturation: drain --requests (3000) into a saturating model server with and without
-              an endpoint-scrape gate; charts the server's saturation over time
-run options:  --igw-base-url URL (no config file: the endpoint of the default queue; absent: simulated)
-              --data-dir DIR`;
 
 const overrideOptions = Object.fromEntries(
   OVERRIDABLE.filter((f) => f !== 'url').map((f) => [f.replace(/_/g, '-'), { type: 'string' as const }]),
@@ -70,14 +49,17 @@ const options = {
   'rate-503': { type: 'string' },
   'deadline-seconds': { type: 'string' },
   'log-level': { type: 'string' },
+  'log-format': { type: 'string' },
+  migrate: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
+  version: { type: 'boolean' },
 } as const;
 
 function parse() {
   try {
     return parseArgs({ allowPositionals: true, strict: true, options });
   } catch (err) {
-    process.stderr.write(`q-dispatcher: ${(err as Error).message}\n\n${USAGE}\n`);
+    process.stderr.write(`q-dispatcher: ${(err as Error).message}\n\n${helpFor(process.argv.slice(2).find((a) => !a.startsWith('-')))}\n`);
     process.exit(2);
   }
 }
@@ -123,57 +105,68 @@ function target(cfg: DispatcherConfig): { queue: string; route: string } {
   return { queue, route: flags.route ?? q?.result_queue_name ?? DEFAULT_ROUTE };
 }
 
-async function withStore<T>(cfg: DispatcherConfig, fn: (s: Store) => Promise<T>): Promise<T> {
-  const store = await Store.open(cfg.url as string, { maxConns: 2, applicationName: 'q-dispatcher-cli' });
-  try {
-    return await fn(store);
-  } finally {
-    await store.close();
-  }
+function withStore<T>(cfg: DispatcherConfig, command: string, fn: (s: Store) => Promise<T>): Promise<T> {
+  return withExistingStore(cfg.url as string, { command, migrate: flags.migrate === true }, fn);
+}
+
+function oneOf<T extends string>(name: string, allowed: readonly T[], fallback: T): T {
+  const raw = flags[name as keyof typeof flags];
+  if (raw === undefined) return fallback;
+  if (typeof raw !== 'string' || !allowed.includes(raw as T)) throw new UsageError(`--${name} must be one of ${allowed.join(', ')}, got ${JSON.stringify(raw)}`);
+  return raw as T;
 }
 
 async function cmdRun(): Promise<void> {
-  const logger = pino({ level: flags['log-level'] ?? 'info', base: { svc: 'q-dispatcher' } }, pino.destination(2));
+  const level = oneOf('log-level', LOG_LEVELS, 'info');
+  const format = oneOf<LogFormat>('log-format', LOG_FORMATS, 'auto');
+  const logger = createCliLogger({ level, format, isTTY: process.stderr.isTTY === true });
   const file = flags.config ?? process.env.Q_CONFIG;
   let sim: InferenceServer | undefined;
   let embedded: EmbeddedPostgres | undefined;
-  let document: Record<string, unknown> | undefined;
-  if (!file) {
-    let igw = flags['igw-base-url'];
-    if (!igw) {
-      sim = await startInferenceServer({ behaviour: simulated(), record: false });
-      igw = sim.url;
-      logger.info({ url: sim.url }, 'simulated inference endpoint started');
+  let telemetry: Telemetry | undefined;
+  let dispatcher: Dispatcher | undefined;
+  // Whatever started before a failure is stopped again: a simulated endpoint or an embedded
+  // server left running would keep the process alive after the error (it used to hang).
+  try {
+    let document: Record<string, unknown> | undefined;
+    if (!file) {
+      let igw = flags['igw-base-url'];
+      if (!igw) {
+        sim = await startInferenceServer({ behaviour: simulated(), record: false });
+        igw = sim.url;
+        logger.info({ url: sim.url }, 'simulated inference endpoint started');
+      }
+      document = { queues: [{ queue_name: flags.queue ?? DEFAULT_QUEUE, igw_base_url: igw, ...(flags.route ? { result_queue_name: flags.route } : {}) }] };
     }
-    document = { queues: [{ queue_name: flags.queue ?? DEFAULT_QUEUE, igw_base_url: igw, ...(flags.route ? { result_queue_name: flags.route } : {}) }] };
-  }
-  const config = loadConfig({ file, document, overrides: overrides() });
-  if (!config.url) {
-    embedded = await startEmbedded(flags['data-dir'] ?? DEFAULT_DATA_DIR);
-    config.url = embedded.dsn;
-    writeRunState(embedded.dsn);
-    logger.info({ dsn: embedded.dsn, dataDir: embedded.dataDir }, 'embedded PostgreSQL started');
-  }
-  // Tracing only when an OTLP collector is configured (docs/design/dispatcher.md#start-and-graceful-stop); metrics are always on /metrics.
-  const otlp = process.env.OTEL_EXPORTER_OTLP_ENDPOINT;
-  const telemetry = otlp ? startTelemetry({ serviceName: process.env.OTEL_SERVICE_NAME || 'q-dispatcher', otlpEndpoint: otlp }) : undefined;
-  const dispatcher = await Dispatcher.start({ config, logger, tracerProvider: telemetry?.tracerProvider });
-  logger.info({ owner: dispatcher.owner, healthPort: dispatcher.healthPort, metricsPort: dispatcher.metricsPort, dsn: redactDsn(config.url) }, 'ready');
-  await new Promise<void>((resolve) => {
-    const onSignal = (sig: string) => {
-      logger.info({ signal: sig }, 'stopping');
-      resolve();
-    };
-    process.once('SIGTERM', onSignal);
-    process.once('SIGINT', onSignal);
-  });
-  const stats = await dispatcher.stop();
-  logger.info({ stats }, 'stopped');
-  await sim?.close();
-  await telemetry?.shutdown().catch(() => undefined);
-  if (embedded) {
-    clearRunState();
-    await embedded.stop();
+    const config = loadConfig({ file, document, overrides: overrides() });
+    if (!config.url) {
+      embedded = await startEmbedded(flags['data-dir'] ?? DEFAULT_DATA_DIR);
+      config.url = embedded.dsn;
+      writeRunState(embedded.dsn);
+      logger.info({ dsn: embedded.dsn, dataDir: embedded.dataDir }, 'embedded PostgreSQL started');
+    }
+    // Tracing only when an OTLP collector is configured (docs/design/dispatcher.md#start-and-graceful-stop); metrics are always on /metrics.
+    const otlp = process.env.OTEL_EXPORTER_OTLP_ENDPOINT;
+    telemetry = otlp ? startTelemetry({ serviceName: dispatcherServiceName(), serviceVersion: VERSION, otlpEndpoint: otlp }) : undefined;
+    dispatcher = await Dispatcher.start({ config, logger, tracerProvider: telemetry?.tracerProvider });
+    logger.info({ owner: dispatcher.owner, healthPort: dispatcher.healthPort, metricsPort: dispatcher.metricsPort, dsn: redactDsn(config.url) }, 'ready');
+    await new Promise<void>((resolve) => {
+      const onSignal = (sig: string) => {
+        logger.info({ signal: sig }, 'stopping');
+        resolve();
+      };
+      process.once('SIGTERM', onSignal);
+      process.once('SIGINT', onSignal);
+    });
+    const stats = await dispatcher.stop();
+    logger.info({ stats }, 'stopped');
+  } finally {
+    await sim?.close().catch(() => undefined);
+    await telemetry?.shutdown().catch(() => undefined);
+    if (embedded) {
+      clearRunState();
+      await embedded.stop().catch(() => undefined);
+    }
   }
 }
 
@@ -197,28 +190,41 @@ async function cmdSubmit(): Promise<void> {
   const badRoute = routeProblem(route);
   if (badRoute) throw new UsageError(`submit: --route ${badRoute}`);
   const lines = await readLines();
+  // Every line is checked before anything is written: a bad line 700 must not leave 699 behind.
+  const now = Math.floor(Date.now() / 1000);
   const reqs = lines.map(({ line, text }) => {
+    let raw: unknown;
     try {
-      return JSON.parse(text) as unknown;
+      raw = JSON.parse(text);
     } catch {
-      throw new UsageError(`line ${line}: not valid JSON`);
+      throw new UsageError(`submit: line ${line}: not valid JSON; nothing was submitted`);
     }
+    try {
+      validateRequest(raw, now);
+    } catch (err) {
+      throw new UsageError(`submit: line ${line}: ${(err as Error).message}; nothing was submitted`);
+    }
+    return raw;
   });
   const batch = Math.max(1, Math.floor(num('batch-size', 500, 1)));
   const bar = process.stderr.isTTY ? new cliProgress.SingleBar({ stream: process.stderr, format: ' submit {bar} {value}/{total}' }, cliProgress.Presets.shades_classic) : undefined;
-  await withStore(cfg, async (store) => {
+  await withStore(cfg, 'submit', async (store) => {
     bar?.start(reqs.length, 0);
-    for (let i = 0; i < reqs.length; i += batch) {
-      try {
-        await submitRequests(store, reqs.slice(i, i + batch), { queue, route });
-      } catch (err) {
-        bar?.stop();
-        if (isQError(err)) throw new UsageError(`${err.message} (requests ${i + 1}–${Math.min(reqs.length, i + batch)}; earlier batches were submitted)`);
-        throw err;
-      }
-      bar?.update(Math.min(reqs.length, i + batch));
+    try {
+      // One transaction for all batches: they are written together or not at all.
+      await withTransaction(store.pool, async (client) => {
+        const inTx = { enqueue: (rows: Parameters<Store['enqueue']>[0]) => store.enqueue(rows, { client }) };
+        for (let i = 0; i < reqs.length; i += batch) {
+          await submitRequests(inTx, reqs.slice(i, i + batch), { queue, route });
+          bar?.update(Math.min(reqs.length, i + batch));
+        }
+      });
+    } catch (err) {
+      if (isQError(err)) throw new UsageError(`submit: ${err.message}; nothing was submitted`);
+      throw err;
+    } finally {
+      bar?.stop();
     }
-    bar?.stop();
   });
   process.stdout.write(`submitted ${reqs.length} requests to queue ${queue} (results on route ${route})\n`);
 }
@@ -231,7 +237,7 @@ async function cmdResults(): Promise<void> {
   let stop = false;
   process.once('SIGINT', () => (stop = true));
   process.once('SIGTERM', () => (stop = true));
-  await withStore(cfg, async (store) => {
+  await withStore(cfg, 'results', async (store) => {
     do {
       const rows = await popResults(store, route, limit);
       for (const { result } of rows) process.stdout.write(`${JSON.stringify(result)}\n`);
@@ -244,8 +250,12 @@ async function cmdResults(): Promise<void> {
 async function cmdCancel(ids: string[]): Promise<void> {
   if (ids.length === 0) throw new UsageError('cancel: give at least one request id');
   const cfg = clientConfig();
-  await withStore(cfg, (store) => store.cancel(ids));
-  process.stdout.write(`cancelled ${ids.length} request id(s)\n`);
+  const asked = [...new Set(ids)];
+  const done = new Set(await withStore(cfg, 'cancel', (store) => store.cancel(asked)));
+  for (const id of asked) {
+    process.stdout.write(done.has(id) ? `cancelled      ${id}\n` : `not cancelled  ${id} (no request with this id, or already cancelled)\n`);
+  }
+  process.stdout.write(`cancelled ${done.size} of ${asked.length} request id(s)\n`);
 }
 
 async function cmdStatus(): Promise<void> {
@@ -253,15 +263,19 @@ async function cmdStatus(): Promise<void> {
   const queues = flags.queue
     ? [target(cfg)]
     : cfg.queues.map((q) => ({ queue: q.queue_name, route: flags.route ?? q.result_queue_name ?? DEFAULT_ROUTE }));
-  const status = await withStore(cfg, (store) => queueStatus(store, queues));
+  const status = await withStore(cfg, 'status', (store) => queueStatus(store, queues));
   process.stdout.write(`${flags.json ? JSON.stringify(status, null, 2) : formatStatus(status)}\n`);
 }
 
 async function cmdDemo(): Promise<void> {
+  const dsn = flags.dsn ?? process.env.Q_DSN ?? process.env.SQL_URL;
+  // The embedded demo makes its own fresh schema; a given database gets tables only with --migrate.
+  // (--saturation gates by an endpoint scrape only: no quota tables.)
+  if (dsn !== undefined) await checkDatabase(dsn, flags.saturation ? ['requests'] : ['requests', 'quota'], { command: 'demo', migrate: flags.migrate === true });
   if (flags.saturation) {
     const r = await runSaturationDemo({
       requests: Math.floor(num('requests', 3000, 1)),
-      dsn: flags.dsn ?? process.env.Q_DSN ?? process.env.SQL_URL,
+      dsn,
       dataDir: flags['data-dir'],
       out: process.stdout,
     });
@@ -274,7 +288,6 @@ async function cmdDemo(): Promise<void> {
   }
   const [lo, hi] = (flags['latency-ms'] ?? '20-80').split('-').map(Number);
   if (!Number.isFinite(lo) || !Number.isFinite(hi)) throw new UsageError('--latency-ms must look like 20-80');
-  const dsn = flags.dsn ?? process.env.Q_DSN ?? process.env.SQL_URL;
   const limit = Math.floor(num('limit', 8, 1));
   const summary = await runDemo({
     requests: Math.floor(num('requests', 2000, 1)),
@@ -294,33 +307,57 @@ async function cmdDemo(): Promise<void> {
   if (summary.results !== summary.submitted || over) process.exitCode = 1;
 }
 
+const COMMANDS: Record<string, (rest: string[]) => Promise<void>> = {
+  run: () => cmdRun(),
+  submit: () => cmdSubmit(),
+  results: () => cmdResults(),
+  cancel: (rest) => cmdCancel(rest),
+  status: () => cmdStatus(),
+  demo: () => cmdDemo(),
+};
+
 async function main(): Promise<void> {
   const [cmd, ...rest] = positionals;
+  if (flags.version) {
+    process.stdout.write(`q-dispatcher ${VERSION}\n`);
+    return;
+  }
+  if (cmd === 'help') {
+    const topic = rest[0];
+    if (topic !== undefined && !(topic in COMMANDS)) throw new UsageError(`help: unknown command ${JSON.stringify(topic)}\n\n${USAGE}`);
+    process.stdout.write(`${helpFor(topic)}\n`);
+    return;
+  }
   if (flags.help || !cmd) {
-    process.stdout.write(`${USAGE}\n`);
+    process.stdout.write(`${helpFor(cmd !== undefined && cmd in COMMANDS ? cmd : undefined)}\n`);
     if (!cmd && !flags.help) process.exitCode = 2;
     return;
   }
-  switch (cmd) {
-    case 'run':
-      return cmdRun();
-    case 'submit':
-      return cmdSubmit();
-    case 'results':
-      return cmdResults();
-    case 'cancel':
-      return cmdCancel(rest);
-    case 'status':
-      return cmdStatus();
-    case 'demo':
-      return cmdDemo();
-    default:
-      throw new UsageError(`unknown command ${JSON.stringify(cmd)}\n\n${USAGE}`);
-  }
+  const run = COMMANDS[cmd];
+  if (!run) throw new UsageError(`unknown command ${JSON.stringify(cmd)}\n\n${USAGE}`);
+  return run(rest);
 }
 
-main().catch((err: unknown) => {
-  const msg = err instanceof UsageError || isQError(err) ? (err as Error).message : redactDsn(String((err as Error)?.stack ?? err));
-  process.stderr.write(`q-dispatcher: ${msg}\n`);
-  process.exitCode = err instanceof UsageError || isQError(err) ? 2 : 1;
-});
+main().then(
+  () => {
+    // A command that is done leaves nothing to wait for; a stray handle (a pool's timer, a
+    // socket) must not keep the process alive after its answer.
+    if (positionals[0] !== 'results' || !flags.follow) exitSoon();
+  },
+  (err: unknown) => {
+    const msg = err instanceof UsageError || isQError(err) ? (err as Error).message : redactDsn(String((err as Error)?.stack ?? err));
+    process.stderr.write(`q-dispatcher: ${msg}\n`);
+    process.exitCode = err instanceof UsageError || isQError(err) ? 2 : 1;
+    exitSoon();
+  },
+);
+
+/** Exits once stdout and stderr are flushed, with the status set so far. */
+function exitSoon(): void {
+  let pending = 2;
+  const done = () => {
+    if (--pending === 0) process.exit();
+  };
+  process.stdout.write('', done);
+  process.stderr.write('', done);
+}

@@ -14,5 +14,5 @@ export { DEFAULT_QUEUE, popResults, submitRequests, type PoppedResult, type Subm
 export { startEndpoint, type Endpoint, type EndpointSources } from './service/http-endpoints.js';
 export { completionBody, simulated, startInferenceServer, type Action, type Behaviour, type Call, type InferenceServer, type InferenceServerOptions, type SimulationOptions } from './sim/server.js';
 export { formatStatus, queueStatus, EXPIRING_WINDOWS, type QueueStatus } from './status.js';
-export { Dispatcher, type DispatcherOptions } from './service/dispatcher.js';
+export { Dispatcher, dispatcherServiceName, type DispatcherOptions } from './service/dispatcher.js';
 export { formatSummary, runDemo, type DemoOptions, type DemoSummary } from './demo.js';

@@ -1,17 +1,6 @@
-// A pino-compatible logger interface (pino's `(obj, msg)` call shape); silent by default.
-
-/** The subset of pino the dispatcher calls. */
-export interface Logger {
-  debug(obj: object, msg?: string): void;
-  info(obj: object, msg?: string): void;
-  warn(obj: object, msg?: string): void;
-  error(obj: object, msg?: string): void;
-}
-
-const noop = () => undefined;
-
-/** Logs nothing. */
-export const silentLogger: Logger = { debug: noop, info: noop, warn: noop, error: noop };
+// The dispatcher logs through @q/otel's `Logger` (pino's `(fields, msg)` call shape): one logger
+// type for every q package and app, so a pino logger passes through as is.
+export { silentLogger, type Logger } from '@q/otel';
 
 /** A short, payload-free description of an error for log lines. */
 export function errInfo(err: unknown): { err: string; code?: string } {

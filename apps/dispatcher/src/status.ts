@@ -1,7 +1,6 @@
 // `q-dispatcher status`: per queue, the backlog, what expires soon, partitions by owner (epochs,
 // draining) and the results waiting on its route.
-import type { Store } from '@q/store';
-import { partitionOwners, type OwnerPartitions } from './sql/partitionOwners.js';
+import type { OwnerPartitions, Store } from '@q/store';
 
 /** Deadline-proximity windows shown by `status`, seconds. */
 export const EXPIRING_WINDOWS = [60, 300, 3600];
@@ -25,7 +24,7 @@ export async function queueStatus(store: Store, queues: Array<{ queue: string; r
     queues.map(async ({ queue, route }) => {
       const [b, owners, resultsWaiting] = await Promise.all([
         store.backlog(queue, now, EXPIRING_WINDOWS),
-        partitionOwners(store.pool, queue),
+        store.partitionOwners(queue),
         store.resultDepth(route),
       ]);
       const expiring: Record<string, number> = {};

@@ -6,7 +6,7 @@ import { createTestSchema, type TestSchema } from '@q/testing';
 import { Store } from '@q/store';
 import { submitRequests } from '../src/client/producer.js';
 import { loadConfig } from '../src/config/load.js';
-import { Dispatcher } from '../src/service/dispatcher.js';
+import { Dispatcher, dispatcherServiceName } from '../src/service/dispatcher.js';
 import { startInferenceServer, type InferenceServer } from '../src/sim/server.js';
 import { ok, Results, scenarioOf, submit, waitFor } from './helpers.js';
 
@@ -88,5 +88,14 @@ describe('observability', () => {
     const text = await (await fetch(`http://127.0.0.1:${d!.metricsPort}/metrics`)).text();
     expect(text).toMatch(/llm_d_async_async_pool_worker_limit\{pool_name="default"[^}]*\} 16\n/);
     for (const q of ['traced', 'held']) expect(text).toMatch(new RegExp(`llm_d_async_async_queue_depth\\{[^}]*queue_name="${q}"[^}]*\\} 0\\n`));
+  });
+
+  it('the metrics name the service q-dispatcher (not unknown_service:node); OTEL_SERVICE_NAME overrides (issue 17)', async () => {
+    const text = await (await fetch(`http://127.0.0.1:${d!.metricsPort}/metrics`)).text();
+    expect(text).toMatch(/target_info\{[^}]*service_name="q-dispatcher"/);
+    expect(text).not.toContain('unknown_service');
+    expect(dispatcherServiceName(undefined, {})).toBe('q-dispatcher');
+    expect(dispatcherServiceName(undefined, { OTEL_SERVICE_NAME: 'infer-eu' })).toBe('infer-eu');
+    expect(dispatcherServiceName('explicit', { OTEL_SERVICE_NAME: 'infer-eu' })).toBe('explicit');
   });
 });

@@ -8,8 +8,10 @@ export const RETRY_BASE_MS = 5_000;
 export const RETRY_CAP_MS = 5 * 60_000;
 
 /**
- * The reference worker's logical queues (see docs/design/jobs.md#known-queues). `JobQueue` takes
- * its own list (`knownQueues`); this one is a convenient default.
+ * The reference worker's logical queues (see docs/design/jobs.md#known-queues).
+ *
+ * @deprecated The list belongs to the reference worker: use `KNOWN_QUEUES` of
+ * `@q/akerdock-worker`, or give `JobQueue` your own `knownQueues`. Kept so existing imports work.
  */
 export const KNOWN_QUEUES: readonly string[] = Object.freeze([
   'default', 'deploy', 'backup', 'cleanup', 'notify', 'maintenance', 'webhook', 'task',

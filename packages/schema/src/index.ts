@@ -3,6 +3,7 @@ export * from './dsn.js';
 export * from './db-error.js';
 export * from './migrations.js';
 export * from './migrate.js';
+export * from './installed.js';
 export * from './pool.js';
 export * from './text.js';
 export * from './statement.js';

@@ -33,6 +33,18 @@ describe('partition leases', () => {
     expect(await t.store.acquirePartitions('q', 'a', at(T0 + 5), TTL, 64)).toEqual([]);
   });
 
+  it('partitionOwners groups a queue’s partitions by owner: counts, draining, epochs, lease liveness', async () => {
+    expect(await t.store.partitionOwners('nobody')).toEqual([]);
+    await t.store.acquirePartitions('q', 'a', await t.store.now(), 60_000, 3);
+    await t.store.setDraining('q', 'a', [1], true);
+    await t.store.acquirePartitions('q', 'b', at(T0), TTL, 2); // its lease lapsed long ago
+    expect(await t.store.partitionOwners('q')).toEqual([
+      { owner: '', partitions: 59, draining: 0, minEpoch: 0, maxEpoch: 0, live: false },
+      { owner: 'a', partitions: 3, draining: 1, minEpoch: 1, maxEpoch: 1, live: true },
+      { owner: 'b', partitions: 2, draining: 0, minEpoch: 1, maxEpoch: 1, live: false },
+    ]);
+  });
+
   it('ensurePartitions is idempotent and per queue', async () => {
     await t.store.ensurePartitions('q');
     await t.store.ensurePartitions('other');

@@ -175,6 +175,15 @@ describe('cancel', () => {
     expect(await t.store.cancelledKeys([])).toEqual([]);
     await t.store.cancel([]);
   });
+
+  it('resolves with the ids it cancelled: unknown and already-cancelled ids are not among them', async () => {
+    await t.store.enqueue([req('x1'), req('x1'), req('x2')]);
+    expect((await t.store.cancel(['x1', 'x2', 'nope', 'x1'])).sort()).toEqual(['x1', 'x2']);
+    expect(await t.store.cancel(['x1', 'nope'])).toEqual([]);
+    await t.store.enqueue([req('x1')]); // a later generation starts uncancelled
+    expect(await t.store.cancel(['x1'])).toEqual(['x1']);
+    expect(await t.store.cancel([])).toEqual([]);
+  });
 });
 
 describe('results', () => {

@@ -5,7 +5,9 @@ import { setMaxListeners } from 'node:events';
 import { hostname } from 'node:os';
 import type { MeterProvider, TracerProvider } from '@opentelemetry/api';
 import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
+import { resourceFromAttributes } from '@opentelemetry/resources';
 import { MeterProvider as SdkMeterProvider } from '@opentelemetry/sdk-metrics';
+import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
 import { runPartitionWorker, type PartitionWorkerStats } from '@q/partition-consumer';
 import { createQuota, type Quota } from '@q/quota';
 import { QError, QErrorCode } from '@q/schema';
@@ -16,6 +18,7 @@ import type { ResultMessage } from '../formats.js';
 import { InferenceClient } from '../http/client.js';
 import { errInfo, silentLogger, type Logger } from '../logger.js';
 import { DispatcherMetrics } from '../metrics.js';
+import { VERSION } from '../version.js';
 import { CancelBatcher } from '../pipeline/cancel-batcher.js';
 import { createGate, type Gate } from '../gates/gates.js';
 import { WorkerPool } from '../pipeline/pool.js';
@@ -29,6 +32,11 @@ import { startEndpoint, type Endpoint } from './http-endpoints.js';
 /** Deadline-proximity windows of the backlog poll, seconds (docs/design/dispatcher.md#loops): 0, 1 s, … 24 h. */
 export const PROXIMITY_WINDOWS_S = [0, 1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400];
 
+/** The dispatcher's `service.name`: `explicit`, else `OTEL_SERVICE_NAME`, else `q-dispatcher`. */
+export function dispatcherServiceName(explicit?: string, env: NodeJS.ProcessEnv = process.env): string {
+  return explicit || env.OTEL_SERVICE_NAME || 'q-dispatcher';
+}
+
 /** Options of {@link Dispatcher.start}. */
 export interface DispatcherOptions {
   /** Effective configuration; `url` is required here. */
@@ -36,6 +44,11 @@ export interface DispatcherOptions {
   logger?: Logger;
   /** Record metrics here instead of the dispatcher's own Prometheus-backed provider. */
   meterProvider?: MeterProvider;
+  /**
+   * `service.name` of the dispatcher's own metrics (`target_info` on `/metrics`). Default: the
+   * `OTEL_SERVICE_NAME` environment variable, else `q-dispatcher`.
+   */
+  serviceName?: string;
   /** Spans of the store, quota and partition worker (`q.*` operations and statements). */
   tracerProvider?: TracerProvider;
   /** Called with every final result (before it is written). */
@@ -93,7 +106,9 @@ export class Dispatcher {
     let owned: SdkMeterProvider | undefined;
     if (!meterProvider) {
       prometheus = new PrometheusExporter({ preventServerStart: true });
-      owned = new SdkMeterProvider({ readers: [prometheus] });
+      // Without a resource every series is labelled service_name="unknown_service:node".
+      const resource = resourceFromAttributes({ [ATTR_SERVICE_NAME]: dispatcherServiceName(opts.serviceName), [ATTR_SERVICE_VERSION]: VERSION });
+      owned = new SdkMeterProvider({ resource, readers: [prometheus] });
       meterProvider = owned;
     }
     const store = await Store.open(config.url, { maxConns: config.max_connections, meterProvider, tracerProvider: opts.tracerProvider, applicationName: 'q-dispatcher' });

@@ -23,6 +23,7 @@ import { inFlightStamps } from './sql/inFlight.js';
 import {
   acquirePartitionRows, ensurePartitionRows, heartbeatRows, leaveQueue, releasePartitionRows, setDrainingRows,
 } from './sql/partitions.js';
+import { selectPartitionOwners, type OwnerPartitions } from './sql/partition-owners.js';
 import { resetStaleRequests } from './sql/resetStale.js';
 import { countResults, expireAnyResults, popRouteResults } from './sql/results.js';
 import { retryRequest } from './sql/retry.js';
@@ -407,12 +408,14 @@ export class Store {
   /**
    * Marks every stored generation of the given ids cancelled, pending or in flight (unknown ids
    * are ignored; an empty id is `INVALID_ARGUMENT`). A generation enqueued later starts uncancelled.
+   * Resolves with the ids that had a generation to cancel (unknown and already-cancelled ids are
+   * not in it), in no particular order.
    */
-  async cancel(ids: string[]): Promise<void> {
+  async cancel(ids: string[]): Promise<string[]> {
     const op = 'cancel';
     const list = [...new Set(v.list<unknown>(op, 'ids', ids).map((id, i) => v.text(op, `ids[${i}]`, id)))];
-    if (list.length === 0) return;
-    await this.op(op, { 'q.batch': list.length }, () => cancelRequests(this.#scope, this.pool, list));
+    if (list.length === 0) return [];
+    return this.op(op, { 'q.batch': list.length }, () => cancelRequests(this.#scope, this.pool, list));
   }
 
   /** The subset of `keys` whose request is cancelled (unknown keys are not cancelled). */
@@ -467,6 +470,12 @@ export class Store {
     const at = v.count(op, 'now', now);
     const ws = v.list<unknown>(op, 'windows', windows).map((w, i) => v.count(op, `windows[${i}]`, w));
     return this.op(op, { 'q.queue': queue }, () => pendingBacklog(this.#scope, this.pool, queue, at, ws));
+  }
+
+  /** Who holds `queue`'s partitions: per owner, how many, how many draining, their epochs, lease liveness. */
+  async partitionOwners(queue: string): Promise<OwnerPartitions[]> {
+    v.text('partitionOwners', 'queue', queue);
+    return this.op('partitionOwners', { 'q.queue': queue }, () => selectPartitionOwners(this.#scope, this.pool, queue));
   }
 
   /** True when `queue` has a pending request. */

@@ -2,11 +2,15 @@ import { statement, type StatementScope } from '@q/schema';
 import type { Key } from '../types.js';
 import { type Db } from './db.js';
 
-export const cancelStatement = statement('q_store_cancel', `UPDATE __q_schema__.q_requests SET cancelled = 1 WHERE id = ANY ($1::text[]) AND cancelled = 0`);
+export const cancelStatement = statement(
+  'q_store_cancel',
+  `UPDATE __q_schema__.q_requests SET cancelled = 1 WHERE id = ANY ($1::text[]) AND cancelled = 0 RETURNING id`,
+);
 
-/** Marks every stored generation of `ids` cancelled. */
-export async function cancelRequests(scope: StatementScope, db: Db, ids: string[]): Promise<void> {
-  await scope.run(db, cancelStatement, [ids]);
+/** Marks every stored generation of `ids` cancelled; returns the ids it changed, once each. */
+export async function cancelRequests(scope: StatementScope, db: Db, ids: string[]): Promise<string[]> {
+  const { rows } = await scope.run<{ id: string }>(db, cancelStatement, [ids]);
+  return [...new Set(rows.map((r) => r.id))];
 }
 
 export const cancelledKeysStatement = statement('q_store_cancelled_keys', `SELECT cancelled_id, cancelled_token FROM __q_schema__.q_cancelled_keys($1::text[], $2::text[])`);
