@@ -41,7 +41,8 @@ export class JobQueue {
   async enqueue(opts: EnqueueOptions, tx?: InTransaction): Promise<Job> {
     const job = this.#toNewJob(opts, currentTraceparent());
     const [out] = await (tx === undefined ? this.#store.enqueue([job]) : this.#store.enqueue([job], tx));
-    return out!;
+    if (!out) throw new Error('enqueue: the store must return one job per job written'); // unreachable: enqueue returns one row per input
+    return out;
   }
 
   /**
