@@ -1,5 +1,5 @@
 import { QError, QErrorCode, isQError } from '@q/schema';
-import type { JobOutcome, JobStore } from '@q/store';
+import type { JobOutcome, JobStore } from '@q/store/jobs';
 import { errorFields, type Logger } from './logger.js';
 import { sleep } from './timers.js';
 

@@ -1,6 +1,6 @@
 import { currentTraceparent } from '@q/otel';
 import { QError, QErrorCode, invalidArgument } from '@q/schema';
-import type { InTransaction, Job, JobListFilter, JobPage, JobStore, NewJob } from '@q/store';
+import type { InTransaction, Job, JobListFilter, JobPage, JobStore, NewJob } from '@q/store/jobs';
 
 /**
  * A job to enqueue: the store's {@link NewJob}, with `queue` optional (default `default`; it must
