@@ -1,3 +1,4 @@
+import { waitFor as poll } from '@q/testing';
 import { parseConfig, type WorkerConfig } from '../src/config.js';
 
 /** Admin token used by every test server. */
@@ -17,15 +18,7 @@ export function testConfig(dsn: string, argv: string[] = []): WorkerConfig {
 
 /** Polls `check` until it returns a value other than `undefined`/`false`, or fails after `timeoutMs`. */
 export async function waitFor<T>(what: string, check: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 60_000): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  let delay = 20;
-  for (;;) {
-    const v = await check();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, delay));
-    delay = Math.min(delay * 2, 250);
-  }
+  return (await poll(check, { timeoutMs, what, everyMs: 50, done: (v) => v !== undefined && v !== false })) as T;
 }
 
 /** `fetch` against a test server with the bearer token (unless `token: null`). */

@@ -1,13 +1,13 @@
 // Runs the app's bin scripts as real child processes (TypeScript sources through tsx).
-import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { spawnTs, TS_NODE_ARGS, type TsProcess } from '@q/testing';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 /** Path of a bin's TypeScript source. */
 export const bin = (name: string) => path.join(here, '..', 'src', 'bin', `${name}.ts`);
 /** Node flags that run the sources. */
-export const NODE_ARGS = ['--conditions=q-source', '--import', 'tsx'];
+export const NODE_ARGS = [...TS_NODE_ARGS];
 
 /** Runs `q-jobs` to completion. */
 export function runQJobs(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
@@ -21,21 +21,15 @@ export function runWorker(args: string[], env: NodeJS.ProcessEnv = {}): Promise<
 
 function runBin(name: string, args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...NODE_ARGS, bin(name), ...args], {
-      env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
-    child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
-    child.once('error', reject);
-    child.once('exit', (code) => resolve({ code, stdout, stderr }));
+    const p = spawnTs(bin(name), { args, env });
+    p.child.once('error', reject);
+    void p.exited.then(({ code }) => resolve({ code, stdout: p.stdout(), stderr: p.stderr() }));
   });
 }
 
 /** A running `akerdock-worker` child: its JSON log lines and exit. */
 export interface WorkerChild {
-  child: ChildProcess;
+  child: TsProcess['child'];
   lines: Array<Record<string, unknown>>;
   /** Resolves with the first log line matching `msg`. */
   line(msg: string, timeoutMs?: number): Promise<Record<string, unknown>>;
@@ -43,13 +37,12 @@ export interface WorkerChild {
 }
 
 export function spawnWorker(args: string[], env: NodeJS.ProcessEnv = {}): WorkerChild {
-  const child = spawn(process.execPath, [...NODE_ARGS, bin('akerdock-worker'), ...args], {
-    env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const p = spawnTs(bin('akerdock-worker'), { args, env });
+  const child = p.child;
   const lines: Array<Record<string, unknown>> = [];
   const waiters: Array<() => void> = [];
   let buf = '';
-  child.stdout?.on('data', (b: Buffer) => {
+  child.stdout.on('data', (b: Buffer) => {
     buf += b.toString();
     let i: number;
     while ((i = buf.indexOf('\n')) >= 0) {
@@ -63,8 +56,6 @@ export function spawnWorker(args: string[], env: NodeJS.ProcessEnv = {}): Worker
       for (const w of waiters.splice(0)) w();
     }
   });
-  let stderr = '';
-  child.stderr?.on('data', (b: Buffer) => (stderr += b.toString()));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => {
     for (const w of waiters.splice(0)) w();
     resolve(code);
@@ -75,7 +66,7 @@ export function spawnWorker(args: string[], env: NodeJS.ProcessEnv = {}): Worker
     exited,
     line(msg, timeoutMs = 60_000) {
       return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`no "${msg}" log line; stderr: ${stderr.slice(-2000)}`)), timeoutMs);
+        const timer = setTimeout(() => reject(new Error(`no "${msg}" log line; stderr: ${p.stderr().slice(-2000)}`)), timeoutMs);
         const check = () => {
           const found = lines.find((l) => l.msg === msg);
           if (found) {
@@ -83,7 +74,7 @@ export function spawnWorker(args: string[], env: NodeJS.ProcessEnv = {}): Worker
             resolve(found);
           } else if (child.exitCode !== null) {
             clearTimeout(timer);
-            reject(new Error(`worker exited (${child.exitCode}) before "${msg}"; stderr: ${stderr.slice(-2000)}`));
+            reject(new Error(`worker exited (${child.exitCode}) before "${msg}"; stderr: ${p.stderr().slice(-2000)}`));
           } else {
             waiters.push(check);
           }

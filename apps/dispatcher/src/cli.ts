@@ -280,9 +280,10 @@ async function cmdDemo(): Promise<void> {
       out: process.stdout,
     });
     const [gated, open] = r.runs;
+    if (!gated || !open) throw new Error('demo: the saturation demo must report a gated and an open run');
     process.stdout.write(
-      `\nwith the gate: max saturation ${gated!.maxSaturation.toFixed(2)}, interactive p99 ${(gated!.p99Ms / r.unloadedP99Ms).toFixed(2)}× unloaded; ` +
-        `without: ${open!.maxSaturation.toFixed(2)}, ${(open!.p99Ms / r.unloadedP99Ms).toFixed(2)}×\n`,
+      `\nwith the gate: max saturation ${gated.maxSaturation.toFixed(2)}, interactive p99 ${(gated.p99Ms / r.unloadedP99Ms).toFixed(2)}× unloaded; ` +
+        `without: ${open.maxSaturation.toFixed(2)}, ${(open.p99Ms / r.unloadedP99Ms).toFixed(2)}×\n`,
     );
     return;
   }

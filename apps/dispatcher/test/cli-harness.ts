@@ -1,12 +1,12 @@
 // Runs the CLI as child processes (`node --conditions=q-source --import tsx src/cli.ts …`) next
 // to a test schema, a fake inference server and a producer store.
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll } from 'vitest';
-import { createTestSchema, type TestSchema } from '@q/testing';
+import { createTestSchema, spawnTs, type TestSchema } from '@q/testing';
 import { Store } from '@q/store';
 import { startInferenceServer, type InferenceServer } from '../src/sim/server.js';
 import { ok, scenarioOf } from './helpers.js';
@@ -36,18 +36,9 @@ export function useCliFixture(): CliFixture {
   const children: ChildProcess[] = [];
   const f = {
     startCli(args: string[], env: NodeJS.ProcessEnv = {}): CliProcess {
-      const child = spawn(process.execPath, ['--conditions=q-source', '--import', 'tsx', cli, ...args], {
-        cwd: appDir,
-        env: { ...process.env, ...env },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      children.push(child);
-      let out = '';
-      let err = '';
-      child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
-      child.stderr?.on('data', (d: Buffer) => (err += d.toString()));
-      const exit = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-      return { child, out: () => out, err: () => err, exit };
+      const p = spawnTs(cli, { args, cwd: appDir, env });
+      children.push(p.child);
+      return { child: p.child, out: p.stdout, err: p.stderr, exit: p.exited.then((e) => e.code) };
     },
   } as CliFixture;
   beforeAll(async () => {

@@ -1,19 +1,11 @@
 // Shared test helpers: scripted fake-server behaviour, submitting, collecting results.
 import { Store } from '@q/store';
+import { waitFor } from '@q/testing';
 import { popResults, submitRequests } from '../src/client/producer.js';
 import type { ResultMessage } from '../src/formats.js';
 import type { Action, Call } from '../src/sim/server.js';
 
-/** Waits until `fn()` is truthy (polling), or fails after `timeoutMs`. */
-export async function waitFor<T>(fn: () => T | Promise<T>, timeoutMs = 30_000, what = 'condition'): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+export { waitFor };
 
 /** The `scenario` field of a call's JSON body. */
 export function scenarioOf(call: Call): { scenario: string; id: string } {

@@ -1,5 +1,5 @@
 import { QError, QErrorCode, isQError } from '@q/schema';
-import type { JobOutcome, JobStore } from '@q/store';
+import type { JobOutcome, JobStore } from '@q/store/jobs';
 import { errorFields, type Logger } from './logger.js';
 import { sleep } from './timers.js';
 
@@ -135,15 +135,15 @@ export class Completer {
 
   /** After a non-transient failure: each outcome on its own, so only a bad one is lost. */
   async #writeOneByOne(batch: PendingOutcome[], err: unknown): Promise<void> {
-    if (batch.length === 1) {
-      const p = batch[0]!;
+    const [p] = batch;
+    if (batch.length === 1 && p) {
       if (p.refused && isQError(err, QErrorCode.INVALID_ARGUMENT)) {
         this.#logger.warn({ ...errorFields(err), job_id: p.outcome.id }, 'job outcome refused by the store, recording a failed attempt instead');
         await this.#write([{ outcome: p.refused(err.message), held: p.held, resolve: p.resolve }]);
         return;
       }
-      this.#logger.error({ ...errorFields(err), job_id: batch[0]!.outcome.id }, 'could not record job outcome');
-      batch[0]!.resolve(false);
+      this.#logger.error({ ...errorFields(err), job_id: p.outcome.id }, 'could not record job outcome');
+      p.resolve(false);
       return;
     }
     this.#logger.warn(errorFields(err), 'batched outcome write failed, writing one by one');

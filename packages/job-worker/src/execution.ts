@@ -1,4 +1,4 @@
-import type { JobLease, LeasedJob } from '@q/store';
+import type { JobLease, LeasedJob } from '@q/store/jobs';
 import { StepRecorder, type StepWriter } from './step-recorder.js';
 
 /**

@@ -8,5 +8,5 @@ export { StepRecorder, type StepWriter } from './step-recorder.js';
 export { DeadLetterError, JobAbortedError, type JobAbortCause } from './errors.js';
 export { silentLogger, type Logger } from './logger.js';
 export type { JobMetrics } from '@q/otel';
-export type { Job, JobStatus, Step, StepStatus, JobPage, JobListFilter, InTransaction, TransactionClient } from '@q/store';
-export { drizzleClient } from '@q/store';
+export type { Job, JobStatus, Step, StepStatus, JobPage, JobListFilter, InTransaction, TransactionClient } from '@q/store/jobs';
+export { drizzleClient } from '@q/store/jobs';

@@ -1,6 +1,6 @@
 import { currentTraceparent, jobMetrics, qMeter, qTracer } from '@q/otel';
 import { QError, QErrorCode, invalidArgument } from '@q/schema';
-import { JobStore, type InTransaction, type Job, type JobListFilter, type JobPage, type NewJob } from '@q/store';
+import { JobStore, type InTransaction, type Job, type JobListFilter, type JobPage, type NewJob } from '@q/store/jobs';
 import { silentLogger } from './logger.js';
 import { ManagedWorkers, type WorkOptions } from './managed-workers.js';
 import { DEFAULT_CLOSE_TIMEOUT_MS, METRIC_UNSERVED_ENQUEUES, checkOpenOptions, type JobQueueOpenOptions } from './open-options.js';
@@ -115,7 +115,8 @@ export class JobQueue {
     const job = this.#toNewJob(opts, currentTraceparent());
     const [out] = await (tx === undefined ? this.#store.enqueue([job]) : this.#store.enqueue([job], tx));
     this.#managed?.enqueued(job.queue, 1);
-    return out!;
+    if (!out) throw new Error('enqueue: the store must return one job per job written'); // unreachable: enqueue returns one row per input
+    return out;
   }
 
   /**

@@ -1,4 +1,4 @@
-import type { JobStore } from '@q/store';
+import type { JobStore } from '@q/store/jobs';
 import type { Execution } from './execution.js';
 import { errorFields, type Logger } from './logger.js';
 

@@ -1,7 +1,7 @@
 import type { Counter, Tracer } from '@opentelemetry/api';
 import type { JobMetrics } from '@q/otel';
 import { QError, QErrorCode, checkName, invalidArgument } from '@q/schema';
-import type { JobStore } from '@q/store';
+import type { JobStore } from '@q/store/jobs';
 import { errorFields, type Logger } from './logger.js';
 import { Worker, type HandlerFunc, type WorkerOptions } from './worker.js';
 

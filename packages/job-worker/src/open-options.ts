@@ -1,4 +1,4 @@
-import type { OpenOptions } from '@q/store';
+import type { OpenOptions } from '@q/store/jobs';
 import { invalidArgument } from '@q/schema';
 import type { Logger } from './logger.js';
 import type { ManagedWorkerOptions } from './managed-workers.js';

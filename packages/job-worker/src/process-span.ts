@@ -1,6 +1,6 @@
 import type { Tracer } from '@opentelemetry/api';
 import { withConsumerSpan } from '@q/otel';
-import type { Job } from '@q/store';
+import type { Job } from '@q/store/jobs';
 
 /**
  * Runs one attempt inside its `q.jobs.process` span (active for the handler, so its own spans

@@ -1,4 +1,4 @@
-import type { Step } from '@q/store';
+import type { Step } from '@q/store/jobs';
 
 /** Persists a timeline; resolves false when the write was refused (lease lost). */
 export type StepWriter = (steps: Step[]) => Promise<boolean>;

@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import type { Tracer } from '@opentelemetry/api';
 import type { JobMetrics } from '@q/otel';
 import { QError, QErrorCode, checkName, invalidArgument } from '@q/schema';
-import { outcomeProblem, type Job, type JobListener, type JobOutcome, type JobStore, type LeasedJob } from '@q/store';
+import { outcomeProblem, type Job, type JobListener, type JobOutcome, type JobStore, type LeasedJob } from '@q/store/jobs';
 import { retryBackoffMs } from './backoff.js';
 import { Completer } from './completer.js';
 import { LEASE_DURATION_MS, RETRY_BASE_MS } from './constants.js';

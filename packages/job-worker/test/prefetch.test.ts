@@ -1,27 +1,18 @@
 // Prefetch (a local queue of leased jobs ahead of the free slots), on real Postgres: exactly-once
 // drain, immediate give-back on stop, cancel of a prefetched job, lock keys, sharing between workers.
 import { JobStore, type Job } from '@q/store';
-import { createTestSchema, type TestSchema } from '@q/testing';
-import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
+import { useJobStore } from '@q/testing';
+import { afterEach, expect, it } from 'vitest';
 import { JobQueue, KNOWN_QUEUES, Worker, type WorkerOptions } from '../src/index.js';
 import { waitFor } from './helpers.js';
 
-let schema: TestSchema;
 let store: JobStore;
 let queue: JobQueue;
 let running: Array<{ worker: Worker; ac: AbortController; run: Promise<void> }> = [];
 
-beforeAll(async () => {
-  schema = await createTestSchema('jprefetch');
-  store = await JobStore.open(schema.dsn, { maxConns: 8 });
+useJobStore(JobStore, { prefix: 'jprefetch', maxConns: 8, truncate: ['jobs'] }, (t) => {
+  ({ store } = t);
   queue = new JobQueue(store, { knownQueues: [...KNOWN_QUEUES] });
-});
-afterAll(async () => {
-  await store?.close();
-  await schema?.drop();
-});
-beforeEach(async () => {
-  await store.pool.query('TRUNCATE jobs');
 });
 afterEach(async () => {
   for (const r of running) r.ac.abort();

@@ -1,25 +1,16 @@
 // JobQueue, the producer side, on real Postgres.
 import { isQError } from '@q/schema';
 import { JobStore } from '@q/store';
-import { createTestSchema, type TestSchema } from '@q/testing';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { useJobStore } from '@q/testing';
+import { describe, expect, it } from 'vitest';
 import { JobQueue, KNOWN_QUEUES } from '../src/index.js';
 
-let schema: TestSchema;
 let store: JobStore;
 let queue: JobQueue;
 
-beforeAll(async () => {
-  schema = await createTestSchema('jqueue');
-  store = await JobStore.open(schema.dsn, { maxConns: 4 });
+useJobStore(JobStore, { prefix: 'jqueue', maxConns: 4, truncate: ['jobs'] }, (t) => {
+  ({ store } = t);
   queue = new JobQueue(store, { knownQueues: [...KNOWN_QUEUES] });
-});
-afterAll(async () => {
-  await store?.close();
-  await schema?.drop();
-});
-beforeEach(async () => {
-  await store.pool.query('TRUNCATE jobs');
 });
 
 const count = async () => (await store.pool.query('SELECT count(*)::int AS n FROM jobs')).rows[0].n as number;

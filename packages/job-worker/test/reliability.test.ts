@@ -2,9 +2,9 @@
 // renewed, outcome writes that fail or wait, drains, concurrent wait() callers, maintenance
 // hand-over and option validation.
 import { JobStore, type Job } from '@q/store';
-import { createTestSchema, type TestSchema } from '@q/testing';
+import { useJobStore, type TestSchema } from '@q/testing';
 import pg from 'pg';
-import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
+import { afterEach, expect, it } from 'vitest';
 import { JobAbortedError, JobQueue, KNOWN_QUEUES, Worker, type Logger, type WorkerOptions } from '../src/index.js';
 import { waitFor } from './helpers.js';
 
@@ -14,17 +14,9 @@ let queue: JobQueue;
 let running: Array<{ worker: Worker; ac: AbortController; run: Promise<void> }> = [];
 const cleanups: Array<() => Promise<void> | void> = [];
 
-beforeAll(async () => {
-  schema = await createTestSchema('jreliab');
-  store = await JobStore.open(schema.dsn, { maxConns: 8 });
+useJobStore(JobStore, { prefix: 'jreliab', maxConns: 8, truncate: ['jobs'] }, (t) => {
+  ({ schema, store } = t);
   queue = new JobQueue(store, { knownQueues: [...KNOWN_QUEUES] });
-});
-afterAll(async () => {
-  await store?.close();
-  await schema?.drop();
-});
-beforeEach(async () => {
-  await store.pool.query('TRUNCATE jobs');
 });
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();

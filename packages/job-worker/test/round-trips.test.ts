@@ -1,22 +1,14 @@
 // The worker's steady state: finished attempts' outcomes ride along with the claim of their
 // replacements (one statement per batch), without ever holding more jobs than free slots.
 import { JobStore } from '@q/store';
-import { createTestSchema, type TestSchema } from '@q/testing';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { useJobStore } from '@q/testing';
+import { expect, it } from 'vitest';
 import { JobQueue, Worker } from '../src/index.js';
 import { waitFor } from './helpers.js';
 
-let schema: TestSchema;
 let store: JobStore;
 
-beforeAll(async () => {
-  schema = await createTestSchema('jw_rt');
-  store = await JobStore.open(schema.dsn, { maxConns: 6 });
-});
-afterAll(async () => {
-  await store?.close();
-  await schema?.drop();
-});
+useJobStore(JobStore, { prefix: 'jw_rt', maxConns: 6 }, (t) => ({ store } = t));
 
 it('a drain completes and claims in one round trip per batch; every job runs once; never more held than slots', async () => {
   const n = 120;

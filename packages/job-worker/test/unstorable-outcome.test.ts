@@ -3,28 +3,19 @@
 // outcome (which left the job `running` until its lease lapsed), and the batch it rides in with
 // other finished attempts is still written. Real Postgres.
 import { JobStore, type Job } from '@q/store';
-import { createTestSchema, type TestSchema } from '@q/testing';
-import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
+import { useJobStore } from '@q/testing';
+import { afterEach, expect, it } from 'vitest';
 import { Completer } from '../src/completer.js';
 import { JobQueue, KNOWN_QUEUES, Worker, type Logger, type WorkerOptions } from '../src/index.js';
 import { waitFor } from './helpers.js';
 
-let schema: TestSchema;
 let store: JobStore;
 let queue: JobQueue;
 let running: Array<{ worker: Worker; ac: AbortController; run: Promise<void> }> = [];
 
-beforeAll(async () => {
-  schema = await createTestSchema('jworker_unstorable');
-  store = await JobStore.open(schema.dsn, { maxConns: 8 });
+useJobStore(JobStore, { prefix: 'jworker_unstorable', maxConns: 8, truncate: ['jobs'] }, (t) => {
+  ({ store } = t);
   queue = new JobQueue(store, { knownQueues: [...KNOWN_QUEUES] });
-});
-afterAll(async () => {
-  await store?.close();
-  await schema?.drop();
-});
-beforeEach(async () => {
-  await store.pool.query('TRUNCATE jobs');
 });
 afterEach(async () => {
   for (const r of running) r.ac.abort();

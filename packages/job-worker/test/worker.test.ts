@@ -1,8 +1,8 @@
 // Worker behaviour in-process, on real Postgres: exclusivity, retries, dead letter, cancel,
 // notifications, lost leases, step timelines, results.
 import { JobStore, type Job } from '@q/store';
-import { createTestSchema, type TestSchema } from '@q/testing';
-import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
+import { useJobStore, type TestSchema } from '@q/testing';
+import { afterEach, expect, it } from 'vitest';
 import { DeadLetterError, JobAbortedError, JobQueue, KNOWN_QUEUES, Worker, type Logger, type WorkerOptions } from '../src/index.js';
 import { waitFor } from './helpers.js';
 
@@ -11,17 +11,9 @@ let store: JobStore;
 let queue: JobQueue;
 let running: Array<{ worker: Worker; ac: AbortController; run: Promise<void> }> = [];
 
-beforeAll(async () => {
-  schema = await createTestSchema('jworker');
-  store = await JobStore.open(schema.dsn, { maxConns: 8 });
+useJobStore(JobStore, { prefix: 'jworker', maxConns: 8, truncate: ['jobs'] }, (t) => {
+  ({ schema, store } = t);
   queue = new JobQueue(store, { knownQueues: [...KNOWN_QUEUES] });
-});
-afterAll(async () => {
-  await store?.close();
-  await schema?.drop();
-});
-beforeEach(async () => {
-  await store.pool.query('TRUNCATE jobs');
 });
 afterEach(async () => {
   for (const r of running) r.ac.abort();

@@ -188,8 +188,9 @@ export function observeBacklog(
       const now = Math.floor(Date.now() / 1000);
       const read = await Promise.allSettled(list.map((queue) => source.backlog(queue, now, [])));
       const out: Array<{ value: number; attributes: Attributes }> = [];
-      read.forEach((r, i) => {
-        if (r.status === 'fulfilled') out.push({ value: r.value.depth, attributes: { queue: list[i]! } });
+      list.forEach((queue, i) => {
+        const r = read[i];
+        if (r?.status === 'fulfilled') out.push({ value: r.value.depth, attributes: { queue } });
       });
       return out;
     },

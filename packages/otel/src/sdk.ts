@@ -228,7 +228,7 @@ export function startTelemetry(opts: TelemetryOptions): Telemetry {
         settled.forEach((r, i) => {
           // An export failure was logged as it happened; anything else is logged here.
           if (r.status === 'rejected' && !loggedErrors.has(r.reason)) {
-            log.warn({ ...errorFields(r.reason), what: steps[i]![0], otlpEndpoint: endpointForLogs }, 'telemetry shutdown failed');
+            log.warn({ ...errorFields(r.reason), what: steps[i]?.[0], otlpEndpoint: endpointForLogs }, 'telemetry shutdown failed');
           }
         });
       })();

@@ -1,7 +1,7 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { TestSchema } from '@q/testing';
+import { spawnTs, type TestSchema } from '@q/testing';
 import type { Store } from '@q/store';
 import type pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -31,20 +31,9 @@ interface Worker {
 }
 
 function startWorker(owner: string): Worker {
-  const proc = spawn(process.execPath, ['--conditions=q-source', '--import', 'tsx', script], {
-    cwd: path.join(here, '..'),
-    env: { ...process.env, Q_DSN: schema.dsn, Q_QUEUE: QUEUE, Q_OWNER: owner, Q_ROUTE: ROUTE },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  children.push(proc);
-  let out = '';
-  let err = '';
-  proc.stdout?.on('data', (d: Buffer) => (out += d.toString()));
-  proc.stderr?.on('data', (d: Buffer) => (err += d.toString()));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    proc.once('exit', (code, signal) => resolve({ code, signal })),
-  );
-  return { owner, proc, exited, stdout: () => out, stderr: () => err };
+  const p = spawnTs(script, { cwd: path.join(here, '..'), env: { Q_DSN: schema.dsn, Q_QUEUE: QUEUE, Q_OWNER: owner, Q_ROUTE: ROUTE } });
+  children.push(p.child);
+  return { owner, proc: p.child, exited: p.exited, stdout: p.stdout, stderr: p.stderr };
 }
 
 async function stopGracefully(w: Worker): Promise<PartitionWorkerStats> {

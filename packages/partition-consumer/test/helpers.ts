@@ -1,5 +1,4 @@
-import { randomBytes } from 'node:crypto';
-import { createTestSchema, type TestSchema } from '@q/testing';
+import { createTestSchema, idInPartition as firstIdInPartition, newRequests, type TestSchema } from '@q/testing';
 import { partitionOf, Store, type NewRequest } from '@q/store';
 
 /** A fresh schema and an open store on it (small pool). */
@@ -11,39 +10,15 @@ export async function openTestStore(prefix: string, maxConns = 4): Promise<{ sch
 
 /** First id `prefix-<n>` that lands in partition `p`. */
 export function idInPartition(prefix: string, p: number): string {
-  for (let i = 0; i < 100_000; i++) {
-    const id = `${prefix}-${i}`;
-    if (partitionOf(id) === p) return id;
-  }
-  throw new Error(`no id for partition ${p}`);
+  return firstIdInPartition(prefix, p, partitionOf);
 }
 
 /** New requests with the given ids, a far deadline (or `deadline`), envelope `{"id":…}`. */
 export function requests(queue: string, ids: string[], deadline = Math.floor(Date.now() / 1000) + 3600): NewRequest[] {
-  return ids.map((id) => ({
-    id,
-    token: randomBytes(8).toString('hex'),
-    queue,
-    deadline,
-    envelope: JSON.stringify({ id }),
-    payload: Buffer.from(id),
-  }));
+  return newRequests(queue, ids, deadline);
 }
 
-/** `n` ids `prefix-0` … `prefix-(n-1)`. */
-export function ids(prefix: string, n: number): string[] {
-  return Array.from({ length: n }, (_, i) => `${prefix}-${i}`);
-}
-
-/** Polls `cond` every `everyMs` until it is true; fails after `timeoutMs`. */
-export async function waitFor(cond: () => boolean | Promise<boolean>, timeoutMs = 20_000, everyMs = 25): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    if (await cond()) return;
-    if (Date.now() > until) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
-}
+export { ids, waitFor } from '@q/testing';
 
 /** A Date `ms` after `t`. */
 export const plus = (t: Date, ms: number): Date => new Date(t.getTime() + ms);

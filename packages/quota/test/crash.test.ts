@@ -1,8 +1,7 @@
-import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createTestSchema, type TestSchema } from '@q/testing';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { spawnTs, useQuotaStore, type TestSchema } from '@q/testing';
+import { expect, it } from 'vitest';
 import { QuotaStore } from '../src/index.js';
 import { dbNowMs, sleep } from './helpers.js';
 
@@ -10,22 +9,15 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 let schema: TestSchema;
 let store: QuotaStore;
 
-beforeAll(async () => {
-  schema = await createTestSchema('qcrash');
-  store = await QuotaStore.open(schema.dsn, { maxConns: 3 });
-});
-afterAll(async () => {
-  await store?.close();
-  await schema?.drop();
-});
+useQuotaStore(QuotaStore, { prefix: 'qcrash', maxConns: 3 }, (t) => ({ schema, store } = t));
 
 it('a SIGKILLed process’s slots count again after its TTL, never before', async () => {
   const TTL = 1_500;
   const LIMIT = 3;
   const key = 'tenant:crash';
-  const child = spawn(process.execPath, ['--conditions=q-source', '--import', 'tsx', path.join(here, 'fixtures/hold-slots.ts')], {
-    env: { ...process.env, QUOTA_DSN: schema.dsn, QUOTA_KEY: key, QUOTA_LIMIT: String(LIMIT), QUOTA_TTL_MS: String(TTL) },
-    stdio: ['ignore', 'pipe', 'inherit'],
+  const { child } = spawnTs(path.join(here, 'fixtures/hold-slots.ts'), {
+    env: { QUOTA_DSN: schema.dsn, QUOTA_KEY: key, QUOTA_LIMIT: String(LIMIT), QUOTA_TTL_MS: String(TTL) },
+    stderr: 'inherit',
   });
   try {
     const holder = await new Promise<string>((resolve, reject) => {

@@ -1,4 +1,6 @@
 import { createTestSchema, type TestSchema } from '@q/testing';
+
+export { sleep, waitFor } from '@q/testing';
 import pg from 'pg';
 import { QuotaStore } from '../src/index.js';
 
@@ -45,17 +47,6 @@ export async function ageAdmits(pool: pg.Pool, key: string, ms: number): Promise
   await pool.query(`UPDATE q_quota_admits SET at_ms = at_ms - $2 WHERE key = $1`, [key, ms]);
 }
 
-/** Polls `check` until it returns true, or fails after `timeoutMs`. */
-export async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs = 20_000, what = 'condition'): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    if (await check()) return;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await sleep(25);
-  }
-}
-
-export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** A database clock a test can step: every quota statement on {@link SteppableClock.dsn} reads it. */
 export interface SteppableClock {

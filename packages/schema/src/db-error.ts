@@ -31,7 +31,7 @@ export function databaseError(operation: string, err: unknown, opts: DatabaseErr
     });
   }
   if (typeof sqlState === 'string' && /^(22|54)[0-9A-Z]{3}$/.test(sqlState)) {
-    const headline = message.split(':')[0]!.trim();
+    const headline = (message.split(':')[0] ?? message).trim();
     return new QError(QErrorCode.INVALID_ARGUMENT, `${operation}: ${headline} (SQLSTATE ${sqlState})`, { cause: err });
   }
   if (err instanceof RangeError && /invalid string length|array buffer allocation/i.test(message)) {

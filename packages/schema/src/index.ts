@@ -7,4 +7,5 @@ export * from './installed.js';
 export * from './pool.js';
 export * from './text.js';
 export * from './statement.js';
-export * from './tables.js';
+// The Drizzle table objects moved to `@q/schema/tables`: re-exporting them here would load drizzle-orm
+// for every runtime user of q. Deprecated: import `asyncRequests`, `jobs`, … from `@q/schema/tables`.

@@ -1,24 +1,13 @@
 // JobStore.completeAndClaim: outcomes and replacement claims in one statement, on real Postgres.
 import { isQError } from '@q/schema';
-import { createTestSchema, type TestSchema } from '@q/testing';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { useJobStore } from '@q/testing';
+import { describe, expect, it } from 'vitest';
 import { JobStore, type ClaimOptions, type LeasedJob } from '../src/index.js';
 
-let schema: TestSchema;
 let store: JobStore;
 const LEASE = 30_000;
 
-beforeAll(async () => {
-  schema = await createTestSchema('jobs_cc');
-  store = await JobStore.open(schema.dsn, { maxConns: 8 });
-});
-afterAll(async () => {
-  await store?.close();
-  await schema?.drop();
-});
-beforeEach(async () => {
-  await store.pool.query('TRUNCATE jobs');
-});
+useJobStore(JobStore, { prefix: 'jobs_cc', maxConns: 8, truncate: ['jobs'] }, (t) => ({ store } = t));
 
 const opts = (limit: number, workerId = 'w1'): ClaimOptions => ({ queues: ['default'], workerId, limit, leaseMs: LEASE, start: true });
 const lease = (j: LeasedJob) => ({ id: j.id, leaseToken: j.leaseToken });

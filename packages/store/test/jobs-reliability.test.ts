@@ -2,26 +2,16 @@
 // bad row cannot stop, per-lease "written", secrets kept out of errors, no deadlock between
 // idempotent batches, every failure a typed QError, JSON-only payloads and oversized writes.
 import { QError, isQError } from '@q/schema';
-import { createTestSchema, type TestSchema } from '@q/testing';
+import { useJobStore, type TestSchema } from '@q/testing';
 import pg from 'pg';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { JobStore, type JobOutcome, type LeasedJob, type NewJob } from '../src/index.js';
 
 let schema: TestSchema;
 let store: JobStore;
 const LEASE = 30_000;
 
-beforeAll(async () => {
-  schema = await createTestSchema('jobsrel');
-  store = await JobStore.open(schema.dsn, { maxConns: 16 });
-});
-afterAll(async () => {
-  await store?.close();
-  await schema?.drop();
-});
-beforeEach(async () => {
-  await store.pool.query('TRUNCATE jobs');
-});
+useJobStore(JobStore, { prefix: 'jobsrel', maxConns: 16, truncate: ['jobs'] }, (t) => ({ schema, store } = t));
 
 const claim = (limit = 1, queues = ['default'], workerId = 'w1') => store.claim({ queues, workerId, limit, leaseMs: LEASE });
 const lease = (j: LeasedJob) => ({ id: j.id, leaseToken: j.leaseToken });

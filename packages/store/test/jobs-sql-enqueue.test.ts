@@ -1,16 +1,15 @@
 // q_enqueue_job(queue, type, payload, options): the SQL entry point installed by the jobs migration.
-import { createTestSchema, type TestSchema } from '@q/testing';
+import { useJobStore, type TestSchema } from '@q/testing';
 import pg from 'pg';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { JobStore, type JobNotification } from '../src/index.js';
 
 let schema: TestSchema;
 let store: JobStore;
 let sql: pg.Pool; // a plain psql-style session
 
-beforeAll(async () => {
-  schema = await createTestSchema('jobsql');
-  store = await JobStore.open(schema.dsn, { maxConns: 4 });
+useJobStore(JobStore, { prefix: 'jobsql', maxConns: 4 }, async (t) => {
+  ({ schema, store } = t);
   sql = schema.pool();
   await sql.query(`
     CREATE TABLE orders (id serial PRIMARY KEY, item text NOT NULL);
@@ -21,10 +20,6 @@ beforeAll(async () => {
       RETURN NEW;
     END $$;
     CREATE TRIGGER orders_enqueue AFTER INSERT ON orders FOR EACH ROW EXECUTE FUNCTION orders_enqueue();`);
-});
-afterAll(async () => {
-  await store?.close();
-  await schema?.drop();
 });
 beforeEach(async () => {
   await sql.query('TRUNCATE jobs, orders');

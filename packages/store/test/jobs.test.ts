@@ -1,24 +1,13 @@
 // JobStore: enqueue, claim order, lock keys, fencing, reaping, listing — on real Postgres.
 import { isQError } from '@q/schema';
-import { createTestSchema, type TestSchema } from '@q/testing';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { useJobStore } from '@q/testing';
+import { describe, expect, it } from 'vitest';
 import { JobStore, decodeCursor, encodeCursor, type LeasedJob } from '../src/index.js';
 
-let schema: TestSchema;
 let store: JobStore;
 const LEASE = 30_000;
 
-beforeAll(async () => {
-  schema = await createTestSchema('jobs');
-  store = await JobStore.open(schema.dsn, { maxConns: 8 });
-});
-afterAll(async () => {
-  await store?.close();
-  await schema?.drop();
-});
-beforeEach(async () => {
-  await store.pool.query('TRUNCATE jobs');
-});
+useJobStore(JobStore, { prefix: 'jobs', maxConns: 8, truncate: ['jobs'] }, (t) => ({ store } = t));
 
 const claim = (limit = 1, queues = ['default'], workerId = 'w1') => store.claim({ queues, workerId, limit, leaseMs: LEASE });
 const lease = (j: LeasedJob) => ({ id: j.id, leaseToken: j.leaseToken });

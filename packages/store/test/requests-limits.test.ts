@@ -2,8 +2,8 @@
 // (Store.open with bad telemetry providers) for the request Store.
 import { randomBytes } from 'node:crypto';
 import { isQError } from '@q/schema';
-import { createTestSchema, type TestSchema } from '@q/testing';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { useStore, type TestSchema } from '@q/testing';
+import { describe, expect, it } from 'vitest';
 import {
   MAX_VALUE_BYTES, Store, checkCompletion, checkEnvelope, checkUnixSeconds, stampOf, type Completion, type OpenOptions,
 } from '../src/index.js';
@@ -11,16 +11,11 @@ import { req } from './requests/helpers.js';
 
 let schema: TestSchema;
 let store: Store;
-beforeAll(async () => {
-  schema = await createTestSchema('slimits');
-  store = await Store.open(schema.dsn, { maxConns: 2 });
+useStore(Store, { prefix: 'slimits', maxConns: 2 }, async (t) => {
+  ({ schema, store } = t);
   await store.ensurePartitions('q');
   const now = await store.now();
   await store.acquirePartitions('q', 'me', now, 3_600_000, 64);
-});
-afterAll(async () => {
-  await store?.close();
-  await schema?.drop();
 });
 
 async function errorOf(p: Promise<unknown>): Promise<unknown> {

@@ -1,2 +1,15 @@
 export { createTestSchema, dsnWithSchema, testDatabaseUrl, type TestSchema } from './schema.js';
 export { acquireServer, releaseServer, type ServerSource } from './server.js';
+export { sleep, waitFor, type Truthy, type WaitForOptions } from './wait.js';
+export { spawnTs, TS_NODE_ARGS, type Exit, type SpawnTsOptions, type TsProcess } from './spawn.js';
+export {
+  useJobStore,
+  useOpenStore,
+  useQuotaStore,
+  useStore,
+  type ClosableStore,
+  type StoreClass,
+  type UsedStore,
+  type UseStoreKitOptions,
+} from './lifecycle.js';
+export { idInPartition, ids, newJob, newRequest, newRequests, token, type RequestInput } from './factories.js';

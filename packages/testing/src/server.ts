@@ -43,8 +43,9 @@ async function start(): Promise<Running> {
   if (container) return container;
   let server: EmbeddedPostgres | undefined;
   try {
-    server = await startEmbeddedPostgres({ fast: true });
-    return { url: server.dsn, source: 'embedded', stop: () => server!.stop(), refs: 0 };
+    const started = await startEmbeddedPostgres({ fast: true });
+    server = started;
+    return { url: started.dsn, source: 'embedded', stop: () => started.stop(), refs: 0 };
   } catch (err) {
     await server?.stop().catch(() => undefined);
     throw err;

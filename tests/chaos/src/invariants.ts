@@ -8,7 +8,8 @@ export async function requestQueueViolations(dsn: string, ids: string[]): Promis
   try {
     const problems: string[] = [];
     const left = await c.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_requests WHERE queue = 'chaos'`);
-    if (left.rows[0]!.n !== 0) problems.push(`${left.rows[0]!.n} requests never got a result`);
+    const unanswered = left.rows[0]?.n ?? 0; // count(*) always returns one row
+    if (unanswered !== 0) problems.push(`${unanswered} requests never got a result`);
     const counts = await c.query<{ id: string; n: number }>(
       `SELECT r.id, count(res.seq)::int AS n FROM unnest($1::text[]) AS r(id)
          LEFT JOIN q_results res ON res.id = r.id GROUP BY r.id HAVING count(res.seq) <> 1`,

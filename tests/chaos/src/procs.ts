@@ -1,58 +1,50 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { sleep, spawnTs, type Exit, type TsProcess } from '@q/testing';
 
 /** A child process running a TypeScript entry of the workspace, with its output captured. */
 export class Proc {
-  readonly child: ChildProcess;
-  private out = '';
-  private readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  readonly #proc: TsProcess;
 
   constructor(
     readonly name: string,
     script: string,
     env: Record<string, string>,
-    private readonly logFile?: string,
+    logFile?: string,
   ) {
-    this.child = spawn(process.execPath, ['--conditions=q-source', '--import', 'tsx', script], {
-      env: { ...process.env, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    const take = (b: Buffer) => {
-      const s = b.toString('utf8');
-      this.out += s;
-      if (this.logFile) fs.appendFileSync(this.logFile, s);
-    };
-    this.child.stdout?.on('data', take);
-    this.child.stderr?.on('data', take);
-    this.exited = new Promise((resolve) => this.child.once('exit', (code, signal) => resolve({ code, signal })));
+    this.#proc = spawnTs(script, { env, ...(logFile ? { onOutput: (s: string) => fs.appendFileSync(logFile, s) } : {}) });
+  }
+
+  /** The child process. */
+  get child(): TsProcess['child'] {
+    return this.#proc.child;
   }
 
   /** Everything the process printed so far (stdout and stderr). */
   get output(): string {
-    return this.out;
+    return this.#proc.output();
   }
 
   get alive(): boolean {
-    return this.child.exitCode === null && this.child.signalCode === null;
+    return this.#proc.alive;
   }
 
   signal(sig: NodeJS.Signals): void {
-    if (this.alive) this.child.kill(sig);
+    this.#proc.kill(sig);
   }
 
   /** Resolves when the process prints a line matching `re`. */
   async waitFor(re: RegExp, timeoutMs = 60_000): Promise<void> {
     const until = Date.now() + timeoutMs;
-    while (!re.test(this.out)) {
-      if (!this.alive) throw new Error(`${this.name} exited before printing ${re}:\n${this.out.slice(-2000)}`);
-      if (Date.now() > until) throw new Error(`${this.name} did not print ${re} within ${timeoutMs} ms:\n${this.out.slice(-2000)}`);
+    while (!re.test(this.output)) {
+      if (!this.alive) throw new Error(`${this.name} exited before printing ${re}:\n${this.output.slice(-2000)}`);
+      if (Date.now() > until) throw new Error(`${this.name} did not print ${re} within ${timeoutMs} ms:\n${this.output.slice(-2000)}`);
       await sleep(50);
     }
   }
 
-  wait(): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
-    return this.exited;
+  wait(): Promise<Exit> {
+    return this.#proc.exited;
   }
 }
 
@@ -64,7 +56,7 @@ export function logDir(scenario: string): string {
   return dir;
 }
 
-export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+export { sleep };
 
 /** A deterministic pseudo-random generator so a failing run can be replayed (seed printed). */
 export function rng(seed: number): () => number {

@@ -24,9 +24,10 @@ export class FaultProxy {
 
   /** Listens on 127.0.0.1 and returns the port. */
   async listen(): Promise<number> {
-    this.server = net.createServer((client) => this.accept(client));
-    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
-    return (this.server.address() as net.AddressInfo).port;
+    const server = net.createServer((client) => this.accept(client));
+    this.server = server;
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return (server.address() as net.AddressInfo).port;
   }
 
   /** Resets every open connection (both sides see the connection drop). */

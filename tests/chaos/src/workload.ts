@@ -67,7 +67,7 @@ export async function waitDrained(dsn: string, timeoutMs: number): Promise<boole
       const { rows } = await c.query<{ left: number }>(
         `SELECT (SELECT count(*) FROM q_requests)::int + (SELECT count(*) FROM jobs WHERE status NOT IN ('succeeded', 'dead_letter'))::int AS left`,
       );
-      if (rows[0]!.left === 0) return true;
+      if (rows[0]?.left === 0) return true;
     } catch {
       /* the server may be restarting */
     } finally {

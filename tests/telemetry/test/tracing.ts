@@ -1,3 +1,4 @@
+import { waitFor as poll } from '@q/testing';
 import { context } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import {
@@ -48,11 +49,5 @@ export function exported(s: ReadableSpan): string {
 
 /** Polls `check` until it returns a value other than undefined/false. */
 export async function waitFor<T>(check: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 30_000): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await check();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > until) throw new Error('timed out waiting for condition');
-    await new Promise((r) => setTimeout(r, 25));
-  }
+  return (await poll(check, { timeoutMs, done: (v) => v !== undefined && v !== false })) as T;
 }

@@ -115,6 +115,8 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
   /** Acquires every gate or none. A refusal or an error leaves nothing held. */
   async function tryGates(env: Envelope, labels: Record<string, string>): Promise<Held[] | { refused: string } | 'error'> {
     const held: Held[] = [];
+    const quota = deps.quota;
+    if (!quota) return held; // no gates: createHandler refuses gates without a quota client
     for (const g of gates) {
       const value = env.data.metadata?.[g.attribute];
       if (!value) continue; // no key → not gated (docs/design/dispatcher.md#gates)
@@ -122,7 +124,7 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
       try {
         if (g.gating_mode === 'classifying') {
           // Never blocks (docs/design/dispatcher.md#gates): a granted slot is held and labels the request reserved.
-          const release = await deps.quota!.acquire(key, g.limit);
+          const release = await quota.acquire(key, g.limit);
           labels.classification = release === null ? 'overflow' : 'reserved';
           if (release !== null) {
             deps.load?.acquired(key);
@@ -131,11 +133,11 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
           continue;
         }
         if (g.kind === 'concurrency') {
-          const release = await deps.quota!.acquire(key, g.limit);
+          const release = await quota.acquire(key, g.limit);
           if (release === null) return refuse(held, key);
           deps.load?.acquired(key);
           held.push({ key, release });
-        } else if (!(await deps.quota!.admit(key, g.limit, g.window_ms))) {
+        } else if (!(await quota.admit(key, g.limit, g.window_ms))) {
           return refuse(held, key);
         }
       } catch (err) {
@@ -388,6 +390,8 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
 
   /** The pool-gate loop (docs/design/dispatcher.md#gates); `undefined` = admitted (releases pushed to `releases`). */
   async function passPoolGate(req: QueuedRequest, env: Envelope, msg: GateMessage, releases: GateRelease[], signal?: AbortSignal): Promise<Outcome | undefined> {
+    const gate = deps.poolGate;
+    if (!gate) return undefined; // called only with a pool gate
     const pm = deps.poolMetrics ?? metrics;
     const started = Date.now();
     const waitMs = deps.gateWaitTimeoutMs ?? 300_000;
@@ -402,7 +406,7 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
       for (;;) {
         let v: Verdict;
         try {
-          v = await deps.poolGate!.apply(msg, releases, ac.signal);
+          v = await gate.apply(msg, releases, ac.signal);
         } catch (err) {
           if (Date.now() >= req.deadline * 1000) return atDeadline(env, req);
           if (ac.signal.aborted) return backToPending(); // stop, lease lost or gate-wait timeout

@@ -66,7 +66,7 @@ export class WorkerPool {
   acquire(queue: string, labels: Record<string, string>, signal?: AbortSignal): Promise<WorkerRelease> {
     if (signal?.aborted) return Promise.reject(signal.reason);
     if (this.#busy < this.workers && this.waiting === 0) return Promise.resolve(this.#take());
-    const lane = this.policy === 'tier-priority' ? laneOf(labels) : 0;
+    const map = this.#lane(this.policy === 'tier-priority' ? laneOf(labels) : 0);
     return new Promise<WorkerRelease>((resolve, reject) => {
       const w: Waiter = {
         queue,
@@ -76,16 +76,22 @@ export class WorkerPool {
         },
       };
       const onAbort = () => {
-        const list = this.#lanes[lane]!.get(queue);
+        const list = map.get(queue);
         const i = list?.indexOf(w) ?? -1;
-        if (i >= 0) list!.splice(i, 1);
-        if (list?.length === 0) this.#lanes[lane]!.delete(queue);
+        if (i >= 0) list?.splice(i, 1);
+        if (list?.length === 0) map.delete(queue);
         reject(signal?.reason);
       };
-      const map = this.#lanes[lane]!;
       map.set(queue, [...(map.get(queue) ?? []), w]);
       signal?.addEventListener('abort', onAbort, { once: true });
     });
+  }
+
+  /** The waiters of lane `i` (laneOf gives 0–5, one map each). */
+  #lane(i: number): Map<string, Waiter[]> {
+    const map = this.#lanes[i];
+    if (!map) throw new RangeError(`pool: lane must be 0–${this.#lanes.length - 1}, got ${i}`);
+    return map;
   }
 
   #take(): WorkerRelease {
@@ -102,8 +108,8 @@ export class WorkerPool {
   /** Removes and returns the waiter the policy serves next. */
   #next(): Waiter | undefined {
     for (let lane = 0; lane < this.#lanes.length; lane++) {
-      const map = this.#lanes[lane]!;
-      if (map.size === 0) continue;
+      const map = this.#lanes[lane];
+      if (!map || map.size === 0) continue;
       const queues = [...map.keys()].sort();
       let q: string;
       if (this.policy === 'random-robin') q = queues[Math.floor(this.random() * queues.length)] ?? (queues[0] as string);
@@ -113,7 +119,7 @@ export class WorkerPool {
         q = (last !== undefined ? queues.find((x) => x > last) : undefined) ?? (queues[0] as string);
         this.#last[lane] = q;
       }
-      const list = map.get(q)!;
+      const list = map.get(q) ?? [];
       const w = list.shift();
       if (list.length === 0) map.delete(q);
       return w;

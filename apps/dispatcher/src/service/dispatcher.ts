@@ -180,8 +180,9 @@ export class Dispatcher {
       const gm = new GateMetrics(meterProvider, { queue_id: '', queue_name: '', pool_name: p.id });
       const gate = p.gate_type ? createGate({ gate_type: p.gate_type, gate_params: p.gate_params }, { sources: this.sources, hasPrometheus, metrics: gm }, `pools[${i}]`) : undefined;
       const tierPriority = p.merge_policy === 'tier-priority' ? { header: p.priority_header ?? DEFAULT_PRIORITY_HEADER, laneObjectives: { ...p.lane_objectives } } : undefined;
-      pools.set(p.id, { pool: new WorkerPool(p.id, p.workers, p.merge_policy), gate, metrics, ...(tierPriority ? { tierPriority } : {}) });
-      this.pools.set(p.id, pools.get(p.id)!.pool);
+      const pool = new WorkerPool(p.id, p.workers, p.merge_policy);
+      pools.set(p.id, { pool, gate, metrics, ...(tierPriority ? { tierPriority } : {}) });
+      this.pools.set(p.id, pool);
     });
     for (const queue of cfg.queues) {
       const poolEntry = cfg.pools ? pools.get(queue.worker_pool_id ?? 'default') : undefined;

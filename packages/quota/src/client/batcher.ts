@@ -52,8 +52,8 @@ export class Batcher<T> {
         waiter.done = true;
         const queued = this.#lanes.get(lane)?.queue;
         const at = queued ? queued.indexOf(waiter) : -1;
-        if (at >= 0) queued!.splice(at, 1);
-        reject(signal!.reason);
+        if (at >= 0) queued?.splice(at, 1);
+        reject(signal?.reason);
       };
       const waiter: Waiter<T> = {
         done: false,

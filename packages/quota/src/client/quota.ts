@@ -65,7 +65,8 @@ export async function createQuota(opts: QuotaOptions): Promise<Quota> {
     if (opts.migrate !== false) await migrate(opts.pool, { modules: ['quota'], ...(opts.schema !== undefined ? { schema: opts.schema } : {}) });
     store = QuotaStore.fromPool(opts.pool, opts);
   } else {
-    store = await QuotaStore.open(opts.dsn!, opts);
+    if (opts.dsn === undefined) throw invalidArgument('createQuota needs exactly one of dsn and pool'); // checked above; narrows the type
+    store = await QuotaStore.open(opts.dsn, opts);
   }
   return new Quota(store, { ttlMs, reapIntervalMs, reapLimit, holderPrefix, logger: opts.logger ?? silentLogger, ownsStore: true });
 }

@@ -1,5 +1,4 @@
-import { randomBytes } from 'node:crypto';
-import { createTestSchema, type TestSchema } from '@q/testing';
+import { createTestSchema, idInPartition as firstIdInPartition, newRequest, type TestSchema } from '@q/testing';
 import { Store, partitionOf, type NewRequest, type OpenOptions } from '../../src/index.js';
 
 /** A store on a fresh schema of the test database; `close()` drops both. */
@@ -22,23 +21,16 @@ export async function openTestStore(opts: OpenOptions = {}): Promise<TestStore> 
   };
 }
 
-/** A fresh generation token. */
-export function token(): string {
-  return randomBytes(16).toString('hex');
-}
+export { token, waitFor } from '@q/testing';
 
 /** A request with defaults: queue `q`, deadline 1000, envelope `{}`, payload = utf8(id). */
 export function req(id: string, over: Partial<NewRequest> = {}): NewRequest {
-  return { id, token: token(), queue: 'q', deadline: 1000, envelope: '{}', payload: Buffer.from(id), ...over };
+  return newRequest(id, over);
 }
 
 /** The first id `prefix-N` (N from 0) that lands in partition `p`. */
 export function idInPartition(prefix: string, p: number): string {
-  for (let i = 0; i < 100_000; i++) {
-    const id = `${prefix}-${i}`;
-    if (partitionOf(id) === p) return id;
-  }
-  throw new Error(`no id for partition ${p}`);
+  return firstIdInPartition(prefix, p, partitionOf);
 }
 
 /** All partition numbers. */
@@ -47,13 +39,4 @@ export const ALL = Array.from({ length: 64 }, (_, i) => i);
 /** A `Date` at Unix second `s`. */
 export function at(s: number): Date {
   return new Date(s * 1000);
-}
-
-/** Polls `cond` until it is true (or throws after `timeoutMs`). */
-export async function waitFor(cond: () => Promise<boolean> | boolean, timeoutMs = 20_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 25));
-  }
 }
