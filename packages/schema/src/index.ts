@@ -7,3 +7,6 @@ export * from './pool.js';
 export * from './text.js';
 export * from './statement.js';
 export * from './tables.js';
+export * from './failure.js';
+export * from './placement.js';
+export * from './schema-check.js';
