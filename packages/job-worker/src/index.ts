@@ -2,6 +2,8 @@ export { LEASE_DURATION_MS, RETRY_BASE_MS, RETRY_CAP_MS, KNOWN_QUEUES } from './
 export { retryBackoffMs } from './backoff.js';
 export { JobQueue, type EnqueueOptions, type JobQueueOptions } from './job-queue.js';
 export { Worker, type HandlerFunc, type HandlerContext, type WorkerOptions } from './worker.js';
+export { MAX_PERSISTENT_FAILURES, type WorkerFailure } from './failure-watch.js';
+export { leaderLeaseMs } from './maintenance.js';
 export { StepRecorder, type StepWriter } from './step-recorder.js';
 export { DeadLetterError, JobAbortedError, type JobAbortCause } from './errors.js';
 export { silentLogger, type Logger } from './logger.js';

@@ -23,11 +23,11 @@ export interface WorkerProcess {
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-/** Starts the fixture worker in a real child process; resolves once it printed `ready`. */
-export async function spawnWorker(env: Record<string, string>): Promise<WorkerProcess> {
+/** Starts a fixture (default the fixture worker) in a real child process; resolves once it printed `ready`. */
+export async function spawnWorker(env: Record<string, string>, fixture = 'worker-process.ts'): Promise<WorkerProcess> {
   const child = spawn(
     process.execPath,
-    ['--conditions=q-source', '--import', 'tsx', path.join(here, 'fixtures', 'worker-process.ts')],
+    ['--conditions=q-source', '--import', 'tsx', path.join(here, 'fixtures', fixture)],
     { cwd: repoRoot, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let out = '';

@@ -1,7 +1,8 @@
+import type { ConnectionPlacement } from '@q/schema';
 import type { MeterProvider, TracerProvider } from '@opentelemetry/api';
 
 /** Options of `Store.open` and `JobStore.open`. */
-export interface OpenOptions {
+export interface OpenOptions extends ConnectionPlacement {
   /** Cap on pooled connections, also kept idle for reuse. `<= 0` or absent: 32. */
   maxConns?: number;
   /** Records a span per operation and per statement. Absent: no spans, no cost. */
@@ -15,7 +16,7 @@ export interface OpenOptions {
 }
 
 /** Options of `Store.fromPool` and `JobStore.fromPool` (the pool's own settings stay as they are). */
-export interface FromPoolOptions {
+export interface FromPoolOptions extends ConnectionPlacement {
   /** Records a span per operation. Statement spans need `instrumentPool` (`@q/otel`) on the pool. */
   tracerProvider?: TracerProvider;
   /** Records metrics. Absent: the global meter provider. */
