@@ -37,6 +37,7 @@ export class Maintenance {
   #timer: NodeJS.Timeout | undefined;
   #round: Promise<void> = Promise.resolve();
   #stopped = false;
+  #stopping: Promise<void> | undefined;
 
   constructor(store: JobStore, owner: string, maxResumes: number, intervalMs: number, logger: Logger, hooks: MaintenanceHooks) {
     this.#store = store;
@@ -58,9 +59,13 @@ export class Maintenance {
     this.#round = this.#run();
   }
 
-  /** Stops maintaining; a leader releases its lease. Resolves once that is done. */
-  async stop(): Promise<void> {
-    if (this.#stopped) return;
+  /** Stops maintaining; a leader releases its lease. Resolves (every caller) once that is done. */
+  stop(): Promise<void> {
+    this.#stopping ??= this.#stop();
+    return this.#stopping;
+  }
+
+  async #stop(): Promise<void> {
     this.#stopped = true;
     clearTimeout(this.#timer);
     // A round in flight may still take the lease: release after it.

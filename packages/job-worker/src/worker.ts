@@ -105,6 +105,8 @@ export interface WorkerOptions {
   workerId?: string;
 }
 
+/** Longest wait of a stopping worker for its maintenance lease to be released. */
+const HANDOVER_WAIT_MS = 500;
 /** Default poll interval of a store without notifications: the worst-case wake-up latency. */
 const POLL_WITHOUT_LISTEN_MS = 250;
 /** With prefetch, how long a finished attempt's outcome waits for a round trip to ride on. */
@@ -717,8 +719,13 @@ export class Worker {
     this.#shutdown ??= (async () => {
       this.#state = 'stopped';
       this.#leases.stop();
-      void this.#maintenance.stop();
-      await this.#listener?.close();
+      // Release the maintenance lease before the caller may close the store (a fresh leader need
+      // not wait it out), but not longer than a bound: a round blocked on a lock holds the lease
+      // row too, and the lease then simply expires.
+      let timer: NodeJS.Timeout | undefined;
+      const bound = new Promise<void>((resolve) => (timer = setTimeout(resolve, HANDOVER_WAIT_MS)));
+      await Promise.all([Promise.race([this.#maintenance.stop(), bound]), this.#listener?.close()]);
+      clearTimeout(timer);
       this.#logger.info({ worker_id: this.id }, 'worker stopped');
     })();
     return this.#shutdown;

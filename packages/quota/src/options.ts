@@ -1,7 +1,8 @@
+import type { ConnectionPlacement } from '@q/schema';
 import type { MeterProvider, TracerProvider } from '@opentelemetry/api';
 
-/** Options of {@link QuotaStore.open}. */
-export interface OpenOptions {
+/** Options of {@link QuotaStore.open} (`pooler`/`listenDsn`: see `ConnectionPlacement` of `@q/schema`). */
+export interface OpenOptions extends ConnectionPlacement {
   /** Cap on pooled connections, also kept idle for reuse. `<= 0` or absent: 32. */
   maxConns?: number;
   /** Records a span per operation (`q.quota.<op>`) and per statement. Absent: no spans, no cost. */
