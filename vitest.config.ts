@@ -4,7 +4,8 @@ import SummaryReporter from './scripts/summary-reporter.mjs';
 // One run over every workspace project: one Postgres (globalSetup is shared), one summary line.
 export default defineConfig({
   test: {
-    // tests/chaos runs on its own (pnpm test:chaos): it starts, kills and restarts servers.
+    // tests/chaos runs on its own (pnpm test:chaos): it starts, kills and restarts servers;
+    // tests/pooler too (pnpm test:pooler): it needs Debian's pgbouncer.
     projects: ['packages/*', 'apps/*', 'bench', 'examples', 'tests/telemetry', 'tests/consumers'],
     reporters: ['default', new SummaryReporter()],
     passWithNoTests: false,

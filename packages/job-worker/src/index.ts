@@ -4,6 +4,8 @@ export { JobQueue, type EnqueueOptions, type JobQueueOptions } from './job-queue
 export { DEFAULT_WORK_CONCURRENCY, type ManagedWorkerOptions, type WorkOptions } from './managed-workers.js';
 export { DEFAULT_CLOSE_TIMEOUT_MS, METRIC_UNSERVED_ENQUEUES, type JobQueueOpenOptions } from './open-options.js';
 export { Worker, type HandlerFunc, type HandlerContext, type WorkerOptions } from './worker.js';
+export { MAX_PERSISTENT_FAILURES, type WorkerFailure } from './failure-watch.js';
+export { leaderLeaseMs } from './maintenance.js';
 export { StepRecorder, type StepWriter } from './step-recorder.js';
 export { DeadLetterError, JobAbortedError, type JobAbortCause } from './errors.js';
 export { silentLogger, type Logger } from './logger.js';

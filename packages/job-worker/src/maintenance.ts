@@ -1,39 +1,57 @@
-import type { JobListener, JobStore } from '@q/store/jobs';
+import type { JobListener, JobStore, LeaderLease } from '@q/store/jobs';
 import { errorFields, type Logger } from './logger.js';
 
 /** What the maintenance asks of the worker. */
 export interface MaintenanceHooks {
-  /** The worker's listener now (its connection holds the maintenance lock when leader). */
-  listener(): JobListener | undefined;
-  /** Replaces the listener with a fresh one (which never bids for the lock) and returns the old one. */
-  relisten(): JobListener | undefined;
   /** Due jobs were promoted: idle claimers should look. */
   promoted(): void;
+  /** A maintenance round failed (the worker's failure watch decides whether that stops it). */
+  failed?(err: unknown): void;
+  /** A maintenance round succeeded. */
+  succeeded?(): void;
+}
+
+/** Lease of the maintenance leadership for a round interval (three missed rounds, at least 1 s). */
+export function leaderLeaseMs(intervalMs: number): number {
+  return Math.min(Math.max(3 * intervalMs, 1_000), 2_147_483_647);
 }
 
 /**
- * A worker's share of the table maintenance: every interval it bids for the maintenance lock
- * (held by its listener connection, so a dead holder frees it at once) and, as the holder, reaps
- * lapsed leases and promotes due jobs. Without a listener connection it falls back to a
- * transaction-scoped lock. A stopping worker hands the lock over at once instead of keeping it
- * while it drains (nobody else could maintain meanwhile).
+ * A worker's share of the table maintenance: every interval it takes or renews the maintenance
+ * leadership — a row of `q_leader_leases` (owner, expiry on the database clock, fencing epoch),
+ * not a session lock, so it behaves the same through a transaction pooler, after a failover or on
+ * a Citus coordinator — and, as the leader, reaps lapsed leases and promotes due jobs in a round
+ * fenced by its epoch: a leader that lost the lease (paused past its expiry, taken over) does no
+ * maintenance. A dead leader is replaced once its lease expires ({@link leaderLeaseMs}); a
+ * stopping one releases the lease at once instead of keeping it while it drains.
  */
 export class Maintenance {
   readonly #store: JobStore;
+  readonly #owner: string;
   readonly #maxResumes: number;
   readonly #intervalMs: number;
+  readonly #ttlMs: number;
   readonly #logger: Logger;
   readonly #hooks: MaintenanceHooks;
+  #lease: LeaderLease | undefined;
   #timer: NodeJS.Timeout | undefined;
   #round: Promise<void> = Promise.resolve();
   #stopped = false;
+  #stopping: Promise<void> | undefined;
 
-  constructor(store: JobStore, maxResumes: number, intervalMs: number, logger: Logger, hooks: MaintenanceHooks) {
+  constructor(store: JobStore, owner: string, maxResumes: number, intervalMs: number, logger: Logger, hooks: MaintenanceHooks) {
     this.#store = store;
+    this.#owner = owner;
     this.#maxResumes = maxResumes;
     this.#intervalMs = intervalMs;
+    this.#ttlMs = leaderLeaseMs(intervalMs);
     this.#logger = logger;
     this.#hooks = hooks;
+  }
+
+  /** True while this worker holds the maintenance leadership (as of its last round). */
+  get isLeader(): boolean {
+    return this.#lease !== undefined;
   }
 
   /** Runs a round now, then one every interval until {@link Maintenance.stop}. */
@@ -41,37 +59,53 @@ export class Maintenance {
     this.#round = this.#run();
   }
 
-  /** Stops maintaining; a leader hands over the lock. Resolves once that is done. */
-  async stop(): Promise<void> {
-    if (this.#stopped) return;
+  /** Stops maintaining; a leader releases its lease. Resolves (every caller) once that is done. */
+  stop(): Promise<void> {
+    this.#stopping ??= this.#stop();
+    return this.#stopping;
+  }
+
+  async #stop(): Promise<void> {
     this.#stopped = true;
     clearTimeout(this.#timer);
-    // A round in flight may still take the lock: hand over after it.
+    // A round in flight may still take the lease: release after it.
     await this.#round;
-    if (!this.#hooks.listener()?.isLeader) return;
-    const old = this.#hooks.relisten();
-    await old?.close();
-    this.#logger.info({}, 'maintenance handed over');
+    const lease = this.#lease;
+    this.#lease = undefined;
+    if (!lease) return;
+    try {
+      await this.#store.releaseLeadership(lease);
+      this.#logger.info({ epoch: lease.epoch }, 'maintenance handed over');
+    } catch (err) {
+      // Not released: the lease simply expires and another worker takes over then.
+      this.#logger.warn(errorFields(err), 'maintenance lease not released');
+    }
   }
 
   async #run(): Promise<void> {
     if (this.#stopped) return;
     try {
-      const listener = this.#hooks.listener();
-      let result: { reaped: Array<{ uuid: string; status: string }>; promoted: number } | null = null;
-      if (listener?.connected) {
-        if (await listener.tryLeadership()) {
-          const reaped = await this.#store.reapExpired(this.#maxResumes);
-          const promoted = await this.#store.promoteDue();
-          result = { reaped, promoted };
-        }
-      } else {
-        result = await this.#store.maintain(this.#maxResumes);
+      if (!this.#lease) {
+        this.#lease = (await this.#store.acquireLeadership(this.#owner, this.#ttlMs)) ?? undefined;
+        if (this.#lease) this.#logger.info({ epoch: this.#lease.epoch }, 'maintenance leadership acquired');
       }
-      for (const r of result?.reaped ?? []) this.#logger.warn({ job_uuid: r.uuid, new_status: r.status }, 'expired lease reaped');
-      if (result && result.promoted > 0) this.#hooks.promoted();
+      if (this.#lease) {
+        const result = await this.#store.maintainAsLeader(this.#lease, this.#ttlMs, this.#maxResumes);
+        if (!result) {
+          this.#logger.warn({ epoch: this.#lease.epoch }, 'maintenance leadership lost');
+          this.#lease = undefined;
+        } else {
+          this.#lease = result.lease;
+          for (const r of result.reaped) this.#logger.warn({ job_uuid: r.uuid, new_status: r.status }, 'expired lease reaped');
+          if (result.promoted > 0) this.#hooks.promoted();
+        }
+      }
+      this.#hooks.succeeded?.();
     } catch (err) {
-      if (!this.#stopped) this.#logger.warn(errorFields(err), 'job maintenance failed');
+      if (!this.#stopped) {
+        this.#logger.warn(errorFields(err), 'job maintenance failed');
+        this.#hooks.failed?.(err);
+      }
     }
     if (!this.#stopped) {
       this.#timer = setTimeout(() => {

@@ -11,6 +11,7 @@ import { DeadLetterError, JobAbortedError } from './errors.js';
 import { Execution } from './execution.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { errorFields, firstLine, silentLogger, type Logger } from './logger.js';
+import { FailureWatch, MAX_PERSISTENT_FAILURES, type WorkerFailure } from './failure-watch.js';
 import { Maintenance } from './maintenance.js';
 import { processSpan } from './process-span.js';
 import type { StepRecorder } from './step-recorder.js';
@@ -60,7 +61,10 @@ export interface WorkerOptions {
    * least 100 ms and below 2³¹−1 ms, as every timer option.
    */
   leaseDurationMs?: number;
-  /** Idle polling interval, the fallback when no notification arrives. Default 1 s. */
+  /**
+   * Idle polling interval, the fallback when no notification arrives. Default 1 s, or 250 ms
+   * when the store cannot LISTEN (`pooler: 'transaction'` without `listenDsn`).
+   */
   pollIntervalMs?: number;
   /**
    * How often the maintenance holder reaps lapsed leases and promotes due jobs. Default 1 s. A
@@ -69,6 +73,16 @@ export interface WorkerOptions {
   maintenanceIntervalMs?: number;
   /** Crashes a job survives; the next one dead-letters it. Default 3. */
   maxResumes?: number;
+  /**
+   * Called for every database failure of the claim loop or the maintenance (see
+   * {@link WorkerFailure}); persistent ones are also logged at error level at once.
+   */
+  onError?: (failure: WorkerFailure) => void;
+  /**
+   * Identical persistent failures in a row (permission denied, undefined table, read-only…)
+   * after which the worker stops claiming and `run()` rejects with that error. Default 5.
+   */
+  maxPersistentFailures?: number;
   /**
    * Jobs kept leased ahead of the free slots (a local queue). Default 0: claim only for free
    * slots. With N > 0 one round trip claims up to `concurrency + N` jobs; a slot that frees up
@@ -91,7 +105,10 @@ export interface WorkerOptions {
   workerId?: string;
 }
 
-const CLAIM_ERROR_DELAY_MS = 2_000;
+/** Longest wait of a stopping worker for its maintenance lease to be released. */
+const HANDOVER_WAIT_MS = 500;
+/** Default poll interval of a store without notifications: the worst-case wake-up latency. */
+const POLL_WITHOUT_LISTEN_MS = 250;
 /** With prefetch, how long a finished attempt's outcome waits for a round trip to ride on. */
 const PREFETCH_FLUSH_MS = 20;
 /** Shortest lease accepted: its renewal and watch timers stay well above the timer resolution. */
@@ -103,7 +120,7 @@ type State = 'new' | 'running' | 'stopping' | 'stopped';
  * Consumes jobs with bounded concurrency. It claims several jobs per statement, marks them
  * running, renews their leases in one statement every third of the lease, and writes outcomes in
  * batches, every write fenced by the lease token. Idle, it waits for a notification (LISTEN) or
- * its poll interval. One worker per job table at a time (advisory lock) reaps lapsed leases and
+ * its poll interval. One worker per job table at a time (a lease row) reaps lapsed leases and
  * promotes due jobs.
  */
 export class Worker {
@@ -135,6 +152,7 @@ export class Worker {
   #waiter: (() => void) | undefined;
   #listener: JobListener | undefined;
   readonly #maintenance: Maintenance;
+  readonly #watch: FailureWatch;
   #loop: Promise<void> | undefined;
   #loopDone = false;
   /** The claim loop waits for work (or after an error): it will not take outcomes soon. */
@@ -163,7 +181,8 @@ export class Worker {
     this.#tracer = opts.tracer;
     this.#retryBaseMs = positive(opts.retryBaseMs, RETRY_BASE_MS, 'retryBaseMs');
     this.#leaseMs = timerOption(opts.leaseDurationMs, LEASE_DURATION_MS, 'leaseDurationMs', MIN_LEASE_MS);
-    this.#pollMs = timerOption(opts.pollIntervalMs, 1_000, 'pollIntervalMs');
+    // Without notifications (a transaction pooler and no listenDsn) polling is all there is.
+    this.#pollMs = timerOption(opts.pollIntervalMs, store.notifies === false ? POLL_WITHOUT_LISTEN_MS : 1_000, 'pollIntervalMs');
     const maintenanceMs = timerOption(opts.maintenanceIntervalMs, 1_000, 'maintenanceIntervalMs');
     const maxResumes = opts.maxResumes ?? 3;
     if (!Number.isInteger(maxResumes) || maxResumes < 0) throw invalidArgument('maxResumes must be a non-negative integer');
@@ -176,16 +195,13 @@ export class Worker {
       lost: (e, unrenewed) => this.#leaseLost(e, unrenewed),
       cancelRequested: (e) => this.#cancel(e),
     });
-    this.#maintenance = new Maintenance(store, maxResumes, maintenanceMs, this.#logger, {
-      listener: () => this.#listener,
-      relisten: () => {
-        // A fresh listener keeps cancel notifications coming; closing the old one frees the lock.
-        const old = this.#listener;
-        if (this.#state === 'stopped') return undefined;
-        this.#listener = this.#listen();
-        void this.#listener.start();
-        return old;
-      },
+    this.#watch = new FailureWatch({
+      logger: this.#logger, metrics: this.#metrics, onError: opts.onError, stop: () => this.#requestStop(),
+      maxPersistent: positiveInt(opts.maxPersistentFailures, MAX_PERSISTENT_FAILURES, 'maxPersistentFailures'),
+    });
+    this.#maintenance = new Maintenance(store, this.id, maxResumes, maintenanceMs, this.#logger, {
+      failed: (err) => void this.#watch.failed('maintenance', err),
+      succeeded: () => this.#watch.succeeded('maintenance'),
       promoted: () => this.#wake(),
     });
   }
@@ -220,6 +236,7 @@ export class Worker {
     // Nothing left in flight: release the listener and timers now (so the process can exit even
     // if nobody calls wait()); otherwise the last job to finish does it.
     if (this.#executions.size === 0) await this.#finish();
+    if (this.#watch.fatal) throw this.#watch.fatal;
   }
 
   /**
@@ -344,10 +361,12 @@ export class Worker {
           continue;
         }
         if (this.#stopping) break;
-        this.#logger.warn(errorFields(err), 'claim failed');
-        await this.#idleNotTaking(() => false, CLAIM_ERROR_DELAY_MS);
+        const retryMs = this.#watch.failed('claim', err);
+        if (retryMs === null) break;
+        await this.#idleNotTaking(() => false, retryMs);
         continue;
       }
+      this.#watch.succeeded('claim');
       if (jobs.length > 0) await this.#start(jobs, sentAt);
       // A short batch means the queues are drained: wait for a notification or the poll. After a
       // round that also wrote outcomes, look once more first: a lock key an outcome released was
@@ -700,8 +719,13 @@ export class Worker {
     this.#shutdown ??= (async () => {
       this.#state = 'stopped';
       this.#leases.stop();
-      void this.#maintenance.stop();
-      await this.#listener?.close();
+      // Release the maintenance lease before the caller may close the store (a fresh leader need
+      // not wait it out), but not longer than a bound: a round blocked on a lock holds the lease
+      // row too, and the lease then simply expires.
+      let timer: NodeJS.Timeout | undefined;
+      const bound = new Promise<void>((resolve) => (timer = setTimeout(resolve, HANDOVER_WAIT_MS)));
+      await Promise.all([Promise.race([this.#maintenance.stop(), bound]), this.#listener?.close()]);
+      clearTimeout(timer);
       this.#logger.info({ worker_id: this.id }, 'worker stopped');
     })();
     return this.#shutdown;

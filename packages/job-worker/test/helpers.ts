@@ -14,9 +14,9 @@ export interface WorkerProcess {
   exited: Promise<Exit>;
 }
 
-/** Starts the fixture worker in a real child process; resolves once it printed `ready`. */
-export async function spawnWorker(env: Record<string, string>): Promise<WorkerProcess> {
-  const p = spawnTs(path.join(here, 'fixtures', 'worker-process.ts'), { cwd: repoRoot, env });
+/** Starts a fixture (default the fixture worker) in a real child process; resolves once it printed `ready`. */
+export async function spawnWorker(env: Record<string, string>, fixture = 'worker-process.ts'): Promise<WorkerProcess> {
+  const p = spawnTs(path.join(here, 'fixtures', fixture), { cwd: repoRoot, env });
   const proc = { child: p.child, output: p.output, exited: p.exited };
   await Promise.race([
     waitFor(() => p.output().includes('ready'), 60_000),

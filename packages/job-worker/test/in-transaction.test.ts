@@ -55,11 +55,11 @@ async function idleWorker(handled: Map<string, number>) {
   });
   const ac = new AbortController();
   const run = w.run(ac.signal);
-  // Listening and idle: its listener bid for the maintenance lock and the first claims are done.
+  // Listening and idle: its listener's LISTEN is its last statement, and the first claims are done.
   await waitFor(async () => {
     const { rows } = await app.query(
       `SELECT count(*)::int AS n FROM pg_stat_activity
-       WHERE application_name = 'q-jobs-tx-wake' AND query LIKE '%pg_try_advisory_lock(%' AND state = 'idle'`,
+       WHERE application_name = 'q-jobs-tx-wake' AND query LIKE 'LISTEN %' AND state = 'idle'`,
     );
     return rows[0].n >= 1;
   });

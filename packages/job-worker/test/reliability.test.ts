@@ -242,8 +242,7 @@ it('a draining maintenance leader hands over: another worker promotes and runs a
   });
   await waitFor(async () => {
     const { rows } = await store.pool.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid
-        WHERE l.locktype = 'advisory' AND l.granted AND s.application_name = 'q-jobs-leader-a'`,
+      `SELECT count(*)::int AS n FROM q_leader_leases WHERE owner = 'a' AND expires_at > clock_timestamp()`,
     );
     return rows[0]!.n === 1;
   });

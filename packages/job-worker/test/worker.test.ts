@@ -188,11 +188,11 @@ it('an idle worker with a 30 s poll interval starts a new job within 1 s (notifi
   });
   const ac = new AbortController();
   running.push({ worker: w, ac, run: w.run(ac.signal).finally(() => w.wait(5_000)).finally(() => own.close()) });
-  // Let it connect its listener (which then bids for the maintenance lock) and go idle.
+  // Let it connect its listener (LISTEN is its last statement) and go idle.
   await waitFor(async () => {
     const { rows } = await store.pool.query(
       `SELECT count(*)::int AS n FROM pg_stat_activity
-       WHERE application_name = 'q-jobs-wake-test' AND query LIKE '%pg_try_advisory_lock(%' AND state = 'idle'`,
+       WHERE application_name = 'q-jobs-wake-test' AND query LIKE 'LISTEN %' AND state = 'idle'`,
     );
     return rows[0].n >= 1;
   });

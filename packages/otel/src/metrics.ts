@@ -11,6 +11,8 @@ export const METRIC = {
   jobsDuration: 'q.jobs.duration.seconds',
   jobsClaimed: 'q.jobs.claimed',
   jobsLeaseLost: 'q.jobs.lease_lost',
+  /** Database failures of a worker's loops, by `error.kind` (persistent | transient) and `db.sqlstate`. */
+  jobsWorkerFailures: 'q.jobs.worker_failures',
   requestsEnqueued: 'q.requests.enqueued',
   requestsDispatched: 'q.requests.dispatched',
   requestsAcked: 'q.requests.acked',
@@ -76,6 +78,8 @@ export interface JobMetrics {
   claimed: Counter;
   /** Attributes: `job.type`. */
   leaseLost: Counter;
+  /** Attributes: `q.operation`, `error.kind` = persistent | transient, `db.sqlstate`. Optional: instruments built elsewhere may lack it. */
+  workerFailures?: Counter;
 }
 
 /** Bucket boundaries (seconds) of {@link METRIC.jobsDuration}. */
@@ -117,6 +121,7 @@ export function jobMetrics(meterProvider?: MeterProvider, opts: JobMetricsOption
       : duration,
     claimed: m.createCounter(METRIC.jobsClaimed, { unit: '{job}', description: 'Jobs leased by workers' }),
     leaseLost: m.createCounter(METRIC.jobsLeaseLost, { unit: '{job}', description: 'Running jobs whose lease was lost (handler aborted)' }),
+    workerFailures: m.createCounter(METRIC.jobsWorkerFailures, { unit: '{failure}', description: 'Database failures of worker loops (claim, maintenance), by kind' }),
   };
 }
 

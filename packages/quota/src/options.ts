@@ -1,7 +1,8 @@
+import type { ConnectionPlacement } from '@q/schema';
 import type { MeterProvider, TracerProvider } from '@opentelemetry/api';
 
 /** Options of {@link QuotaStore.fromPool}: telemetry and where the tables are. */
-export interface FromPoolOptions {
+export interface FromPoolOptions extends ConnectionPlacement {
   /** Records a span per operation (`q.quota.<op>`) and per statement. Absent: no spans, no cost. */
   tracerProvider?: TracerProvider;
   /** Records grant and refusal counters. Absent: the global meter provider (a no-op until an app registers an SDK). */
@@ -11,11 +12,6 @@ export interface FromPoolOptions {
    * names it, so no `search_path` setting is needed. Absent: the connection's current schema.
    */
   schema?: string;
-  /**
-   * `'transaction'` behind a transaction pooler (PgBouncer `pool_mode=transaction`): statements
-   * are sent unnamed, never prepared on one server session. Absent: named statements.
-   */
-  pooler?: 'transaction';
 }
 
 /** Options of {@link QuotaStore.open}. */

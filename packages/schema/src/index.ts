@@ -9,3 +9,6 @@ export * from './text.js';
 export * from './statement.js';
 // The Drizzle table objects moved to `@q/schema/tables`: re-exporting them here would load drizzle-orm
 // for every runtime user of q. Deprecated: import `asyncRequests`, `jobs`, … from `@q/schema/tables`.
+export * from './failure.js';
+export * from './placement.js';
+export * from './schema-check.js';

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { QError, QErrorCode, invalidArgument } from './errors.js';
 import { checkSchemaName } from './statement.js';
+import { checkResolvedSchema, checkSchemaGrants, checkServerVersion, readSession } from './schema-check.js';
 import { MIGRATION_MODULES, bundledMigrations, type BundledMigration, type MigrationModule } from './migrations.js';
 
 /** Name of the journal table, created in the connection's current schema. */
@@ -30,6 +31,11 @@ interface JournalRow {
  * Applies the pending migrations of `opts.modules` in the connection's current schema
  * (`search_path`), recording each in a journal table in that schema.
  *
+ * - Refuses PostgreSQL older than 13 with `CONFIG` before any change.
+ * - Refuses, with `SCHEMA_MISMATCH` naming the cause, a session that resolved to another schema
+ *   than the one asked for (a first `search_path` schema that is missing or lacks USAGE, a DSN
+ *   `options` search_path a pooler dropped) and a schema this role lacks USAGE or CREATE on.
+ *
  * - Safe under concurrency: writers serialise on a transaction-scoped advisory lock and re-check
  *   the journal under it, so every caller succeeds and each object is created once.
  * - A schema that is already current is detected with two plain reads: no DDL, no DDL lock.
@@ -43,9 +49,14 @@ export async function migrate(pool: pg.Pool, opts: MigrateOptions): Promise<void
   const client = await pool.connect();
   let broken = false;
   try {
-    const schema = asked ?? (await currentSchema(client));
+    const facts = await readSession(client);
+    checkServerVersion(facts.versionNum);
+    // A schema the session did not resolve the way the connection asked is refused, naming why.
+    const schema = asked ?? (await checkResolvedSchema(client, pool, facts));
+    if (asked !== undefined) await checkSchemaGrants(client, asked, false);
     if (pendingAfterCheck(wanted, await readJournal(client, schema, modules)).length === 0) return;
     if (asked !== undefined) await ensureSchema(client, asked);
+    await checkSchemaGrants(client, schema, true);
 
     await client.query('BEGIN');
     try {
@@ -92,15 +103,6 @@ function checkModules(modules: unknown): MigrationModule[] {
     }
   }
   return [...new Set(modules as MigrationModule[])];
-}
-
-async function currentSchema(client: pg.PoolClient): Promise<string> {
-  const { rows } = await client.query<{ schema: string | null }>('SELECT current_schema() AS schema');
-  const schema = rows[0]?.schema;
-  if (!schema) {
-    throw new QError(QErrorCode.SCHEMA_MISMATCH, 'migrate: no current schema: the first schema in search_path does not exist');
-  }
-  return schema;
 }
 
 async function readJournal(client: pg.PoolClient, schema: string, modules: MigrationModule[]): Promise<JournalRow[]> {

@@ -1,7 +1,9 @@
+import type { ConnectionPlacement } from '@q/schema';
 import type { MeterProvider, TracerProvider } from '@opentelemetry/api';
 
 /** Options of `Store.open` and `JobStore.open`. */
-export interface OpenOptions {
+/** `pooler` / `listenDsn`: see `ConnectionPlacement` of `@q/schema`. */
+export interface OpenOptions extends ConnectionPlacement {
   /**
    * Cap on pooled connections. `<= 0` or absent: 10. Connections idle for 30 s are closed, so an
    * idle process holds few (see `DEFAULT_MAX_CONNS` and `DEFAULT_IDLE_TIMEOUT_MS` of `@q/schema`).
@@ -23,15 +25,10 @@ export interface OpenOptions {
    * current schema at open.
    */
   schema?: string;
-  /**
-   * `'transaction'` behind a transaction pooler (PgBouncer `pool_mode=transaction`): statements
-   * are sent unnamed, never prepared on one server session. Absent: named statements.
-   */
-  pooler?: 'transaction';
 }
 
 /** Options of `Store.fromPool` and `JobStore.fromPool` (the pool's own settings stay as they are). */
-export interface FromPoolOptions {
+export interface FromPoolOptions extends ConnectionPlacement {
   /** Records a span per operation. Statement spans need `instrumentPool` (`@q/otel`) on the pool. */
   tracerProvider?: TracerProvider;
   /** Records metrics. Absent: the global meter provider. */
@@ -46,9 +43,4 @@ export interface FromPoolOptions {
    * current schema at open (read once).
    */
   schema?: string;
-  /**
-   * `'transaction'` behind a transaction pooler (PgBouncer `pool_mode=transaction`): statements
-   * are sent unnamed, never prepared on one server session. Absent: named statements.
-   */
-  pooler?: 'transaction';
 }

@@ -1,6 +1,7 @@
 export {
   JobStore, outcomeProblem, DEFAULT_MAX_RESUMES, ENQUEUE_CHUNK, COMPLETE_CHUNK, STATEMENT_TEXT_BUDGET, CALL_TEXT_LIMIT, type MaintenanceResult, type ClaimOptions, type CompleteAndClaimResult,
 } from './job-store.js';
+export { MAINTENANCE_LEADERSHIP, type LeaderLease, type LeaderMaintenanceResult } from './leadership.js';
 export { JobListener, type JobListenerHandlers, type JobNotification } from './listener.js';
 export { encodeCursor, decodeCursor } from './cursor.js';
 export { DEFAULT_MAX_ATTEMPTS } from './validate.js';

@@ -2,13 +2,16 @@ import { createHash } from 'node:crypto';
 import type { Tracer } from '@opentelemetry/api';
 import { instrumentPool, qTracer, withOperation } from '@q/otel';
 import {
-  QError, QErrorCode, checkName, checkText, databaseError, invalidArgument, migrate, openPool, withTransaction,
+  QError, QErrorCode, StatementScope, checkName, checkPlacement, checkText, databaseError, invalidArgument, migrate,
+  namedStatements, openPool, withTransaction, type ConnectionPlacement,
 } from '@q/schema';
 import type pg from 'pg';
 import type { FromPoolOptions, OpenOptions } from '../options.js';
 import { checkInTransaction, inCallerTransaction, type InTransaction } from '../transaction.js';
 import { decodeCursor, encodeCursor } from './cursor.js';
 import { jsonText, overLimit, repairJson, sizeProblem, tryStringify } from './json.js';
+import * as leadership from './leadership.js';
+import { MAINTENANCE_LEADERSHIP, checkLeaderLease, checkLeadership, type LeaderLease, type LeaderMaintenanceResult } from './leadership.js';
 import { JobListener, type JobListenerHandlers } from './listener.js';
 import { toJob, toLeasedJob, type JobRow } from './row.js';
 import { cancelJob } from './sql/cancel-job.js';
@@ -108,13 +111,21 @@ export class JobStore {
   readonly #tracer: Tracer | undefined;
   readonly #applicationName: string;
   readonly #listeners = new Set<JobListener>();
+  readonly #scope: StatementScope;
+  readonly #placement: ConnectionPlacement;
   #closed = false;
   #ownsPool = true;
 
-  private constructor(pool: pg.Pool, dsn: string | pg.ClientConfig, schema: string, tracer: Tracer | undefined, applicationName: string) {
+  private constructor(
+    pool: pg.Pool, dsn: string | pg.ClientConfig, schema: string, tracer: Tracer | undefined, applicationName: string,
+    placement: ConnectionPlacement,
+  ) {
     this.pool = pool;
-    this.#dsn = dsn;
+    this.#placement = { pooler: placement.pooler, listenDsn: placement.listenDsn };
+    // Behind a transaction pooler the LISTEN connection must bypass it (listenDsn) or not exist.
+    this.#dsn = placement.listenDsn ?? dsn;
     this.schema = schema;
+    this.#scope = new StatementScope(schema, { named: namedStatements(placement) });
     this.channel = `q_jobs_${createHash('sha256').update(schema).digest('hex').slice(0, 24)}`;
     this.#tracer = tracer;
     this.#applicationName = applicationName;
@@ -125,6 +136,7 @@ export class JobStore {
    * `jobs` module into the connection's current schema unless `opts.migrate` is false.
    */
   static async open(dsn: string, opts: OpenOptions = {}): Promise<JobStore> {
+    checkPlacement('JobStore.open', opts);
     const applicationName = opts.applicationName ?? 'q-jobs';
     const pool = await openPool(dsn, {
       maxConns: opts.maxConns,
@@ -137,7 +149,7 @@ export class JobStore {
       const { rows } = await pool.query<{ schema: string | null }>('SELECT current_schema() AS schema');
       const schema = rows[0]?.schema;
       if (!schema) throw new QError(QErrorCode.CONFIG, 'the connection has no current schema (check search_path)');
-      return new JobStore(pool, dsn, schema, qTracer(opts.tracerProvider), applicationName);
+      return new JobStore(pool, dsn, schema, qTracer(opts.tracerProvider), applicationName, opts);
     } catch (err) {
       await pool.end().catch(() => undefined);
       throw databaseError('open', err);
@@ -152,6 +164,7 @@ export class JobStore {
    */
   static async fromPool(pool: pg.Pool, opts: FromPoolOptions = {}): Promise<JobStore> {
     checkJobPool(pool, opts);
+    checkPlacement('JobStore.fromPool', opts);
     let schema: string | null | undefined;
     try {
       if (opts.migrate !== false) await migrate(pool, { modules: ['jobs'] });
@@ -161,7 +174,7 @@ export class JobStore {
     }
     if (!schema) throw new QError(QErrorCode.CONFIG, 'the connection has no current schema (check search_path)');
     const applicationName = opts.applicationName ?? 'q-jobs';
-    const store = new JobStore(pool, listenerConnection(pool), schema, qTracer(opts.tracerProvider), applicationName);
+    const store = new JobStore(pool, listenerConnection(pool), schema, qTracer(opts.tracerProvider), applicationName, opts);
     store.#ownsPool = false;
     return store;
   }
@@ -545,12 +558,59 @@ export class JobStore {
   }
 
   /**
-   * A dedicated LISTEN connection on {@link JobStore.channel} (not taken from the pool), which
-   * can also hold the maintenance lock. Closed by {@link JobStore.close} at the latest.
+   * Whether {@link JobStore.listen} connects: false with `pooler: 'transaction'` and no
+   * `listenDsn` (a transaction pooler cannot carry LISTEN), where workers find work by polling.
+   */
+  get notifies(): boolean {
+    return this.#placement.pooler !== 'transaction' || this.#placement.listenDsn !== undefined;
+  }
+
+  /**
+   * Takes the leadership `name` (default `jobs_maintenance`) for `owner` for `ttlMs` (database
+   * clock) when it is free, expired or already `owner`'s: a row of `q_leader_leases`, not a
+   * session lock, so it works through a transaction pooler and survives nothing it should not.
+   * A change of owner bumps the fencing epoch. Returns null while another owner holds it.
+   */
+  acquireLeadership(owner: string, ttlMs: number, name: string = MAINTENANCE_LEADERSHIP): Promise<LeaderLease | null> {
+    const ttl = checkLeadership('acquireLeadership', owner, ttlMs, name);
+    return this.#op('leader_acquire', () => leadership.acquire(this.#scope, this.pool, name, owner, ttl));
+  }
+
+  /** Extends a held lease by `ttlMs` from now; null once it expired or another owner took it (leadership lost). */
+  renewLeadership(lease: LeaderLease, ttlMs: number): Promise<LeaderLease | null> {
+    checkLeaderLease('renewLeadership', lease);
+    const ttl = checkLeadership('renewLeadership', lease.owner, ttlMs, lease.name);
+    return this.#op('leader_renew', () => leadership.renew(this.#scope, this.pool, lease, ttl));
+  }
+
+  /** Expires a held lease now, so another process can take over at once; false when it was no longer held. */
+  releaseLeadership(lease: LeaderLease): Promise<boolean> {
+    checkLeaderLease('releaseLeadership', lease);
+    return this.#op('leader_release', () => leadership.release(this.#scope, this.pool, lease));
+  }
+
+  /**
+   * One maintenance round fenced by `lease`: in one transaction, renews the lease (locking its
+   * row), then reaps lapsed leases and promotes due jobs. Returns null, doing nothing, when the
+   * lease expired or was taken over. A holder that stalls inside the round has its session ended
+   * by the server after `max(ttlMs, 1 s)` idle, rolling the round back: a deposed leader's late
+   * writes never commit.
+   */
+  maintainAsLeader(lease: LeaderLease, ttlMs: number, maxResumes = DEFAULT_MAX_RESUMES): Promise<LeaderMaintenanceResult | null> {
+    checkLeaderLease('maintainAsLeader', lease);
+    const ttl = checkLeadership('maintainAsLeader', lease.owner, ttlMs, lease.name);
+    checkMaxResumes(maxResumes);
+    return this.#op('maintain', () => leadership.maintainFenced(this.#scope, this.pool, this.channel, lease, ttl, maxResumes));
+  }
+
+  /**
+   * A dedicated LISTEN connection on {@link JobStore.channel} (not taken from the pool; on
+   * `listenDsn` when given). With `pooler: 'transaction'` and no `listenDsn` it never connects
+   * (see {@link JobStore.notifies}). Closed by {@link JobStore.close} at the latest.
    */
   listen(handlers: JobListenerHandlers): JobListener {
     if (this.#closed) throw closedError();
-    const listener = new JobListener(this.#dsn, this.channel, this.#applicationName, handlers);
+    const listener = new JobListener(this.notifies ? this.#dsn : null, this.channel, this.#applicationName, handlers);
     this.#listeners.add(listener);
     const close = listener.close.bind(listener);
     listener.close = async () => {

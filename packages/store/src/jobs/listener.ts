@@ -37,7 +37,8 @@ export class JobListener {
 
   /** @internal Created by `JobStore.listen`. */
   constructor(
-    private readonly dsn: string | pg.ClientConfig,
+    /** null: never connects (a transaction pooler without a direct listenDsn). */
+    private readonly dsn: string | pg.ClientConfig | null,
     private readonly channel: string,
     private readonly applicationName: string,
     private readonly handlers: JobListenerHandlers,
@@ -64,6 +65,9 @@ export class JobListener {
   /**
    * Holds or tries to take the maintenance lock: true when this process should run maintenance.
    * False while disconnected.
+   *
+   * @deprecated The worker's maintenance leader is a lease row now (`JobStore.acquireLeadership`),
+   * which also works through a transaction pooler; this session advisory lock is kept for callers.
    */
   async tryLeadership(): Promise<boolean> {
     const client = this.#client;
@@ -89,7 +93,7 @@ export class JobListener {
   }
 
   async #connect(): Promise<void> {
-    if (this.#closed || this.#client) return;
+    if (this.#closed || this.#client || this.dsn === null) return;
     const settings = typeof this.dsn === 'string' ? { connectionString: this.dsn } : this.dsn;
     const client = new pg.Client({ ...settings, application_name: this.applicationName });
     client.on('error', (err) => this.#fail(client, err));

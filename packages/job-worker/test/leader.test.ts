@@ -1,0 +1,115 @@
+// The maintenance leader as a lease row (issue 18), with real worker processes: exactly one
+// leader among two, a SIGSTOPped leader replaced after expiry and fenced when it wakes, nothing
+// left behind after close (no row held, no advisory lock, no session).
+import { JobStore } from '@q/store';
+import { createTestSchema, type TestSchema } from '@q/testing';
+import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
+import { leaderLeaseMs } from '../src/index.js';
+import { spawnWorker, waitFor, type WorkerProcess } from './helpers.js';
+
+let schema: TestSchema;
+let store: JobStore;
+let children: WorkerProcess[] = [];
+const MAINT_MS = 200;
+const TTL_MS = leaderLeaseMs(MAINT_MS);
+
+beforeAll(async () => {
+  schema = await createTestSchema('jwlead');
+  store = await JobStore.open(schema.dsn, { maxConns: 4 });
+});
+afterEach(() => {
+  for (const c of children) {
+    c.child.kill('SIGCONT');
+    c.child.kill('SIGKILL');
+  }
+  children = [];
+});
+afterAll(async () => {
+  await store?.close();
+  await schema?.drop();
+});
+beforeEach(async () => {
+  await store.pool.query('TRUNCATE jobs, q_leader_leases');
+});
+
+async function start(id: string): Promise<WorkerProcess> {
+  const p = await spawnWorker({ Q_DSN: schema.dsn, Q_WORKER_ID: id, Q_MAINT_MS: String(MAINT_MS) }, 'leader-process.ts');
+  children.push(p);
+  return p;
+}
+
+interface Line { level: string; msg: string; epoch?: number; at: number }
+const lines = (p: WorkerProcess): Line[] =>
+  p.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Line);
+const said = (p: WorkerProcess, msg: string) => lines(p).filter((l) => l.msg === msg);
+
+const lease = async () =>
+  (await store.pool.query<{ owner: string; epoch: number; live: boolean }>(
+    `SELECT owner, epoch::int AS epoch, expires_at > clock_timestamp() AS live FROM q_leader_leases WHERE name = 'jobs_maintenance'`,
+  )).rows[0];
+
+async function stopGracefully(p: WorkerProcess): Promise<void> {
+  p.child.kill('SIGTERM');
+  expect((await p.exited).code).toBe(0);
+}
+
+it('two worker processes: exactly one leader, the same one, for many lease periods', async () => {
+  const [a, b] = await Promise.all([start('lead-a'), start('lead-b')]);
+  const first = await waitFor(async () => ((await lease())?.live ? await lease() : undefined));
+  const deadline = Date.now() + 3 * TTL_MS;
+  while (Date.now() < deadline) {
+    const now = await lease();
+    expect(now).toMatchObject({ owner: first.owner, epoch: first.epoch, live: true });
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const acquired = [...said(a, 'maintenance leadership acquired'), ...said(b, 'maintenance leadership acquired')];
+  expect(acquired).toHaveLength(1);
+  expect(said(a, 'maintenance leadership lost').length + said(b, 'maintenance leadership lost').length).toBe(0);
+  await Promise.all([stopGracefully(a), stopGracefully(b)]);
+});
+
+it('a SIGSTOPped leader is replaced after its lease expires; woken, it finds itself fenced and does no maintenance', async () => {
+  const [a, b] = await Promise.all([start('stop-a'), start('stop-b')]);
+  const held = await waitFor(async () => ((await lease())?.live ? await lease() : undefined));
+  const [leader, other] = held.owner === 'stop-a' ? [a, b] : [b, a];
+  leader.child.kill('SIGSTOP');
+  const stoppedAt = Date.now();
+  const taken = await waitFor(async () => {
+    const l = await lease();
+    return l && l.owner !== held.owner && l.live ? l : undefined;
+  }, 15_000);
+  expect(Date.now() - stoppedAt).toBeGreaterThanOrEqual(TTL_MS - 100); // not before the lease expired
+  expect(taken.epoch).toBe(held.epoch + 1);
+  // A job whose lease lapses now: only the live leader may reap it.
+  const [job] = await store.enqueue([{ queue: 'other', type: 't' }]);
+  await store.claim({ queues: ['other'], workerId: 'ghost', limit: 1, leaseMs: 60_000 });
+  leader.child.kill('SIGCONT');
+  const wokeAt = Date.now();
+  await waitFor(() => said(leader, 'maintenance leadership lost').some((l) => l.at >= wokeAt) || undefined, 10_000);
+  await store.pool.query(`UPDATE jobs SET lease_expires_at = now() - interval '1 s' WHERE id = $1`, [job!.id]);
+  await waitFor(async () => ((await store.getById(job!.id))?.status === 'queued' ? true : undefined), 10_000);
+  expect(said(leader, 'expired lease reaped').filter((l) => l.at >= wokeAt)).toEqual([]);
+  expect(said(other, 'expired lease reaped').length).toBeGreaterThanOrEqual(1);
+  expect(await lease()).toMatchObject({ owner: taken.owner, epoch: taken.epoch, live: true });
+  await Promise.all([stopGracefully(a), stopGracefully(b)]);
+});
+
+it('nothing leaks after close: the lease is released, no advisory lock or session stays, a new pair elects at once', async () => {
+  const [a, b] = await Promise.all([start('leak-a'), start('leak-b')]);
+  await waitFor(async () => ((await lease())?.live ? true : undefined));
+  await Promise.all([stopGracefully(a), stopGracefully(b)]);
+  expect((await lease())?.live).toBe(false);
+  const { rows } = await store.pool.query<{ sessions: number; advisory: number }>(
+    `SELECT (SELECT count(*)::int FROM pg_stat_activity WHERE application_name LIKE 'q-lead-leak-%') AS sessions,
+            (SELECT count(*)::int FROM pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid
+              WHERE l.locktype = 'advisory' AND s.application_name LIKE 'q-lead-%') AS advisory`,
+  );
+  expect(rows[0]).toEqual({ sessions: 0, advisory: 0 });
+  const before = (await lease())!.epoch;
+  const [c, d] = await Promise.all([start('leak-c'), start('leak-d')]);
+  // Their first round takes it: no waiting out an old lease (released) or a leaked lock.
+  const next = await waitFor(async () => ((await lease())?.live ? await lease() : undefined), TTL_MS);
+  expect(next.epoch).toBe(before + 1);
+  expect(['leak-c', 'leak-d']).toContain(next.owner);
+  await Promise.all([stopGracefully(c), stopGracefully(d)]);
+});

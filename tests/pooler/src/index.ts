@@ -1,0 +1,1 @@
+export { findPgBouncer, startPgBouncer, type PgBouncer, type PgBouncerOptions, type PoolerUser } from './pgbouncer.js';
