@@ -2,13 +2,12 @@ import { createHash } from 'node:crypto';
 import type { Tracer } from '@opentelemetry/api';
 import { instrumentPool, qTracer, withOperation } from '@q/otel';
 import {
-  QError, QErrorCode, checkName, checkText, databaseError, invalidArgument, migrate, openPool, withTransaction,
+  QError, QErrorCode, checkName, databaseError, invalidArgument, migrate, openPool, withTransaction,
 } from '@q/schema';
 import type pg from 'pg';
 import type { FromPoolOptions, OpenOptions } from '../options.js';
 import { checkInTransaction, inCallerTransaction, type InTransaction } from '../transaction.js';
 import { decodeCursor, encodeCursor } from './cursor.js';
-import { jsonText, overLimit, repairJson, sizeProblem, tryStringify } from './json.js';
 import { JobListener, type JobListenerHandlers } from './listener.js';
 import { toJob, toLeasedJob, type JobRow } from './row.js';
 import { cancelJob } from './sql/cancel-job.js';
@@ -33,9 +32,13 @@ import { reapExpiredLeases } from './sql/reap-expired-leases.js';
 import { releaseJobs } from './sql/release-jobs.js';
 import { updateJobSteps } from './sql/update-job-steps.js';
 import type {
-  CancelOutcome, Job, JobLease, JobListFilter, JobOutcome, JobPage, LeaseState, LeasedJob, NewJob, ReapedJob, Step,
+  ClaimOptions, CancelOutcome, Job, JobLease, JobListFilter, JobOutcome, JobPage, LeaseState, LeasedJob, NewJob, ReapedJob, Step,
 } from './types.js';
-import { INT32_MAX, MAX_DELAY_MS, checkStatus, checkUuid, toEnqueueBatch } from './validate.js';
+import {
+  MAX_DELAY_MS, checkCallSize, checkClaim, checkLease, checkLeaseMs, checkMaxResumes, checkStatus, checkUuid, outcomeRow,
+  splitLeases, stepsJson, toEnqueueBatch,
+} from './validate.js';
+import { claimOrder } from './claim-order.js';
 
 /** Crashes a job survives before the reaper dead-letters it (the 4th crash). */
 export const DEFAULT_MAX_RESUMES = 3;
@@ -50,11 +53,7 @@ export const COMPLETE_CHUNK = 2_000;
  * a string can hold.
  */
 export const STATEMENT_TEXT_BUDGET = 64 * 1024 * 1024;
-/**
- * Characters of JSON and error text one call (enqueue, complete) writes at most: a larger batch
- * is refused with `INVALID_ARGUMENT` naming its size, before anything is sent.
- */
-export const CALL_TEXT_LIMIT = 256 * 1024 * 1024;
+export { CALL_TEXT_LIMIT } from './validate.js';
 
 const DEFAULT_LIST_LIMIT = 25;
 // A lock-key race (two claimers saw one key free) is retried at once, a bounded number of times.
@@ -66,17 +65,6 @@ const UNIQUE_VIOLATION = '23505';
 const FOREIGN_KEY_VIOLATION = '23503';
 const LOCK_KEY_INDEX = 'jobs_lock_key_active_key';
 
-/** What to claim (see {@link JobStore.claim}). */
-export interface ClaimOptions {
-  queues: readonly string[];
-  workerId: string;
-  /** Jobs leased at most (at least 1). */
-  limit: number;
-  /** Lease duration (database clock). */
-  leaseMs: number;
-  /** Lease straight into `running` (a claimer that starts the jobs at once). Default false. */
-  start?: boolean;
-}
 
 /** Result of {@link JobStore.completeAndClaim}. */
 export interface CompleteAndClaimResult {
@@ -637,20 +625,7 @@ function chunkIndices(order: number[], sizes: readonly number[], maxCount: numbe
   return chunks;
 }
 
-/** The total of `sizes`, or `INVALID_ARGUMENT` naming it when over {@link CALL_TEXT_LIMIT}. */
-function checkCallSize(op: string, what: string, sizes: readonly number[]): number {
-  const total = sizes.reduce((a, b) => a + b, 0);
-  if (total > CALL_TEXT_LIMIT) {
-    throw invalidArgument(
-      `${op}: the batch holds ${total} characters of ${what}, more than the ${CALL_TEXT_LIMIT / 1024 / 1024} Mi one call writes; split it`,
-    );
-  }
-  return total;
-}
 
-function claimOrder(a: Job, b: Job): number {
-  return b.priority - a.priority || a.runAt.getTime() - b.runAt.getTime() || a.id - b.id;
-}
 
 function isLockKeyRace(err: unknown): boolean {
   const e = err as { code?: string; constraint?: string };
@@ -665,81 +640,14 @@ function mapWriteError(err: unknown): unknown {
   return err;
 }
 
-function checkQueues(queues: readonly string[]): string[] {
-  if (!Array.isArray(queues) || queues.length === 0 || queues.some((q) => typeof q !== 'string' || q === '')) {
-    throw invalidArgument('queues must be a non-empty array of non-empty strings');
-  }
-  for (const q of queues) checkName('claim', 'queue', q);
-  return [...new Set(queues)];
-}
 
-function checkMaxResumes(maxResumes: number): void {
-  if (!Number.isInteger(maxResumes) || maxResumes < 0 || maxResumes > INT32_MAX) {
-    throw invalidArgument('maxResumes must be a non-negative 32-bit integer');
-  }
-}
 
-function checkClaim(opts: ClaimOptions): {
-  queues: string[]; workerId: string; limit: number; leaseMs: number; status: 'leased' | 'running';
-} {
-  if (!opts || typeof opts !== 'object') throw invalidArgument('claim takes ClaimOptions');
-  const queues = checkQueues(opts.queues);
-  if (typeof opts.workerId !== 'string' || opts.workerId === '') throw invalidArgument('workerId must be a non-empty string');
-  checkName('claim', 'workerId', opts.workerId);
-  if (!Number.isInteger(opts.limit) || opts.limit < 1 || opts.limit > INT32_MAX) {
-    throw invalidArgument('limit must be a positive 32-bit integer');
-  }
-  const leaseMs = checkLeaseMs(opts.leaseMs);
-  return { queues, workerId: opts.workerId, limit: opts.limit, leaseMs, status: opts.start === true ? 'running' : 'leased' };
-}
 
-function checkLeaseMs(leaseMs: number): number {
-  if (typeof leaseMs !== 'number' || !Number.isFinite(leaseMs) || leaseMs <= 0 || leaseMs > INT32_MAX) {
-    throw invalidArgument(`leaseMs must be a positive number of milliseconds, at most ${INT32_MAX}`);
-  }
-  return Math.ceil(leaseMs);
-}
 
-function checkLease(l: JobLease): void {
-  if (!l || !Number.isSafeInteger(l.id)) throw invalidArgument('lease id must be a safe integer');
-  checkUuid(l.leaseToken, 'leaseToken');
-}
 
-function splitLeases(leases: readonly JobLease[]): { ids: number[]; tokens: string[] } {
-  if (!Array.isArray(leases)) throw invalidArgument('leases must be an array');
-  const ids: number[] = [];
-  const tokens: string[] = [];
-  for (const l of leases) {
-    checkLease(l);
-    ids.push(l.id);
-    tokens.push(l.leaseToken);
-  }
-  return { ids, tokens };
-}
 
-function stepsJson(steps: readonly Step[]): string {
-  if (!Array.isArray(steps)) throw invalidArgument('steps must be an array');
-  const json = repairJson(tryStringify(steps) ?? '[]');
-  const bytes = overLimit(json);
-  if (bytes !== undefined) throw invalidArgument(sizeProblem('steps', bytes));
-  return json;
-}
 
-/** Result as stored: JSON text, or null for `undefined` and values JSON.stringify refuses or omits. */
-function resultJson(result: unknown): string | null {
-  if (result === undefined) return null;
-  const json = jsonText(result, 'result', 'result');
-  if ('problem' in json) throw invalidArgument(json.problem);
-  return json.text;
-}
 
-/** Error text as stored: verbatim, so NUL, a lone surrogate or over 64 MiB is refused. */
-function errorText(error: unknown): string {
-  const text = checkText('complete', 'error', String(error));
-  const bytes = overLimit(text);
-  if (bytes !== undefined) throw invalidArgument(sizeProblem('error', bytes));
-  return text;
-}
 
 /** The key of one lease in a `written` set (Postgres returns tokens in lower case). */
 function leaseKey(id: number | string, token: string): string {
@@ -796,40 +704,7 @@ function prepareOutcomes(outcomes: readonly JobOutcome[]): PreparedOutcomes {
   };
 }
 
-/**
- * Why {@link JobStore.complete} would refuse `outcome` with `INVALID_ARGUMENT`, or `undefined`
- * when it takes it: the same check the store runs before sending, so a caller can replace one bad
- * outcome (a result JSON cannot carry, an error with NUL…) before it fails a whole batch. The
- * problem never quotes the value.
- */
-export function outcomeProblem(outcome: JobOutcome): string | undefined {
-  try {
-    outcomeRow(outcome);
-    return undefined;
-  } catch (err) {
-    if (err instanceof QError && err.code === QErrorCode.INVALID_ARGUMENT) return err.message;
-    throw err;
-  }
-}
 
-function outcomeRow(o: JobOutcome): { result: string | null; error: string | null; retryDelayMs: number | null; steps: string | null } {
-  checkLease(o);
-  const steps = o.steps === undefined ? null : stepsJson(o.steps);
-  switch (o.status) {
-    case 'succeeded':
-      return { result: resultJson(o.result), error: null, retryDelayMs: null, steps };
-    case 'retry_wait':
-      if (typeof o.retryDelayMs !== 'number' || !Number.isFinite(o.retryDelayMs) || o.retryDelayMs < 0 || o.retryDelayMs > MAX_DELAY_MS) {
-        throw invalidArgument('retryDelayMs must be a non-negative number of milliseconds, at most 100 years');
-      }
-      return { result: null, error: errorText(o.error), retryDelayMs: Math.round(o.retryDelayMs), steps };
-    case 'dead_letter':
-    case 'cancelled':
-      return { result: null, error: o.error === undefined ? null : errorText(o.error), retryDelayMs: null, steps };
-    default:
-      throw invalidArgument('outcome status must be succeeded, retry_wait, dead_letter or cancelled');
-  }
-}
 
 function sliceBatch(b: CompletionBatch, from: number, to: number): CompletionBatch {
   if (from === 0 && to === b.ids.length) return b;
