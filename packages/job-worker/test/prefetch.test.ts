@@ -21,7 +21,7 @@ afterAll(async () => {
   await schema?.drop();
 });
 beforeEach(async () => {
-  await store.pool.query('TRUNCATE jobs');
+  await store.pool.query('TRUNCATE q_jobs');
 });
 afterEach(async () => {
   for (const r of running) r.ac.abort();
@@ -45,7 +45,7 @@ function startWorker(opts: Partial<WorkerOptions>, setup: (w: Worker) => void): 
 }
 
 const count = async (where: string): Promise<number> =>
-  (await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM jobs WHERE ${where}`)).rows[0]!.n;
+  (await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs WHERE ${where}`)).rows[0]!.n;
 
 /** A promise and its resolver, to hold handlers until the test lets them go. */
 function gate(): { promise: Promise<void>; open: () => void } {

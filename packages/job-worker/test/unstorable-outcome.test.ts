@@ -24,7 +24,7 @@ afterAll(async () => {
   await schema?.drop();
 });
 beforeEach(async () => {
-  await store.pool.query('TRUNCATE jobs');
+  await store.pool.query('TRUNCATE q_jobs');
 });
 afterEach(async () => {
   for (const r of running) r.ac.abort();

@@ -21,7 +21,7 @@ afterAll(async () => {
   await schema?.drop();
 });
 beforeEach(async () => {
-  await store.pool.query('TRUNCATE jobs');
+  await store.pool.query('TRUNCATE q_jobs');
 });
 afterEach(async () => {
   for (const r of running) r.ac.abort();
@@ -70,11 +70,11 @@ it('20 jobs × 8 concurrent workers: each job is leased and run exactly once', a
     );
   }
   await waitFor(async () => {
-    const { rows } = await store.pool.query(`SELECT count(*)::int AS n FROM jobs WHERE status = 'succeeded'`);
+    const { rows } = await store.pool.query(`SELECT count(*)::int AS n FROM q_jobs WHERE status = 'succeeded'`);
     return rows[0].n === 20;
   });
   expect(runs.sort()).toEqual(jobs.map((j) => j.uuid).sort());
-  const { rows } = await store.pool.query(`SELECT DISTINCT attempt FROM jobs`);
+  const { rows } = await store.pool.query(`SELECT DISTINCT attempt FROM q_jobs`);
   expect(rows).toEqual([{ attempt: 1 }]);
 });
 
@@ -235,7 +235,7 @@ it('stale execution: after its lease is reaped and re-leased, the old run is abo
   );
   await waitFor(async () => (await store.get(job.uuid))?.steps.length === 1);
   // The lease lapses (through the database clock), is reaped and re-leased by someone else.
-  await store.pool.query(`UPDATE jobs SET lease_expires_at = now() - interval '1 second' WHERE uuid = $1`, [job.uuid]);
+  await store.pool.query(`UPDATE q_jobs SET lease_expires_at = now() - interval '1 second' WHERE uuid = $1`, [job.uuid]);
   await store.reapExpired();
   await store.promoteDue();
   const [fresh] = await store.claim({ queues: ['default'], workerId: 'new', limit: 1, leaseMs: 60_000 });

@@ -17,7 +17,7 @@ afterAll(async () => {
   await schema?.drop();
 });
 beforeEach(async () => {
-  await store.pool.query('TRUNCATE jobs');
+  await store.pool.query('TRUNCATE q_jobs');
 });
 
 const opts = (limit: number, workerId = 'w1'): ClaimOptions => ({ queues: ['default'], workerId, limit, leaseMs: LEASE, start: true });
@@ -94,7 +94,7 @@ describe('completeAndClaim', () => {
       expect(isQError(err) && err.code === 'INVALID_ARGUMENT').toBe(true);
     }
     expect((await row(a!.id)).status).toBe('running');
-    const { rows } = await store.pool.query(`SELECT count(*)::int AS n FROM jobs WHERE status = 'queued'`);
+    const { rows } = await store.pool.query(`SELECT count(*)::int AS n FROM q_jobs WHERE status = 'queued'`);
     expect(rows[0].n).toBe(1);
     const r = await store.completeAndClaim([], opts(3));
     expect(r.written).toEqual([]);
@@ -116,7 +116,7 @@ describe('completeAndClaim', () => {
           const r = await store.completeAndClaim(held.map((j) => ({ ...lease(j), status: 'succeeded' as const })), opts(3, `w${w}`));
           expect(r.written.every(Boolean)).toBe(true);
           const { rows } = await store.pool.query(
-            `SELECT count(*)::int AS n FROM jobs WHERE lock_key = 'shared' AND status IN ('leased', 'running')`,
+            `SELECT count(*)::int AS n FROM q_jobs WHERE lock_key = 'shared' AND status IN ('leased', 'running')`,
           );
           maxShared = Math.max(maxShared, rows[0].n);
           held = r.jobs;
@@ -127,7 +127,7 @@ describe('completeAndClaim', () => {
     );
     expect(ran.sort((a, b) => a - b)).toEqual(Array.from({ length: 60 }, (_, i) => i));
     expect(maxShared).toBeLessThanOrEqual(1);
-    const { rows } = await store.pool.query(`SELECT count(*)::int AS n FROM jobs WHERE status = 'succeeded'`);
+    const { rows } = await store.pool.query(`SELECT count(*)::int AS n FROM q_jobs WHERE status = 'succeeded'`);
     expect(rows[0].n).toBe(60);
   });
 });

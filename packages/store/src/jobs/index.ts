@@ -1,6 +1,7 @@
 export {
-  JobStore, DEFAULT_MAX_RESUMES, ENQUEUE_CHUNK, COMPLETE_CHUNK, STATEMENT_TEXT_BUDGET, CALL_TEXT_LIMIT, type MaintenanceResult, type CompleteAndClaimResult,
+  JobStore, JOBS_BACKLOG_METRIC, DEFAULT_MAX_RESUMES, ENQUEUE_CHUNK, COMPLETE_CHUNK, STATEMENT_TEXT_BUDGET, CALL_TEXT_LIMIT, type MaintenanceResult, type CompleteAndClaimResult,
 } from './job-store.js';
+export type { JobStoreFromPoolOptions, JobStoreOpenOptions, JobStoreSchemaOptions } from './options.js';
 export { JobListener, type JobListenerHandlers, type JobNotification } from './listener.js';
 export { encodeCursor, decodeCursor } from './cursor.js';
 export { DEFAULT_MAX_ATTEMPTS, outcomeProblem } from './validate.js';
