@@ -28,6 +28,8 @@ export interface AttemptConfig {
   tracer: Tracer | undefined;
   retryBaseMs: number;
   workerId: string;
+  /** Told how long each handler ran (sizes an adaptive local queue). */
+  handlerTime?: (ms: number) => void;
 }
 
 /** The log fields naming one attempt of `job` on worker `workerId`. */
@@ -82,6 +84,7 @@ export class AttemptRunner {
     } catch {
       outcome = failureOutcome(e, error ?? 'job failed', c.retryBaseMs, deadLetter);
     }
+    c.handlerTime?.(performance.now() - started);
     this.#hooks.free(e);
     if (e.cancelRequested) outcome = { ...e.lease, status: 'cancelled', ...(error !== undefined ? { error } : {}) };
     outcome = storableOutcome(e, outcome, c.retryBaseMs);

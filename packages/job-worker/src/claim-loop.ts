@@ -1,5 +1,6 @@
 import type { JobStore, LeasedJob } from '@q/store';
 import type { Completer } from './completer.js';
+import type { LocalQueueSize } from './local-queue-size.js';
 import { errorFields, type Logger } from './logger.js';
 
 const CLAIM_ERROR_DELAY_MS = 2_000;
@@ -26,9 +27,10 @@ export interface ClaimLoopConfig {
   queues: string[];
   workerId: string;
   concurrency: number;
-  prefetch: number;
-  /** Jobs per claim statement at most. */
-  batch: number;
+  /** The local queue's size (fixed or adaptive); told each round trip's time. */
+  prefetch: LocalQueueSize;
+  /** Jobs per claim statement at most; absent: `concurrency` plus the local queue's size. */
+  batch: number | undefined;
   leaseMs: number;
   pollMs: number;
 }
@@ -80,14 +82,15 @@ export class ClaimLoop {
     let soloClaim = false;
     let retryShort = false;
     while (!this.#host.stopping()) {
-      if (c.prefetch > 0) {
-        if (!this.#roundDue()) {
+      const prefetch = c.prefetch.size;
+      if (prefetch > 0) {
+        if (!this.#roundDue(prefetch)) {
           const waitStarted = performance.now();
-          await this.#idle(() => this.#roundDue(), PREFETCH_FLUSH_MS);
+          await this.#idle(() => this.#roundDue(prefetch), PREFETCH_FLUSH_MS);
           if (this.#host.stopping()) break;
           // Outcomes waited long enough: write them (and refill what room there is).
           const flush = performance.now() - waitStarted >= PREFETCH_FLUSH_MS && c.completer.pending > 0;
-          if (!this.#roundDue() && !flush) continue;
+          if (!this.#roundDue(prefetch) && !flush) continue;
         }
       } else if (c.concurrency - this.#host.busy() <= 0) {
         await this.#idle(() => this.#host.busy() < c.concurrency);
@@ -97,8 +100,8 @@ export class ClaimLoop {
       // round trip carries them all and claims all their replacements.
       await nextTurn();
       if (this.#host.stopping()) break;
-      const limit = Math.min(this.#room(), c.batch);
-      if (limit <= 0 && (c.prefetch === 0 || c.completer.pending === 0)) continue;
+      const limit = Math.min(this.#room(prefetch), c.batch ?? c.concurrency + prefetch);
+      if (limit <= 0 && (prefetch === 0 || c.completer.pending === 0)) continue;
       this.#workSignal = false;
       const taken = soloClaim ? [] : c.completer.take();
       soloClaim = false;
@@ -121,6 +124,7 @@ export class ClaimLoop {
         } else {
           jobs = await c.store.claim(claim);
         }
+        c.prefetch.roundTrip(performance.now() - sentAt);
       } catch (err) {
         if (taken.length > 0) {
           // The outcomes are written on their own (one by one if need be); claim alone next.
@@ -181,8 +185,8 @@ export class ClaimLoop {
   }
 
   /** Slots free plus local-queue room: how many jobs the next claim may take. */
-  #room(): number {
-    return this.#c.concurrency - this.#host.busy() + this.#c.prefetch - this.#host.buffered();
+  #room(prefetch: number): number {
+    return this.#c.concurrency - this.#host.busy() + prefetch - this.#host.buffered();
   }
 
   /**
@@ -190,10 +194,10 @@ export class ClaimLoop {
    * one, at least one job) has room, or as many outcomes wait — or at once when a slot idles
    * with nothing prefetched.
    */
-  #roundDue(): boolean {
-    const half = Math.max(1, Math.ceil(this.#c.prefetch / 2));
+  #roundDue(prefetch: number): boolean {
+    const half = Math.max(1, Math.ceil(prefetch / 2));
     if (this.#host.busy() < this.#c.concurrency && this.#host.buffered() === 0) return true;
-    return this.#room() >= half || this.#c.completer.pending >= half;
+    return this.#room(prefetch) >= half || this.#c.completer.pending >= half;
   }
 }
 

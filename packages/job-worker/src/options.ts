@@ -59,8 +59,11 @@ export interface WorkerOptions {
   /** Crashes a job survives; the next one dead-letters it. Default 3. */
   maxResumes?: number;
   /**
-   * Jobs kept leased ahead of the free slots (a local queue). Default 0: claim only for free
-   * slots. With N > 0 one round trip claims up to `concurrency + N` jobs; a slot that frees up
+   * Jobs kept leased ahead of the free slots (a local queue). Default `'auto'`: sized from the
+   * measured handler and round-trip times, `2 × concurrency × roundTrip / handler`, at most 32
+   * per slot (64–512; see local-queue-size.ts) — no-op jobs get a deep queue, jobs that take
+   * long against a round trip none — so a job waits locally about two round trips at most and an
+   * idle worker is never starved. `0`: claim only for free slots. With N > 0 one round trip claims up to `concurrency + N` jobs; a slot that frees up
    * starts the next prefetched job at once, without a round trip, and the finished outcomes and
    * the refill ride on one statement once half the local queue is used up (or 20 ms after an
    * outcome if fewer finish). Prefetched jobs hold real leases (fencing tokens, renewed with the
@@ -70,8 +73,8 @@ export interface WorkerOptions {
    * them. On stop every prefetched job not yet started goes back to the queue at once, its
    * attempt given back; a cancel of one ends it `cancelled` without running its handler.
    */
-  prefetch?: number;
-  /** Jobs claimed per statement at most. Default: `concurrency + prefetch`. */
+  prefetch?: number | 'auto';
+  /** Jobs claimed per statement at most. Default: `concurrency` plus the local queue's size. */
   claimBatchSize?: number;
   /**
    * Worker id stored in `leased_by`: a non-empty string without NUL, at most 2,048 UTF-8 bytes.

@@ -11,6 +11,7 @@ import { JobAbortedError } from './errors.js';
 import { Execution } from './execution.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { LocalQueue } from './local-queue.js';
+import { LocalQueueSize } from './local-queue-size.js';
 import { errorFields, silentLogger, type Logger } from './logger.js';
 import { Maintenance } from './maintenance.js';
 import { positive, positiveInt, type HandlerFunc, type WorkerOptions } from './options.js';
@@ -76,9 +77,10 @@ export class Worker {
     this.#store = store;
     this.#queues = [...new Set(queues)];
     this.#concurrency = Math.max(Math.floor(opts.concurrency), 1);
-    const prefetch = opts.prefetch ?? 0;
-    if (!Number.isInteger(prefetch) || prefetch < 0) throw invalidArgument('prefetch must be a non-negative integer');
-    const batch = positiveInt(opts.claimBatchSize, this.#concurrency + prefetch, 'claimBatchSize');
+    const prefetch = opts.prefetch ?? 'auto';
+    if (prefetch !== 'auto' && (!Number.isInteger(prefetch) || prefetch < 0)) throw invalidArgument("prefetch must be 'auto' or a non-negative integer");
+    const sizer = new LocalQueueSize(this.#concurrency, prefetch);
+    const batch = opts.claimBatchSize === undefined ? undefined : positiveInt(opts.claimBatchSize, 1, 'claimBatchSize');
     this.#logger = opts.logger ?? silentLogger;
     const retryBaseMs = positive(opts.retryBaseMs, RETRY_BASE_MS, 'retryBaseMs');
     this.#leaseMs = timerOption(opts.leaseDurationMs, LEASE_DURATION_MS, 'leaseDurationMs', MIN_LEASE_MS);
@@ -93,7 +95,7 @@ export class Worker {
     this.#claims = new ClaimLoop(
       {
         store, completer: this.#completer, logger: this.#logger, queues: this.#queues, workerId: this.id,
-        concurrency: this.#concurrency, prefetch, batch, leaseMs: this.#leaseMs, pollMs,
+        concurrency: this.#concurrency, prefetch: sizer, batch, leaseMs: this.#leaseMs, pollMs,
       },
       {
         stopping: () => this.#stopping,
@@ -105,7 +107,7 @@ export class Worker {
     this.#attempts = new AttemptRunner(
       {
         handlers: this.#handlers, completer: this.#completer, logger: this.#logger, metrics: opts.metrics,
-        tracer: opts.tracer, retryBaseMs, workerId: this.id,
+        tracer: opts.tracer, retryBaseMs, workerId: this.id, handlerTime: (ms) => sizer.handler(ms),
       },
       { free: (e) => this.#free(e), settle: (e) => this.#settle(e), giveUp: (e) => this.#giveUp(e) },
     );

@@ -38,7 +38,8 @@ it('a drain completes and claims in one round trip per batch; every job runs onc
 
   const seen = new Map<number, number>();
   let maxHeld = 0;
-  const worker = new Worker(store, { queues: ['default'], concurrency, pollIntervalMs: 100, maintenanceIntervalMs: 60_000 });
+  // prefetch 0: claims only for free slots (the default local queue holds more, see prefetch.test.ts).
+  const worker = new Worker(store, { queues: ['default'], concurrency, prefetch: 0, pollIntervalMs: 100, maintenanceIntervalMs: 60_000 });
   worker.register('noop', async (job) => {
     const i = (job.payload as { i: number }).i;
     seen.set(i, (seen.get(i) ?? 0) + 1);
