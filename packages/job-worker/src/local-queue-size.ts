@@ -27,11 +27,19 @@ export class LocalQueueSize {
   readonly #fixed: number | undefined;
   readonly #concurrency: number;
   readonly #max: number;
+  readonly #stalledMs: () => number;
   #handlerMs: number | undefined;
   #roundTripMs: number | undefined;
 
-  constructor(concurrency: number, prefetch: number | 'auto') {
+  /**
+   * `stalledMs()`: how long every slot has been busy without one freeing up (0 while a slot is
+   * free). A handler that has run that long takes at least that long, so a stall counts as the
+   * handler time when longer: a worker whose handlers block stops filling its local queue at once,
+   * without waiting for one of them to finish.
+   */
+  constructor(concurrency: number, prefetch: number | 'auto', stalledMs: () => number = () => 0) {
     this.#concurrency = concurrency;
+    this.#stalledMs = stalledMs;
     this.#fixed = prefetch === 'auto' ? undefined : prefetch;
     this.#max = autoPrefetchMax(concurrency);
   }
@@ -46,7 +54,8 @@ export class LocalQueueSize {
     if (this.#fixed !== undefined) return this.#fixed;
     // Nothing measured yet: claim only for free slots (jobs may be long; an idle peer may want them).
     if (this.#handlerMs === undefined || this.#roundTripMs === undefined) return 0;
-    const perTrip = (this.#concurrency * this.#roundTripMs) / Math.max(this.#handlerMs, MIN_HANDLER_MS);
+    const handlerMs = Math.max(this.#handlerMs, this.#stalledMs(), MIN_HANDLER_MS);
+    const perTrip = (this.#concurrency * this.#roundTripMs) / handlerMs;
     return Math.min(this.#max, Math.round(2 * perTrip));
   }
 

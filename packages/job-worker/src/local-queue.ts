@@ -36,6 +36,11 @@ export class LocalQueue {
     return true;
   }
 
+  /** Removes up to `n` jobs from the tail (the last in claim order), returning them. */
+  takeLast(n: number): Execution[] {
+    return n <= 0 ? [] : this.#items.splice(Math.max(0, this.#items.length - n));
+  }
+
   /** Empties the queue, returning what waited (to give back on stop). */
   takeAll(): Execution[] {
     const left = this.#items;

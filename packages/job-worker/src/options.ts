@@ -1,9 +1,16 @@
 import type { Tracer } from '@opentelemetry/api';
 import type { JobMetrics } from '@q/otel';
-import { invalidArgument } from '@q/schema';
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import { checkName, invalidArgument } from '@q/schema';
 import type { Job } from '@q/store';
-import type { Logger } from './logger.js';
+import { LEASE_DURATION_MS, RETRY_BASE_MS } from './constants.js';
+import { silentLogger, type Logger } from './logger.js';
 import type { StepRecorder } from './step-recorder.js';
+import { timerOption } from './timers.js';
+
+/** Shortest lease accepted: its renewal and watch timers stay well above the timer resolution. */
+const MIN_LEASE_MS = 100;
 
 /** What a handler gets besides the job: an abort signal and the attempt's step timeline. */
 export interface HandlerContext {
@@ -95,4 +102,47 @@ export function positiveInt(v: number | undefined, dflt: number, what: string): 
   if (v === undefined || v === null) return dflt;
   if (!Number.isInteger(v) || v < 1) throw invalidArgument(`${what} must be a positive integer`);
   return v;
+}
+
+/** {@link WorkerOptions} checked (`INVALID_ARGUMENT` naming the first bad one) and defaulted. */
+export interface ResolvedOptions {
+  queues: string[];
+  concurrency: number;
+  prefetch: number | 'auto';
+  /** Jobs per claim statement, or undefined: concurrency plus the local queue's size. */
+  batch: number | undefined;
+  logger: Logger;
+  retryBaseMs: number;
+  leaseMs: number;
+  pollMs: number;
+  maintenanceMs: number;
+  maxResumes: number;
+  workerId: string;
+}
+
+/** Checks and defaults a worker's options. */
+export function resolveOptions(opts: WorkerOptions): ResolvedOptions {
+  if (!opts || typeof opts !== 'object') throw invalidArgument('Worker takes WorkerOptions');
+  const queues = opts.queues;
+  if (!Array.isArray(queues) || queues.length === 0) throw invalidArgument('queues must be a non-empty array of queue names');
+  for (const q of queues) checkName('Worker', 'queue name', q);
+  if (typeof opts.concurrency !== 'number' || !Number.isFinite(opts.concurrency)) throw invalidArgument('concurrency must be a number');
+  const concurrency = Math.max(Math.floor(opts.concurrency), 1);
+  const prefetch = opts.prefetch ?? 'auto';
+  if (prefetch !== 'auto' && (!Number.isInteger(prefetch) || prefetch < 0)) throw invalidArgument("prefetch must be 'auto' or a non-negative integer");
+  const maxResumes = opts.maxResumes ?? 3;
+  if (!Number.isInteger(maxResumes) || maxResumes < 0) throw invalidArgument('maxResumes must be a non-negative integer');
+  return {
+    queues: [...new Set(queues)],
+    concurrency,
+    prefetch,
+    batch: opts.claimBatchSize === undefined ? undefined : positiveInt(opts.claimBatchSize, 1, 'claimBatchSize'),
+    logger: opts.logger ?? silentLogger,
+    retryBaseMs: positive(opts.retryBaseMs, RETRY_BASE_MS, 'retryBaseMs'),
+    leaseMs: timerOption(opts.leaseDurationMs, LEASE_DURATION_MS, 'leaseDurationMs', MIN_LEASE_MS),
+    pollMs: timerOption(opts.pollIntervalMs, 1_000, 'pollIntervalMs'),
+    maintenanceMs: timerOption(opts.maintenanceIntervalMs, 1_000, 'maintenanceIntervalMs'),
+    maxResumes,
+    workerId: opts.workerId === undefined ? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}` : checkName('Worker', 'workerId', opts.workerId),
+  };
 }

@@ -1,26 +1,23 @@
-import { randomUUID } from 'node:crypto';
-import { hostname } from 'node:os';
 import type { JobMetrics } from '@q/otel';
-import { QError, QErrorCode, checkName, invalidArgument } from '@q/schema';
+import { QError, QErrorCode, invalidArgument } from '@q/schema';
 import type { JobListener, JobStore, LeasedJob } from '@q/store';
 import { AttemptRunner, jobFields } from './attempt.js';
 import { ClaimLoop } from './claim-loop.js';
 import { Completer } from './completer.js';
-import { LEASE_DURATION_MS, RETRY_BASE_MS } from './constants.js';
 import { JobAbortedError } from './errors.js';
 import { Execution } from './execution.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { LocalQueue } from './local-queue.js';
 import { LocalQueueSize } from './local-queue-size.js';
-import { errorFields, silentLogger, type Logger } from './logger.js';
+import { errorFields, type Logger } from './logger.js';
 import { Maintenance } from './maintenance.js';
-import { positive, positiveInt, type HandlerFunc, type WorkerOptions } from './options.js';
-import { MAX_TIMER_MS, timerOption } from './timers.js';
+import { resolveOptions, type HandlerFunc, type WorkerOptions } from './options.js';
+import { MAX_TIMER_MS } from './timers.js';
 
 export type { HandlerContext, HandlerFunc, WorkerOptions } from './options.js';
 
-/** Shortest lease accepted: its renewal and watch timers stay well above the timer resolution. */
-const MIN_LEASE_MS = 100;
+/** How long all slots must stall before an adaptive local queue gives jobs back (a GC pause must not). */
+const TRIM_STALL_MS = 250;
 
 type State = 'new' | 'running' | 'stopping' | 'stopped';
 
@@ -31,10 +28,8 @@ type State = 'new' | 'running' | 'stopping' | 'stopped';
  * its poll interval. One worker per job table at a time (advisory lock) reaps lapsed leases and
  * promotes due jobs.
  *
- * The facade of its parts: the claim loop (claim-loop.ts), the local queue (local-queue.ts), one
- * attempt (attempt.ts, with the pure retry policy of retry-policy.ts), lease keeping
- * (lease-keeper.ts) and maintenance (maintenance.ts). It owns the executions in flight and their
- * slots.
+ * The facade of the claim loop, local queue (and its size), one attempt (with the pure retry
+ * policy), lease keeping and maintenance (one file each); it owns the executions and their slots.
  */
 export class Worker {
   /** The id stored in `leased_by` of the jobs this worker holds. */
@@ -58,6 +53,10 @@ export class Worker {
   readonly #attempts: AttemptRunner;
   #state: State = 'new';
   #busy = 0;
+  /** When a slot last started or freed (`performance.now()`). */
+  #progressAt = 0;
+  readonly #sizer: LocalQueueSize;
+  #trimTimer: NodeJS.Timeout | undefined;
   #listener: JobListener | undefined;
   readonly #maintenance: Maintenance;
   #loop: Promise<void> | undefined;
@@ -67,28 +66,14 @@ export class Worker {
 
   constructor(store: JobStore, opts: WorkerOptions) {
     if (!store || typeof store.claim !== 'function') throw invalidArgument('store must be a JobStore');
-    if (!opts || typeof opts !== 'object') throw invalidArgument('Worker takes WorkerOptions');
-    const queues = opts.queues;
-    if (!Array.isArray(queues) || queues.length === 0) throw invalidArgument('queues must be a non-empty array of queue names');
-    for (const q of queues) checkName('Worker', 'queue name', q);
-    if (typeof opts.concurrency !== 'number' || !Number.isFinite(opts.concurrency)) {
-      throw invalidArgument('concurrency must be a number');
-    }
+    const { batch, retryBaseMs, pollMs, maintenanceMs, maxResumes, ...o } = resolveOptions(opts);
     this.#store = store;
-    this.#queues = [...new Set(queues)];
-    this.#concurrency = Math.max(Math.floor(opts.concurrency), 1);
-    const prefetch = opts.prefetch ?? 'auto';
-    if (prefetch !== 'auto' && (!Number.isInteger(prefetch) || prefetch < 0)) throw invalidArgument("prefetch must be 'auto' or a non-negative integer");
-    const sizer = new LocalQueueSize(this.#concurrency, prefetch);
-    const batch = opts.claimBatchSize === undefined ? undefined : positiveInt(opts.claimBatchSize, 1, 'claimBatchSize');
-    this.#logger = opts.logger ?? silentLogger;
-    const retryBaseMs = positive(opts.retryBaseMs, RETRY_BASE_MS, 'retryBaseMs');
-    this.#leaseMs = timerOption(opts.leaseDurationMs, LEASE_DURATION_MS, 'leaseDurationMs', MIN_LEASE_MS);
-    const pollMs = timerOption(opts.pollIntervalMs, 1_000, 'pollIntervalMs');
-    const maintenanceMs = timerOption(opts.maintenanceIntervalMs, 1_000, 'maintenanceIntervalMs');
-    const maxResumes = opts.maxResumes ?? 3;
-    if (!Number.isInteger(maxResumes) || maxResumes < 0) throw invalidArgument('maxResumes must be a non-negative integer');
-    this.id = opts.workerId === undefined ? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}` : checkName('Worker', 'workerId', opts.workerId);
+    this.#queues = o.queues;
+    this.#concurrency = o.concurrency;
+    const sizer = (this.#sizer = new LocalQueueSize(o.concurrency, o.prefetch, () => this.#stalledMs()));
+    this.#logger = o.logger;
+    this.#leaseMs = o.leaseMs;
+    this.id = o.workerId;
     // Outcomes wait for the claim loop's next round trip while it is active: it is either
     // writing one now or about to (a finished attempt frees a slot, which wakes it).
     this.#completer = new Completer(store, this.#logger, () => this.#state === 'running' && this.#claims.takingOutcomes);
@@ -155,6 +140,7 @@ export class Worker {
     this.#listener = this.#listen();
     await this.#listener.start();
     this.#leases.start();
+    if (this.#sizer.adaptive) this.#trimTimer = setInterval(() => this.#trim(), TRIM_STALL_MS / 2).unref();
     this.#maintenance.start();
     this.#loop = this.#claims.run();
     await this.#loop;
@@ -246,13 +232,26 @@ export class Worker {
       const e = this.#buffer.shift()!;
       e.state = 'running';
       this.#busy++;
+      this.#progressAt = performance.now();
       void this.#attempts.execute(e);
     }
   }
 
-  /** Gives every prefetched job not yet started back to the queue at once (attempt given back). */
-  async #releaseBuffered(): Promise<void> {
-    const left = this.#buffer.takeAll();
+  /**
+   * While every slot has stalled for {@link TRIM_STALL_MS}, the adaptive local queue's size falls
+   * (see local-queue-size.ts) and the jobs beyond it go back to the queue, for idle peers.
+   */
+  #trim(): void {
+    if (!this.#stopping && this.#stalledMs() >= TRIM_STALL_MS) void this.#releaseBuffered(this.#buffer.takeLast(this.#buffer.length - this.#sizer.size));
+  }
+
+  /** How long every slot has been busy without one freeing up; 0 while a slot is free. */
+  #stalledMs(): number {
+    return this.#busy < this.#concurrency ? 0 : performance.now() - this.#progressAt;
+  }
+
+  /** Gives prefetched jobs not yet started (all by default) back to the queue at once (attempt given back). */
+  async #releaseBuffered(left = this.#buffer.takeAll()): Promise<void> {
     if (left.length === 0) return;
     for (const e of left) e.released = true;
     try {
@@ -282,6 +281,7 @@ export class Worker {
     e.state = 'recording';
     if (started) {
       this.#busy--;
+      this.#progressAt = performance.now();
       this.#startBuffered();
     }
     this.#claims.poke();
@@ -389,6 +389,7 @@ export class Worker {
     this.#shutdown ??= (async () => {
       this.#state = 'stopped';
       this.#leases.stop();
+      clearInterval(this.#trimTimer);
       void this.#maintenance.stop();
       await this.#listener?.close();
       this.#logger.info({ worker_id: this.id }, 'worker stopped');
