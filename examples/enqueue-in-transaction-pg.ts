@@ -39,7 +39,7 @@ export async function main(dsn = process.env.DATABASE_URL): Promise<{ committed:
     await store.close();
 
     const count = async (table: string) => (await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table}`)).rows[0]!.n;
-    return { committed, orders: await count('orders'), jobs: await count('jobs') };
+    return { committed, orders: await count('orders'), jobs: await count('q_jobs') };
   } finally {
     await pool.end();
   }

@@ -38,7 +38,7 @@ describe('maintenance.purge', () => {
     const pool = schema.pool();
     // Two finished jobs, one finished 40 days ago (moved back through the database), one just now.
     const { rows } = await pool.query<{ id: number }>(
-      `INSERT INTO jobs (uuid, queue, job_type, status, finished_at)
+      `INSERT INTO q_jobs (uuid, queue, job_type, status, finished_at)
        VALUES (gen_random_uuid(), 'default', 'old.one', 'succeeded', now() - interval '40 days'),
               (gen_random_uuid(), 'default', 'new.one', 'succeeded', now())
        RETURNING id`);
@@ -50,7 +50,7 @@ describe('maintenance.purge', () => {
     }
     const purge = await waitFor('the purge to finish', async () => {
       const { rows: r } = await pool.query<{ uuid: string; status: string; result: Record<string, unknown>; steps: Array<{ name: string; status: string }>; lock_key: string }>(
-        `SELECT uuid, status, result, steps, lock_key FROM jobs WHERE job_type = 'maintenance.purge'`);
+        `SELECT uuid, status, result, steps, lock_key FROM q_jobs WHERE job_type = 'maintenance.purge'`);
       return r.length === 1 && r[0]?.status === 'succeeded' ? r : undefined;
     });
     expect(purge[0]).toMatchObject({
@@ -59,7 +59,7 @@ describe('maintenance.purge', () => {
     });
     expect(purge[0]?.steps.map((s) => `${s.name}:${s.status}`)).toEqual(
       ['purge finished jobs:succeeded', 'expire results:succeeded', 'reap quota:succeeded']);
-    const { rows: left } = await pool.query<{ job_type: string }>(`SELECT job_type FROM jobs WHERE job_type IN ('old.one', 'new.one')`);
+    const { rows: left } = await pool.query<{ job_type: string }>(`SELECT job_type FROM q_jobs WHERE job_type IN ('old.one', 'new.one')`);
     expect(left.map((r) => r.job_type)).toEqual(['new.one']);
   });
 

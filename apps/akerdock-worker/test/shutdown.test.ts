@@ -24,7 +24,7 @@ afterAll(async () => {
 
 const row = async (uuid: string) => {
   const { rows } = await schema.pool().query<{ status: string; attempt: number; steps: unknown; result: unknown }>(
-    'SELECT status, attempt, steps, result FROM jobs WHERE uuid = $1', [uuid]);
+    'SELECT status, attempt, steps, result FROM q_jobs WHERE uuid = $1', [uuid]);
   return rows[0];
 };
 

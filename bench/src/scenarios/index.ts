@@ -1,5 +1,6 @@
 import type { Scenario } from '../scenario.js';
 import { jobDrain, jobEnqueue, jobLatency } from './jobs.js';
+import { jobDrainHeldXmin, jobDrainRetained } from './jobs-history.js';
 import { otelDispatchAck, otelJobDrain } from './otel.js';
 import { partitionNewcomer, partitionRedelivery, partitionRunnersProcs } from './partition.js';
 import { quotaAcquire, quotaAcquireProcs, quotaAdmit, quotaAdmitProcs } from './quota.js';
@@ -12,6 +13,8 @@ export function allScenarios(): Scenario[] {
     jobDrain(8),
     jobDrain(32),
     jobLatency(),
+    jobDrainRetained(),
+    jobDrainHeldXmin(),
     requestEnqueue(),
     requestDispatchAck(1),
     requestDispatchAck(2),

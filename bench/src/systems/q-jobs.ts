@@ -3,10 +3,10 @@ import { benchPool, closeAll } from '../pg.js';
 import { QUEUE, type JobHarness, type JobSystem, type NoopPayload } from './jobs.js';
 import { loadJobStore, loadJobWorker, loadOtel, missing, need, type QJobQueue, type QWorker } from './q-api.js';
 
-/** Jobs q's worker keeps leased ahead of its free slots: its local queue, as graphile-worker's localQueue. */
-const Q_PREFETCH = 256;
-
-/** `q`: `JobQueue` producer and `Worker` consumer of `@q/job-worker` on the `@q/store` job table. */
+/**
+ * `q`: `JobQueue` producer and `Worker` consumer of `@q/job-worker` on the `@q/store` job table,
+ * with the Worker's DEFAULT options (its adaptive local queue), as a new user writes it.
+ */
 export function qJobs(name = 'q', tracerProvider?: () => TracerProvider): JobSystem {
   return {
     name,
@@ -20,7 +20,7 @@ export function qJobs(name = 'q', tracerProvider?: () => TracerProvider): JobSys
       const queue: QJobQueue = new JobQueue(store, { knownQueues: [QUEUE] });
       const probe = benchPool(dsn, 1, `${name} probe`);
       const count = async (statuses: string[]): Promise<number> => {
-        const r = await probe.query<{ n: string }>('SELECT count(*) AS n FROM jobs WHERE status::text = ANY($1::text[])', [statuses]);
+        const r = await probe.query<{ n: string }>('SELECT count(*) AS n FROM q_jobs WHERE status::text = ANY($1::text[])', [statuses]);
         return Number(r.rows[0]?.n ?? 0);
       };
       let worker: QWorker | undefined;
@@ -37,7 +37,7 @@ export function qJobs(name = 'q', tracerProvider?: () => TracerProvider): JobSys
         completed: () => count(['succeeded']),
         async startWorkers(opts) {
           const tracer = tp ? qTracer(tp) : undefined;
-          worker = new Worker(store, { queues: [QUEUE], concurrency: opts.concurrency, prefetch: Q_PREFETCH, ...(tracer ? { tracer } : {}) });
+          worker = new Worker(store, { queues: [QUEUE], concurrency: opts.concurrency, ...(tracer ? { tracer } : {}) });
           worker.register('noop', async (job) => {
             opts.handle(job.payload as NoopPayload);
             return null;

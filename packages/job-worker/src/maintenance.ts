@@ -65,6 +65,17 @@ export class Maintenance {
     return this.#stopping;
   }
 
+  /**
+   * {@link Maintenance.stop}, waited for at most `ms`: a round blocked on a lock holds the lease
+   * row too, and the lease then simply expires.
+   */
+  async stopWithin(ms: number): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const bound = new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)));
+    await Promise.race([this.stop(), bound]);
+    clearTimeout(timer);
+  }
+
   async #stop(): Promise<void> {
     this.#stopped = true;
     clearTimeout(this.#timer);

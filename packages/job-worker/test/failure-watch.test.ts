@@ -122,7 +122,7 @@ it('a transient failure (statement timeout while the table is locked) is retried
   const [job] = await owner.enqueue([{ queue: 'default', type: 'after' }]);
   const lock = await owner.pool.connect();
   await lock.query('BEGIN');
-  await lock.query('LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE');
+  await lock.query('LOCK TABLE q_jobs IN ACCESS EXCLUSIVE MODE');
   const store = await JobStore.open(dsn, { maxConns: 2, migrate: false });
   const logger = recorder();
   const failures: WorkerFailure[] = [];

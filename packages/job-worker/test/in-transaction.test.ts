@@ -25,7 +25,7 @@ afterAll(async () => {
   await schema?.drop();
 });
 beforeEach(async () => {
-  await app.query('TRUNCATE jobs');
+  await app.query('TRUNCATE q_jobs');
 });
 
 async function inTx<T>(fn: (c: pg.PoolClient) => Promise<T>, end: 'COMMIT' | 'ROLLBACK' = 'COMMIT'): Promise<T> {
@@ -84,7 +84,7 @@ it('committed in the caller’s transaction → the job runs once; rolled back �
     await inTx((c) => queue.enqueueMany([{ queue: 'tx', type: 'count' }, { queue: 'tx', type: 'count' }], { client: c }), 'ROLLBACK');
     await new Promise((r) => setTimeout(r, 1_000));
     expect(w.claims()).toBe(before); // no notification reached it: it did not even look
-    expect((await app.query('SELECT count(*)::int AS n FROM jobs')).rows[0].n).toBe(0);
+    expect((await app.query('SELECT count(*)::int AS n FROM q_jobs')).rows[0].n).toBe(0);
 
     const t0 = Date.now();
     const job = await inTx((c) => queue.enqueue({ queue: 'tx', type: 'count', idempotencyKey: 'once' }, { client: c }));
@@ -114,7 +114,7 @@ it('enqueueMany with { client }: all or none, with JobQueue’s checks before an
     // Still usable: the failures sent nothing.
     await queue.enqueue({ type: 'after' }, { client: c });
   });
-  expect((await app.query('SELECT job_type FROM jobs ORDER BY id')).rows.map((r) => r.job_type)).toEqual(['a', 'b', 'after']);
+  expect((await app.query('SELECT job_type FROM q_jobs ORDER BY id')).rows.map((r) => r.job_type)).toEqual(['a', 'b', 'after']);
 });
 
 it('a job enqueued with q_enqueue_job in SQL runs once', async () => {

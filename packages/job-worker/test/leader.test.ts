@@ -86,7 +86,7 @@ it('a SIGSTOPped leader is replaced after its lease expires; woken, it finds its
   leader.child.kill('SIGCONT');
   const wokeAt = Date.now();
   await waitFor(() => said(leader, 'maintenance leadership lost').some((l) => l.at >= wokeAt) || undefined, 10_000);
-  await store.pool.query(`UPDATE jobs SET lease_expires_at = now() - interval '1 s' WHERE id = $1`, [job!.id]);
+  await store.pool.query(`UPDATE q_jobs SET lease_expires_at = now() - interval '1 s' WHERE id = $1`, [job!.id]);
   await waitFor(async () => ((await store.getById(job!.id))?.status === 'queued' ? true : undefined), 10_000);
   expect(said(leader, 'expired lease reaped').filter((l) => l.at >= wokeAt)).toEqual([]);
   expect(said(other, 'expired lease reaped').length).toBeGreaterThanOrEqual(1);

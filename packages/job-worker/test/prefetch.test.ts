@@ -10,7 +10,7 @@ let store: JobStore;
 let queue: JobQueue;
 let running: Array<{ worker: Worker; ac: AbortController; run: Promise<void> }> = [];
 
-useJobStore(JobStore, { prefix: 'jprefetch', maxConns: 8, truncate: ['jobs'] }, (t) => {
+useJobStore(JobStore, { prefix: 'jprefetch', maxConns: 8, truncate: ['q_jobs'] }, (t) => {
   ({ store } = t);
   queue = new JobQueue(store, { knownQueues: [...KNOWN_QUEUES] });
 });
@@ -36,7 +36,7 @@ function startWorker(opts: Partial<WorkerOptions>, setup: (w: Worker) => void): 
 }
 
 const count = async (where: string): Promise<number> =>
-  (await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM jobs WHERE ${where}`)).rows[0]!.n;
+  (await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs WHERE ${where}`)).rows[0]!.n;
 
 /** A promise and its resolver, to hold handlers until the test lets them go. */
 function gate(): { promise: Promise<void>; open: () => void } {

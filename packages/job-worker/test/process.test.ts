@@ -21,7 +21,7 @@ afterAll(async () => {
   await schema?.drop();
 });
 beforeEach(async () => {
-  await store.pool.query('TRUNCATE jobs');
+  await store.pool.query('TRUNCATE q_jobs');
 });
 
 async function start(env: Record<string, string>): Promise<WorkerProcess> {
@@ -70,7 +70,7 @@ it('a worker process SIGKILLed mid-job: the job is reaped after the lease and re
 
 it('the 4th crash dead-letters the job (maxAttempts 1 survives three crashes)', async () => {
   const job = await queue.enqueue({ type: 'hang', maxAttempts: 1 });
-  const expire = () => store.pool.query(`UPDATE jobs SET lease_expires_at = now() - interval '1 second' WHERE uuid = $1`, [job.uuid]);
+  const expire = () => store.pool.query(`UPDATE q_jobs SET lease_expires_at = now() - interval '1 second' WHERE uuid = $1`, [job.uuid]);
   // Crashes 1–3: claimers that vanish holding the lease (what a dead worker looks like to the
   // database); the lease lapses through the database clock instead of waiting for it.
   for (let crash = 1; crash <= 3; crash++) {
@@ -113,6 +113,6 @@ it('SIGTERM drain: a 2 s job finishing within the timeout records outcome and st
   ]);
   const h = (await store.get(hang.uuid))!;
   expect(h).toMatchObject({ status: 'queued', attempt: 0, leasedBy: null, leaseExpiresAt: null, resumeCount: 0 });
-  const { rows } = await store.pool.query(`SELECT count(*)::int AS n FROM jobs WHERE status IN ('leased', 'running')`);
+  const { rows } = await store.pool.query(`SELECT count(*)::int AS n FROM q_jobs WHERE status IN ('leased', 'running')`);
   expect(rows[0].n).toBe(0);
 });

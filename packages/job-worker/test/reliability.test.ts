@@ -14,7 +14,7 @@ let queue: JobQueue;
 let running: Array<{ worker: Worker; ac: AbortController; run: Promise<void> }> = [];
 const cleanups: Array<() => Promise<void> | void> = [];
 
-useJobStore(JobStore, { prefix: 'jreliab', maxConns: 8, truncate: ['jobs'] }, (t) => {
+useJobStore(JobStore, { prefix: 'jreliab', maxConns: 8, truncate: ['q_jobs'] }, (t) => {
   ({ schema, store } = t);
   queue = new JobQueue(store, { knownQueues: [...KNOWN_QUEUES] });
 });
@@ -72,7 +72,7 @@ function gatedHandler(results: (i: number) => unknown = (i) => `run ${i}`) {
 
 /** Lets the job's lease lapse (on the database clock) and has it reaped and queued again. */
 async function lapse(uuid: string): Promise<void> {
-  await store.pool.query(`UPDATE jobs SET lease_expires_at = now() - interval '1 second' WHERE uuid = $1`, [uuid]);
+  await store.pool.query(`UPDATE q_jobs SET lease_expires_at = now() - interval '1 second' WHERE uuid = $1`, [uuid]);
   // (The worker's own first maintenance round may be the one that reaps and promotes it.)
   await store.reapExpired();
   await store.promoteDue();
@@ -152,19 +152,19 @@ it('heartbeats failing for a lease period: the handler is aborted with lease_los
       END IF;
       RETURN NEW;
     END $$`);
-  await store.pool.query('CREATE TRIGGER refuse_renewals BEFORE UPDATE ON jobs FOR EACH ROW EXECUTE FUNCTION refuse_renewals()');
+  await store.pool.query('CREATE TRIGGER refuse_renewals BEFORE UPDATE ON q_jobs FOR EACH ROW EXECUTE FUNCTION refuse_renewals()');
   cleanups.push(async () => {
-    await store.pool.query('DROP TRIGGER IF EXISTS refuse_renewals ON jobs');
+    await store.pool.query('DROP TRIGGER IF EXISTS refuse_renewals ON q_jobs');
   });
   const job = await queue.enqueue({ type: 'renewal' });
   const seen: Array<{ reason: unknown; stillLeased: boolean }> = [];
   startWorker({ concurrency: 2, leaseDurationMs: 3_000 }, (w) =>
     w.register('renewal', async (j, { signal }) => {
       if (seen.length > 0) return 'second';
-      const { rows: [leased] } = await store.pool.query<{ token: string }>(`SELECT lease_token AS token FROM jobs WHERE id = $1`, [j.id]);
+      const { rows: [leased] } = await store.pool.query<{ token: string }>(`SELECT lease_token AS token FROM q_jobs WHERE id = $1`, [j.id]);
       await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve()));
       const { rows } = await store.pool.query<{ held: boolean }>(
-        `SELECT lease_token = $2 AND lease_expires_at > now() AS held FROM jobs WHERE id = $1`, [j.id, leased!.token],
+        `SELECT lease_token = $2 AND lease_expires_at > now() AS held FROM q_jobs WHERE id = $1`, [j.id, leased!.token],
       );
       seen.push({ reason: signal.reason, stillLeased: rows[0]?.held === true });
       throw signal.reason;
@@ -173,7 +173,7 @@ it('heartbeats failing for a lease period: the handler is aborted with lease_los
   await waitFor(() => seen.length === 1, 10_000);
   expect((seen[0]!.reason as JobAbortedError).reason).toBe('lease_lost');
   expect(seen[0]!.stillLeased).toBe(true);
-  await store.pool.query('DROP TRIGGER refuse_renewals ON jobs');
+  await store.pool.query('DROP TRIGGER refuse_renewals ON q_jobs');
   // Only the renewals failed: once the handler stopped, the job was given back (not left to lapse
   // and count as a crash) and ran again at once.
   const done = await waitFor(statusOf(job.uuid, 'succeeded'), 10_000);
@@ -188,7 +188,7 @@ it('a drain timing out never gives back a job whose outcome write is in flight',
   const r = startWorker({ concurrency: 2 }, (w) => w.register('drain', handler));
   await waitFor(() => calls.length === 2);
   // A's outcome write will wait on this row lock; B's outcome queues behind it.
-  const lock = await holdLock('SELECT 1 FROM jobs WHERE uuid = $1 FOR UPDATE', [a!.uuid]);
+  const lock = await holdLock('SELECT 1 FROM q_jobs WHERE uuid = $1 FOR UPDATE', [a!.uuid]);
   r.ac.abort();
   await r.run;
   const drained = r.worker.wait(800);
@@ -219,7 +219,7 @@ it('an outcome write failing for 600 ms (lock timeouts) is retried until it is w
     await own.close();
   });
   await waitFor(() => calls.length === 1);
-  const lock = await holdLock('SELECT 1 FROM jobs WHERE uuid = $1 FOR UPDATE', [job.uuid]);
+  const lock = await holdLock('SELECT 1 FROM q_jobs WHERE uuid = $1 FOR UPDATE', [job.uuid]);
   calls[0]!.open();
   await sleep(600);
   await lock.release();
@@ -270,7 +270,7 @@ it('a draining maintenance leader hands over: another worker promotes and runs a
 it('wait(timeoutMs) returns at its timeout while a claim statement is blocked', async () => {
   const r = startWorker({ concurrency: 1 }, () => undefined);
   await sleep(300);
-  const lock = await holdLock('LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE');
+  const lock = await holdLock('LOCK TABLE q_jobs IN ACCESS EXCLUSIVE MODE');
   const unlock = setTimeout(() => void lock.release(), 4_000); // in case wait() never returns by itself
   await sleep(400); // the next poll's claim now waits on the lock
   r.ac.abort();

@@ -30,12 +30,13 @@ it('a drain completes and claims in one round trip per batch; every job runs onc
 
   const seen = new Map<number, number>();
   let maxHeld = 0;
-  const worker = new Worker(store, { queues: ['default'], concurrency, pollIntervalMs: 100, maintenanceIntervalMs: 60_000 });
+  // prefetch 0: claims only for free slots (the default local queue holds more, see prefetch.test.ts).
+  const worker = new Worker(store, { queues: ['default'], concurrency, prefetch: 0, pollIntervalMs: 100, maintenanceIntervalMs: 60_000 });
   worker.register('noop', async (job) => {
     const i = (job.payload as { i: number }).i;
     seen.set(i, (seen.get(i) ?? 0) + 1);
     const { rows } = await store.pool.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM jobs WHERE leased_by = $1 AND status IN ('leased', 'running')`, [worker.id],
+      `SELECT count(*)::int AS n FROM q_jobs WHERE leased_by = $1 AND status IN ('leased', 'running')`, [worker.id],
     );
     maxHeld = Math.max(maxHeld, rows[0]!.n);
     return null;
@@ -44,7 +45,7 @@ it('a drain completes and claims in one round trip per batch; every job runs onc
   const run = worker.run(ac.signal);
   try {
     await waitFor(async () => {
-      const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM jobs WHERE status = 'succeeded'`);
+      const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs WHERE status = 'succeeded'`);
       return rows[0]!.n === n;
     }, 60_000);
   } finally {

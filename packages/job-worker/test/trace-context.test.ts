@@ -28,7 +28,7 @@ afterAll(async () => {
   await provider.shutdown();
 });
 beforeEach(async () => {
-  await store.pool.query('TRUNCATE jobs');
+  await store.pool.query('TRUNCATE q_jobs');
   exporter.reset();
 });
 
@@ -113,7 +113,7 @@ it("each attempt's q.jobs.process span links to the payload's traceparent and is
   const run = worker.run(ac.signal);
   try {
     await waitFor(async () => {
-      const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM jobs WHERE status = 'succeeded'`);
+      const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs WHERE status = 'succeeded'`);
       return rows[0]!.n === 3;
     }, 30_000);
   } finally {

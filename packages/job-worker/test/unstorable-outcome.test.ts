@@ -13,7 +13,7 @@ let store: JobStore;
 let queue: JobQueue;
 let running: Array<{ worker: Worker; ac: AbortController; run: Promise<void> }> = [];
 
-useJobStore(JobStore, { prefix: 'jworker_unstorable', maxConns: 8, truncate: ['jobs'] }, (t) => {
+useJobStore(JobStore, { prefix: 'jworker_unstorable', maxConns: 8, truncate: ['q_jobs'] }, (t) => {
   ({ store } = t);
   queue = new JobQueue(store, { knownQueues: [...KNOWN_QUEUES] });
 });

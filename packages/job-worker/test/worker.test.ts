@@ -11,7 +11,7 @@ let store: JobStore;
 let queue: JobQueue;
 let running: Array<{ worker: Worker; ac: AbortController; run: Promise<void> }> = [];
 
-useJobStore(JobStore, { prefix: 'jworker', maxConns: 8, truncate: ['jobs'] }, (t) => {
+useJobStore(JobStore, { prefix: 'jworker', maxConns: 8, truncate: ['q_jobs'] }, (t) => {
   ({ schema, store } = t);
   queue = new JobQueue(store, { knownQueues: [...KNOWN_QUEUES] });
 });
@@ -62,11 +62,11 @@ it('20 jobs × 8 concurrent workers: each job is leased and run exactly once', a
     );
   }
   await waitFor(async () => {
-    const { rows } = await store.pool.query(`SELECT count(*)::int AS n FROM jobs WHERE status = 'succeeded'`);
+    const { rows } = await store.pool.query(`SELECT count(*)::int AS n FROM q_jobs WHERE status = 'succeeded'`);
     return rows[0].n === 20;
   });
   expect(runs.sort()).toEqual(jobs.map((j) => j.uuid).sort());
-  const { rows } = await store.pool.query(`SELECT DISTINCT attempt FROM jobs`);
+  const { rows } = await store.pool.query(`SELECT DISTINCT attempt FROM q_jobs`);
   expect(rows).toEqual([{ attempt: 1 }]);
 });
 
@@ -227,7 +227,7 @@ it('stale execution: after its lease is reaped and re-leased, the old run is abo
   );
   await waitFor(async () => (await store.get(job.uuid))?.steps.length === 1);
   // The lease lapses (through the database clock), is reaped and re-leased by someone else.
-  await store.pool.query(`UPDATE jobs SET lease_expires_at = now() - interval '1 second' WHERE uuid = $1`, [job.uuid]);
+  await store.pool.query(`UPDATE q_jobs SET lease_expires_at = now() - interval '1 second' WHERE uuid = $1`, [job.uuid]);
   await store.reapExpired();
   await store.promoteDue();
   const [fresh] = await store.claim({ queues: ['default'], workerId: 'new', limit: 1, leaseMs: 60_000 });

@@ -48,7 +48,7 @@ describe('migrate', () => {
     const { schema, pool } = await fresh();
     await migrate(pool, { modules: ['requests', 'quota', 'jobs'] });
     await migrate(pool, { modules: ['requests', 'quota', 'jobs'] });
-    expect(await tables(pool, schema.name)).toEqual([...REQUEST_TABLES, ...QUOTA_TABLES, 'jobs'].sort());
+    expect(await tables(pool, schema.name)).toEqual([...REQUEST_TABLES, ...QUOTA_TABLES, 'q_jobs'].sort());
     const { rows } = await pool.query(`SELECT count(*)::int AS n FROM ${JOURNAL_TABLE}`);
     const shipped = (['requests', 'quota', 'jobs'] as MigrationModule[]).flatMap((m) => bundledMigrations(m)).length;
     expect(rows[0].n).toBe(shipped);
@@ -65,7 +65,7 @@ describe('migrate', () => {
     pools.push(...racers);
     const outcomes = await Promise.allSettled(racers.map((p) => migrate(p, { modules: ['requests', 'quota', 'jobs'] })));
     expect(outcomes.filter((o) => o.status === 'rejected')).toEqual([]);
-    expect(await tables(pool, schema.name)).toEqual([...REQUEST_TABLES, ...QUOTA_TABLES, 'jobs'].sort());
+    expect(await tables(pool, schema.name)).toEqual([...REQUEST_TABLES, ...QUOTA_TABLES, 'q_jobs'].sort());
     const seq = await pool.query(`SELECT count(*)::int AS n FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = 'q_dispatch_attempts'`, [schema.name]);
     expect(seq.rows[0].n).toBe(1);
     const fns = await pool.query(`SELECT count(*)::int AS n FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1 AND proname IN ('q_quota_acquire', 'q_quota_admit')`, [schema.name]);
@@ -85,7 +85,7 @@ describe('migrate', () => {
     await locker.connect();
     try {
       await locker.query('BEGIN');
-      await locker.query('LOCK TABLE q_requests, q_quota_slots, jobs IN ACCESS EXCLUSIVE MODE');
+      await locker.query('LOCK TABLE q_requests, q_quota_slots, q_jobs IN ACCESS EXCLUSIVE MODE');
       await watched.query(`SET lock_timeout = '2s'`);
       await migrate(watched, { modules: ['requests', 'quota', 'jobs'] });
     } finally {
@@ -125,7 +125,7 @@ describe('migrate', () => {
     const a = await fresh();
     await migrate(a.pool, { modules: ['quota'] });
     expect(await tables(a.pool, a.schema.name)).toEqual(QUOTA_TABLES);
-    const enumA = await a.pool.query(`SELECT to_regtype('job_status') AS t, to_regclass('q_dispatch_attempts') AS s`);
+    const enumA = await a.pool.query(`SELECT to_regtype('q_job_status') AS t, to_regclass('q_dispatch_attempts') AS s`);
     expect(enumA.rows[0]).toEqual({ t: null, s: null });
 
     const b = await fresh();
@@ -139,7 +139,7 @@ describe('migrate', () => {
     const { pool } = await fresh();
     await migrate(pool, { modules: ['requests', 'quota', 'jobs'] });
     const { rows } = await pool.query<{ relname: string; reloptions: string[] }>(
-      `SELECT relname, reloptions FROM pg_class WHERE oid IN ('q_requests'::regclass, 'q_results'::regclass, 'jobs'::regclass, 'q_quota_admits'::regclass)`,
+      `SELECT relname, reloptions FROM pg_class WHERE oid IN ('q_requests'::regclass, 'q_results'::regclass, 'q_jobs'::regclass, 'q_quota_admits'::regclass)`,
     );
     expect(rows).toHaveLength(4);
     for (const r of rows) {
@@ -165,9 +165,9 @@ describe('migrate with the schema option', () => {
     try {
       await migrate(pool, { modules: ['requests', 'quota', 'jobs'], schema: target });
       await migrate(pool, { modules: ['requests', 'quota', 'jobs'], schema: target });
-      expect(await tables(pool, target)).toEqual([...REQUEST_TABLES, ...QUOTA_TABLES, 'jobs'].sort());
+      expect(await tables(pool, target)).toEqual([...REQUEST_TABLES, ...QUOTA_TABLES, 'q_jobs'].sort());
       const cur = await pool.query<{ s: string }>('SELECT current_schema() AS s');
-      expect(await tables(pool, cur.rows[0]!.s)).not.toContain('jobs');
+      expect(await tables(pool, cur.rows[0]!.s)).not.toContain('q_jobs');
     } finally {
       await pool.query(`DROP SCHEMA IF EXISTS "${target}" CASCADE`);
     }

@@ -11,11 +11,11 @@ let schema: TestSchema;
 let store: JobStore;
 const LEASE = 30_000;
 
-useJobStore(JobStore, { prefix: 'jobsrel', maxConns: 16, truncate: ['jobs'] }, (t) => ({ schema, store } = t));
+useJobStore(JobStore, { prefix: 'jobsrel', maxConns: 16, truncate: ['q_jobs'] }, (t) => ({ schema, store } = t));
 
 const claim = (limit = 1, queues = ['default'], workerId = 'w1') => store.claim({ queues, workerId, limit, leaseMs: LEASE });
 const lease = (j: LeasedJob) => ({ id: j.id, leaseToken: j.leaseToken });
-const count = async () => (await store.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM jobs')).rows[0]!.n;
+const count = async () => (await store.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM q_jobs')).rows[0]!.n;
 
 /** The error `p` rejects with (fails the test if it resolves). */
 async function rejection(p: Promise<unknown> | (() => unknown)): Promise<unknown> {
@@ -38,7 +38,7 @@ async function expectCode(p: Promise<unknown> | (() => unknown), code: string): 
 async function staleAndFresh(): Promise<{ stale: LeasedJob; fresh: LeasedJob }> {
   const [job] = await store.enqueue([{ queue: 'default', type: 't' }]);
   const [stale] = await claim();
-  await store.pool.query(`UPDATE jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [job!.id]);
+  await store.pool.query(`UPDATE q_jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [job!.id]);
   await store.reapExpired();
   await store.promoteDue();
   const [fresh] = await claim();
@@ -69,23 +69,23 @@ describe('identifier bounds and a robust promote (#14 item 5)', () => {
     const [a] = await store.enqueue([{ queue: 'default', type: 't', runAt: new Date(Date.now() + 60_000) }]);
     // A row written before the bound existed (or by hand): a queue name pg_notify refuses.
     await store.pool.query(
-      `INSERT INTO jobs (queue, job_type, status, run_at) VALUES (repeat('x', 9000), 't', 'scheduled', now() - interval '1 minute')`,
+      `INSERT INTO q_jobs (queue, job_type, status, run_at) VALUES (repeat('x', 9000), 't', 'scheduled', now() - interval '1 minute')`,
     );
-    await store.pool.query(`UPDATE jobs SET run_at = now() - interval '1 second' WHERE id = $1`, [a!.id]);
+    await store.pool.query(`UPDATE q_jobs SET run_at = now() - interval '1 second' WHERE id = $1`, [a!.id]);
     expect(await store.promoteDue()).toBe(2);
-    const { rows } = await store.pool.query<{ status: string }>('SELECT status FROM jobs');
+    const { rows } = await store.pool.query<{ status: string }>('SELECT status FROM q_jobs');
     expect(rows.map((r) => r.status)).toEqual(['queued', 'queued']);
     // maintain (reap + promote) and a release of such a job work too.
-    await store.pool.query(`UPDATE jobs SET status = 'scheduled', run_at = now() - interval '1 second'`);
+    await store.pool.query(`UPDATE q_jobs SET status = 'scheduled', run_at = now() - interval '1 second'`);
     expect((await store.maintain())?.promoted).toBe(2);
     // claim() refuses such a queue name now: lease the row by hand.
     const { rows: held } = await store.pool.query<{ id: string; lease_token: string }>(
-      `UPDATE jobs SET status = 'running', lease_token = gen_random_uuid(), lease_expires_at = now() + interval '1 minute'
+      `UPDATE q_jobs SET status = 'running', lease_token = gen_random_uuid(), lease_expires_at = now() + interval '1 minute'
        RETURNING id, lease_token`,
     );
     const leases = held.map((r) => ({ id: Number(r.id), leaseToken: r.lease_token }));
     expect((await store.release(leases)).sort()).toEqual(leases.map((l) => l.id).sort());
-    expect((await store.pool.query(`SELECT 1 FROM jobs WHERE status = 'queued'`)).rowCount).toBe(2);
+    expect((await store.pool.query(`SELECT 1 FROM q_jobs WHERE status = 'queued'`)).rowCount).toBe(2);
   });
 });
 
@@ -144,7 +144,7 @@ describe('idempotent batches in different orders (#14 item 15)', () => {
     const rand = () => ((seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31);
     const failures: string[] = [];
     for (let round = 0; round < 3; round++) {
-      await store.pool.query('TRUNCATE jobs');
+      await store.pool.query('TRUNCATE q_jobs');
       const orders = Array.from({ length: 8 }, (_, c) =>
         c % 4 === 0 ? keys : c % 4 === 1 ? [...keys].reverse() : [...keys].sort(() => rand() - 0.5),
       );
@@ -177,7 +177,7 @@ describe('idempotent batches in different orders (#14 item 15)', () => {
     expect(settled.filter((s) => s.status === 'rejected').map((s) => String((s as PromiseRejectedResult).reason))).toEqual([]);
     expect(await count()).toBe(4_200);
     // Alone, such a batch gets its ids in input order although its rows go in in key order.
-    await store.pool.query('TRUNCATE jobs');
+    await store.pool.query('TRUNCATE q_jobs');
     const alone = await store.enqueue([...keys].reverse().map((k) => ({ queue: 'default', type: 't', idempotencyKey: k })));
     expect(alone.map((j) => j.idempotencyKey)).toEqual([...keys].reverse());
     expect(alone.every((j, i) => i === 0 || j.id > alone[i - 1]!.id)).toBe(true);
@@ -202,7 +202,7 @@ describe('every failure is a QError (#14 item 16)', () => {
     try {
       const [job] = await store.enqueue([{ queue: 'default', type: 't' }]);
       await holder.query('BEGIN');
-      await holder.query('SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE', [job!.id]);
+      await holder.query('SELECT 1 FROM q_jobs WHERE id = $1 FOR UPDATE', [job!.id]);
       const err = await expectCode(impatient.cancel(job!.uuid), 'CONNECTION');
       expect(err.message).toContain('cancel');
       expect(err.message).toContain('lock timeout');
@@ -219,7 +219,7 @@ describe('every failure is a QError (#14 item 16)', () => {
     try {
       const [job] = await store.enqueue([{ queue: 'default', type: 't' }]);
       await holder.query('BEGIN');
-      await holder.query('SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE', [job!.id]);
+      await holder.query('SELECT 1 FROM q_jobs WHERE id = $1 FOR UPDATE', [job!.id]);
       const pending = rejection(victim.cancel(job!.uuid));
       await new Promise((r) => setTimeout(r, 200));
       await holder.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'q-jobs-victim'`);
@@ -371,7 +371,7 @@ describe('writes over the statement size (#14 item 23)', () => {
     const out = await store.enqueue(jobs.slice(0, 3));
     expect(out.map((j) => (j.payload as { i: number }).i)).toEqual([0, 1, 2]);
     expect(out[0]!.id).toBeLessThan(out[1]!.id);
-    const { rows } = await store.pool.query<{ n: string }>(`SELECT sum(length(payload->>'s'))::text AS n FROM jobs`);
+    const { rows } = await store.pool.query<{ n: string }>(`SELECT sum(length(payload->>'s'))::text AS n FROM q_jobs`);
     expect(rows[0]!.n).toBe(String(3 * 25_000_000));
   }, 120_000);
 
@@ -380,7 +380,7 @@ describe('writes over the statement size (#14 item 23)', () => {
     const leased = await claim(3);
     const written = await store.complete(leased.map((l, i) => ({ ...lease(l), status: 'succeeded' as const, result: xs(i) })));
     expect(written).toEqual([true, true, true]);
-    const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM jobs WHERE status = 'succeeded' AND length(result->>'s') = 25000000`);
+    const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs WHERE status = 'succeeded' AND length(result->>'s') = 25000000`);
     expect(rows[0]!.n).toBe(3);
   }, 120_000);
 });

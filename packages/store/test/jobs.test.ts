@@ -7,7 +7,7 @@ import { JobStore, decodeCursor, encodeCursor, type LeasedJob } from '../src/ind
 let store: JobStore;
 const LEASE = 30_000;
 
-useJobStore(JobStore, { prefix: 'jobs', maxConns: 8, truncate: ['jobs'] }, (t) => ({ store } = t));
+useJobStore(JobStore, { prefix: 'jobs', maxConns: 8, truncate: ['q_jobs'] }, (t) => ({ store } = t));
 
 const claim = (limit = 1, queues = ['default'], workerId = 'w1') => store.claim({ queues, workerId, limit, leaseMs: LEASE });
 const lease = (j: LeasedJob) => ({ id: j.id, leaseToken: j.leaseToken });
@@ -49,7 +49,7 @@ describe('enqueue', () => {
     expect(batch[1]!.uuid).toBe(batch[0]!.uuid);
     expect(batch[1]!.type).toBe('x');
     expect(batch[2]!.uuid).toBe(a!.uuid);
-    const { rows } = await store.pool.query('SELECT count(*)::int AS n FROM jobs');
+    const { rows } = await store.pool.query('SELECT count(*)::int AS n FROM q_jobs');
     expect(rows[0].n).toBe(2);
   });
 
@@ -63,7 +63,7 @@ describe('enqueue', () => {
     const err = await store.enqueue([{ queue: 'default', type: 'ok' }, { queue: 'default', type: 't', payload }]).catch((e: unknown) => e);
     expect(isQError(err, 'INVALID_ARGUMENT')).toBe(true);
     expect((err as Error).message).toContain('payload');
-    const { rows } = await store.pool.query('SELECT count(*)::int AS n FROM jobs');
+    const { rows } = await store.pool.query('SELECT count(*)::int AS n FROM q_jobs');
     expect(rows[0].n).toBe(0);
   });
 
@@ -85,7 +85,7 @@ describe('enqueue', () => {
     const many = Array.from({ length: 2_100 }, (_, i) => ({ queue: 'default', type: 't', payload: { i } }));
     many.push({ queue: 'default', type: 't', payload: { i: -1 }, retryOfId: 999_999 } as (typeof many)[number]);
     await expect(store.enqueue(many)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
-    const { rows } = await store.pool.query('SELECT count(*)::int AS n FROM jobs');
+    const { rows } = await store.pool.query('SELECT count(*)::int AS n FROM q_jobs');
     expect(rows[0].n).toBe(0);
     const ok = await store.enqueue(many.slice(0, 2_100));
     expect(ok.map((j) => (j.payload as { i: number }).i)).toEqual(many.slice(0, 2_100).map((_, i) => i));
@@ -105,7 +105,7 @@ describe('claim', () => {
       { queue: 'unknown', type: 'elsewhere', priority: 100 },
     ]);
     // A queued row whose run_at lies ahead (set directly) is not eligible either.
-    await store.pool.query(`UPDATE jobs SET status = 'queued' WHERE job_type = 'future'`);
+    await store.pool.query(`UPDATE q_jobs SET status = 'queued' WHERE job_type = 'future'`);
     const got = await claim(10, ['default', 'deploy']);
     expect(got.map((j) => j.type)).toEqual(['high', 'mid', 'zero-1', 'zero-2', 'neg']);
     for (const j of got) {
@@ -166,7 +166,7 @@ describe('claim', () => {
         while (done < 30 && Date.now() < deadline) {
           const got = await store.claim({ queues: ['default'], workerId: w, limit: 4, leaseMs: LEASE });
           expect(got.length).toBeLessThanOrEqual(1);
-          const { rows } = await store.pool.query(`SELECT count(*)::int AS n FROM jobs WHERE status IN ('leased','running')`);
+          const { rows } = await store.pool.query(`SELECT count(*)::int AS n FROM q_jobs WHERE status IN ('leased','running')`);
           maxActive = Math.max(maxActive, rows[0].n);
           for (const j of got) {
             await store.succeed(lease(j));
@@ -207,7 +207,7 @@ describe('fencing', () => {
     const [old] = await claim(1, ['default'], 'same-worker');
     await store.markRunning([lease(old!)]);
     // Move the lease into the past through the database, then reap and re-lease.
-    await store.pool.query(`UPDATE jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [job!.id]);
+    await store.pool.query(`UPDATE q_jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [job!.id]);
     expect(await store.reapExpired()).toEqual([{ id: job!.id, uuid: job!.uuid, status: 'retry_wait' }]);
     expect(await store.promoteDue()).toBe(1);
     const [fresh] = await claim(1, ['default'], 'same-worker');
@@ -248,7 +248,7 @@ describe('outcomes', () => {
 
   it('reap: attempt given back, resume_count rises, last_error kept, the 4th crash dead-letters', async () => {
     const [job] = await store.enqueue([{ queue: 'default', type: 't', maxAttempts: 1 }]);
-    const expire = () => store.pool.query(`UPDATE jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [job!.id]);
+    const expire = () => store.pool.query(`UPDATE q_jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [job!.id]);
     for (let crash = 1; crash <= 4; crash++) {
       const [l] = await claim();
       expect(l!.attempt).toBe(1);
@@ -276,7 +276,7 @@ describe('outcomes', () => {
     await store.fail(lease(l1!), 'boom', 0);
     await store.promoteDue();
     await claim();
-    await store.pool.query(`UPDATE jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [job!.id]);
+    await store.pool.query(`UPDATE q_jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [job!.id]);
     await store.reapExpired();
     expect((await store.getById(job!.id))!.lastError).toBe('boom');
   });
@@ -287,7 +287,7 @@ describe('outcomes', () => {
     expect(await store.release([lease(l!)])).toEqual([job!.id]);
     expect(await store.getById(job!.id)).toMatchObject({ status: 'queued', attempt: 0, leasedBy: null });
     const [again] = await claim();
-    await store.pool.query(`UPDATE jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [again!.id]);
+    await store.pool.query(`UPDATE q_jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [again!.id]);
     const r = await store.maintain();
     expect(r!.reaped).toHaveLength(1);
     expect(r!.promoted).toBe(1);
@@ -298,7 +298,7 @@ describe('outcomes', () => {
     const [job] = await store.enqueue([{ queue: 'default', type: 't', runAt: new Date((await store.now()).getTime() + 60_000) }]);
     expect(await store.promoteDue()).toBe(0);
     expect(await claim()).toEqual([]);
-    await store.pool.query(`UPDATE jobs SET run_at = now() - interval '1 millisecond' WHERE id = $1`, [job!.id]);
+    await store.pool.query(`UPDATE q_jobs SET run_at = now() - interval '1 millisecond' WHERE id = $1`, [job!.id]);
     expect(await store.promoteDue()).toBe(1);
     expect((await claim()).map((j) => j.id)).toEqual([job!.id]);
   });
@@ -334,7 +334,7 @@ describe('cancel, forget, purge', () => {
     expect(await store.forgetDeadLetter(a!.uuid)).toBe(true);
     expect(await status(a!.id)).toBe('cancelled');
     expect(await store.purgeFinished(60_000)).toBe(0);
-    await store.pool.query(`UPDATE jobs SET finished_at = now() - interval '2 minutes'`);
+    await store.pool.query(`UPDATE q_jobs SET finished_at = now() - interval '2 minutes'`);
     expect(await store.purgeFinished(60_000)).toBe(2);
   });
 });

@@ -29,7 +29,7 @@ afterAll(async () => {
   await schema.drop();
 });
 
-const INJECTION = [`'); DROP TABLE q_requests; --`, `" OR 1=1 --`, `$1`, `\\x00`, `%s%n`, `${'$'}{process.env}`, `Robert'); DELETE FROM jobs;--`];
+const INJECTION = [`'); DROP TABLE q_requests; --`, `" OR 1=1 --`, `$1`, `\\x00`, `%s%n`, `${'$'}{process.env}`, `Robert'); DELETE FROM q_jobs;--`];
 const WEIRD_TEXT = ['日本語', '🙂 emoji', 'ﬁ ligature', 'Ω\u0301 combining', 'tab\tnewline\n', ' leading space', 'x'.repeat(1000)];
 const BAD_NUMBERS: unknown[] = [-1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, '3', null, undefined, {}, 2 ** 64];
 const BAD_TEXT: unknown[] = ['', null, undefined, 42, {}, [], 'nul\u0000byte', 'x'.repeat(100_000), '\ud800 lone surrogate'];
@@ -37,7 +37,7 @@ const BAD_TEXT: unknown[] = ['', null, undefined, 42, {}, [], 'nul\u0000byte', '
 async function rowCounts(): Promise<Record<string, number>> {
   const { rows } = await store.pool.query<Record<string, number>>(
     `SELECT (SELECT count(*) FROM q_requests)::int AS requests, (SELECT count(*) FROM q_results)::int AS results,
-            (SELECT count(*) FROM jobs)::int AS jobs, (SELECT count(*) FROM q_quota_holders)::int AS holders,
+            (SELECT count(*) FROM q_jobs)::int AS jobs, (SELECT count(*) FROM q_quota_holders)::int AS holders,
             (SELECT count(*) FROM q_quota_slots)::int AS slots, (SELECT count(*) FROM q_quota_admits)::int AS admits`,
   );
   return rows[0]!;

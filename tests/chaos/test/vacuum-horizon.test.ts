@@ -30,7 +30,7 @@ it('held vacuum horizon: the job queue keeps working (throughput and dead tuples
   let producing = true;
   const producer = (async () => {
     while (producing) {
-      const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM jobs WHERE status = 'queued'`);
+      const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs WHERE status = 'queued'`);
       if (rows[0]!.n < 4_000) {
         await queue.enqueueMany(Array.from({ length: 1000 }, () => ({ queue: 'task', type: 'chaos.job' })));
         enqueued += 1000;
@@ -38,12 +38,12 @@ it('held vacuum horizon: the job queue keeps working (throughput and dead tuples
     }
   })();
   const succeeded = async () =>
-    (await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM jobs WHERE status = 'succeeded'`)).rows[0]!.n;
+    (await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs WHERE status = 'succeeded'`)).rows[0]!.n;
   const phase = async (ms: number) => {
     const a = await succeeded();
     const t = Date.now();
     await sleep(ms);
-    return { perSec: Math.round(((await succeeded()) - a) / ((Date.now() - t) / 1000)), dead: await deadTuples(schema.dsn, 'jobs') };
+    return { perSec: Math.round(((await succeeded()) - a) / ((Date.now() - t) / 1000)), dead: await deadTuples(schema.dsn, 'q_jobs') };
   };
   try {
     await Promise.all(procs.map((p) => p.waitFor(/"ready"/)));

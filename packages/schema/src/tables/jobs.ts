@@ -4,16 +4,16 @@ import {
 } from 'drizzle-orm/pg-core';
 
 /** Job states, in declaration order. There is no `failed`: see `retry_wait` and `dead_letter`. */
-export const jobStatus = pgEnum('job_status', [
+export const jobStatus = pgEnum('q_job_status', [
   'scheduled', 'queued', 'leased', 'running', 'retry_wait', 'succeeded', 'cancelled', 'dead_letter',
 ]);
 
 /** The durable job queue. */
 export const jobs = pgTable(
-  'jobs',
+  'q_jobs',
   {
     id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
-    uuid: uuid('uuid').notNull().unique('jobs_uuid_key').defaultRandom(),
+    uuid: uuid('uuid').notNull().unique('q_jobs_uuid_key').defaultRandom(),
     queue: text('queue').notNull().default('default'),
     jobType: text('job_type').notNull(),
     payload: jsonb('payload').notNull().default(sql`'{}'::jsonb`),
@@ -45,17 +45,17 @@ export const jobs = pgTable(
     resumeCount: integer('resume_count').notNull().default(0),
   },
   (t) => [
-    uniqueIndex('jobs_idempotency_key_key').on(t.idempotencyKey).where(sql`idempotency_key IS NOT NULL`),
+    uniqueIndex('q_jobs_idempotency_key_key').on(t.idempotencyKey).where(sql`idempotency_key IS NOT NULL`),
     // Partial on what each index serves, so a job's hot-path updates (queued → running →
     // succeeded, all non-HOT since status is in index predicates) add no entries it cannot use.
-    uniqueIndex('jobs_lock_key_active_key').on(t.lockKey).where(sql`status IN ('leased', 'running') AND lock_key IS NOT NULL`),
-    index('jobs_dequeue_idx').on(t.queue, t.priority.desc(), t.runAt, t.id).where(sql`status = 'queued'`),
-    index('jobs_lease_expiry_idx').on(t.leaseExpiresAt).where(sql`status IN ('leased', 'running')`),
-    index('jobs_waiting_run_at_idx').on(t.runAt).where(sql`status IN ('scheduled', 'retry_wait')`),
-    index('jobs_team_id_id_idx').on(t.teamId, t.id.desc()).where(sql`team_id IS NOT NULL`),
+    uniqueIndex('q_jobs_lock_key_active_key').on(t.lockKey).where(sql`status IN ('leased', 'running') AND lock_key IS NOT NULL`),
+    index('q_jobs_dequeue_idx').on(t.queue, t.priority.desc(), t.runAt, t.id).where(sql`status = 'queued'`),
+    index('q_jobs_lease_expiry_idx').on(t.leaseExpiresAt).where(sql`status IN ('leased', 'running')`),
+    index('q_jobs_waiting_run_at_idx').on(t.runAt).where(sql`status IN ('scheduled', 'retry_wait')`),
+    index('q_jobs_team_id_id_idx').on(t.teamId, t.id.desc()).where(sql`team_id IS NOT NULL`),
     // For `list` by a rare status (a dead-letter listing would otherwise walk the primary key
     // through every finished job). Queued and succeeded rows are found by that walk at once,
     // leased/running ones through jobs_lease_expiry_idx, so the hot statuses stay out of it.
-    index('jobs_status_id_idx').on(t.status, t.id.desc()).where(sql`status IN ('scheduled', 'retry_wait', 'dead_letter', 'cancelled')`),
+    index('q_jobs_status_id_idx').on(t.status, t.id.desc()).where(sql`status IN ('scheduled', 'retry_wait', 'dead_letter', 'cancelled')`),
   ],
 );

@@ -1,15 +1,16 @@
 import { createHash } from 'node:crypto';
 import type { Tracer } from '@opentelemetry/api';
-import { instrumentPool, qTracer, withOperation } from '@q/otel';
+import type { MeterProvider } from '@opentelemetry/api';
+import { instrumentPool, observeGauge, qTracer, withOperation } from '@q/otel';
 import {
-  QError, QErrorCode, StatementScope, checkName, checkPlacement, checkText, databaseError, invalidArgument, migrate,
+  QError, QErrorCode, StatementScope, checkName, checkPlacement, checkSchemaName, databaseError, invalidArgument, migrate,
   namedStatements, openPool, withTransaction, type ConnectionPlacement,
 } from '@q/schema';
 import type pg from 'pg';
-import type { FromPoolOptions, OpenOptions } from '../options.js';
+import type { JobStoreFromPoolOptions, JobStoreOpenOptions, JobStoreSchemaOptions } from './options.js';
+import { countBacklog } from './sql/count-backlog.js';
 import { checkInTransaction, inCallerTransaction, type InTransaction } from '../transaction.js';
 import { decodeCursor, encodeCursor } from './cursor.js';
-import { jsonText, overLimit, repairJson, sizeProblem, tryStringify } from './json.js';
 import * as leadership from './leadership.js';
 import { MAINTENANCE_LEADERSHIP, checkLeaderLease, checkLeadership, type LeaderLease, type LeaderMaintenanceResult } from './leadership.js';
 import { JobListener, type JobListenerHandlers } from './listener.js';
@@ -36,9 +37,13 @@ import { reapExpiredLeases } from './sql/reap-expired-leases.js';
 import { releaseJobs } from './sql/release-jobs.js';
 import { updateJobSteps } from './sql/update-job-steps.js';
 import type {
-  CancelOutcome, Job, JobLease, JobListFilter, JobOutcome, JobPage, LeaseState, LeasedJob, NewJob, ReapedJob, Step,
+  ClaimOptions, CancelOutcome, Job, JobLease, JobStatus, JobListFilter, JobOutcome, JobPage, LeaseState, LeasedJob, NewJob, ReapedJob, Step,
 } from './types.js';
-import { INT32_MAX, MAX_DELAY_MS, checkStatus, checkUuid, toEnqueueBatch } from './validate.js';
+import {
+  MAX_DELAY_MS, checkCallSize, checkClaim, checkLease, checkLeaseMs, checkMaxResumes, checkStatus, checkUuid, outcomeRow,
+  splitLeases, stepsJson, toEnqueueBatch,
+} from './validate.js';
+import { claimOrder } from './claim-order.js';
 
 /** Crashes a job survives before the reaper dead-letters it (the 4th crash). */
 export const DEFAULT_MAX_RESUMES = 3;
@@ -53,11 +58,7 @@ export const COMPLETE_CHUNK = 2_000;
  * a string can hold.
  */
 export const STATEMENT_TEXT_BUDGET = 64 * 1024 * 1024;
-/**
- * Characters of JSON and error text one call (enqueue, complete) writes at most: a larger batch
- * is refused with `INVALID_ARGUMENT` naming its size, before anything is sent.
- */
-export const CALL_TEXT_LIMIT = 256 * 1024 * 1024;
+export { CALL_TEXT_LIMIT } from './validate.js';
 
 const DEFAULT_LIST_LIMIT = 25;
 // A lock-key race (two claimers saw one key free) is retried at once, a bounded number of times.
@@ -67,19 +68,8 @@ const DEADLOCK_RETRIES = 3;
 const DEADLOCK_DETECTED = '40P01';
 const UNIQUE_VIOLATION = '23505';
 const FOREIGN_KEY_VIOLATION = '23503';
-const LOCK_KEY_INDEX = 'jobs_lock_key_active_key';
+const LOCK_KEY_INDEX = 'q_jobs_lock_key_active_key';
 
-/** What to claim (see {@link JobStore.claim}). */
-export interface ClaimOptions {
-  queues: readonly string[];
-  workerId: string;
-  /** Jobs leased at most (at least 1). */
-  limit: number;
-  /** Lease duration (database clock). */
-  leaseMs: number;
-  /** Lease straight into `running` (a claimer that starts the jobs at once). Default false. */
-  start?: boolean;
-}
 
 /** Result of {@link JobStore.completeAndClaim}. */
 export interface CompleteAndClaimResult {
@@ -105,38 +95,55 @@ export class JobStore {
   readonly pool: pg.Pool;
   /** The LISTEN/NOTIFY channel of this job table (one per schema). */
   readonly channel: string;
-  /** The schema (`current_schema()`) holding the job table. */
+  /** The schema holding the job table (`schema` option, else `current_schema()` at open). */
   readonly schema: string;
   readonly #dsn: string | pg.ClientConfig;
   readonly #tracer: Tracer | undefined;
   readonly #applicationName: string;
-  readonly #listeners = new Set<JobListener>();
   readonly #scope: StatementScope;
+  readonly #listeners = new Set<JobListener>();
   readonly #placement: ConnectionPlacement;
+  #unobserve: (() => void) | undefined;
   #closed = false;
   #ownsPool = true;
 
   private constructor(
     pool: pg.Pool, dsn: string | pg.ClientConfig, schema: string, tracer: Tracer | undefined, applicationName: string,
-    placement: ConnectionPlacement,
+    opts: JobStoreSchemaOptions & ConnectionPlacement & { meterProvider?: MeterProvider | undefined },
   ) {
     this.pool = pool;
-    this.#placement = { pooler: placement.pooler, listenDsn: placement.listenDsn };
+    this.#placement = { pooler: opts.pooler, listenDsn: opts.listenDsn };
     // Behind a transaction pooler the LISTEN connection must bypass it (listenDsn) or not exist.
-    this.#dsn = placement.listenDsn ?? dsn;
+    this.#dsn = opts.listenDsn ?? dsn;
     this.schema = schema;
-    this.#scope = new StatementScope(schema, { named: namedStatements(placement) });
+    this.#scope = new StatementScope(schema, { named: namedStatements(opts) });
     this.channel = `q_jobs_${createHash('sha256').update(schema).digest('hex').slice(0, 24)}`;
     this.#tracer = tracer;
     this.#applicationName = applicationName;
+    this.#unobserve = observeGauge(
+      opts.meterProvider,
+      JOBS_BACKLOG_METRIC,
+      { unit: '{job}', description: 'Jobs per queue and status (scheduled, queued, leased, running, retry_wait, dead_letter)' },
+      async () => {
+        if (this.#closed) return [];
+        try {
+          return (await countBacklog(this.#scope, this.pool)).map((r) => ({ value: r.count, attributes: { queue: r.queue, status: r.status } }));
+        } catch {
+          // A collection must not fail the exporter: this one reports nothing.
+          return [];
+        }
+      },
+    );
   }
 
   /**
    * Opens a pool on `dsn` (validated; its password never appears in an error) and migrates the
-   * `jobs` module into the connection's current schema unless `opts.migrate` is false.
+   * `jobs` module into `opts.schema` (created if missing) or, without it, the connection's current
+   * schema, unless `opts.migrate` is false.
    */
-  static async open(dsn: string, opts: OpenOptions = {}): Promise<JobStore> {
+  static async open(dsn: string, opts: JobStoreOpenOptions = {}): Promise<JobStore> {
     checkPlacement('JobStore.open', opts);
+    const asked = checkSchemaOptions('JobStore.open', opts);
     const applicationName = opts.applicationName ?? 'q-jobs';
     const pool = await openPool(dsn, {
       maxConns: opts.maxConns,
@@ -145,11 +152,8 @@ export class JobStore {
       instrument: (p) => instrumentPool(p, opts.tracerProvider),
     });
     try {
-      if (opts.migrate !== false) await migrate(pool, { modules: ['jobs'] });
-      const { rows } = await pool.query<{ schema: string | null }>('SELECT current_schema() AS schema');
-      const schema = rows[0]?.schema;
-      if (!schema) throw new QError(QErrorCode.CONFIG, 'the connection has no current schema (check search_path)');
-      return new JobStore(pool, dsn, schema, qTracer(opts.tracerProvider), applicationName, opts);
+      const schema = await bindSchema(pool, asked, opts.migrate !== false);
+      return new JobStore(pool, dsn, schema, qTracer(opts.tracerProvider), applicationName, { ...opts, schema });
     } catch (err) {
       await pool.end().catch(() => undefined);
       throw databaseError('open', err);
@@ -158,23 +162,23 @@ export class JobStore {
 
   /**
    * A store on a pool the application owns (and ends): {@link JobStore.close} closes the store's
-   * listeners but not the pool. Migrates the `jobs` module into the pool's current schema unless
-   * `opts.migrate` is false, as {@link JobStore.open} does. Listeners open their own connection
-   * with the pool's connection settings. Statement spans need `instrumentPool` (`@q/otel`) on it.
+   * listeners but not the pool. Migrates the `jobs` module into `opts.schema` or the pool's current
+   * schema unless `opts.migrate` is false, as {@link JobStore.open} does. Listeners open their own
+   * connection with the pool's connection settings. Statement spans need `instrumentPool`
+   * (`@q/otel`) on it.
    */
-  static async fromPool(pool: pg.Pool, opts: FromPoolOptions = {}): Promise<JobStore> {
+  static async fromPool(pool: pg.Pool, opts: JobStoreFromPoolOptions = {}): Promise<JobStore> {
     checkJobPool(pool, opts);
     checkPlacement('JobStore.fromPool', opts);
-    let schema: string | null | undefined;
+    const asked = checkSchemaOptions('JobStore.fromPool', opts);
+    let schema: string;
     try {
-      if (opts.migrate !== false) await migrate(pool, { modules: ['jobs'] });
-      schema = (await pool.query<{ schema: string | null }>('SELECT current_schema() AS schema')).rows[0]?.schema;
+      schema = await bindSchema(pool, asked, opts.migrate !== false);
     } catch (err) {
-      throw poolError(err);
+      throw err instanceof QError && err.code === QErrorCode.CONFIG ? err : poolError(err);
     }
-    if (!schema) throw new QError(QErrorCode.CONFIG, 'the connection has no current schema (check search_path)');
     const applicationName = opts.applicationName ?? 'q-jobs';
-    const store = new JobStore(pool, listenerConnection(pool), schema, qTracer(opts.tracerProvider), applicationName, opts);
+    const store = new JobStore(pool, listenerConnection(pool), schema, qTracer(opts.tracerProvider), applicationName, { ...opts, schema });
     store.#ownsPool = false;
     return store;
   }
@@ -183,13 +187,15 @@ export class JobStore {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    this.#unobserve?.();
+    this.#unobserve = undefined;
     await Promise.all([...this.#listeners].map((l) => l.close()));
     if (this.#ownsPool) await this.pool.end();
   }
 
   /** The database clock (every process times leases alike). */
   now(): Promise<Date> {
-    return this.#op('now', () => dbNow(this.pool));
+    return this.#op('now', () => dbNow(this.#scope, this.pool));
   }
 
   /**
@@ -228,7 +234,7 @@ export class JobStore {
       if (fitsOne) return this.#enqueueChunk(this.pool, batch, null);
       return this.#transaction(async (client) => {
         // Ids in input order (see enqueue-jobs.ts), the rows inserted in key order across statements.
-        const ids = await drawJobIds(client, jobs.length);
+        const ids = await drawJobIds(this.#scope, client, jobs.length);
         const out = new Array<Job>(jobs.length);
         for (const chunk of chunks) {
           const got = await this.#enqueueChunk(client, { ...batch, ids }, chunk);
@@ -249,13 +255,9 @@ export class JobStore {
     return this.#op('enqueue', async () => {
       try {
         return await inCallerTransaction('enqueue', client, async () => {
-          // The client's search_path decides which job table it writes: it must be this store's.
-          const { rows } = await client.query<{ schema: string | null }>({ text: 'SELECT current_schema() AS schema' });
-          if (rows[0]?.schema !== this.schema) {
-            throw new QError(QErrorCode.CONFIG, `enqueue: the client's current schema is not the job store's ("${this.schema}"): set its search_path`);
-          }
+          // Every statement names the store's schema: the client's search_path does not matter.
           if (chunks === null) return this.#enqueueChunk(client, batch, null);
-          const ids = await drawJobIds(client, n);
+          const ids = await drawJobIds(this.#scope, client, n);
           const out = new Array<Job>(n);
           for (const chunk of chunks) {
             const got = await this.#enqueueChunk(client, { ...batch, ids }, chunk);
@@ -281,7 +283,7 @@ export class JobStore {
     };
     let rows: EnqueueRow[];
     try {
-      rows = await enqueueJobs(db, chunk, this.channel);
+      rows = await enqueueJobs(this.#scope, db, chunk, this.channel);
     } catch (err) {
       throw mapWriteError(err);
     }
@@ -299,7 +301,7 @@ export class JobStore {
     });
     if (missing.length > 0) {
       // A concurrent producer committed the key while this statement ran: read its row now.
-      for (const r of await getJobsByIdempotencyKey(db, missing)) if (r.idempotency_key) byKey.set(r.idempotency_key, r);
+      for (const r of await getJobsByIdempotencyKey(this.#scope, db, missing)) if (r.idempotency_key) byKey.set(r.idempotency_key, r);
     }
     return chunk.uuids.map((u, i) => {
       const row = byUuid.get(u) ?? byKey.get(chunk.idempotencyKeys[i] ?? '');
@@ -311,14 +313,14 @@ export class JobStore {
   /** The job with this uuid, or `null`. */
   async get(uuid: string): Promise<Job | null> {
     checkUuid(uuid);
-    const row = await this.#op('get', () => getJobByUuid(this.pool, uuid));
+    const row = await this.#op('get', () => getJobByUuid(this.#scope, this.pool, uuid));
     return row ? toJob(row) : null;
   }
 
   /** The job with this id, or `null`. */
   async getById(id: number): Promise<Job | null> {
     if (!Number.isSafeInteger(id)) throw invalidArgument('id must be a safe integer');
-    const row = await this.#op('get', () => getJobById(this.pool, id));
+    const row = await this.#op('get', () => getJobById(this.#scope, this.pool, id));
     return row ? toJob(row) : null;
   }
 
@@ -336,7 +338,7 @@ export class JobStore {
     if (filter.teamId !== undefined && !Number.isSafeInteger(filter.teamId)) throw invalidArgument('teamId must be a safe integer');
     const beforeId = filter.cursor === undefined || filter.cursor === null ? null : decodeCursor(filter.cursor);
     const rows = await this.#op('list', () =>
-      listJobs(this.pool, {
+      listJobs(this.#scope, this.pool, {
         status,
         queue: filter.queue ?? null,
         type: filter.type ?? null,
@@ -364,7 +366,7 @@ export class JobStore {
     return this.#op('claim', async () => {
       for (let attempt = 0; ; attempt++) {
         try {
-          const rows = await claimJobs(this.pool, claim.queues, claim.limit, claim.workerId, claim.leaseMs, claim.status);
+          const rows = await claimJobs(this.#scope, this.pool, claim.queues, claim.limit, claim.workerId, claim.leaseMs, claim.status);
           return rows.map(toLeasedJob).sort(claimOrder);
         } catch (err) {
           if (!isLockKeyRace(err) || attempt >= CLAIM_RACE_RETRIES) {
@@ -396,19 +398,19 @@ export class JobStore {
       const { batch, chunks } = prepared;
       // Rare (a worker submits fewer): the older outcomes alone first, the last chunk with the claim.
       for (const [from, to] of chunks.slice(0, -1)) {
-        for (const r of await completeJobs(this.pool, sliceBatch(batch, from, to))) written.add(leaseKey(r.id, r.token));
+        for (const r of await completeJobs(this.#scope, this.pool, sliceBatch(batch, from, to))) written.add(leaseKey(r.id, r.token));
       }
       const [from, to] = chunks[chunks.length - 1]!;
       const last = sliceBatch(batch, from, to);
       for (let attempt = 0; ; attempt++) {
         try {
-          const r = await completeAndClaimJobs(this.pool, last, claim);
+          const r = await completeAndClaimJobs(this.#scope, this.pool, last, claim);
           for (const c of r.completed) written.add(leaseKey(c.id, c.token));
           return { written: prepared.report(written), jobs: r.claimed.map(toLeasedJob).sort(claimOrder) };
         } catch (err) {
           if (!isLockKeyRace(err)) throw err;
           if (attempt >= CLAIM_RACE_RETRIES) {
-            for (const r of await completeJobs(this.pool, last)) written.add(leaseKey(r.id, r.token));
+            for (const r of await completeJobs(this.#scope, this.pool, last)) written.add(leaseKey(r.id, r.token));
             return { written: prepared.report(written), jobs: [] };
           }
         }
@@ -420,7 +422,7 @@ export class JobStore {
   async markRunning(leases: readonly JobLease[]): Promise<LeaseState[]> {
     const { ids, tokens } = splitLeases(leases);
     if (ids.length === 0) return [];
-    const rows = await this.#op('mark_running', () => markJobsRunning(this.pool, ids, tokens));
+    const rows = await this.#op('mark_running', () => markJobsRunning(this.#scope, this.pool, ids, tokens));
     return rows.map((r) => ({ id: Number(r.id), cancelRequested: r.cancel_requested }));
   }
 
@@ -432,7 +434,7 @@ export class JobStore {
     const { ids, tokens } = splitLeases(leases);
     checkLeaseMs(leaseMs);
     if (ids.length === 0) return [];
-    const rows = await this.#op('heartbeat', () => heartbeatJobs(this.pool, ids, tokens, leaseMs));
+    const rows = await this.#op('heartbeat', () => heartbeatJobs(this.#scope, this.pool, ids, tokens, leaseMs));
     return rows.map((r) => ({ id: Number(r.id), cancelRequested: r.cancel_requested }));
   }
 
@@ -457,7 +459,7 @@ export class JobStore {
     return this.#op('complete', async () => {
       const written = new Set<string>();
       for (const [from, to] of prepared.chunks) {
-        for (const r of await completeJobs(this.pool, sliceBatch(prepared.batch, from, to))) written.add(leaseKey(r.id, r.token));
+        for (const r of await completeJobs(this.#scope, this.pool, sliceBatch(prepared.batch, from, to))) written.add(leaseKey(r.id, r.token));
       }
       return prepared.report(written);
     }, { 'job.count': outcomes.length });
@@ -486,7 +488,7 @@ export class JobStore {
   async updateSteps(lease: JobLease, steps: readonly Step[]): Promise<boolean> {
     checkLease(lease);
     const json = stepsJson(steps);
-    return this.#op('update_steps', () => updateJobSteps(this.pool, lease.id, lease.leaseToken, json));
+    return this.#op('update_steps', () => updateJobSteps(this.#scope, this.pool, lease.id, lease.leaseToken, json));
   }
 
   /**
@@ -496,12 +498,12 @@ export class JobStore {
   async release(leases: readonly JobLease[]): Promise<number[]> {
     const { ids, tokens } = splitLeases(leases);
     if (ids.length === 0) return [];
-    return this.#op('release', () => releaseJobs(this.pool, ids, tokens, this.channel));
+    return this.#op('release', () => releaseJobs(this.#scope, this.pool, ids, tokens, this.channel));
   }
 
   /** `scheduled`/`retry_wait` → `queued` once due; wakes idle workers. Returns the count. */
   promoteDue(): Promise<number> {
-    return this.#op('promote', () => promoteDueJobs(this.pool, this.channel));
+    return this.#op('promote', () => promoteDueJobs(this.#scope, this.pool, this.channel));
   }
 
   /**
@@ -511,7 +513,7 @@ export class JobStore {
    */
   async reapExpired(maxResumes = DEFAULT_MAX_RESUMES): Promise<ReapedJob[]> {
     checkMaxResumes(maxResumes);
-    const rows = await this.#op('reap', () => reapExpiredLeases(this.pool, maxResumes));
+    const rows = await this.#op('reap', () => reapExpiredLeases(this.#scope, this.pool, maxResumes));
     return rows.map((r) => ({ id: Number(r.id), uuid: r.uuid, status: r.status }));
   }
 
@@ -524,9 +526,9 @@ export class JobStore {
     checkMaxResumes(maxResumes);
     return this.#op('maintain', () =>
       this.#transaction(async (client) => {
-        if (!(await tryMaintenanceXactLock(client))) return null;
-        const reaped = await reapExpiredLeases(client, maxResumes);
-        const promoted = await promoteDueJobs(client, this.channel);
+        if (!(await tryMaintenanceXactLock(this.#scope, client))) return null;
+        const reaped = await reapExpiredLeases(this.#scope, client, maxResumes);
+        const promoted = await promoteDueJobs(this.#scope, client, this.channel);
         return { reaped: reaped.map((r) => ({ id: Number(r.id), uuid: r.uuid, status: r.status })), promoted };
       }),
     );
@@ -538,7 +540,7 @@ export class JobStore {
    */
   async cancel(uuid: string): Promise<CancelOutcome> {
     checkUuid(uuid);
-    const row = await this.#op('cancel', () => cancelJob(this.pool, uuid, this.channel));
+    const row = await this.#op('cancel', () => cancelJob(this.#scope, this.pool, uuid, this.channel));
     if (!row) return 'not_cancellable';
     return row.status === 'cancelled' ? 'cancelled' : 'cancel_requested';
   }
@@ -546,7 +548,7 @@ export class JobStore {
   /** `dead_letter` → `cancelled`; false when the job is missing or not in the dead letter. */
   async forgetDeadLetter(uuid: string): Promise<boolean> {
     checkUuid(uuid);
-    return this.#op('forget', () => forgetDeadLetter(this.pool, uuid));
+    return this.#op('forget', () => forgetDeadLetter(this.#scope, this.pool, uuid));
   }
 
   /** Deletes `succeeded`/`cancelled` jobs finished more than `olderThanMs` ago; returns the count. */
@@ -554,7 +556,15 @@ export class JobStore {
     if (typeof olderThanMs !== 'number' || !Number.isFinite(olderThanMs) || olderThanMs < 0 || olderThanMs > MAX_DELAY_MS) {
       throw invalidArgument('olderThanMs must be a non-negative number of milliseconds, at most 100 years');
     }
-    return this.#op('purge', () => purgeFinished(this.pool, olderThanMs));
+    return this.#op('purge', () => purgeFinished(this.#scope, this.pool, olderThanMs));
+  }
+
+  /**
+   * Jobs per queue and status, for the statuses a job leaves (scheduled, queued, leased, running,
+   * retry_wait) and the dead letter: one grouped count. The `q.jobs.backlog` gauge reads it.
+   */
+  backlog(): Promise<Array<{ queue: string; status: JobStatus; count: number }>> {
+    return this.#op('backlog', () => countBacklog(this.#scope, this.pool));
   }
 
   /**
@@ -610,7 +620,7 @@ export class JobStore {
    */
   listen(handlers: JobListenerHandlers): JobListener {
     if (this.#closed) throw closedError();
-    const listener = new JobListener(this.notifies ? this.#dsn : null, this.channel, this.#applicationName, handlers);
+    const listener = new JobListener(this.notifies ? this.#dsn : null, this.channel, this.#applicationName, handlers, this.#scope);
     this.#listeners.add(listener);
     const close = listener.close.bind(listener);
     listener.close = async () => {
@@ -641,6 +651,31 @@ export class JobStore {
     return withTransaction(this.pool, fn);
   }
 
+}
+
+/** Name of the jobs backlog gauge (`{job}` count per `queue` and `status`). */
+export const JOBS_BACKLOG_METRIC = 'q.jobs.backlog';
+
+function checkSchemaOptions(op: string, opts: JobStoreSchemaOptions): string | undefined {
+  if (opts.pooler !== undefined && opts.pooler !== 'transaction') throw invalidArgument(`${op}: pooler must be 'transaction' or absent`);
+  return opts.schema === undefined ? undefined : checkSchemaName(op, opts.schema);
+}
+
+/**
+ * Migrates (when asked) and returns the schema the store binds to: `asked`, or the connection's
+ * `current_schema()`. A schema asked for but missing (not migrated) is `CONFIG`.
+ */
+async function bindSchema(pool: pg.Pool, asked: string | undefined, migrating: boolean): Promise<string> {
+  if (migrating) await migrate(pool, { modules: ['jobs'], ...(asked !== undefined ? { schema: asked } : {}) });
+  if (asked !== undefined) {
+    const { rows } = await pool.query<{ ok: boolean }>({ text: 'SELECT to_regnamespace($1) IS NOT NULL AS ok', values: [asked] });
+    if (rows[0]?.ok !== true) throw new QError(QErrorCode.CONFIG, `the schema "${asked}" does not exist (open with migrate to create it)`);
+    return asked;
+  }
+  const { rows } = await pool.query<{ schema: string | null }>('SELECT current_schema() AS schema');
+  const schema = rows[0]?.schema;
+  if (!schema) throw new QError(QErrorCode.CONFIG, 'the connection has no current schema (check search_path)');
+  return schema;
 }
 
 function closedError(): QError {
@@ -698,20 +733,7 @@ function chunkIndices(order: number[], sizes: readonly number[], maxCount: numbe
   return chunks;
 }
 
-/** The total of `sizes`, or `INVALID_ARGUMENT` naming it when over {@link CALL_TEXT_LIMIT}. */
-function checkCallSize(op: string, what: string, sizes: readonly number[]): number {
-  const total = sizes.reduce((a, b) => a + b, 0);
-  if (total > CALL_TEXT_LIMIT) {
-    throw invalidArgument(
-      `${op}: the batch holds ${total} characters of ${what}, more than the ${CALL_TEXT_LIMIT / 1024 / 1024} Mi one call writes; split it`,
-    );
-  }
-  return total;
-}
 
-function claimOrder(a: Job, b: Job): number {
-  return b.priority - a.priority || a.runAt.getTime() - b.runAt.getTime() || a.id - b.id;
-}
 
 function isLockKeyRace(err: unknown): boolean {
   const e = err as { code?: string; constraint?: string };
@@ -726,81 +748,14 @@ function mapWriteError(err: unknown): unknown {
   return err;
 }
 
-function checkQueues(queues: readonly string[]): string[] {
-  if (!Array.isArray(queues) || queues.length === 0 || queues.some((q) => typeof q !== 'string' || q === '')) {
-    throw invalidArgument('queues must be a non-empty array of non-empty strings');
-  }
-  for (const q of queues) checkName('claim', 'queue', q);
-  return [...new Set(queues)];
-}
 
-function checkMaxResumes(maxResumes: number): void {
-  if (!Number.isInteger(maxResumes) || maxResumes < 0 || maxResumes > INT32_MAX) {
-    throw invalidArgument('maxResumes must be a non-negative 32-bit integer');
-  }
-}
 
-function checkClaim(opts: ClaimOptions): {
-  queues: string[]; workerId: string; limit: number; leaseMs: number; status: 'leased' | 'running';
-} {
-  if (!opts || typeof opts !== 'object') throw invalidArgument('claim takes ClaimOptions');
-  const queues = checkQueues(opts.queues);
-  if (typeof opts.workerId !== 'string' || opts.workerId === '') throw invalidArgument('workerId must be a non-empty string');
-  checkName('claim', 'workerId', opts.workerId);
-  if (!Number.isInteger(opts.limit) || opts.limit < 1 || opts.limit > INT32_MAX) {
-    throw invalidArgument('limit must be a positive 32-bit integer');
-  }
-  const leaseMs = checkLeaseMs(opts.leaseMs);
-  return { queues, workerId: opts.workerId, limit: opts.limit, leaseMs, status: opts.start === true ? 'running' : 'leased' };
-}
 
-function checkLeaseMs(leaseMs: number): number {
-  if (typeof leaseMs !== 'number' || !Number.isFinite(leaseMs) || leaseMs <= 0 || leaseMs > INT32_MAX) {
-    throw invalidArgument(`leaseMs must be a positive number of milliseconds, at most ${INT32_MAX}`);
-  }
-  return Math.ceil(leaseMs);
-}
 
-function checkLease(l: JobLease): void {
-  if (!l || !Number.isSafeInteger(l.id)) throw invalidArgument('lease id must be a safe integer');
-  checkUuid(l.leaseToken, 'leaseToken');
-}
 
-function splitLeases(leases: readonly JobLease[]): { ids: number[]; tokens: string[] } {
-  if (!Array.isArray(leases)) throw invalidArgument('leases must be an array');
-  const ids: number[] = [];
-  const tokens: string[] = [];
-  for (const l of leases) {
-    checkLease(l);
-    ids.push(l.id);
-    tokens.push(l.leaseToken);
-  }
-  return { ids, tokens };
-}
 
-function stepsJson(steps: readonly Step[]): string {
-  if (!Array.isArray(steps)) throw invalidArgument('steps must be an array');
-  const json = repairJson(tryStringify(steps) ?? '[]');
-  const bytes = overLimit(json);
-  if (bytes !== undefined) throw invalidArgument(sizeProblem('steps', bytes));
-  return json;
-}
 
-/** Result as stored: JSON text, or null for `undefined` and values JSON.stringify refuses or omits. */
-function resultJson(result: unknown): string | null {
-  if (result === undefined) return null;
-  const json = jsonText(result, 'result', 'result');
-  if ('problem' in json) throw invalidArgument(json.problem);
-  return json.text;
-}
 
-/** Error text as stored: verbatim, so NUL, a lone surrogate or over 64 MiB is refused. */
-function errorText(error: unknown): string {
-  const text = checkText('complete', 'error', String(error));
-  const bytes = overLimit(text);
-  if (bytes !== undefined) throw invalidArgument(sizeProblem('error', bytes));
-  return text;
-}
 
 /** The key of one lease in a `written` set (Postgres returns tokens in lower case). */
 function leaseKey(id: number | string, token: string): string {
@@ -857,40 +812,7 @@ function prepareOutcomes(outcomes: readonly JobOutcome[]): PreparedOutcomes {
   };
 }
 
-/**
- * Why {@link JobStore.complete} would refuse `outcome` with `INVALID_ARGUMENT`, or `undefined`
- * when it takes it: the same check the store runs before sending, so a caller can replace one bad
- * outcome (a result JSON cannot carry, an error with NUL…) before it fails a whole batch. The
- * problem never quotes the value.
- */
-export function outcomeProblem(outcome: JobOutcome): string | undefined {
-  try {
-    outcomeRow(outcome);
-    return undefined;
-  } catch (err) {
-    if (err instanceof QError && err.code === QErrorCode.INVALID_ARGUMENT) return err.message;
-    throw err;
-  }
-}
 
-function outcomeRow(o: JobOutcome): { result: string | null; error: string | null; retryDelayMs: number | null; steps: string | null } {
-  checkLease(o);
-  const steps = o.steps === undefined ? null : stepsJson(o.steps);
-  switch (o.status) {
-    case 'succeeded':
-      return { result: resultJson(o.result), error: null, retryDelayMs: null, steps };
-    case 'retry_wait':
-      if (typeof o.retryDelayMs !== 'number' || !Number.isFinite(o.retryDelayMs) || o.retryDelayMs < 0 || o.retryDelayMs > MAX_DELAY_MS) {
-        throw invalidArgument('retryDelayMs must be a non-negative number of milliseconds, at most 100 years');
-      }
-      return { result: null, error: errorText(o.error), retryDelayMs: Math.round(o.retryDelayMs), steps };
-    case 'dead_letter':
-    case 'cancelled':
-      return { result: null, error: o.error === undefined ? null : errorText(o.error), retryDelayMs: null, steps };
-    default:
-      throw invalidArgument('outcome status must be succeeded, retry_wait, dead_letter or cancelled');
-  }
-}
 
 function sliceBatch(b: CompletionBatch, from: number, to: number): CompletionBatch {
   if (from === 0 && to === b.ids.length) return b;

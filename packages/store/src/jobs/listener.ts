@@ -1,4 +1,4 @@
-import { databaseError } from '@q/schema';
+import { databaseError, type StatementScope } from '@q/schema';
 import pg from 'pg';
 import { tryMaintenanceSessionLock } from './sql/maintenance-lock.js';
 
@@ -42,6 +42,7 @@ export class JobListener {
     private readonly channel: string,
     private readonly applicationName: string,
     private readonly handlers: JobListenerHandlers,
+    private readonly scope: StatementScope,
   ) {}
 
   /** True while the LISTEN connection is up. */
@@ -74,7 +75,7 @@ export class JobListener {
     if (!client) return false;
     if (this.#leader) return true;
     try {
-      this.#leader = await tryMaintenanceSessionLock(client);
+      this.#leader = await tryMaintenanceSessionLock(this.scope, client);
     } catch (err) {
       this.#fail(client, err);
     }

@@ -147,3 +147,15 @@ export type CancelOutcome =
   | 'cancel_requested'
   /** No such job, or already finished. */
   | 'not_cancellable';
+
+/** What to claim (see `JobStore.claim`). */
+export interface ClaimOptions {
+  queues: readonly string[];
+  workerId: string;
+  /** Jobs leased at most (at least 1). */
+  limit: number;
+  /** Lease duration (database clock). */
+  leaseMs: number;
+  /** Lease straight into `running` (a claimer that starts the jobs at once). Default false. */
+  start?: boolean;
+}

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { checkName, invalidArgument } from '@q/schema';
-import { jsonText } from './json.js';
-import { JOB_STATUSES, type JobStatus, type NewJob } from './types.js';
+import { QError, QErrorCode, checkName, checkText, invalidArgument } from '@q/schema';
+import { jsonText, overLimit, repairJson, sizeProblem, tryStringify } from './json.js';
+import { JOB_STATUSES, type ClaimOptions, type JobLease, type JobOutcome, type JobStatus, type NewJob, type Step } from './types.js';
 import type { EnqueueBatch } from './sql/enqueue-jobs.js';
 
 const INT32_MIN = -2_147_483_648;
@@ -93,4 +93,139 @@ export function toEnqueueBatch(jobs: readonly NewJob[]): EnqueueBatch {
     }
   });
   return b;
+}
+
+/**
+ * Characters of JSON and error text one call (enqueue, complete) writes at most: a larger batch
+ * is refused with `INVALID_ARGUMENT` naming its size, before anything is sent.
+ */
+export const CALL_TEXT_LIMIT = 256 * 1024 * 1024;
+
+/** The total of `sizes`, or `INVALID_ARGUMENT` naming it when over {@link CALL_TEXT_LIMIT}. */
+export function checkCallSize(op: string, what: string, sizes: readonly number[]): number {
+  const total = sizes.reduce((a, b) => a + b, 0);
+  if (total > CALL_TEXT_LIMIT) {
+    throw invalidArgument(
+      `${op}: the batch holds ${total} characters of ${what}, more than the ${CALL_TEXT_LIMIT / 1024 / 1024} Mi one call writes; split it`,
+    );
+  }
+  return total;
+}
+
+/** Checks a claim's queue list; returns it without duplicates. Throws `INVALID_ARGUMENT`. */
+export function checkQueues(queues: readonly string[]): string[] {
+  if (!Array.isArray(queues) || queues.length === 0 || queues.some((q) => typeof q !== 'string' || q === '')) {
+    throw invalidArgument('queues must be a non-empty array of non-empty strings');
+  }
+  for (const q of queues) checkName('claim', 'queue', q);
+  return [...new Set(queues)];
+}
+
+/** Throws `INVALID_ARGUMENT` unless `maxResumes` is a non-negative 32-bit integer. */
+export function checkMaxResumes(maxResumes: number): void {
+  if (!Number.isInteger(maxResumes) || maxResumes < 0 || maxResumes > INT32_MAX) {
+    throw invalidArgument('maxResumes must be a non-negative 32-bit integer');
+  }
+}
+
+/** Checks {@link ClaimOptions}; returns them normalised (status `running` for `start: true`). */
+export function checkClaim(opts: ClaimOptions): {
+  queues: string[]; workerId: string; limit: number; leaseMs: number; status: 'leased' | 'running';
+} {
+  if (!opts || typeof opts !== 'object') throw invalidArgument('claim takes ClaimOptions');
+  const queues = checkQueues(opts.queues);
+  if (typeof opts.workerId !== 'string' || opts.workerId === '') throw invalidArgument('workerId must be a non-empty string');
+  checkName('claim', 'workerId', opts.workerId);
+  if (!Number.isInteger(opts.limit) || opts.limit < 1 || opts.limit > INT32_MAX) {
+    throw invalidArgument('limit must be a positive 32-bit integer');
+  }
+  const leaseMs = checkLeaseMs(opts.leaseMs);
+  return { queues, workerId: opts.workerId, limit: opts.limit, leaseMs, status: opts.start === true ? 'running' : 'leased' };
+}
+
+/** Checks a lease duration; returns it rounded up to whole milliseconds. */
+export function checkLeaseMs(leaseMs: number): number {
+  if (typeof leaseMs !== 'number' || !Number.isFinite(leaseMs) || leaseMs <= 0 || leaseMs > INT32_MAX) {
+    throw invalidArgument(`leaseMs must be a positive number of milliseconds, at most ${INT32_MAX}`);
+  }
+  return Math.ceil(leaseMs);
+}
+
+export function checkLease(l: JobLease): void {
+  if (!l || !Number.isSafeInteger(l.id)) throw invalidArgument('lease id must be a safe integer');
+  checkUuid(l.leaseToken, 'leaseToken');
+}
+
+/** Checks leases and splits them into the id and token columns of a statement. */
+export function splitLeases(leases: readonly JobLease[]): { ids: number[]; tokens: string[] } {
+  if (!Array.isArray(leases)) throw invalidArgument('leases must be an array');
+  const ids: number[] = [];
+  const tokens: string[] = [];
+  for (const l of leases) {
+    checkLease(l);
+    ids.push(l.id);
+    tokens.push(l.leaseToken);
+  }
+  return { ids, tokens };
+}
+
+/** A step timeline as stored JSON; over 64 MiB is `INVALID_ARGUMENT`. */
+export function stepsJson(steps: readonly Step[]): string {
+  if (!Array.isArray(steps)) throw invalidArgument('steps must be an array');
+  const json = repairJson(tryStringify(steps) ?? '[]');
+  const bytes = overLimit(json);
+  if (bytes !== undefined) throw invalidArgument(sizeProblem('steps', bytes));
+  return json;
+}
+
+/** Result as stored: JSON text, or null for `undefined` and values JSON.stringify refuses or omits. */
+export function resultJson(result: unknown): string | null {
+  if (result === undefined) return null;
+  const json = jsonText(result, 'result', 'result');
+  if ('problem' in json) throw invalidArgument(json.problem);
+  return json.text;
+}
+
+/** Error text as stored: verbatim, so NUL, a lone surrogate or over 64 MiB is refused. */
+export function errorText(error: unknown): string {
+  const text = checkText('complete', 'error', String(error));
+  const bytes = overLimit(text);
+  if (bytes !== undefined) throw invalidArgument(sizeProblem('error', bytes));
+  return text;
+}
+
+/**
+ * Why {@link JobStore.complete} would refuse `outcome` with `INVALID_ARGUMENT`, or `undefined`
+ * when it takes it: the same check the store runs before sending, so a caller can replace one bad
+ * outcome (a result JSON cannot carry, an error with NUL…) before it fails a whole batch. The
+ * problem never quotes the value.
+ */
+export function outcomeProblem(outcome: JobOutcome): string | undefined {
+  try {
+    outcomeRow(outcome);
+    return undefined;
+  } catch (err) {
+    if (err instanceof QError && err.code === QErrorCode.INVALID_ARGUMENT) return err.message;
+    throw err;
+  }
+}
+
+/** Checks one outcome and turns it into its statement columns (throws `INVALID_ARGUMENT`). */
+export function outcomeRow(o: JobOutcome): { result: string | null; error: string | null; retryDelayMs: number | null; steps: string | null } {
+  checkLease(o);
+  const steps = o.steps === undefined ? null : stepsJson(o.steps);
+  switch (o.status) {
+    case 'succeeded':
+      return { result: resultJson(o.result), error: null, retryDelayMs: null, steps };
+    case 'retry_wait':
+      if (typeof o.retryDelayMs !== 'number' || !Number.isFinite(o.retryDelayMs) || o.retryDelayMs < 0 || o.retryDelayMs > MAX_DELAY_MS) {
+        throw invalidArgument('retryDelayMs must be a non-negative number of milliseconds, at most 100 years');
+      }
+      return { result: null, error: errorText(o.error), retryDelayMs: Math.round(o.retryDelayMs), steps };
+    case 'dead_letter':
+    case 'cancelled':
+      return { result: null, error: o.error === undefined ? null : errorText(o.error), retryDelayMs: null, steps };
+    default:
+      throw invalidArgument('outcome status must be succeeded, retry_wait, dead_letter or cancelled');
+  }
 }

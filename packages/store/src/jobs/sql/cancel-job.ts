@@ -1,3 +1,4 @@
+import { statement, type StatementScope } from '@q/schema';
 import type { JobStatus } from '../types.js';
 import type { Queryable } from './db.js';
 
@@ -5,8 +6,8 @@ import type { Queryable } from './db.js';
 // worker is told on the notification channel (heartbeats carry the flag too, as a fallback).
 const TEXT = `
 WITH c AS (
-  UPDATE jobs SET
-    status = CASE WHEN status IN ('queued', 'scheduled', 'retry_wait') THEN 'cancelled'::job_status ELSE status END,
+  UPDATE __q_schema__.q_jobs AS jobs SET
+    status = CASE WHEN status IN ('queued', 'scheduled', 'retry_wait') THEN 'cancelled'::__q_schema__.q_job_status ELSE status END,
     finished_at = CASE WHEN status IN ('queued', 'scheduled', 'retry_wait') THEN now() ELSE finished_at END,
     cancel_requested_at = coalesce(cancel_requested_at, now()),
     updated_at = now()
@@ -17,16 +18,15 @@ SELECT c.id, c.status,
        (SELECT count(*) FROM (SELECT pg_notify($2, 'c:' || c2.id) FROM c c2 WHERE c2.status <> 'cancelled') n) AS notified
 FROM c`;
 
+const TEXT_STMT = statement('q_jobs_cancel', TEXT);
+
 /** Cancels (or requests cancellation of) the job; returns its new status, or undefined. */
 export async function cancelJob(
+  scope: StatementScope,
   db: Queryable,
   uuid: string,
   channel: string,
 ): Promise<{ id: string; status: JobStatus } | undefined> {
-  const { rows } = await db.query<{ id: string; status: JobStatus }>({
-    name: 'q_jobs_cancel',
-    text: TEXT,
-    values: [uuid, channel],
-  });
+  const { rows } = await scope.run<{ id: string; status: JobStatus }>(db, TEXT_STMT, [uuid, channel]);
   return rows[0];
 }

@@ -1,3 +1,4 @@
+import { statement, type StatementScope } from '@q/schema';
 import { jobColumns, type JobRow } from '../row.js';
 import type { Queryable } from './db.js';
 
@@ -27,10 +28,10 @@ cand AS (
   SELECT c.id, c.lock_key, c.priority, c.run_at
   FROM unnest(${p.queues}::text[]) AS q(name)
   CROSS JOIN LATERAL (
-    SELECT j.id, j.lock_key, j.priority, j.run_at FROM jobs j
+    SELECT j.id, j.lock_key, j.priority, j.run_at FROM __q_schema__.q_jobs j
     WHERE j.queue = q.name AND j.status = 'queued' AND j.run_at <= now()
       AND (j.lock_key IS NULL OR NOT EXISTS (
-            SELECT 1 FROM jobs h
+            SELECT 1 FROM __q_schema__.q_jobs h
             WHERE h.lock_key = j.lock_key AND h.lock_key IS NOT NULL AND h.status IN ('leased', 'running')))
     ORDER BY j.priority DESC NULLS LAST, j.run_at, j.id
     LIMIT ${p.limit}
@@ -49,7 +50,7 @@ cand AS (
 /** The UPDATE that leases the picked jobs, each with a fresh fencing token. */
 export function claimUpdate(p: ClaimParams): string {
   return `
-UPDATE jobs SET status = ${p.status}::job_status, leased_by = ${p.workerId}, lease_token = gen_random_uuid(),
+UPDATE __q_schema__.q_jobs AS jobs SET status = ${p.status}::__q_schema__.q_job_status, leased_by = ${p.workerId}, lease_token = gen_random_uuid(),
        lease_expires_at = now() + ${p.leaseMs} * interval '1 millisecond', heartbeat_at = now(),
        attempt = jobs.attempt + 1, updated_at = now()
 FROM pick WHERE jobs.id = pick.id
@@ -62,12 +63,15 @@ const TEXT = `WITH ${claimCtes(P)}${claimUpdate(P)}`;
 /** A claimed row: the job with the fencing token of its new lease. */
 export type ClaimedRow = JobRow & { lease_token: string };
 
+const TEXT_STMT = statement('q_jobs_claim', TEXT);
+
 /**
  * Leases up to `limit` eligible jobs of `queues` for `workerId`; each gets a new fencing token.
  * `status` is `leased`, or `running` for a claimer that starts the jobs at once (saving the
  * separate mark-running write).
  */
 export async function claimJobs(
+  scope: StatementScope,
   db: Queryable,
   queues: string[],
   limit: number,
@@ -75,10 +79,6 @@ export async function claimJobs(
   leaseMs: number,
   status: 'leased' | 'running',
 ): Promise<ClaimedRow[]> {
-  const { rows } = await db.query<ClaimedRow>({
-    name: 'q_jobs_claim',
-    text: TEXT,
-    values: [queues, limit, workerId, leaseMs, status],
-  });
+  const { rows } = await scope.run<ClaimedRow>(db, TEXT_STMT, [queues, limit, workerId, leaseMs, status]);
   return rows;
 }

@@ -1,3 +1,4 @@
+import { statement, type StatementScope } from '@q/schema';
 import { JOB_COLUMN_COUNT } from '../row.js';
 import { claimCtes, claimUpdate, type ClaimParams, type ClaimedRow } from './claim-jobs.js';
 import { COMPLETION_UPDATE, completionValues, type CompletionBatch } from './complete-jobs.js';
@@ -31,17 +32,16 @@ export interface CompleteAndClaimRows {
   claimed: ClaimedRow[];
 }
 
+const TEXT_STMT = statement('q_jobs_complete_claim', TEXT);
+
 /** Writes `outcomes` and leases up to `limit` jobs of `queues`, in one statement. */
 export async function completeAndClaimJobs(
+  scope: StatementScope,
   db: Queryable,
   outcomes: CompletionBatch,
   claim: { queues: string[]; limit: number; workerId: string; leaseMs: number; status: 'leased' | 'running' },
 ): Promise<CompleteAndClaimRows> {
-  const { rows } = await db.query<ClaimedRow & { completed_id: string | null }>({
-    name: 'q_jobs_complete_claim',
-    text: TEXT,
-    values: [...completionValues(outcomes), claim.queues, claim.limit, claim.workerId, claim.leaseMs, claim.status],
-  });
+  const { rows } = await scope.run<ClaimedRow & { completed_id: string | null }>(db, TEXT_STMT, [...completionValues(outcomes), claim.queues, claim.limit, claim.workerId, claim.leaseMs, claim.status]);
   const out: CompleteAndClaimRows = { completed: [], claimed: [] };
   for (const r of rows) {
     if (r.completed_id !== null) out.completed.push({ id: r.completed_id, token: r.lease_token });

@@ -1,3 +1,4 @@
+import { statement, type StatementScope } from '@q/schema';
 import type { JobStatus } from '../types.js';
 import type { Queryable } from './db.js';
 
@@ -37,11 +38,11 @@ export const COMPLETION_INPUT = `unnest($1::int8[], $2::uuid[], $3::text[], $4::
 // restates the join as an index condition: joined to the unnest alone, the planner (which
 // guesses 100 rows for it) hashed the batch against a sequential scan of the whole table once
 // the batch was a few hundred outcomes.
-const FINAL = `(CASE WHEN jobs.cancel_requested_at IS NOT NULL THEN 'cancelled'::job_status ELSE u.status::job_status END)`;
+const FINAL = `(CASE WHEN jobs.cancel_requested_at IS NOT NULL THEN 'cancelled'::__q_schema__.q_job_status ELSE u.status::__q_schema__.q_job_status END)`;
 
-/** `UPDATE jobs SET … FROM <COMPLETION_INPUT> WHERE <held>`, without RETURNING. */
+/** `UPDATE __q_schema__.q_jobs AS jobs SET … FROM <COMPLETION_INPUT> WHERE <held>`, without RETURNING. */
 export const COMPLETION_UPDATE = `
-UPDATE jobs SET
+UPDATE __q_schema__.q_jobs AS jobs SET
   status = ${FINAL},
   result = CASE WHEN u.status = 'succeeded' THEN u.result::jsonb ELSE jobs.result END,
   last_error = coalesce(u.error, jobs.last_error),
@@ -60,15 +61,14 @@ WHERE jobs.id = ANY($1::int8[]) AND jobs.id = u.id AND jobs.lease_token = u.toke
 const TEXT = `${COMPLETION_UPDATE}
 RETURNING jobs.id, u.token, jobs.status`;
 
+const TEXT_STMT = statement('q_jobs_complete', TEXT);
+
 /** Writes the outcomes whose lease is still held; returns those leases with the job's new status. */
 export async function completeJobs(
+  scope: StatementScope,
   db: Queryable,
   b: CompletionBatch,
 ): Promise<Array<{ id: string; token: string; status: JobStatus }>> {
-  const { rows } = await db.query<{ id: string; token: string; status: JobStatus }>({
-    name: 'q_jobs_complete',
-    text: TEXT,
-    values: completionValues(b),
-  });
+  const { rows } = await scope.run<{ id: string; token: string; status: JobStatus }>(db, TEXT_STMT, completionValues(b));
   return rows;
 }

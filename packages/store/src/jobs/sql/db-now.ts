@@ -1,7 +1,10 @@
+import { statement, type StatementScope } from '@q/schema';
 import type { Queryable } from './db.js';
 
+const NOW = statement('q_jobs_now', 'SELECT clock_timestamp() AS now');
+
 /** The database clock. */
-export async function dbNow(db: Queryable): Promise<Date> {
-  const { rows } = await db.query<{ now: Date }>({ name: 'q_jobs_now', text: 'SELECT clock_timestamp() AS now' });
+export async function dbNow(scope: StatementScope, db: Queryable): Promise<Date> {
+  const { rows } = await scope.run<{ now: Date }>(db, NOW, []);
   return rows[0]!.now;
 }

@@ -1,11 +1,14 @@
+import { statement, type StatementScope } from '@q/schema';
 import type { Queryable } from './db.js';
 
 // Ids for a batch split over several statements, drawn in one round trip and handed out in
 // input order, so the batch keeps its order (FIFO) whatever order its statements insert in.
-const TEXT = `SELECT nextval(pg_get_serial_sequence('jobs', 'id')) AS id FROM generate_series(1, $1::int4) ORDER BY 1`;
+const TEXT = `SELECT nextval(pg_get_serial_sequence('__q_schema__.q_jobs', 'id')) AS id FROM generate_series(1, $1::int4) ORDER BY 1`;
+
+const TEXT_STMT = statement('q_jobs_draw_ids', TEXT);
 
 /** `count` fresh job ids, ascending. */
-export async function drawJobIds(db: Queryable, count: number): Promise<number[]> {
-  const { rows } = await db.query<{ id: string }>({ name: 'q_jobs_draw_ids', text: TEXT, values: [count] });
+export async function drawJobIds(scope: StatementScope, db: Queryable, count: number): Promise<number[]> {
+  const { rows } = await scope.run<{ id: string }>(db, TEXT_STMT, [count]);
   return rows.map((r) => Number(r.id));
 }

@@ -1,3 +1,4 @@
+import { statement, type StatementScope } from '@q/schema';
 import { jobColumns, type JobRow } from '../row.js';
 import { MAX_NOTIFY_QUEUE_BYTES, type Queryable } from './db.js';
 
@@ -43,17 +44,17 @@ export interface EnqueueRow extends JobRow {
 const TEXT = `
 WITH input AS (
   SELECT i.*, coalesce(i.given_id, nextval(seq.id)) AS id
-  FROM (SELECT pg_get_serial_sequence('jobs', 'id')::regclass AS id) seq, unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::timestamptz[],
+  FROM (SELECT pg_get_serial_sequence('__q_schema__.q_jobs', 'id')::regclass AS id) seq, unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::timestamptz[],
               $7::int4[], $8::text[], $9::text[], $10::int8[], $11::int8[], $12::int8[], $14::int8[])
     WITH ORDINALITY AS i(uuid, queue, job_type, payload, priority, run_at, max_attempts, idempotency_key,
                          lock_key, team_id, resource_id, retry_of_id, given_id, ord)
 ), ins AS (
-  INSERT INTO jobs AS j (id, uuid, queue, job_type, payload, priority, run_at, status, max_attempts,
+  INSERT INTO __q_schema__.q_jobs AS j (id, uuid, queue, job_type, payload, priority, run_at, status, max_attempts,
                          idempotency_key, lock_key, team_id, resource_id, retry_of_id)
   OVERRIDING SYSTEM VALUE
   SELECT id, uuid, queue, job_type, payload::jsonb, priority,
          CASE WHEN run_at > now() THEN run_at ELSE now() END,
-         CASE WHEN run_at > now() THEN 'scheduled'::job_status ELSE 'queued'::job_status END,
+         CASE WHEN run_at > now() THEN 'scheduled'::__q_schema__.q_job_status ELSE 'queued'::__q_schema__.q_job_status END,
          max_attempts, idempotency_key, lock_key, team_id, resource_id, retry_of_id
   FROM input ORDER BY idempotency_key COLLATE "C" NULLS LAST, ord
   ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
@@ -65,18 +66,16 @@ SELECT ins.*, true AS inserted,
                               WHERE octet_length(d.queue) < ${MAX_NOTIFY_QUEUE_BYTES}) n) AS notified
 FROM ins
 UNION ALL
-SELECT ${jobColumns('o')}, false, 0 FROM jobs o
+SELECT ${jobColumns('o')}, false, 0 FROM __q_schema__.q_jobs o
 WHERE o.idempotency_key IN (SELECT idempotency_key FROM input WHERE idempotency_key IS NOT NULL)`;
 
+const TEXT_STMT = statement('q_jobs_enqueue', TEXT);
+
 /** Inserts a batch (`unnest`), skipping idempotency conflicts; notifies `channel` for queued jobs. */
-export async function enqueueJobs(db: Queryable, b: EnqueueBatch, channel: string): Promise<EnqueueRow[]> {
-  const { rows } = await db.query<EnqueueRow>({
-    name: 'q_jobs_enqueue',
-    text: TEXT,
-    values: [
+export async function enqueueJobs(scope: StatementScope, db: Queryable, b: EnqueueBatch, channel: string): Promise<EnqueueRow[]> {
+  const { rows } = await scope.run<EnqueueRow>(db, TEXT_STMT, [
       b.uuids, b.queues, b.types, b.payloads, b.priorities, b.runAts, b.maxAttempts, b.idempotencyKeys,
       b.lockKeys, b.teamIds, b.resourceIds, b.retryOfIds, channel, b.ids,
-    ],
-  });
+    ]);
   return rows;
 }

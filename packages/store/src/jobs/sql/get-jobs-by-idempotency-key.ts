@@ -1,10 +1,13 @@
+import { statement, type StatementScope } from '@q/schema';
 import { jobColumns, type JobRow } from '../row.js';
 import type { Queryable } from './db.js';
 
-const TEXT = `SELECT ${jobColumns('j')} FROM jobs j WHERE j.idempotency_key = ANY($1::text[])`;
+const TEXT = `SELECT ${jobColumns('j')} FROM __q_schema__.q_jobs j WHERE j.idempotency_key = ANY($1::text[])`;
+
+const TEXT_STMT = statement('q_jobs_get_by_idem', TEXT);
 
 /** The jobs holding the given idempotency keys (used when a concurrent insert won a key). */
-export async function getJobsByIdempotencyKey(db: Queryable, keys: string[]): Promise<JobRow[]> {
-  const { rows } = await db.query<JobRow>({ name: 'q_jobs_get_by_idem', text: TEXT, values: [keys] });
+export async function getJobsByIdempotencyKey(scope: StatementScope, db: Queryable, keys: string[]): Promise<JobRow[]> {
+  const { rows } = await scope.run<JobRow>(db, TEXT_STMT, [keys]);
   return rows;
 }

@@ -1,10 +1,11 @@
+import { statement, type StatementScope } from '@q/schema';
 import { jobColumns, type JobRow } from '../row.js';
 import type { JobStatus } from '../types.js';
 import type { Queryable } from './db.js';
 
 const TEXT = `
-SELECT ${jobColumns('j')} FROM jobs j
-WHERE ($1::job_status IS NULL OR j.status = $1::job_status)
+SELECT ${jobColumns('j')} FROM __q_schema__.q_jobs j
+WHERE ($1::__q_schema__.q_job_status IS NULL OR j.status = $1::__q_schema__.q_job_status)
   AND ($2::text IS NULL OR j.queue = $2::text)
   AND ($3::text IS NULL OR j.job_type = $3::text)
   AND ($4::int8 IS NULL OR j.team_id = $4::int8)
@@ -22,12 +23,10 @@ export interface ListParams {
   limit: number;
 }
 
+const TEXT_STMT = statement('q_jobs_list', TEXT);
+
 /** Jobs matching the filter, `id DESC`, at most `limit`. */
-export async function listJobs(db: Queryable, p: ListParams): Promise<JobRow[]> {
-  const { rows } = await db.query<JobRow>({
-    name: 'q_jobs_list',
-    text: TEXT,
-    values: [p.status, p.queue, p.type, p.teamId, p.beforeId, p.limit],
-  });
+export async function listJobs(scope: StatementScope, db: Queryable, p: ListParams): Promise<JobRow[]> {
+  const { rows } = await scope.run<JobRow>(db, TEXT_STMT, [p.status, p.queue, p.type, p.teamId, p.beforeId, p.limit]);
   return rows;
 }

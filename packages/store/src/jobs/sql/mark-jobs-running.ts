@@ -1,21 +1,21 @@
+import { statement, type StatementScope } from '@q/schema';
 import type { Queryable } from './db.js';
 
 const TEXT = `
-UPDATE jobs SET status = 'running', updated_at = now()
+UPDATE __q_schema__.q_jobs AS jobs SET status = 'running', updated_at = now()
 FROM unnest($1::int8[], $2::uuid[]) AS u(id, token)
 WHERE jobs.id = ANY($1::int8[]) AND jobs.id = u.id AND jobs.lease_token = u.token AND jobs.status = 'leased'
 RETURNING jobs.id, jobs.cancel_requested_at IS NOT NULL AS cancel_requested`;
 
+const TEXT_STMT = statement('q_jobs_mark_running', TEXT);
+
 /** leased → running for the leases still held; returns them with their cancel flag. */
 export async function markJobsRunning(
+  scope: StatementScope,
   db: Queryable,
   ids: number[],
   tokens: string[],
 ): Promise<Array<{ id: string; cancel_requested: boolean }>> {
-  const { rows } = await db.query<{ id: string; cancel_requested: boolean }>({
-    name: 'q_jobs_mark_running',
-    text: TEXT,
-    values: [ids, tokens],
-  });
+  const { rows } = await scope.run<{ id: string; cancel_requested: boolean }>(db, TEXT_STMT, [ids, tokens]);
   return rows;
 }

@@ -1,8 +1,9 @@
+import { statement, type StatementScope } from '@q/schema';
 import { MAX_NOTIFY_QUEUE_BYTES, type Queryable } from './db.js';
 
 const TEXT = `
 WITH p AS (
-  UPDATE jobs SET status = 'queued', updated_at = now()
+  UPDATE __q_schema__.q_jobs AS jobs SET status = 'queued', updated_at = now()
   WHERE status IN ('scheduled', 'retry_wait') AND run_at <= now()
   RETURNING queue
 )
@@ -11,8 +12,10 @@ SELECT count(*)::int AS promoted,
                              WHERE octet_length(d.queue) < ${MAX_NOTIFY_QUEUE_BYTES}) n) AS notified
 FROM p`;
 
+const TEXT_STMT = statement('q_jobs_promote', TEXT);
+
 /** scheduled/retry_wait → queued once `run_at` is due; wakes idle workers. Returns the count. */
-export async function promoteDueJobs(db: Queryable, channel: string): Promise<number> {
-  const { rows } = await db.query<{ promoted: number }>({ name: 'q_jobs_promote', text: TEXT, values: [channel] });
+export async function promoteDueJobs(scope: StatementScope, db: Queryable, channel: string): Promise<number> {
+  const { rows } = await scope.run<{ promoted: number }>(db, TEXT_STMT, [channel]);
   return rows[0]?.promoted ?? 0;
 }

@@ -1,3 +1,4 @@
+import { statement, type StatementScope } from '@q/schema';
 import type { JobStatus } from '../types.js';
 import type { Queryable } from './db.js';
 
@@ -5,9 +6,9 @@ import type { Queryable } from './db.js';
 // resume_count rises; once a job has already been resumed $1 times the next crash dead-letters it
 // (attempt kept). Every CASE sees the old resume_count. An earlier last_error is kept.
 const TEXT = `
-UPDATE jobs SET
-  status = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'::job_status
-                WHEN resume_count >= $1 THEN 'dead_letter'::job_status ELSE 'retry_wait'::job_status END,
+UPDATE __q_schema__.q_jobs AS jobs SET
+  status = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'::__q_schema__.q_job_status
+                WHEN resume_count >= $1 THEN 'dead_letter'::__q_schema__.q_job_status ELSE 'retry_wait'::__q_schema__.q_job_status END,
   dead_lettered_at = CASE WHEN cancel_requested_at IS NULL AND resume_count >= $1 THEN now() ELSE dead_lettered_at END,
   finished_at = CASE WHEN cancel_requested_at IS NOT NULL OR resume_count >= $1 THEN now() ELSE finished_at END,
   attempt = CASE WHEN cancel_requested_at IS NULL AND resume_count >= $1 THEN attempt ELSE greatest(attempt - 1, 0) END,
@@ -17,15 +18,14 @@ UPDATE jobs SET
 WHERE status IN ('leased', 'running') AND lease_expires_at < now()
 RETURNING id, uuid, status`;
 
+const TEXT_STMT = statement('q_jobs_reap', TEXT);
+
 /** Takes back every lapsed lease; returns the jobs with their new status. */
 export async function reapExpiredLeases(
+  scope: StatementScope,
   db: Queryable,
   maxResumes: number,
 ): Promise<Array<{ id: string; uuid: string; status: JobStatus }>> {
-  const { rows } = await db.query<{ id: string; uuid: string; status: JobStatus }>({
-    name: 'q_jobs_reap',
-    text: TEXT,
-    values: [maxResumes],
-  });
+  const { rows } = await scope.run<{ id: string; uuid: string; status: JobStatus }>(db, TEXT_STMT, [maxResumes]);
   return rows;
 }

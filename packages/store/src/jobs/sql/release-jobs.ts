@@ -1,3 +1,4 @@
+import { statement, type StatementScope } from '@q/schema';
 import { MAX_NOTIFY_QUEUE_BYTES, type Queryable } from './db.js';
 
 // A worker that stops gives its unfinished leases back: the job is queued again at once with the
@@ -5,8 +6,8 @@ import { MAX_NOTIFY_QUEUE_BYTES, type Queryable } from './db.js';
 // The token match is the "still held" check (see complete-jobs.ts for why there is no status predicate).
 const TEXT = `
 WITH r AS (
-  UPDATE jobs SET
-    status = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'::job_status ELSE 'queued'::job_status END,
+  UPDATE __q_schema__.q_jobs AS jobs SET
+    status = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'::__q_schema__.q_job_status ELSE 'queued'::__q_schema__.q_job_status END,
     finished_at = CASE WHEN cancel_requested_at IS NOT NULL THEN now() ELSE finished_at END,
     attempt = greatest(jobs.attempt - 1, 0),
     leased_by = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
@@ -19,8 +20,10 @@ SELECT r.id, (SELECT count(*) FROM (SELECT pg_notify($3, 'q:' || d.queue)
                                      WHERE octet_length(d.queue) < ${MAX_NOTIFY_QUEUE_BYTES}) n) AS notified
 FROM r`;
 
+const TEXT_STMT = statement('q_jobs_release', TEXT);
+
 /** Returns held leases to the queue (attempt given back); returns the ids released. */
-export async function releaseJobs(db: Queryable, ids: number[], tokens: string[], channel: string): Promise<number[]> {
-  const { rows } = await db.query<{ id: string }>({ name: 'q_jobs_release', text: TEXT, values: [ids, tokens, channel] });
+export async function releaseJobs(scope: StatementScope, db: Queryable, ids: number[], tokens: string[], channel: string): Promise<number[]> {
+  const { rows } = await scope.run<{ id: string }>(db, TEXT_STMT, [ids, tokens, channel]);
   return rows.map((r) => Number(r.id));
 }

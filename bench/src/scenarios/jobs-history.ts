@@ -1,0 +1,159 @@
+import { performance } from 'node:perf_hooks';
+import pg from 'pg';
+import type { Scenario, System } from '../scenario.js';
+import { ExactlyOnce, check, waitUntil } from '../verify.js';
+import { graphileWorker } from '../systems/graphile.js';
+import type { JobHarness, JobSystem } from '../systems/jobs.js';
+import { qJobs } from '../systems/q-jobs.js';
+
+// Scenarios about what a job queue's history and its database's vacuum horizon cost: a drain
+// with a million finished jobs kept (q keeps them readable until purged), and a drain while
+// another session holds a snapshot open (dead tuples cannot be vacuumed meanwhile).
+
+const BATCH = 1_000;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** The table each system's hot path works on (for dead tuples). */
+const HOT_TABLE: Record<string, string> = { q: 'q_jobs', 'graphile-worker': 'graphile_worker._private_jobs' };
+
+async function deadTuples(admin: pg.Pool, table: string): Promise<number> {
+  const { rows } = await admin.query<{ n: string | null }>(`SELECT n_dead_tup::text AS n FROM pg_stat_user_tables WHERE relid = to_regclass($1)`, [table]);
+  return Number(rows[0]?.n ?? 0);
+}
+
+/** Drains `n` jobs enqueued up front at concurrency 8; returns jobs/s. Jobs `from…from+n-1`. */
+async function drain(h: JobHarness, from: number, n: number, name: string): Promise<number> {
+  for (let k = 0; k < n; k += BATCH) await h.enqueueBatch(from + k, Math.min(BATCH, n - k));
+  const seen = new ExactlyOnce(n);
+  const before = await h.completed();
+  const t0 = performance.now();
+  await h.startWorkers({ concurrency: 8, mode: 'throughput', handle: (p) => seen.hit(p.i - from) });
+  await seen.all(600_000);
+  await waitUntil(async () => (await h.completed()) >= before + n, 60_000, `${name}: ${n} completions recorded`);
+  const rate = n / ((performance.now() - t0) / 1000);
+  seen.verify(`${name} drain`);
+  return rate;
+}
+
+/**
+ * `job-drain-retained`: q drains 20,000 jobs on a table holding only its own history, then,
+ * after 1,000,000 finished jobs are added (one set-based INSERT, then VACUUM ANALYZE as
+ * autovacuum would), drains 20,000 more. The goal: the second rate within 5 % of the first.
+ * Only q runs it: graphile-worker deletes finished jobs, so it keeps no history to cost anything.
+ */
+export function jobDrainRetained(js: JobSystem = qJobs()): Scenario {
+  const system: System = {
+    name: js.name,
+    ...(js.skip ? { skip: () => (js.skip as () => Promise<string | undefined>)() } : {}),
+    async run(ctx) {
+      const n = ctx.n(20_000, 300);
+      const retained = ctx.n(1_000_000, 2_000);
+      const admin = new pg.Pool({ connectionString: ctx.dsn, max: 1 });
+      try {
+        let h = await js.open(ctx.dsn, 10);
+        const empty = await drain(h, 0, n, `${js.name} empty`).finally(() => h.close());
+        await admin.query(
+          `INSERT INTO q_jobs (queue, job_type, payload, status, attempt, result, finished_at)
+           SELECT 'history', 'noop', jsonb_build_object('i', g), 'succeeded', 1, 'null', now() - interval '1 hour'
+           FROM generate_series(1, $1::int) g`,
+          [retained],
+        );
+        await admin.query('VACUUM ANALYZE q_jobs');
+        h = await js.open(ctx.dsn, 10);
+        const kept = await drain(h, n, n, `${js.name} retained`).finally(() => h.close());
+        const { rows } = await admin.query<{ n: string }>(`SELECT count(*)::text AS n FROM q_jobs WHERE status = 'succeeded'`);
+        check(Number(rows[0]!.n) === retained + 2 * n, `${js.name}: ${rows[0]!.n} finished jobs kept, expected ${retained + 2 * n}`);
+        return { empty, retained: kept, ratio: kept / empty };
+      } finally {
+        await admin.end();
+      }
+    },
+  };
+  return {
+    name: 'job-drain-retained',
+    title: 'job drain, 20,000 no-op jobs (c8): empty table vs 1,000,000 finished jobs kept',
+    maxReps: 2,
+    warmupFraction: 0.05,
+    metrics: [
+      { key: 'empty', unit: 'jobs/s', better: 'higher' },
+      { key: 'retained', unit: 'jobs/s', better: 'higher' },
+      { key: 'ratio', unit: '×', better: 'higher' },
+    ],
+    baseline: js.name,
+    systems: [system],
+  };
+}
+
+/**
+ * `job-drain-held-xmin`: workers at concurrency 8 drain a backlog a producer keeps at about
+ * 10,000 jobs; after `before`, another session opens a REPEATABLE READ snapshot and holds it for
+ * 60 s (`during`), then lets go (`after`). Reported: the rate in each phase and the dead tuples
+ * of the system's hot table at the end of the held phase.
+ */
+export function jobDrainHeldXmin(systems: JobSystem[] = [qJobs(), graphileWorker]): Scenario {
+  return {
+    name: 'job-drain-held-xmin',
+    title: 'job drain (c8) while another session holds a snapshot for 60 s: before / during / after',
+    maxReps: 1,
+    warmupFraction: 0.05,
+    metrics: [
+      { key: 'before', unit: 'jobs/s', better: 'higher' },
+      { key: 'during', unit: 'jobs/s', better: 'higher' },
+      { key: 'after', unit: 'jobs/s', better: 'higher' },
+      { key: 'dead', unit: 'tuples', better: 'lower' },
+    ],
+    baseline: 'q',
+    systems: systems.map((js) => ({
+      name: js.name,
+      ...(js.skip ? { skip: () => (js.skip as () => Promise<string | undefined>)() } : {}),
+      async run(ctx) {
+        const heldMs = ctx.n(60_000, 1_500);
+        const sideMs = ctx.n(10_000, 1_000);
+        const h = await js.open(ctx.dsn, 10);
+        const admin = new pg.Pool({ connectionString: ctx.dsn, max: 2 });
+        const runs = new Map<number, number>();
+        let enqueued = 0;
+        let stop = false;
+        const producer = (async () => {
+          while (!stop) {
+            if (enqueued - runs.size < 10_000) {
+              await h.enqueueBatch(enqueued, BATCH);
+              enqueued += BATCH;
+            } else await sleep(5);
+          }
+        })();
+        const holder = await admin.connect();
+        try {
+          await h.startWorkers({ concurrency: 8, mode: 'throughput', handle: (p) => runs.set(p.i, (runs.get(p.i) ?? 0) + 1) });
+          const phase = async (ms: number) => {
+            const a = runs.size;
+            const t0 = performance.now();
+            await sleep(ms);
+            return (runs.size - a) / ((performance.now() - t0) / 1000);
+          };
+          await sleep(Math.min(1_000, sideMs)); // warm: pools open, local queues filled
+          const before = await phase(sideMs);
+          await holder.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+          await holder.query('SELECT count(*) FROM pg_class'); // takes the snapshot: xmin held from here
+          const during = await phase(heldMs);
+          await sleep(600); // statistics reach pg_stat_user_tables
+          const dead = await deadTuples(admin, HOT_TABLE[js.name] ?? '');
+          await holder.query('COMMIT');
+          const after = await phase(sideMs);
+          stop = true;
+          await producer;
+          check([...runs.values()].every((c) => c === 1), `${js.name}: a job ran twice`);
+          return { before, during, after, dead };
+        } finally {
+          stop = true;
+          await producer.catch(() => undefined);
+          await holder.query('ROLLBACK').catch(() => undefined);
+          holder.release();
+          await h.close().catch(() => undefined);
+          await admin.end();
+        }
+      },
+    })),
+  };
+}
+

@@ -1,0 +1,135 @@
+import type { Tracer } from '@opentelemetry/api';
+import type { JobMetrics } from '@q/otel';
+import type { Job, JobOutcome } from '@q/store';
+import type { Completer } from './completer.js';
+import { DeadLetterError } from './errors.js';
+import type { Execution } from './execution.js';
+import { firstLine, type Logger } from './logger.js';
+import type { HandlerFunc } from './options.js';
+import { processSpan } from './process-span.js';
+import { failureOutcome, refusedOutcome, storableOutcome, storableText } from './retry-policy.js';
+
+/** How an attempt tells its worker where it is. */
+export interface AttemptHooks {
+  /** The handler settled (or will never run): free its slot. */
+  free(e: Execution): void;
+  /** The attempt is over: forget it. */
+  settle(e: Execution): void;
+  /** The lease was given up unrenewed and nothing runs under it any more: give the job back. */
+  giveUp(e: Execution): Promise<void>;
+}
+
+/** What running attempts needs from the worker: fixed for its life. */
+export interface AttemptConfig {
+  handlers: ReadonlyMap<string, HandlerFunc>;
+  completer: Completer;
+  logger: Logger;
+  metrics: JobMetrics | undefined;
+  tracer: Tracer | undefined;
+  retryBaseMs: number;
+  workerId: string;
+  /** Told how long each handler ran (sizes an adaptive local queue). */
+  handlerTime?: (ms: number) => void;
+}
+
+/** The log fields naming one attempt of `job` on worker `workerId`. */
+export function jobFields(job: Job, workerId: string): Record<string, unknown> {
+  return { job_uuid: job.uuid, job_type: job.type, attempt: job.attempt, worker_id: workerId };
+}
+
+/**
+ * Runs attempts: the handler (in a `q.jobs.process` span when traced), the outcome it comes to
+ * (see retry-policy.ts), its metrics, and the fenced write of that outcome with the final
+ * timeline.
+ */
+export class AttemptRunner {
+  readonly #c: AttemptConfig;
+  readonly #hooks: AttemptHooks;
+
+  constructor(config: AttemptConfig, hooks: AttemptHooks) {
+    this.#c = config;
+    this.#hooks = hooks;
+  }
+
+  /** Runs `e`'s handler and records its outcome; settles `e` at the end. */
+  async execute(e: Execution): Promise<void> {
+    const { job } = e;
+    const c = this.#c;
+    const handler = c.handlers.get(job.type);
+    if (!handler) {
+      const msg = `no handler registered for job type "${job.type}"`;
+      this.#hooks.free(e);
+      await this.record(e, storableOutcome(e, failureOutcome(e, msg, c.retryBaseMs), c.retryBaseMs), undefined, msg);
+      this.#hooks.settle(e);
+      return;
+    }
+    const started = performance.now();
+    let outcome: JobOutcome;
+    let error: string | undefined;
+    let deadLetter = false;
+    try {
+      const run = async (): Promise<unknown> => {
+        try {
+          return await handler(job, { signal: e.controller.signal, steps: e.recorder });
+        } catch (err) {
+          // Postgres text holds no NUL and UTF-8 no lone surrogate: replaced, so the error is kept.
+          error = storableText(err instanceof Error ? err.message : String(err));
+          deadLetter = err instanceof DeadLetterError;
+          // The span records only the first line: messages can be long and are the handler's.
+          throw new Error(firstLine(error || 'job failed'), { cause: err });
+        }
+      };
+      const result = c.tracer ? await processSpan(c.tracer, job, run) : await run();
+      outcome = { ...e.lease, status: 'succeeded', result };
+    } catch {
+      outcome = failureOutcome(e, error ?? 'job failed', c.retryBaseMs, deadLetter);
+    }
+    c.handlerTime?.(performance.now() - started);
+    this.#hooks.free(e);
+    if (e.cancelRequested) outcome = { ...e.lease, status: 'cancelled', ...(error !== undefined ? { error } : {}) };
+    outcome = storableOutcome(e, outcome, c.retryBaseMs);
+    if ('error' in outcome && outcome.error !== undefined) error = outcome.error;
+    const status = outcome.status === 'retry_wait' ? 'failed' : outcome.status;
+    const attrs = { 'job.type': job.type, 'job.status': status };
+    c.metrics?.completed.add(1, attrs);
+    c.metrics?.duration.record((performance.now() - started) / 1000, attrs);
+    await this.record(e, outcome, status, error);
+    this.#hooks.settle(e);
+  }
+
+  /**
+   * Writes the outcome with the final timeline, unless the job was given back by a drain or its
+   * lease is known lost (then someone else owns the job, or soon will: nothing is recorded).
+   */
+  async record(e: Execution, outcome: JobOutcome, status: string | undefined, error: string | undefined): Promise<void> {
+    if (e.released) return;
+    const c = this.#c;
+    const fields = jobFields(e.job, c.workerId);
+    // Should the store still refuse the outcome when it is written (a timeline over 64 MiB), a
+    // failed attempt saying why is recorded instead, without the timeline.
+    const submitted = outcome;
+    const written = !e.leaseLost && (await c.completer.submit({ ...outcome, steps: e.recorder.steps }, () => e.held, (problem) => {
+      outcome = refusedOutcome(e, submitted, problem, c.retryBaseMs);
+      if ('error' in outcome) error = outcome.error;
+      return outcome;
+    }));
+    if (!written) {
+      c.logger.warn(fields, e.leaseLost ? 'job outcome not recorded: its lease was lost' : 'could not record job outcome (lease lost?)');
+      if (e.unrenewed) await this.#hooks.giveUp(e);
+      return;
+    }
+    switch (outcome.status) {
+      case 'succeeded':
+        c.logger.info(fields, 'job succeeded');
+        break;
+      case 'retry_wait':
+        c.logger.warn({ ...fields, err: { message: firstLine(error ?? '') }, retry_in_ms: Math.round(outcome.retryDelayMs) }, 'job attempt failed, will retry');
+        break;
+      case 'dead_letter':
+        c.logger.error({ ...fields, err: { message: firstLine(error ?? '') } }, 'job dead-lettered');
+        break;
+      default:
+        c.logger.info({ ...fields, status }, 'job cancelled');
+    }
+  }
+}

@@ -1,0 +1,164 @@
+import type { Tracer } from '@opentelemetry/api';
+import type { JobMetrics } from '@q/otel';
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import { checkName, invalidArgument } from '@q/schema';
+import type { Job } from '@q/store/jobs';
+import { MAX_PERSISTENT_FAILURES, type WorkerFailure } from './failure-watch.js';
+import { LEASE_DURATION_MS, RETRY_BASE_MS } from './constants.js';
+import { silentLogger, type Logger } from './logger.js';
+import type { StepRecorder } from './step-recorder.js';
+import { timerOption } from './timers.js';
+
+/** Shortest lease accepted: its renewal and watch timers stay well above the timer resolution. */
+const MIN_LEASE_MS = 100;
+/** Default poll interval of a store without notifications: the worst-case wake-up latency. */
+const POLL_WITHOUT_LISTEN_MS = 250;
+
+/** What a handler gets besides the job: an abort signal and the attempt's step timeline. */
+export interface HandlerContext {
+  /**
+   * Aborted when the job's lease is lost, when the job is cancelled, or when a drain times out;
+   * `signal.reason` is a {@link JobAbortedError}. The lease counts as lost when a renewal finds it
+   * taken, when this worker claims the job again (its lease lapsed), or when renewals kept failing
+   * until a sixth of the lease was left (so the handler can stop before anyone else may claim the
+   * job). Not aborted when the worker merely stops claiming: a job that finishes within the drain
+   * timeout is recorded.
+   */
+  signal: AbortSignal;
+  steps: StepRecorder;
+}
+
+/**
+ * Runs one attempt of a job. Resolve with a result (stored as JSON; non-serialisable → null) or
+ * throw/reject to fail the attempt (retried with backoff, dead-lettered after `maxAttempts`; a
+ * {@link DeadLetterError} dead-letters it at once).
+ * It must be idempotent: a job whose worker died is run again.
+ */
+export type HandlerFunc = (job: Job, ctx: HandlerContext) => Promise<unknown>;
+
+/** Options of {@link Worker}. */
+export interface WorkerOptions {
+  /** Queues to claim from (one global order across them: priority DESC, run_at, id). */
+  queues: string[];
+  /** Jobs run at once (at least 1). */
+  concurrency: number;
+  /** Structured logger (pino-compatible). Default: silent. */
+  logger?: Logger;
+  /** Instruments from `jobMetrics(meterProvider)` of `@q/otel`. Default: none recorded. */
+  metrics?: JobMetrics;
+  /**
+   * Records a `q.jobs.process` span per attempt, linked to the producer's span when the payload
+   * carries a W3C `traceparent` (see `JobQueue.enqueue`). Default: none.
+   */
+  tracer?: Tracer;
+  /** First retry delay (doubles per attempt, capped at 5 min). Default 5 s. */
+  retryBaseMs?: number;
+  /**
+   * Lease duration; renewed every third of it. Default {@link LEASE_DURATION_MS} (90 s). At
+   * least 100 ms and below 2³¹−1 ms, as every timer option.
+   */
+  leaseDurationMs?: number;
+  /** Idle polling interval, the fallback when no notification arrives. Default 1 s. */
+  pollIntervalMs?: number;
+  /**
+   * How often the maintenance holder reaps lapsed leases and promotes due jobs. Default 1 s. A
+   * draining worker hands the maintenance over at once.
+   */
+  maintenanceIntervalMs?: number;
+  /** Crashes a job survives; the next one dead-letters it. Default 3. */
+  maxResumes?: number;
+  /**
+   * Called for every database failure of the claim loop or the maintenance (see
+   * {@link WorkerFailure}); persistent ones are also logged at error level at once.
+   */
+  onError?: (failure: WorkerFailure) => void;
+  /**
+   * Identical persistent failures in a row (permission denied, undefined table, read-only…)
+   * after which the worker stops claiming and `run()` rejects with that error. Default 5.
+   */
+  maxPersistentFailures?: number;
+  /**
+   * Jobs kept leased ahead of the free slots (a local queue). Default `'auto'`: sized from the
+   * measured handler and round-trip times, `2 × concurrency × roundTrip / handler`, at most 32
+   * per slot (64–512; see local-queue-size.ts) — no-op jobs get a deep queue, jobs that take
+   * long against a round trip none — so a job waits locally about two round trips at most and an
+   * idle worker is never starved. `0`: claim only for free slots. With N > 0 one round trip claims up to `concurrency + N` jobs; a slot that frees up
+   * starts the next prefetched job at once, without a round trip, and the finished outcomes and
+   * the refill ride on one statement once half the local queue is used up (or 20 ms after an
+   * outcome if fewer finish). Prefetched jobs hold real leases (fencing tokens, renewed with the
+   * running ones) and are `running` in the table from the claim on, as every job a worker claims
+   * is (nothing distinguishes `leased` from `running` for lock keys, reaping or cancel). They are
+   * claimed in priority order, but a job enqueued later with a higher priority does not overtake
+   * them. On stop every prefetched job not yet started goes back to the queue at once, its
+   * attempt given back; a cancel of one ends it `cancelled` without running its handler.
+   */
+  prefetch?: number | 'auto';
+  /** Jobs claimed per statement at most. Default: `concurrency` plus the local queue's size. */
+  claimBatchSize?: number;
+  /**
+   * Worker id stored in `leased_by`: a non-empty string without NUL, at most 2,048 UTF-8 bytes.
+   * Default `<hostname>-<pid>-<8 hex>`.
+   */
+  workerId?: string;
+}
+
+/** Throws `INVALID_ARGUMENT` unless `v` is absent (→ `dflt`) or a positive finite number. */
+export function positive(v: number | undefined, dflt: number, what: string): number {
+  if (v === undefined || v === null) return dflt;
+  if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0) throw invalidArgument(`${what} must be a positive number`);
+  return v;
+}
+
+/** Throws `INVALID_ARGUMENT` unless `v` is absent (→ `dflt`) or a positive integer. */
+export function positiveInt(v: number | undefined, dflt: number, what: string): number {
+  if (v === undefined || v === null) return dflt;
+  if (!Number.isInteger(v) || v < 1) throw invalidArgument(`${what} must be a positive integer`);
+  return v;
+}
+
+/** {@link WorkerOptions} checked (`INVALID_ARGUMENT` naming the first bad one) and defaulted. */
+export interface ResolvedOptions {
+  queues: string[];
+  concurrency: number;
+  prefetch: number | 'auto';
+  /** Jobs per claim statement, or undefined: concurrency plus the local queue's size. */
+  batch: number | undefined;
+  logger: Logger;
+  retryBaseMs: number;
+  leaseMs: number;
+  pollMs: number;
+  maintenanceMs: number;
+  maxResumes: number;
+  maxPersistentFailures: number;
+  workerId: string;
+}
+
+/** Checks and defaults a worker's options. */
+export function resolveOptions(opts: WorkerOptions, notifies = true): ResolvedOptions {
+  if (!opts || typeof opts !== 'object') throw invalidArgument('Worker takes WorkerOptions');
+  const queues = opts.queues;
+  if (!Array.isArray(queues) || queues.length === 0) throw invalidArgument('queues must be a non-empty array of queue names');
+  for (const q of queues) checkName('Worker', 'queue name', q);
+  if (typeof opts.concurrency !== 'number' || !Number.isFinite(opts.concurrency)) throw invalidArgument('concurrency must be a number');
+  const concurrency = Math.max(Math.floor(opts.concurrency), 1);
+  const prefetch = opts.prefetch ?? 'auto';
+  if (prefetch !== 'auto' && (!Number.isInteger(prefetch) || prefetch < 0)) throw invalidArgument("prefetch must be 'auto' or a non-negative integer");
+  const maxResumes = opts.maxResumes ?? 3;
+  if (!Number.isInteger(maxResumes) || maxResumes < 0) throw invalidArgument('maxResumes must be a non-negative integer');
+  return {
+    queues: [...new Set(queues)],
+    concurrency,
+    prefetch,
+    batch: opts.claimBatchSize === undefined ? undefined : positiveInt(opts.claimBatchSize, 1, 'claimBatchSize'),
+    logger: opts.logger ?? silentLogger,
+    retryBaseMs: positive(opts.retryBaseMs, RETRY_BASE_MS, 'retryBaseMs'),
+    leaseMs: timerOption(opts.leaseDurationMs, LEASE_DURATION_MS, 'leaseDurationMs', MIN_LEASE_MS),
+    // Without notifications (a transaction pooler and no listenDsn) polling is all there is.
+    pollMs: timerOption(opts.pollIntervalMs, notifies ? 1_000 : POLL_WITHOUT_LISTEN_MS, 'pollIntervalMs'),
+    maintenanceMs: timerOption(opts.maintenanceIntervalMs, 1_000, 'maintenanceIntervalMs'),
+    maxResumes,
+    maxPersistentFailures: positiveInt(opts.maxPersistentFailures, MAX_PERSISTENT_FAILURES, 'maxPersistentFailures'),
+    workerId: opts.workerId === undefined ? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}` : checkName('Worker', 'workerId', opts.workerId),
+  };
+}
