@@ -81,8 +81,8 @@ export function maintainFenced(
     await scope.run(client, IDLE_TIMEOUT, [`${Math.max(ttlMs, MIN_IDLE_TIMEOUT_MS)}ms`]);
     const renewed = toLease(lease.name, lease.owner, await renewLeaderLease(scope, client, lease.name, lease.owner, lease.epoch, ttlMs));
     if (!renewed) return null;
-    const reaped = await reapExpiredLeases(client, maxResumes);
-    const promoted = await promoteDueJobs(client, channel);
+    const reaped = await reapExpiredLeases(scope, client, maxResumes);
+    const promoted = await promoteDueJobs(scope, client, channel);
     return { lease: renewed, reaped: reaped.map((r) => ({ id: Number(r.id), uuid: r.uuid, status: r.status })), promoted };
   });
 }
