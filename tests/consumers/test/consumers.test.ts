@@ -49,13 +49,25 @@ afterAll(async () => {
   if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
 });
 
-/** A new project of `type` with the tarballs installed (no optional peers) and its probe as index.js. */
-async function project(type: 'commonjs' | 'module'): Promise<string> {
+const projects = new Map<string, Promise<string>>();
+
+/** A new project of `type` with the tarballs installed (no optional peers) and its probe as index.js; made once per run. */
+function project(type: 'commonjs' | 'module'): Promise<string> {
+  let p = projects.get(type);
+  if (!p) {
+    p = makeProject(type);
+    projects.set(type, p);
+  }
+  return p;
+}
+
+async function makeProject(type: 'commonjs' | 'module'): Promise<string> {
   const dir = path.join(tmp, type);
   fs.mkdirSync(dir);
   fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: `q-${type}-consumer`, private: true, type }));
   fs.copyFileSync(path.join(here, type === 'commonjs' ? 'probe.cjs' : 'probe.mjs'), path.join(dir, 'index.js'));
   fs.copyFileSync(path.join(here, 'calls.cjs'), path.join(dir, 'calls.cjs'));
+  fs.copyFileSync(path.join(here, type === 'commonjs' ? 'ten-line.cjs' : 'ten-line.mjs'), path.join(dir, type === 'commonjs' ? 'ten-line.cjs' : 'ten-line.mjs'));
   await run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error', ...tarballs], { cwd: dir, timeout: 120_000 });
   return dir;
 }
@@ -89,4 +101,19 @@ it('a CommonJS project and an ESM project install the packed packages and run jo
     expect(stderr).not.toMatch(/ExperimentalWarning/);
   }
   console.log(`consumers: pack+install ${installMs} ms, total ${Date.now() - t0} ms`);
+}, 240_000);
+
+it('the README ten-line job queue example runs in a new CommonJS project and a new ESM project', async () => {
+  const [cjs, esm] = await Promise.all([project('commonjs'), project('module')]);
+  const runExample = async (dir: string, file: string) => {
+    const schema = await createTestSchema('qtenline');
+    schemas.push(schema);
+    const { NODE_PATH: _unused, ...env } = process.env;
+    const { stdout } = await run(process.execPath, [file], { cwd: dir, env: { ...env, DATABASE_URL: schema.dsn }, timeout: 60_000 });
+    return JSON.parse(stdout.trim().split('\n').pop()!) as Record<string, unknown>;
+  };
+  expect(await Promise.all([runExample(cjs, 'ten-line.cjs'), runExample(esm, 'ten-line.mjs')])).toEqual([
+    { kind: 'cjs', status: 'succeeded', result: { delivered: 'a@example.com' } },
+    { kind: 'esm', status: 'succeeded', result: { delivered: 'a@example.com' } },
+  ]);
 }, 240_000);

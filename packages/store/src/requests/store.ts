@@ -122,19 +122,19 @@ export class Store {
 
   /** Applies pending migrations of the `requests` module (safe to run concurrently). */
   async migrate(): Promise<void> {
-    await this.op('migrate', undefined, () =>
+    await this.#op('migrate', undefined, () =>
       migrate(this.pool, { modules: ['requests'], ...(this.#migrateInto !== undefined ? { schema: this.#migrateInto } : {}) }),
     );
   }
 
   /** The database clock: pass it as `now` to lease calls so every process times leases alike. */
   async now(): Promise<Date> {
-    return this.op('now', undefined, () => databaseNow(this.#scope, this.pool));
+    return this.#op('now', undefined, () => databaseNow(this.#scope, this.pool));
   }
 
   /** Round trip to the database. */
   async ping(): Promise<void> {
-    await this.op('ping', undefined, () => this.pool.query('SELECT 1'));
+    await this.#op('ping', undefined, () => this.pool.query('SELECT 1'));
   }
 
   /**
@@ -189,14 +189,14 @@ export class Store {
         createdAt: part.map((_, i) => first + start + i),
       });
     }
-    await this.op(op, { 'q.batch': list.length }, async () => {
+    await this.#op(op, { 'q.batch': list.length }, async () => {
       if (client) {
         await inCallerTransaction(op, client, async () => {
           // The statements only call query(config), which is all a TransactionClient promises.
           for (const chunk of chunks) await insertRequests(this.#scope, client as Db, chunk);
         });
       } else if (chunks.length === 1) await insertRequests(this.#scope, this.pool, chunks[0]!);
-      else await this.transaction(async (c) => {
+      else await withTransaction(this.pool, async (c) => {
         for (const chunk of chunks) await insertRequests(this.#scope, c, chunk);
       });
     });
@@ -208,7 +208,7 @@ export class Store {
   /** Creates the queue's 64 partition rows if missing (idempotent). */
   async ensurePartitions(queue: string): Promise<void> {
     v.text('ensurePartitions', 'queue', queue);
-    await this.op('ensurePartitions', { 'q.queue': queue }, () => ensurePartitionRows(this.#scope, this.pool, queue, PARTITIONS));
+    await this.#op('ensurePartitions', { 'q.queue': queue }, () => ensurePartitionRows(this.#scope, this.pool, queue, PARTITIONS));
   }
 
   /**
@@ -224,7 +224,7 @@ export class Store {
     const ttl = v.count(op, 'ttlMs', ttlMs);
     const n = v.limit(op, limit);
     if (n === 0) return [];
-    return this.op(op, { 'q.queue': queue, 'q.limit': n }, () => acquirePartitionRows(this.#scope, this.pool, queue, owner, nowMs, nowMs + ttl, n));
+    return this.#op(op, { 'q.queue': queue, 'q.limit': n }, () => acquirePartitionRows(this.#scope, this.pool, queue, owner, nowMs, nowMs + ttl, n));
   }
 
   /**
@@ -239,7 +239,7 @@ export class Store {
     const nowMs = v.instant(op, 'now', now);
     const ttl = v.count(op, 'ttlMs', ttlMs);
     v.bool(op, 'member', member);
-    return this.op(op, { 'q.queue': queue }, () => heartbeatRows(this.#scope, this.pool, queue, owner, nowMs, nowMs + ttl, member));
+    return this.#op(op, { 'q.queue': queue }, () => heartbeatRows(this.#scope, this.pool, queue, owner, nowMs, nowMs + ttl, member));
   }
 
   /** Releases the listed partitions `owner` holds, at once (others' partitions are untouched). */
@@ -249,14 +249,14 @@ export class Store {
     v.text(op, 'owner', owner);
     const parts = v.partitions(op, partitions);
     if (parts.length === 0) return;
-    await this.op(op, { 'q.queue': queue, 'q.batch': parts.length }, () => releasePartitionRows(this.#scope, this.pool, queue, owner, parts));
+    await this.#op(op, { 'q.queue': queue, 'q.batch': parts.length }, () => releasePartitionRows(this.#scope, this.pool, queue, owner, parts));
   }
 
   /** Releases every partition `owner` holds on `queue` and drops its membership, atomically. */
   async leave(queue: string, owner: string): Promise<void> {
     v.text('leave', 'queue', queue);
     v.text('leave', 'owner', owner);
-    await this.op('leave', { 'q.queue': queue }, () => leaveQueue(this.#scope, this.pool, queue, owner));
+    await this.#op('leave', { 'q.queue': queue }, () => leaveQueue(this.#scope, this.pool, queue, owner));
   }
 
   /**
@@ -270,7 +270,7 @@ export class Store {
     const parts = v.partitions(op, partitions);
     v.bool(op, 'draining', draining);
     if (parts.length === 0) return;
-    await this.op(op, { 'q.queue': queue, 'q.batch': parts.length }, () => setDrainingRows(this.#scope, this.pool, queue, owner, parts, draining));
+    await this.#op(op, { 'q.queue': queue, 'q.batch': parts.length }, () => setDrainingRows(this.#scope, this.pool, queue, owner, parts, draining));
   }
 
   /**
@@ -286,7 +286,7 @@ export class Store {
     const nowSeconds = Math.floor(v.instant(op, 'now', now) / 1000);
     const n = v.limit(op, limit);
     if (n === 0) return [];
-    const rows = await this.op(op, { 'q.queue': queue, 'q.limit': n }, () => dispatchRequests(this.#scope, this.pool, owner, queue, nowSeconds, n));
+    const rows = await this.#op(op, { 'q.queue': queue, 'q.limit': n }, () => dispatchRequests(this.#scope, this.pool, owner, queue, nowSeconds, n));
     if (rows.length > 0) this.#metrics.dispatched.add(rows.length, { queue });
     return rows;
   }
@@ -295,7 +295,7 @@ export class Store {
   async inFlight(queue: string, owner: string): Promise<Stamp[]> {
     v.text('inFlight', 'queue', queue);
     v.text('inFlight', 'owner', owner);
-    return this.op('inFlight', { 'q.queue': queue }, () => inFlightStamps(this.#scope, this.pool, owner, queue));
+    return this.#op('inFlight', { 'q.queue': queue }, () => inFlightStamps(this.#scope, this.pool, owner, queue));
   }
 
   /**
@@ -309,7 +309,7 @@ export class Store {
     v.text(op, 'owner', owner);
     const parts = partitions === undefined ? null : v.partitions(op, partitions);
     if (parts !== null && parts.length === 0) return;
-    await this.op(op, { 'q.queue': queue }, () => resetStaleRequests(this.#scope, this.pool, owner, queue, parts));
+    await this.#op(op, { 'q.queue': queue }, () => resetStaleRequests(this.#scope, this.pool, owner, queue, parts));
   }
 
   /**
@@ -347,10 +347,10 @@ export class Store {
       STATEMENT_BUDGET,
     ).map(([start, end]) => picked.slice(start, end));
     const nowMs = Date.now();
-    const acked = await this.op(op, { 'q.batch': list.length }, async () => {
+    const acked = await this.#op(op, { 'q.batch': list.length }, async () => {
       if (parts.length === 1) return ackRequests(this.#scope, this.pool, owner, rowsOf(parts[0]!), nowMs);
       const keys: Key[] = [];
-      await this.transaction(async (c) => {
+      await withTransaction(this.pool, async (c) => {
         for (const part of parts) keys.push(...(await ackRequests(this.#scope, c, owner, rowsOf(part), nowMs)));
       });
       return keys;
@@ -374,7 +374,7 @@ export class Store {
     v.text(op, 'owner', owner);
     const list = distinctStamps(v.list<unknown>(op, 'stamps', stamps).map((s, i) => v.stamp(op, s, i)));
     if (list.length === 0) return;
-    const n = await this.op(op, { 'q.batch': list.length }, () => undispatchRequests(this.#scope, this.pool, owner, list, null));
+    const n = await this.#op(op, { 'q.batch': list.length }, () => undispatchRequests(this.#scope, this.pool, owner, list, null));
     if (n < list.length) this.#metrics.fenced.add(list.length - n);
   }
 
@@ -385,7 +385,7 @@ export class Store {
     const list = distinctStamps(v.list<unknown>(op, 'stamps', stamps).map((s, i) => v.stamp(op, s, i)));
     const at = v.count(op, 'notBefore', notBefore);
     if (list.length === 0) return;
-    const n = await this.op(op, { 'q.batch': list.length }, () => undispatchRequests(this.#scope, this.pool, owner, list, at));
+    const n = await this.#op(op, { 'q.batch': list.length }, () => undispatchRequests(this.#scope, this.pool, owner, list, at));
     if (n < list.length) this.#metrics.fenced.add(list.length - n);
   }
 
@@ -399,7 +399,7 @@ export class Store {
     const s = v.stamp(op, stamp, 0);
     const at = v.count(op, 'notBefore', notBefore);
     v.envelope(op, 'envelope', envelope);
-    const ok = await this.op(op, undefined, () => retryRequest(this.#scope, this.pool, owner, s, at, envelope));
+    const ok = await this.#op(op, undefined, () => retryRequest(this.#scope, this.pool, owner, s, at, envelope));
     if (ok) this.#metrics.retried.add(1);
     else this.#metrics.fenced.add(1);
     return ok;
@@ -415,7 +415,7 @@ export class Store {
     const op = 'cancel';
     const list = [...new Set(v.list<unknown>(op, 'ids', ids).map((id, i) => v.text(op, `ids[${i}]`, id)))];
     if (list.length === 0) return [];
-    return this.op(op, { 'q.batch': list.length }, () => cancelRequests(this.#scope, this.pool, list));
+    return this.#op(op, { 'q.batch': list.length }, () => cancelRequests(this.#scope, this.pool, list));
   }
 
   /** The subset of `keys` whose request is cancelled (unknown keys are not cancelled). */
@@ -424,7 +424,7 @@ export class Store {
     const list = v.list<unknown>(op, 'keys', keys).map((k, i) => v.key(op, k, i));
     if (list.length === 0) return [];
     const distinct = [...new Map(list.map((k) => [keyId(k), k])).values()];
-    const found = new Set((await this.op(op, { 'q.batch': distinct.length }, () => selectCancelledKeys(this.#scope, this.pool, distinct))).map(keyId));
+    const found = new Set((await this.#op(op, { 'q.batch': distinct.length }, () => selectCancelledKeys(this.#scope, this.pool, distinct))).map(keyId));
     return distinct.filter((k) => found.has(keyId(k)));
   }
 
@@ -438,7 +438,7 @@ export class Store {
     const at = v.count(op, 'now', now);
     const n = v.limit(op, limit);
     if (n === 0) return [];
-    const rows = await this.op(op, { 'q.route': route, 'q.limit': n }, () => popRouteResults(this.#scope, this.pool, route, at, n));
+    const rows = await this.#op(op, { 'q.route': route, 'q.limit': n }, () => popRouteResults(this.#scope, this.pool, route, at, n));
     if (rows.length > 0) this.#metrics.resultsPopped.add(rows.length);
     return rows;
   }
@@ -449,7 +449,7 @@ export class Store {
     const at = v.count(op, 'now', now);
     const n = v.limit(op, limit);
     if (n === 0) return 0;
-    const deleted = await this.op(op, { 'q.limit': n }, () => expireAnyResults(this.#scope, this.pool, at, n));
+    const deleted = await this.#op(op, { 'q.limit': n }, () => expireAnyResults(this.#scope, this.pool, at, n));
     if (deleted > 0) this.#metrics.resultsExpired.add(deleted);
     return deleted;
   }
@@ -457,7 +457,7 @@ export class Store {
   /** Results waiting on `route` (expired ones not yet deleted included). */
   async resultDepth(route: string): Promise<number> {
     v.text('resultDepth', 'route', route);
-    return this.op('resultDepth', { 'q.route': route }, () => countResults(this.#scope, this.pool, route));
+    return this.#op('resultDepth', { 'q.route': route }, () => countResults(this.#scope, this.pool, route));
   }
 
   /**
@@ -469,27 +469,27 @@ export class Store {
     v.text(op, 'queue', queue);
     const at = v.count(op, 'now', now);
     const ws = v.list<unknown>(op, 'windows', windows).map((w, i) => v.count(op, `windows[${i}]`, w));
-    return this.op(op, { 'q.queue': queue }, () => pendingBacklog(this.#scope, this.pool, queue, at, ws));
+    return this.#op(op, { 'q.queue': queue }, () => pendingBacklog(this.#scope, this.pool, queue, at, ws));
   }
 
   /** Who holds `queue`'s partitions: per owner, how many, how many draining, their epochs, lease liveness. */
   async partitionOwners(queue: string): Promise<OwnerPartitions[]> {
     v.text('partitionOwners', 'queue', queue);
-    return this.op('partitionOwners', { 'q.queue': queue }, () => selectPartitionOwners(this.#scope, this.pool, queue));
+    return this.#op('partitionOwners', { 'q.queue': queue }, () => selectPartitionOwners(this.#scope, this.pool, queue));
   }
 
   /** True when `queue` has a pending request. */
   async hasRequests(queue: string): Promise<boolean> {
     v.text('hasRequests', 'queue', queue);
-    return this.op('hasRequests', { 'q.queue': queue }, () => anyPending(this.#scope, this.pool, queue));
+    return this.#op('hasRequests', { 'q.queue': queue }, () => anyPending(this.#scope, this.pool, queue));
   }
 
   /** Empties every request-queue table (requests, partitions, dispatchers, results). Tests only. */
   async truncateForTest(): Promise<void> {
-    await this.op('truncateForTest', undefined, () => truncateAll(this.#scope, this.pool));
+    await this.#op('truncateForTest', undefined, () => truncateAll(this.#scope, this.pool));
   }
 
-  private async op<T>(name: string, attrs: Attrs | undefined, fn: () => Promise<T>): Promise<T> {
+  async #op<T>(name: string, attrs: Attrs | undefined, fn: () => Promise<T>): Promise<T> {
     if (this.#closed) throw closedError();
     return withOperation(
       this.#tracer,
@@ -503,9 +503,5 @@ export class Store {
       },
       attrs,
     );
-  }
-
-  private transaction(fn: (client: pg.PoolClient) => Promise<void>): Promise<void> {
-    return withTransaction(this.pool, fn);
   }
 }
