@@ -118,7 +118,7 @@ it('a transient failure (statement timeout while the table is locked) is retried
     `GRANT USAGE ON ALL SEQUENCES IN SCHEMA "${schema.name}" TO "${r}"`,
     `ALTER ROLE "${r}" SET statement_timeout = '100ms'`,
   ]);
-  await owner.pool.query('TRUNCATE jobs');
+  await owner.pool.query('TRUNCATE q_jobs');
   const [job] = await owner.enqueue([{ queue: 'default', type: 'after' }]);
   const lock = await owner.pool.connect();
   await lock.query('BEGIN');

@@ -17,7 +17,7 @@ afterAll(async () => {
   await schema?.drop();
 });
 beforeEach(async () => {
-  await store.pool.query('TRUNCATE jobs, q_leader_leases');
+  await store.pool.query('TRUNCATE q_jobs, q_leader_leases');
 });
 
 const row = async () =>
@@ -80,7 +80,7 @@ describe('leader lease', () => {
   it('maintainAsLeader reaps and promotes for the holder; a deposed holder\'s round writes nothing', async () => {
     const [job] = await store.enqueue([{ queue: 'default', type: 't' }]);
     await store.claim({ queues: ['default'], workerId: 'x', limit: 1, leaseMs: 60_000 });
-    await store.pool.query(`UPDATE jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [job!.id]);
+    await store.pool.query(`UPDATE q_jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [job!.id]);
     const a = (await store.acquireLeadership('a', 10_000))!;
     await expire(a);
     const b = (await store.acquireLeadership('b', 10_000))!;

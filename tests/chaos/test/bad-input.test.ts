@@ -210,13 +210,13 @@ describe('job queue (JobQueue)', () => {
       expect(err.message).toMatch(/payload/);
     }
     await expectQError(queue.enqueue({ type: 't', queue: 'nope' }), ['UNKNOWN_QUEUE']);
-    await expectQError(queue.enqueue({ type: 't', queue: `default'; DROP TABLE jobs; --` }), ['UNKNOWN_QUEUE']);
+    await expectQError(queue.enqueue({ type: 't', queue: `default'; DROP TABLE q_jobs; --` }), ['UNKNOWN_QUEUE']);
     for (const n of [0, -1, 1.5, Number.NaN, '5']) await expectQError(queue.enqueue({ type: 't', maxAttempts: n as number }));
     for (const d of [new Date(Number.NaN), 'tomorrow']) await expectQError(queue.enqueue({ type: 't', runAt: d as Date }));
     await expectQError(queue.enqueueMany([{ type: 'ok' }, { type: 't', payload: { big: 1n } }]));
     for (const limit of [0, 101, -1, 1.5, Number.NaN]) await expectQError(queue.list({ limit }));
     await expectQError(queue.list({ cursor: 'not-a-cursor' }));
-    await expectQError(queue.list({ cursor: `'; DROP TABLE jobs; --` }));
+    await expectQError(queue.list({ cursor: `'; DROP TABLE q_jobs; --` }));
     await expectQError(queue.purgeFinished(-1));
     for (const odd of ['nul\u0000byte', '\ud800', '']) {
       // An empty type is accepted (docs/design/jobs.md#enqueue-and-idempotency); a type Postgres cannot store is not.
@@ -240,7 +240,7 @@ describe('job queue (JobQueue)', () => {
       expect(again?.idempotencyKey).toBe(`k:${odd}`);
       expect((await queue.enqueue({ type: 'other', idempotencyKey: `k:${odd}` })).uuid).toBe(job.uuid);
     }
-    for (const uuid of ['', 'not-a-uuid', `'; DROP TABLE jobs; --`]) {
+    for (const uuid of ['', 'not-a-uuid', `'; DROP TABLE q_jobs; --`]) {
       await expectQError(queue.get(uuid));
       await expectQError(queue.cancel(uuid));
     }

@@ -1,4 +1,4 @@
-/** Job states, in the order the `job_status` enum declares them. */
+/** Job states, in the order the `q_job_status` enum declares them. */
 export const JOB_STATUSES = [
   'scheduled', 'queued', 'leased', 'running', 'retry_wait', 'succeeded', 'cancelled', 'dead_letter',
 ] as const;
