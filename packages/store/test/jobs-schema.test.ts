@@ -1,9 +1,11 @@
 // JobStore `schema` and `pooler` options, and the q.jobs.backlog gauge.
 import type { MeterProvider } from '@opentelemetry/api';
 import { createTestSchema, type TestSchema } from '@q/testing';
+import { StatementScope } from '@q/schema';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JOBS_BACKLOG_METRIC, JobStore, type JobNotification } from '../src/index.js';
+import { COUNT_BACKLOG } from '../src/jobs/sql/count-backlog.js';
 
 let dsnSchema: TestSchema;
 let target: string;
@@ -131,4 +133,22 @@ describe('q.jobs.backlog', () => {
     }
     expect(await g.collect(JOBS_BACKLOG_METRIC)).toEqual([]);
   });
+
+  it('reads only live rows through the partial indexes: no sequential scan of the kept history', async () => {
+    const store = await JobStore.open(dsnSchema.dsn, { schema: target, maxConns: 2 });
+    try {
+      await store.pool.query(`TRUNCATE "${target}".q_jobs`);
+      await store.pool.query(
+        `INSERT INTO "${target}".q_jobs (queue, job_type, status, finished_at) SELECT 'h', 't', 'succeeded', now() FROM generate_series(1, 50000)`);
+      await store.enqueue([{ queue: 'a', type: 't' }]);
+      await store.pool.query(`ANALYZE "${target}".q_jobs`);
+      const { rows } = await store.pool.query<{ 'QUERY PLAN': string }>(`EXPLAIN ${new StatementScope(target).sql(COUNT_BACKLOG.text)}`);
+      const plan = rows.map((r) => r['QUERY PLAN']).join('\n');
+      expect(plan).not.toMatch(/Seq Scan/);
+      expect(await store.backlog()).toEqual([{ queue: 'a', status: 'queued', count: 1 }]);
+    } finally {
+      await store.close();
+    }
+  });
 });
+

@@ -3,7 +3,7 @@ import type { Tracer } from '@opentelemetry/api';
 import type { MeterProvider } from '@opentelemetry/api';
 import { instrumentPool, observeGauge, qTracer, withOperation } from '@q/otel';
 import {
-  QError, QErrorCode, StatementScope, checkName, checkPlacement, checkSchemaName, databaseError, invalidArgument, migrate,
+  QError, QErrorCode, StatementScope, checkName, checkPlacement, databaseError, invalidArgument,
   namedStatements, openPool, withTransaction, type ConnectionPlacement,
 } from '@q/schema';
 import type pg from 'pg';
@@ -18,7 +18,7 @@ import { toJob, toLeasedJob, type JobRow } from './row.js';
 import { cancelJob } from './sql/cancel-job.js';
 import { claimJobs } from './sql/claim-jobs.js';
 import { completeAndClaimJobs } from './sql/complete-and-claim-jobs.js';
-import { completeJobs, type CompletionBatch } from './sql/complete-jobs.js';
+import { completeJobs } from './sql/complete-jobs.js';
 import { dbNow } from './sql/db-now.js';
 import { drawJobIds } from './sql/draw-job-ids.js';
 import { enqueueJobs, type EnqueueRow } from './sql/enqueue-jobs.js';
@@ -40,36 +40,27 @@ import type {
   ClaimOptions, CancelOutcome, Job, JobLease, JobStatus, JobListFilter, JobOutcome, JobPage, LeaseState, LeasedJob, NewJob, ReapedJob, Step,
 } from './types.js';
 import {
-  MAX_DELAY_MS, checkCallSize, checkClaim, checkLease, checkLeaseMs, checkMaxResumes, checkStatus, checkUuid, outcomeRow,
+  MAX_DELAY_MS, checkCallSize, checkClaim, checkLease, checkLeaseMs, checkMaxResumes, checkStatus, checkUuid,
   splitLeases, stepsJson, toEnqueueBatch,
 } from './validate.js';
 import { claimOrder } from './claim-order.js';
+import { STATEMENT_TEXT_BUDGET, chunkIndices, keyOrder, leaseKey, prepareOutcomes, retryDeadlock, sliceBatch } from './batches.js';
+import { bindSchema, checkSchemaOptions } from './bind.js';
 
 /** Crashes a job survives before the reaper dead-letters it (the 4th crash). */
 export const DEFAULT_MAX_RESUMES = 3;
 /** Jobs per enqueue statement; larger batches are split, in one transaction. */
 export const ENQUEUE_CHUNK = 2_000;
-/** Outcomes per completion statement. */
-export const COMPLETE_CHUNK = 2_000;
-/**
- * Characters of JSON and error text one statement carries at most; a batch with more is split
- * (an enqueue in one transaction). The driver builds each array parameter as one string, with
- * every `"` and backslash escaped: a few hundred million characters in one statement exceed what
- * a string can hold.
- */
-export const STATEMENT_TEXT_BUDGET = 64 * 1024 * 1024;
+export { COMPLETE_CHUNK, STATEMENT_TEXT_BUDGET } from './batches.js';
 export { CALL_TEXT_LIMIT } from './validate.js';
 
 const DEFAULT_LIST_LIMIT = 25;
 // A lock-key race (two claimers saw one key free) is retried at once, a bounded number of times.
 const CLAIM_RACE_RETRIES = 8;
 // Attempts of a call that lost a deadlock (the database rolled it back: safe to run again).
-const DEADLOCK_RETRIES = 3;
-const DEADLOCK_DETECTED = '40P01';
 const UNIQUE_VIOLATION = '23505';
 const FOREIGN_KEY_VIOLATION = '23503';
 const LOCK_KEY_INDEX = 'q_jobs_lock_key_active_key';
-
 
 /** Result of {@link JobStore.completeAndClaim}. */
 export interface CompleteAndClaimResult {
@@ -656,84 +647,9 @@ export class JobStore {
 /** Name of the jobs backlog gauge (`{job}` count per `queue` and `status`). */
 export const JOBS_BACKLOG_METRIC = 'q.jobs.backlog';
 
-function checkSchemaOptions(op: string, opts: JobStoreSchemaOptions): string | undefined {
-  if (opts.pooler !== undefined && opts.pooler !== 'transaction') throw invalidArgument(`${op}: pooler must be 'transaction' or absent`);
-  return opts.schema === undefined ? undefined : checkSchemaName(op, opts.schema);
-}
-
-/**
- * Migrates (when asked) and returns the schema the store binds to: `asked`, or the connection's
- * `current_schema()`. A schema asked for but missing (not migrated) is `CONFIG`.
- */
-async function bindSchema(pool: pg.Pool, asked: string | undefined, migrating: boolean): Promise<string> {
-  if (migrating) await migrate(pool, { modules: ['jobs'], ...(asked !== undefined ? { schema: asked } : {}) });
-  if (asked !== undefined) {
-    const { rows } = await pool.query<{ ok: boolean }>({ text: 'SELECT to_regnamespace($1) IS NOT NULL AS ok', values: [asked] });
-    if (rows[0]?.ok !== true) throw new QError(QErrorCode.CONFIG, `the schema "${asked}" does not exist (open with migrate to create it)`);
-    return asked;
-  }
-  const { rows } = await pool.query<{ schema: string | null }>('SELECT current_schema() AS schema');
-  const schema = rows[0]?.schema;
-  if (!schema) throw new QError(QErrorCode.CONFIG, 'the connection has no current schema (check search_path)');
-  return schema;
-}
-
 function closedError(): QError {
   return new QError(QErrorCode.CLOSED, 'the job store is closed');
 }
-
-/** Runs `fn`, again when it lost a deadlock (the database rolled it back), a few times. */
-async function retryDeadlock<T>(fn: () => Promise<T>): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await fn();
-    } catch (err) {
-      if ((err as { code?: unknown } | null)?.code !== DEADLOCK_DETECTED || attempt >= DEADLOCK_RETRIES) throw err;
-      await new Promise((resolve) => setTimeout(resolve, Math.random() * 20 * attempt));
-    }
-  }
-}
-
-/**
- * The batch's indices in the order its rows are inserted: by idempotency key in UTF-8 byte order
- * (the `COLLATE "C"` order of enqueue-jobs.ts), input order among equal keys, keyless jobs last.
- */
-function keyOrder(keys: ReadonlyArray<string | null>): number[] {
-  const order = keys.map((_, i) => i);
-  if (!keys.some((k) => k !== null)) return order;
-  const bytes = keys.map((k) => (k === null ? null : Buffer.from(k, 'utf8')));
-  return order.sort((a, b) => {
-    const ka = bytes[a]!;
-    const kb = bytes[b]!;
-    if (ka === null || kb === null) return ka === kb ? a - b : ka === null ? 1 : -1;
-    return Buffer.compare(ka, kb) || a - b;
-  });
-}
-
-/**
- * Splits `order` into statements of at most `maxCount` entries and {@link STATEMENT_TEXT_BUDGET}
- * characters (`sizes[i]` for entry i; an entry larger than the budget goes alone). One chunk
- * keeps `order` as given.
- */
-function chunkIndices(order: number[], sizes: readonly number[], maxCount: number): number[][] {
-  const chunks: number[][] = [];
-  let current: number[] = [];
-  let chars = 0;
-  for (const i of order) {
-    const size = sizes[i] ?? 0;
-    if (current.length > 0 && (current.length >= maxCount || chars + size > STATEMENT_TEXT_BUDGET)) {
-      chunks.push(current);
-      current = [];
-      chars = 0;
-    }
-    current.push(i);
-    chars += size;
-  }
-  if (current.length > 0) chunks.push(current);
-  return chunks;
-}
-
-
 
 function isLockKeyRace(err: unknown): boolean {
   const e = err as { code?: string; constraint?: string };
@@ -746,79 +662,4 @@ function mapWriteError(err: unknown): unknown {
     return invalidArgument('retryOfId refers to a job that does not exist');
   }
   return err;
-}
-
-
-
-
-
-
-
-
-
-
-/** The key of one lease in a `written` set (Postgres returns tokens in lower case). */
-function leaseKey(id: number | string, token: string): string {
-  return `${id}/${token.toLowerCase()}`;
-}
-
-/** Outcomes checked and turned into statement columns, with how to report what was written. */
-interface PreparedOutcomes {
-  /** One entry per distinct lease (the first outcome of a lease listed twice). */
-  batch: CompletionBatch;
-  /** `[from, to)` ranges of `batch`, one per statement. */
-  chunks: Array<[number, number]>;
-  /** `written[i]` for input i, from the leases written. */
-  report(written: ReadonlySet<string>): boolean[];
-}
-
-function prepareOutcomes(outcomes: readonly JobOutcome[]): PreparedOutcomes {
-  const b: CompletionBatch = { ids: [], tokens: [], statuses: [], results: [], errors: [], retryDelaysMs: [], steps: [] };
-  // Input i is batch entry at[i], or -1 for a repeated lease (reported as not written).
-  const at: number[] = [];
-  const seen = new Set<string>();
-  const sizes: number[] = [];
-  outcomes.forEach((o, i) => {
-    try {
-      const row = outcomeRow(o);
-      const key = leaseKey(o.id, o.leaseToken);
-      if (seen.has(key)) {
-        at.push(-1);
-        return;
-      }
-      seen.add(key);
-      at.push(b.ids.length);
-      b.ids.push(o.id);
-      b.tokens.push(o.leaseToken);
-      b.statuses.push(o.status);
-      b.results.push(row.result);
-      b.errors.push(row.error);
-      b.retryDelaysMs.push(row.retryDelayMs);
-      b.steps.push(row.steps);
-      sizes.push((row.result?.length ?? 0) + (row.error?.length ?? 0) + (row.steps?.length ?? 0));
-    } catch (err) {
-      if (err instanceof Error && outcomes.length > 1) err.message += ` (outcome ${i})`;
-      throw err;
-    }
-  });
-  checkCallSize('complete', 'result JSON and error text', sizes);
-  const chunks = chunkIndices(b.ids.map((_, i) => i), sizes, COMPLETE_CHUNK).map(
-    (c): [number, number] => [c[0]!, c[c.length - 1]! + 1],
-  );
-  return {
-    batch: b,
-    chunks,
-    report: (written) => at.map((j) => j >= 0 && written.has(leaseKey(b.ids[j]!, b.tokens[j]!))),
-  };
-}
-
-
-
-function sliceBatch(b: CompletionBatch, from: number, to: number): CompletionBatch {
-  if (from === 0 && to === b.ids.length) return b;
-  return {
-    ids: b.ids.slice(from, to), tokens: b.tokens.slice(from, to), statuses: b.statuses.slice(from, to),
-    results: b.results.slice(from, to), errors: b.errors.slice(from, to),
-    retryDelaysMs: b.retryDelaysMs.slice(from, to), steps: b.steps.slice(from, to),
-  };
 }
