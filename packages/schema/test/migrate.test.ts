@@ -5,6 +5,7 @@ import { JOURNAL_TABLE, QError, bundledMigrations, migrate, type MigrationModule
 
 const REQUEST_TABLES = ['q_dispatchers', 'q_partitions', 'q_requests', 'q_results'];
 const QUOTA_TABLES = ['q_quota_admits', 'q_quota_holders', 'q_quota_keys', 'q_quota_slots', 'q_quota_windows'];
+const JOB_TABLES = ['q_jobs', 'q_leader_leases'];
 
 const schemas: TestSchema[] = [];
 const pools: pg.Pool[] = [];
@@ -48,7 +49,7 @@ describe('migrate', () => {
     const { schema, pool } = await fresh();
     await migrate(pool, { modules: ['requests', 'quota', 'jobs'] });
     await migrate(pool, { modules: ['requests', 'quota', 'jobs'] });
-    expect(await tables(pool, schema.name)).toEqual([...REQUEST_TABLES, ...QUOTA_TABLES, 'q_jobs'].sort());
+    expect(await tables(pool, schema.name)).toEqual([...REQUEST_TABLES, ...QUOTA_TABLES, ...JOB_TABLES].sort());
     const { rows } = await pool.query(`SELECT count(*)::int AS n FROM ${JOURNAL_TABLE}`);
     const shipped = (['requests', 'quota', 'jobs'] as MigrationModule[]).flatMap((m) => bundledMigrations(m)).length;
     expect(rows[0].n).toBe(shipped);
@@ -65,7 +66,7 @@ describe('migrate', () => {
     pools.push(...racers);
     const outcomes = await Promise.allSettled(racers.map((p) => migrate(p, { modules: ['requests', 'quota', 'jobs'] })));
     expect(outcomes.filter((o) => o.status === 'rejected')).toEqual([]);
-    expect(await tables(pool, schema.name)).toEqual([...REQUEST_TABLES, ...QUOTA_TABLES, 'q_jobs'].sort());
+    expect(await tables(pool, schema.name)).toEqual([...REQUEST_TABLES, ...QUOTA_TABLES, ...JOB_TABLES].sort());
     const seq = await pool.query(`SELECT count(*)::int AS n FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = 'q_dispatch_attempts'`, [schema.name]);
     expect(seq.rows[0].n).toBe(1);
     const fns = await pool.query(`SELECT count(*)::int AS n FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1 AND proname IN ('q_quota_acquire', 'q_quota_admit')`, [schema.name]);
@@ -165,7 +166,7 @@ describe('migrate with the schema option', () => {
     try {
       await migrate(pool, { modules: ['requests', 'quota', 'jobs'], schema: target });
       await migrate(pool, { modules: ['requests', 'quota', 'jobs'], schema: target });
-      expect(await tables(pool, target)).toEqual([...REQUEST_TABLES, ...QUOTA_TABLES, 'q_jobs'].sort());
+      expect(await tables(pool, target)).toEqual([...REQUEST_TABLES, ...QUOTA_TABLES, ...JOB_TABLES].sort());
       const cur = await pool.query<{ s: string }>('SELECT current_schema() AS s');
       expect(await tables(pool, cur.rows[0]?.s ?? 'public')).not.toContain('q_jobs');
     } finally {

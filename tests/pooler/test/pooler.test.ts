@@ -121,7 +121,7 @@ describe('through PgBouncer in transaction mode', () => {
   it('leader lease: of two stores on the pooler exactly one leads; release hands over at once; no session state left', async () => {
     const [a, b] = await Promise.all([0, 1].map(() => JobStore.open(dsn, { maxConns: 3, pooler: 'transaction' })));
     try {
-      await a!.pool.query(`DELETE FROM q_leader_leases`);
+      await admin.query(`DELETE FROM "${schema.name}".q_leader_leases`);
       const bids = await Promise.all([a!, b!, a!, b!].map((s, i) => s.acquireLeadership(`lead-${i % 2}`, 10_000)));
       const winners = new Set(bids.filter((x) => x !== null).map((x) => x!.owner));
       expect(winners.size).toBe(1);
@@ -140,6 +140,7 @@ describe('through PgBouncer in transaction mode', () => {
       );
       expect(rows[0]!.n).toBe(0);
     } finally {
+      await admin.query(`DELETE FROM "${schema.name}".q_leader_leases`);
       await Promise.all([a!.close(), b!.close()]);
     }
   });
@@ -148,6 +149,7 @@ describe('through PgBouncer in transaction mode', () => {
     const store = await JobStore.open(dsn, { maxConns: 4, pooler: 'transaction' });
     const workers: Child[] = [];
     try {
+      await admin.query(`DELETE FROM "${schema.name}".q_leader_leases`); // a fresh election: epoch 1
       expect(store.notifies).toBe(false);
       workers.push(...(await Promise.all([spawnJobWorker('pool-a'), spawnJobWorker('pool-b')])));
       expect(workers.every((w) => w.out().includes('notifies=false'))).toBe(true);

@@ -8,6 +8,7 @@ import { Consumer } from '../consumer.js';
 import { errorFields, silentLogger, type Logger } from '../logger.js';
 import { requireInt, requireMs, requireName, requireOptionalObject } from '../validate.js';
 import { AckBatcher } from './ack-batcher.js';
+import { FailureGuard, MAX_PERSISTENT_FAILURES, type PartitionWorkerFailure } from './failure-guard.js';
 import { handleSpan } from './handle-span.js';
 import { STORE_RETRIES, withRetries } from './retries.js';
 import { Waker } from './waker.js';
@@ -82,6 +83,14 @@ export interface PartitionWorkerOptions {
   /** Delay (ms, rounded up to whole seconds) before a request whose handler threw runs again. Default 1000. */
   // Every duration above is at most 2^31 - 1 ms (the longest Node timer); longer ones are INVALID_ARGUMENT.
   errorRetryDelayMs?: number;
+  /** Called for every failed rebalance or poll (see {@link PartitionWorkerFailure}); persistent ones are also logged at error level. */
+  onError?: (failure: PartitionWorkerFailure) => void;
+  /**
+   * Identical persistent failures in a row (permission denied, undefined table, read-only,
+   * prepared-statement errors) after which the worker stops as if aborted and rejects with that
+   * error. Default 5.
+   */
+  maxPersistentFailures?: number;
 }
 
 /** Counters of one {@link runPartitionWorker} run. */
@@ -137,7 +146,8 @@ const keyOfReq = (r: Request): string => `${r.id}\u0000${r.token}`;
  * retries and defers, retries failed store calls (3 tries, 100/200 ms apart) and abandons what
  * it still cannot write. On abort it stops gracefully: withdraws (its partitions drain to the
  * peers), keeps settling work until none is left or `stopTimeoutMs`, then closes (immediate
- * hand-over). Resolves with the run's counters; rejects only on invalid options.
+ * hand-over). Resolves with the run's counters; rejects on invalid options, and after a stop
+ * caused by `maxPersistentFailures` identical persistent failures, with that error.
  */
 export async function runPartitionWorker(opts: PartitionWorkerOptions): Promise<PartitionWorkerStats> {
   return new PartitionWorker(opts).run();
@@ -171,6 +181,9 @@ class PartitionWorker {
   private readonly pollIntervalMs: number;
   private readonly stopTimeoutMs: number;
   private readonly errorRetryDelayMs: number;
+  private readonly guard: FailureGuard;
+  /** Stops the worker from inside (a persistent failure), as the caller's signal does. */
+  private readonly halt = new AbortController();
 
   constructor(private readonly opts: PartitionWorkerOptions) {
     if (!opts || typeof opts !== 'object') throw invalidArgument('options are required');
@@ -199,9 +212,13 @@ class PartitionWorker {
     requireMs(this.stopTimeoutMs, 'stopTimeoutMs', 0);
     this.errorRetryDelayMs = opts.errorRetryDelayMs ?? 1000;
     requireMs(this.errorRetryDelayMs, 'errorRetryDelayMs', 0);
+    const maxPersistent = opts.maxPersistentFailures ?? MAX_PERSISTENT_FAILURES;
+    requireInt(maxPersistent, 'maxPersistentFailures', 1);
+    if (opts.onError !== undefined && typeof opts.onError !== 'function') throw invalidArgument('onError must be a function');
 
     const owner = opts.owner ?? defaultOwner();
     this.log = opts.logger ?? silentLogger;
+    this.guard = new FailureGuard(this.log, opts.queue, maxPersistent, opts.onError, () => this.halt.abort());
     this.tracer = qTracer(opts.tracerProvider);
     this.consumer = new Consumer(opts.store, opts.queue, owner, {
       leaseTtlMs: opts.leaseTtlMs,
@@ -223,6 +240,7 @@ class PartitionWorker {
     const stopped = new Promise<void>((resolve) => {
       if (signal.aborted) resolve();
       else signal.addEventListener('abort', () => resolve(), { once: true });
+      this.halt.signal.addEventListener('abort', () => resolve(), { once: true });
     });
     void stopped.then(() => {
       this.stopping = true;
@@ -257,6 +275,7 @@ class PartitionWorker {
       this.log.error({ ...errorFields(err), queue }, 'close failed; partitions are taken over after the lease TTL');
     }
     this.log.info({ ...this.stats, queue }, 'partition worker stopped');
+    if (this.guard.fatal) throw this.guard.fatal;
     return { ...this.stats };
   }
 
@@ -290,8 +309,9 @@ class PartitionWorker {
     try {
       const now = await this.opts.store.now();
       await this.consumer.rebalance(now);
+      this.guard.succeeded('rebalance');
     } catch (err) {
-      this.log.warn({ ...errorFields(err), queue: this.opts.queue }, 'rebalance failed; retrying next beat');
+      this.guard.failed('rebalance', err, 'rebalance failed; retrying next beat');
     } finally {
       // Also after a failed rebalance: a partition found lost before the failing step is lost.
       this.abortLost();
@@ -329,9 +349,11 @@ class PartitionWorker {
       try {
         rows = await this.consumer.poll(new Date(), limit);
         failures = 0;
+        this.guard.succeeded('poll');
       } catch (err) {
         failures++;
-        this.log.warn({ ...errorFields(err), queue: this.opts.queue }, 'poll failed');
+        this.guard.failed('poll', err, 'poll failed');
+        if (this.stopping) break;
         await this.pollWaker.wait(Math.min(this.pollIntervalMs, 100 * 2 ** Math.min(failures, 6)));
         continue;
       }

@@ -1,5 +1,5 @@
 import { hostname } from 'node:os';
-import { QErrorCode, invalidArgument, isQError, migrate } from '@q/schema';
+import { FailureTracker, QError, QErrorCode, databaseError, invalidArgument, isQError, migrate, type FailureVerdict } from '@q/schema';
 import type pg from 'pg';
 import { closedError } from '../errors.js';
 import { errorFields, silentLogger, type Logger } from '../logger.js';
@@ -37,6 +37,29 @@ export interface QuotaOptions extends OpenOptions {
   holderPrefix?: string;
   /** Structured logger (pino-compatible). Default silent. */
   logger?: Logger;
+  /**
+   * Called for every failed statement of the client (acquire, admit, reap) with its class:
+   * persistent ones (permission denied, undefined table or function, read-only, prepared
+   * statements a pooler lost) are also logged at error level at once.
+   */
+  onError?: (failure: QuotaFailure) => void;
+  /**
+   * Identical persistent failures in a row after which the client stops: it closes, and every
+   * call rejects with that error instead of retrying (and churning holders) forever. Default 5.
+   */
+  maxPersistentFailures?: number;
+}
+
+/** What a {@link Quota} client reports through `onError`. */
+export interface QuotaFailure {
+  operation: 'acquire' | 'admit' | 'reap';
+  error: QError;
+  kind: FailureVerdict['kind'];
+  sqlState?: string;
+  /** Identical failures in a row so far, this one included. */
+  count: number;
+  /** True when this failure stopped the client. */
+  fatal: boolean;
 }
 
 const DEFAULT_TTL_MS = 30_000;
@@ -68,7 +91,12 @@ export async function createQuota(opts: QuotaOptions): Promise<Quota> {
     if (opts.dsn === undefined) throw invalidArgument('createQuota needs exactly one of dsn and pool'); // checked above; narrows the type
     store = await QuotaStore.open(opts.dsn, opts);
   }
-  return new Quota(store, { ttlMs, reapIntervalMs, reapLimit, holderPrefix, logger: opts.logger ?? silentLogger, ownsStore: true });
+  const maxPersistentFailures = checkInt('maxPersistentFailures', opts.maxPersistentFailures ?? 5, 1, MAX_INT4);
+  if (opts.onError !== undefined && typeof opts.onError !== 'function') throw invalidArgument('onError must be a function');
+  return new Quota(store, {
+    ttlMs, reapIntervalMs, reapLimit, holderPrefix, logger: opts.logger ?? silentLogger, ownsStore: true,
+    onError: opts.onError, maxPersistentFailures,
+  });
 }
 
 interface Settings {
@@ -78,6 +106,8 @@ interface Settings {
   holderPrefix: string;
   logger: Logger;
   ownsStore: boolean;
+  onError?: (failure: QuotaFailure) => void;
+  maxPersistentFailures?: number;
 }
 
 /**
@@ -106,6 +136,9 @@ export class Quota {
   #lastReap = performance.now();
   #closed = false;
   #closing: Promise<void> | undefined;
+  readonly #failures: FailureTracker;
+  /** Set once persistent failures stopped the client: every call rejects with it. */
+  #fatal: QError | undefined;
 
   /** @internal Use {@link createQuota}. */
   constructor(store: QuotaStore, settings: Settings) {
@@ -114,6 +147,7 @@ export class Quota {
     this.#log = settings.logger;
     this.#holders = new Holders(store, settings.ttlMs, settings.holderPrefix, settings.logger);
     this.#releases = new ReleaseQueue(store, this.#holders, settings.logger);
+    this.#failures = new FailureTracker({ maxPersistent: settings.maxPersistentFailures ?? 5 });
     this.#schedule();
   }
 
@@ -137,6 +171,7 @@ export class Quota {
     try {
       checkName('key', key);
       checkInt('limit', limit, 0, MAX_INT4);
+      if (this.#fatal) throw this.#fatal;
       if (this.#closed) throw closedError('Quota');
       signal?.throwIfAborted();
     } catch (err) {
@@ -155,6 +190,7 @@ export class Quota {
       checkName('key', key);
       checkInt('limit', limit, 0, MAX_INT4);
       checkInt('windowMs', windowMs, 1);
+      if (this.#fatal) throw this.#fatal;
       if (this.#closed) throw closedError('Quota');
       signal?.throwIfAborted();
     } catch (err) {
@@ -193,7 +229,12 @@ export class Quota {
     for (;;) {
       // Never register a fresh holder for a client that is closing.
       if (this.#closed) throw closedError('Quota');
-      const h = await this.#holders.live();
+      let h: Holder;
+      try {
+        h = await this.#holders.live();
+      } catch (err) {
+        throw this.#failed('acquire', err); // registering the holder failed
+      }
       if (h.retired) continue; // retired while we resumed: never grant on it
       this.#holders.hold(h, 1);
       let granted: number;
@@ -207,8 +248,9 @@ export class Quota {
           retried = true;
           continue;
         }
-        throw err;
+        throw this.#failed('acquire', err);
       }
+      this.#failures.success();
       this.#holders.hold(h, granted);
       this.#holders.unhold(h, 1);
       return {
@@ -221,7 +263,13 @@ export class Quota {
   }
 
   async #admitBatch(key: string, limit: number, windowMs: number, n: number): Promise<BatchOutcome<boolean>> {
-    const granted = await this.#store.admitQuota(key, n, limit, windowMs);
+    let granted: number;
+    try {
+      granted = await this.#store.admitQuota(key, n, limit, windowMs);
+    } catch (err) {
+      throw this.#failed('admit', err);
+    }
+    this.#failures.success();
     return { granted, grant: () => true, refusal: false, unused: () => undefined };
   }
 
@@ -273,8 +321,35 @@ export class Quota {
       const changed = await this.#store.reapQuota(this.#settings.reapLimit);
       if (changed > 0) this.#log.debug({ changed }, 'quota reaped');
     } catch (err) {
-      this.#log.warn(errorFields(err), 'quota reap failed');
+      this.#failed('reap', err);
     }
+  }
+
+  /**
+   * Classifies a failed statement: logs it (error level when persistent), reports it, and stops
+   * the client after `maxPersistentFailures` identical persistent ones. Returns the error to throw.
+   */
+  #failed(operation: QuotaFailure['operation'], err: unknown): unknown {
+    if (this.#closed && !this.#fatal) return err;
+    const v = this.#failures.observe(err);
+    const error = err instanceof QError ? err : databaseError(operation, err);
+    const fatal = v.stop && !this.#fatal;
+    const fields = { ...errorFields(error), operation, kind: v.kind, reason: v.reason, sqlstate: v.sqlState, count: v.count };
+    if (v.kind === 'persistent') this.#log.error(fields, fatal ? 'persistent quota failure, client stopping' : 'persistent quota failure');
+    else this.#log.warn(fields, `quota ${operation} failed`);
+    try {
+      this.#settings.onError?.({ operation, error, kind: v.kind, sqlState: v.sqlState, count: v.count, fatal });
+    } catch (cbErr) {
+      this.#log.warn(errorFields(cbErr), 'onError callback threw');
+    }
+    if (!fatal) return err;
+    this.#fatal = new QError(
+      error.code === QErrorCode.CONNECTION ? QErrorCode.CONFIG : error.code,
+      `quota client stopped after ${v.count} identical ${operation} failures: ${v.reason}: ${error.message}`,
+      { cause: error },
+    );
+    void this.close().catch(() => undefined);
+    return this.#fatal;
   }
 }
 

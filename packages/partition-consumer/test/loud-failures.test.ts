@@ -1,0 +1,89 @@
+// Loud failures (issue 18 item 2): a partition worker whose store calls fail persistently
+// (read-only role, no grants) logs at error level at once, reports through onError, and stops
+// with that error instead of retrying silently forever.
+import { QError } from '@q/schema';
+import { Store } from '@q/store';
+import type { TestSchema } from '@q/testing';
+import pg from 'pg';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { runPartitionWorker, type Logger, type PartitionWorkerFailure } from '../src/index.js';
+import { ids, openTestStore, requests } from './helpers.js';
+
+let schema: TestSchema;
+let owner: Store;
+let admin: pg.Pool;
+const roles: string[] = [];
+
+beforeAll(async () => {
+  ({ schema, store: owner } = await openTestStore('pc_loud', 4));
+  admin = new pg.Pool({ connectionString: schema.serverDsn, max: 2 });
+});
+afterAll(async () => {
+  await owner?.close();
+  for (const r of roles) {
+    await admin.query(`DROP OWNED BY "${r}" CASCADE`);
+    await admin.query(`DROP ROLE "${r}"`);
+  }
+  await admin?.end();
+  await schema?.drop();
+});
+
+async function roleDsn(suffix: string, grants: (r: string) => string[]): Promise<string> {
+  const role = `${schema.name}_${suffix}`;
+  await admin.query(`CREATE ROLE "${role}" LOGIN`);
+  roles.push(role);
+  for (const g of grants(role)) await admin.query(g);
+  const u = new URL(schema.dsn);
+  u.username = role;
+  return u.toString();
+}
+
+function memoryLogger(): Logger & { lines: Array<{ level: string; msg?: string; fields: Record<string, unknown> }> } {
+  const lines: Array<{ level: string; msg?: string; fields: Record<string, unknown> }> = [];
+  const at = (level: string) => (fields: Record<string, unknown>, msg?: string) => void lines.push({ level, msg, fields });
+  return { lines, debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
+}
+
+async function runOn(dsn: string, queue: string) {
+  const store = await Store.open(dsn, { maxConns: 2, migrate: false });
+  const logger = memoryLogger();
+  const failures: PartitionWorkerFailure[] = [];
+  const ac = new AbortController();
+  const guard = setTimeout(() => ac.abort(), 30_000);
+  const outcome = await runPartitionWorker({
+    store, queue, concurrency: 2, batchSize: 4, leaseTtlMs: 600, drainTimeoutMs: 200, pollIntervalMs: 50,
+    signal: ac.signal, logger, maxPersistentFailures: 3, onError: (f) => failures.push(f),
+    handle: async () => ({ result: { route: 'never', payload: 'x' } }),
+  }).then(() => ({ ok: true as const }), (err: unknown) => ({ ok: false as const, err }));
+  clearTimeout(guard);
+  await store.close();
+  return { outcome, logger, failures, aborted: ac.signal.aborted };
+}
+
+it('a read-only role: the partition worker logs the error at once and stops with it', async () => {
+  await owner.enqueue(requests('loud-ro', ids('ro', 10)));
+  const dsn = await roleDsn('ro', (r) => [
+    `GRANT USAGE ON SCHEMA "${schema.name}" TO "${r}"`,
+    `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "${schema.name}" TO "${r}"`,
+    `GRANT USAGE ON ALL SEQUENCES IN SCHEMA "${schema.name}" TO "${r}"`,
+    `GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA "${schema.name}" TO "${r}"`,
+    `ALTER ROLE "${r}" SET default_transaction_read_only = on`,
+  ]);
+  const r = await runOn(dsn, 'loud-ro');
+  expect(r.aborted).toBe(false); // it stopped by itself
+  expect(r.outcome.ok).toBe(false);
+  const err = (r.outcome as { err: unknown }).err as QError;
+  expect(err).toBeInstanceOf(QError);
+  expect(err.message).toMatch(/partition worker stopped after 3 identical (rebalance|poll) failures: read-only/);
+  const first = r.logger.lines.find((l) => l.level === 'error');
+  expect(first?.fields).toMatchObject({ kind: 'persistent', sqlstate: '25006', count: 1 });
+  expect(r.failures.filter((f) => f.fatal)).toHaveLength(1);
+});
+
+it('a role without grants (permission denied) stops loudly', async () => {
+  const dsn = await roleDsn('nogrant', (r) => [`GRANT USAGE ON SCHEMA "${schema.name}" TO "${r}"`]);
+  const r = await runOn(dsn, 'loud-denied');
+  expect(r.outcome.ok).toBe(false);
+  expect(((r.outcome as { err: unknown }).err as QError).message).toMatch(/permission denied/);
+  expect(r.logger.lines.find((l) => l.level === 'error')?.fields).toMatchObject({ kind: 'persistent', sqlstate: '42501' });
+});
