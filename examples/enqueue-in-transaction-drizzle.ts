@@ -32,7 +32,8 @@ export async function main(dsn = process.env.DATABASE_URL): Promise<Array<{ type
 
     await db.transaction(async (tx) => {
       const [row] = await tx.insert(signups).values({ email: 'ada@example.com' }).returning();
-      await queue.enqueue({ type: 'email.welcome', payload: { signupId: row!.id } }, { client: drizzleClient(tx) });
+      if (!row) throw new Error('the insert returned no row');
+      await queue.enqueue({ type: 'email.welcome', payload: { signupId: row.id } }, { client: drizzleClient(tx) });
     });
     await db
       .transaction(async (tx) => {

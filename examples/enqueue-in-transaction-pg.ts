@@ -19,8 +19,10 @@ export async function main(dsn = process.env.DATABASE_URL): Promise<{ committed:
       try {
         await client.query('BEGIN');
         const { rows } = await client.query<{ id: number }>('INSERT INTO orders (item) VALUES ($1) RETURNING id', [item]);
+        const [order] = rows;
+        if (!order) throw new Error('the insert returned no row');
         const job = await queue.enqueue(
-          { type: 'order.confirm', payload: { orderId: rows[0]!.id }, idempotencyKey: `confirm-${rows[0]!.id}` },
+          { type: 'order.confirm', payload: { orderId: order.id }, idempotencyKey: `confirm-${order.id}` },
           { client }, // in this transaction: the job exists iff it commits; workers wake at COMMIT
         );
         if (fail) throw new Error('payment declined');
@@ -38,7 +40,7 @@ export async function main(dsn = process.env.DATABASE_URL): Promise<{ committed:
     await placeOrder('chair', true).catch(() => undefined); // rolled back: no order, no job
     await store.close();
 
-    const count = async (table: string) => (await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table}`)).rows[0]!.n;
+    const count = async (table: string) => (await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table}`)).rows[0]?.n ?? 0; // count(*) always returns one row
     return { committed, orders: await count('orders'), jobs: await count('q_jobs') };
   } finally {
     await pool.end();

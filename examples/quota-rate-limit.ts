@@ -24,7 +24,7 @@ export async function main(dsn = process.env.DATABASE_URL): Promise<Record<strin
     for (let n = 0; n < 8; n++) {
       for (const tenant of ['acme', 'globex']) {
         // Stands in for the outbound API (an HTTP call in real life).
-        outcomes[tenant]!.push(await callForTenant(quota, tenant, async () => `sent #${n}`));
+        (outcomes[tenant] ??= []).push(await callForTenant(quota, tenant, async () => `sent #${n}`));
       }
     }
   } finally {

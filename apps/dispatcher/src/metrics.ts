@@ -37,89 +37,89 @@ export class DispatcherMetrics {
     inflight: 0,
   };
 
-  private readonly requestTotal: Counter;
-  private readonly retriesTotal: Counter;
-  private readonly successful: Counter;
-  private readonly failed: Counter;
-  private readonly exceeded: Counter;
-  private readonly shedded: Counter;
-  private readonly gate: Counter;
-  private readonly latency: Histogram;
-  private readonly residence: Histogram;
-  private readonly inflightGauge: UpDownCounter;
-  private readonly attrs: Attributes;
-  private seen = 0;
+  readonly #requestTotal: Counter;
+  readonly #retriesTotal: Counter;
+  readonly #successful: Counter;
+  readonly #failed: Counter;
+  readonly #exceeded: Counter;
+  readonly #shedded: Counter;
+  readonly #gate: Counter;
+  readonly #latency: Histogram;
+  readonly #residence: Histogram;
+  readonly #inflightGauge: UpDownCounter;
+  readonly #attrs: Attributes;
+  #seen = 0;
 
   constructor(meterProvider: MeterProvider | undefined, queue: string, pool = 'default') {
     const m = (meterProvider ?? metrics.getMeterProvider()).getMeter('@q/dispatcher');
-    this.attrs = { queue_id: queue, queue_name: queue, pool_name: pool };
+    this.#attrs = { queue_id: queue, queue_name: queue, pool_name: pool };
     const c = (name: string, description: string) => m.createCounter(`llm_d_async_${name}`, { description });
-    this.requestTotal = c('async_request_total', 'Requests pulled for the first time');
-    this.retriesTotal = c('async_request_retries_total', 'Retries scheduled');
-    this.successful = c('async_successful_requests_total', 'HTTP calls answered < 400');
-    this.failed = c('async_failed_requests_total', 'Fatal failures');
-    this.exceeded = c('async_exceeded_deadline_requests_total', 'Requests that hit their deadline');
-    this.shedded = c('async_shedded_requests_total', '429 answers');
-    this.gate = c('async_gate_decisions_total', 'Gate refusals, drops and errors');
-    this.latency = m.createHistogram('llm_d_async_async_inference_latency_time_millis', {
+    this.#requestTotal = c('async_request_total', 'Requests pulled for the first time');
+    this.#retriesTotal = c('async_request_retries_total', 'Retries scheduled');
+    this.#successful = c('async_successful_requests_total', 'HTTP calls answered < 400');
+    this.#failed = c('async_failed_requests_total', 'Fatal failures');
+    this.#exceeded = c('async_exceeded_deadline_requests_total', 'Requests that hit their deadline');
+    this.#shedded = c('async_shedded_requests_total', '429 answers');
+    this.#gate = c('async_gate_decisions_total', 'Gate refusals, drops and errors');
+    this.#latency = m.createHistogram('llm_d_async_async_inference_latency_time_millis', {
       description: 'HTTP attempt latency',
       unit: 'ms',
       advice: { explicitBucketBoundaries: LATENCY_BUCKETS },
     });
-    this.residence = m.createHistogram('llm_d_async_async_queue_residence_time_millis', {
+    this.#residence = m.createHistogram('llm_d_async_async_queue_residence_time_millis', {
       description: 'Enqueue to worker pull',
       unit: 'ms',
       advice: { explicitBucketBoundaries: RESIDENCE_BUCKETS },
     });
-    this.inflightGauge = m.createUpDownCounter('llm_d_async_async_inflight_requests', { description: 'HTTP calls in flight' });
-    for (const reason of ['gate_closed', 'quota_exhausted', 'dropped', 'error'] as const) this.gate.add(0, { ...this.attrs, reason });
+    this.#inflightGauge = m.createUpDownCounter('llm_d_async_async_inflight_requests', { description: 'HTTP calls in flight' });
+    for (const reason of ['gate_closed', 'quota_exhausted', 'dropped', 'error'] as const) this.#gate.add(0, { ...this.#attrs, reason });
   }
 
   pulled(retryCount: number, residenceMs: number | undefined): void {
     if (retryCount === 0) {
       this.tallies.requests++;
-      this.requestTotal.add(1, this.attrs);
+      this.#requestTotal.add(1, this.#attrs);
     }
-    if (residenceMs !== undefined && residenceMs >= 0) this.residence.record(residenceMs, this.attrs);
+    if (residenceMs !== undefined && residenceMs >= 0) this.#residence.record(residenceMs, this.#attrs);
   }
 
   attempt(latencyMs: number): void {
     // A bounded reservoir: a long-running service must not grow without end.
     const l = this.tallies.attemptLatencies;
-    this.seen++;
+    this.#seen++;
     if (l.length < RESERVOIR) l.push(latencyMs);
     else {
-      const i = Math.floor(Math.random() * this.seen);
+      const i = Math.floor(Math.random() * this.#seen);
       if (i < RESERVOIR) l[i] = latencyMs;
     }
-    this.latency.record(latencyMs, this.attrs);
+    this.#latency.record(latencyMs, this.#attrs);
   }
 
   inflight(delta: 1 | -1): void {
     this.tallies.inflight += delta;
-    this.inflightGauge.add(delta, this.attrs);
+    this.#inflightGauge.add(delta, this.#attrs);
   }
 
   retry(shed: boolean): void {
     this.tallies.retries++;
-    this.retriesTotal.add(1, this.attrs);
+    this.#retriesTotal.add(1, this.#attrs);
     if (shed) this.shedOnly();
   }
 
   /** A 429 that is not retried (deadline reached). */
   shedOnly(): void {
     this.tallies.shed++;
-    this.shedded.add(1, this.attrs);
+    this.#shedded.add(1, this.#attrs);
   }
 
   /** A request ended by its deadline whose result is its last HTTP response (no error code). */
   exceededOnly(): void {
-    this.exceeded.add(1, this.attrs);
+    this.#exceeded.add(1, this.#attrs);
   }
 
   gateDecision(reason: GateReason): void {
     this.tallies.gateDecisions.set(reason, (this.tallies.gateDecisions.get(reason) ?? 0) + 1);
-    this.gate.add(1, { ...this.attrs, reason });
+    this.#gate.add(1, { ...this.#attrs, reason });
   }
 
   /** A final result: HTTP status (no code) or an error code. */
@@ -128,7 +128,7 @@ export class DispatcherMetrics {
     this.tallies.results.set(key, (this.tallies.results.get(key) ?? 0) + 1);
     // Deadline ends are counted by `exceededOnly` (also when the last response is the result).
     if (code === 'DEADLINE_EXCEEDED' || code === 'CANCELLED') return;
-    if (code !== undefined || (status !== undefined && status >= 400)) this.failed.add(1, this.attrs);
-    else this.successful.add(1, this.attrs);
+    if (code !== undefined || (status !== undefined && status >= 400)) this.#failed.add(1, this.#attrs);
+    else this.#successful.add(1, this.#attrs);
   }
 }

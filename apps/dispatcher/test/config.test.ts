@@ -3,17 +3,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config/load.js';
+import { configError, configQueue as queue } from './helpers.js';
 
-const queue = { queue_name: 'q1', igw_base_url: 'http://127.0.0.1:9/' };
-
-function configError(fn: () => unknown): { code?: string; message: string } {
-  try {
-    fn();
-  } catch (err) {
-    return err as { code?: string; message: string };
-  }
-  throw new Error('expected a config error');
-}
 
 describe('config', () => {
   it('applies the docs/design/dispatcher.md#configuration-defaults defaults', () => {

@@ -72,3 +72,16 @@ export async function submit(
 
 /** A 200 with a body naming the request. */
 export const ok = (id: string, delayMs = 0): Action => ({ status: 200, body: JSON.stringify({ ok: id }), delayMs });
+
+/** A minimal queue of a config document (its inference server is never called). */
+export const configQueue = { queue_name: 'q1', igw_base_url: 'http://127.0.0.1:9/' };
+
+/** The error `fn` throws (a config error is expected); fails if it throws none. */
+export function configError(fn: () => unknown): { code?: string; message: string } {
+  try {
+    fn();
+  } catch (err) {
+    return err as { code?: string; message: string };
+  }
+  throw new Error('expected a config error');
+}

@@ -8,18 +8,8 @@ import { loadConfig } from '../src/config/load.js';
 import { buildHeaders } from '../src/http/headers.js';
 import { Dispatcher } from '../src/service/dispatcher.js';
 import { startInferenceServer, type Call, type InferenceServer } from '../src/sim/server.js';
-import { ok, Results, scenarioOf, submit, waitFor } from './helpers.js';
+import { configError, configQueue as queue, ok, Results, scenarioOf, submit, waitFor } from './helpers.js';
 
-const queue = { queue_name: 'q1', igw_base_url: 'http://127.0.0.1:9/' };
-
-function configError(fn: () => unknown): { code?: string; message: string } {
-  try {
-    fn();
-  } catch (err) {
-    return err as { code?: string; message: string };
-  }
-  throw new Error('expected a config error');
-}
 
 describe('priority header config', () => {
   it('refuses the options outside tier-priority, lanes outside 0..5 and illegal header names or values', () => {

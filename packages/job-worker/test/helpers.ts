@@ -1,6 +1,8 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { spawnTs, waitFor, type Exit, type TsProcess } from '@q/testing';
+import { afterEach } from 'vitest';
+import type { Logger, Worker } from '../src/index.js';
 
 export { waitFor } from '@q/testing';
 
@@ -25,4 +27,36 @@ export async function spawnWorker(env: Record<string, string>, fixture = 'worker
     }),
   ]);
   return proc;
+}
+
+/** A worker a test started: stopped by {@link stopWorkersAfterEach}. */
+export interface RunningWorker {
+  worker: Worker;
+  ac: AbortController;
+  run: Promise<void>;
+}
+
+/**
+ * Registers an `afterEach` that runs `cleanups` (newest first), then aborts every worker in `running`,
+ * waits for its run and its jobs (5 s), and empties `running`.
+ */
+export function stopWorkersAfterEach(running: RunningWorker[], cleanups: Array<() => Promise<void> | void> = []): void {
+  afterEach(async () => {
+    for (const c of cleanups.splice(0).reverse()) await c();
+    for (const r of running) r.ac.abort();
+    await Promise.all(
+      running.map(async (r) => {
+        await r.run;
+        await r.worker.wait(5_000);
+      }),
+    );
+    running.length = 0;
+  });
+}
+
+/** A logger that keeps every line (level, message, fields) for assertions. */
+export function memoryLogger(): Logger & { lines: Array<{ level: string; msg?: string; fields: Record<string, unknown> }> } {
+  const lines: Array<{ level: string; msg?: string; fields: Record<string, unknown> }> = [];
+  const at = (level: string) => (fields: Record<string, unknown>, msg?: string) => lines.push({ level, msg, fields });
+  return { lines, debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
 }

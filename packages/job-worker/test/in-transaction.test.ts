@@ -1,9 +1,9 @@
 // JobQueue.enqueue / enqueueMany with { client }: a worker runs what the caller's transaction
 // committed, once, and is not woken by what it rolled back. Real Postgres, real Worker.
 import { JobStore, type Job } from '@q/store';
-import { createTestSchema, type TestSchema } from '@q/testing';
+import { inTransaction, useFromPool, type TestSchema } from '@q/testing';
 import pg from 'pg';
-import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { JobQueue, Worker } from '../src/index.js';
 import { waitFor } from './helpers.js';
 
@@ -12,33 +12,13 @@ let app: pg.Pool;
 let store: JobStore;
 let queue: JobQueue;
 
-beforeAll(async () => {
-  schema = await createTestSchema('jwtx');
-  app = new pg.Pool({ connectionString: schema.dsn, max: 6 });
-  app.on('error', () => undefined);
-  store = await JobStore.fromPool(app);
+useFromPool(JobStore, { prefix: 'jwtx', max: 6, truncate: ['q_jobs'] }, (t) => {
+  ({ schema, app, store } = t);
   queue = new JobQueue(store, { knownQueues: ['default', 'tx'] });
 });
-afterAll(async () => {
-  await store?.close();
-  await app?.end();
-  await schema?.drop();
-});
-beforeEach(async () => {
-  await app.query('TRUNCATE q_jobs');
-});
 
-async function inTx<T>(fn: (c: pg.PoolClient) => Promise<T>, end: 'COMMIT' | 'ROLLBACK' = 'COMMIT'): Promise<T> {
-  const c = await app.connect();
-  try {
-    await c.query('BEGIN');
-    const out = await fn(c);
-    await c.query(end);
-    return out;
-  } finally {
-    c.release();
-  }
-}
+/** Runs `fn` in a transaction on one of the app's connections; COMMIT unless `end` is ROLLBACK. */
+const inTx = <T>(fn: (c: pg.PoolClient) => Promise<T>, end: 'COMMIT' | 'ROLLBACK' = 'COMMIT'): Promise<T> => inTransaction(app, fn, end);
 
 /** An idle worker (30 s poll) whose claim calls are counted: a claim between polls is a wake-up. */
 async function idleWorker(handled: Map<string, number>) {

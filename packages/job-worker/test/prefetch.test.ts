@@ -2,26 +2,19 @@
 // drain, immediate give-back on stop, cancel of a prefetched job, lock keys, sharing between workers.
 import { JobStore, type Job } from '@q/store';
 import { useJobStore } from '@q/testing';
-import { afterEach, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { JobQueue, KNOWN_QUEUES, Worker, type WorkerOptions } from '../src/index.js';
-import { waitFor } from './helpers.js';
+import { stopWorkersAfterEach, waitFor, type RunningWorker } from './helpers.js';
 
 let store: JobStore;
 let queue: JobQueue;
-let running: Array<{ worker: Worker; ac: AbortController; run: Promise<void> }> = [];
+const running: RunningWorker[] = [];
 
 useJobStore(JobStore, { prefix: 'jprefetch', maxConns: 8, truncate: ['q_jobs'] }, (t) => {
   ({ store } = t);
   queue = new JobQueue(store, { knownQueues: [...KNOWN_QUEUES] });
 });
-afterEach(async () => {
-  for (const r of running) r.ac.abort();
-  await Promise.all(running.map(async (r) => {
-    await r.run;
-    await r.worker.wait(5_000);
-  }));
-  running = [];
-});
+stopWorkersAfterEach(running);
 
 function startWorker(opts: Partial<WorkerOptions>, setup: (w: Worker) => void): { worker: Worker; ac: AbortController; run: Promise<void> } {
   const worker = new Worker(store, {

@@ -4,29 +4,21 @@
 import { JobStore, type Job } from '@q/store';
 import { useJobStore, type TestSchema } from '@q/testing';
 import pg from 'pg';
-import { afterEach, expect, it } from 'vitest';
-import { JobAbortedError, JobQueue, KNOWN_QUEUES, Worker, type Logger, type WorkerOptions } from '../src/index.js';
-import { waitFor } from './helpers.js';
+import { expect, it } from 'vitest';
+import { JobAbortedError, JobQueue, KNOWN_QUEUES, Worker, type WorkerOptions } from '../src/index.js';
+import { memoryLogger, stopWorkersAfterEach, waitFor, type RunningWorker } from './helpers.js';
 
 let schema: TestSchema;
 let store: JobStore;
 let queue: JobQueue;
-let running: Array<{ worker: Worker; ac: AbortController; run: Promise<void> }> = [];
+const running: RunningWorker[] = [];
 const cleanups: Array<() => Promise<void> | void> = [];
 
 useJobStore(JobStore, { prefix: 'jreliab', maxConns: 8, truncate: ['q_jobs'] }, (t) => {
   ({ schema, store } = t);
   queue = new JobQueue(store, { knownQueues: [...KNOWN_QUEUES] });
 });
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-  for (const r of running) r.ac.abort();
-  await Promise.all(running.map(async (r) => {
-    await r.run;
-    await r.worker.wait(5_000);
-  }));
-  running = [];
-});
+stopWorkersAfterEach(running, cleanups);
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -46,12 +38,6 @@ const statusOf = (uuid: string, status: Job['status']) => async () => {
   const j = await store.get(uuid);
   return j?.status === status ? j : undefined;
 };
-
-function memoryLogger(): Logger & { lines: Array<{ level: string; msg?: string; fields: Record<string, unknown> }> } {
-  const lines: Array<{ level: string; msg?: string; fields: Record<string, unknown> }> = [];
-  const at = (level: string) => (fields: Record<string, unknown>, msg?: string) => lines.push({ level, msg, fields });
-  return { lines, debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
-}
 
 /** A handler whose every call waits for its own gate; `calls[i]` is the i-th call. */
 function gatedHandler(results: (i: number) => unknown = (i) => `run ${i}`) {

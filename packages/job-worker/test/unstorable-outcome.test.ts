@@ -4,33 +4,20 @@
 // other finished attempts is still written. Real Postgres.
 import { JobStore, type Job } from '@q/store';
 import { useJobStore } from '@q/testing';
-import { afterEach, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { Completer } from '../src/completer.js';
-import { JobQueue, KNOWN_QUEUES, Worker, type Logger, type WorkerOptions } from '../src/index.js';
-import { waitFor } from './helpers.js';
+import { JobQueue, KNOWN_QUEUES, Worker, type WorkerOptions } from '../src/index.js';
+import { memoryLogger, stopWorkersAfterEach, waitFor, type RunningWorker } from './helpers.js';
 
 let store: JobStore;
 let queue: JobQueue;
-let running: Array<{ worker: Worker; ac: AbortController; run: Promise<void> }> = [];
+const running: RunningWorker[] = [];
 
 useJobStore(JobStore, { prefix: 'jworker_unstorable', maxConns: 8, truncate: ['q_jobs'] }, (t) => {
   ({ store } = t);
   queue = new JobQueue(store, { knownQueues: [...KNOWN_QUEUES] });
 });
-afterEach(async () => {
-  for (const r of running) r.ac.abort();
-  await Promise.all(running.map(async (r) => {
-    await r.run;
-    await r.worker.wait(5_000);
-  }));
-  running = [];
-});
-
-function memoryLogger(): Logger & { lines: Array<{ level: string; msg?: string }> } {
-  const lines: Array<{ level: string; msg?: string }> = [];
-  const at = (level: string) => (_fields: Record<string, unknown>, msg?: string) => lines.push({ level, msg });
-  return { lines, debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
-}
+stopWorkersAfterEach(running);
 
 function startWorker(opts: Partial<WorkerOptions>, setup: (w: Worker) => void): Worker {
   const worker = new Worker(store, {

@@ -2,27 +2,20 @@
 // notifications, lost leases, step timelines, results.
 import { JobStore, type Job } from '@q/store';
 import { useJobStore, type TestSchema } from '@q/testing';
-import { afterEach, expect, it } from 'vitest';
-import { DeadLetterError, JobAbortedError, JobQueue, KNOWN_QUEUES, Worker, type Logger, type WorkerOptions } from '../src/index.js';
-import { waitFor } from './helpers.js';
+import { expect, it } from 'vitest';
+import { DeadLetterError, JobAbortedError, JobQueue, KNOWN_QUEUES, Worker, type WorkerOptions } from '../src/index.js';
+import { memoryLogger, stopWorkersAfterEach, waitFor, type RunningWorker } from './helpers.js';
 
 let schema: TestSchema;
 let store: JobStore;
 let queue: JobQueue;
-let running: Array<{ worker: Worker; ac: AbortController; run: Promise<void> }> = [];
+const running: RunningWorker[] = [];
 
 useJobStore(JobStore, { prefix: 'jworker', maxConns: 8, truncate: ['q_jobs'] }, (t) => {
   ({ schema, store } = t);
   queue = new JobQueue(store, { knownQueues: [...KNOWN_QUEUES] });
 });
-afterEach(async () => {
-  for (const r of running) r.ac.abort();
-  await Promise.all(running.map(async (r) => {
-    await r.run;
-    await r.worker.wait(5_000);
-  }));
-  running = [];
-});
+stopWorkersAfterEach(running);
 
 type Setup = (w: Worker) => void;
 
@@ -43,12 +36,6 @@ const statusOf = (uuid: string, status: Job['status']) => async () => {
 };
 
 /** A logger that keeps what it is given. */
-function memoryLogger(): Logger & { lines: Array<{ level: string; msg?: string; fields: Record<string, unknown> }> } {
-  const lines: Array<{ level: string; msg?: string; fields: Record<string, unknown> }> = [];
-  const at = (level: string) => (fields: Record<string, unknown>, msg?: string) => lines.push({ level, msg, fields });
-  return { lines, debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
-}
-
 it('20 jobs × 8 concurrent workers: each job is leased and run exactly once', async () => {
   const jobs = await queue.enqueueMany(Array.from({ length: 20 }, (_, i) => ({ type: 'count', payload: { i } })));
   const runs: string[] = [];

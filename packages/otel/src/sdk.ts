@@ -243,7 +243,7 @@ export function startTelemetry(opts: TelemetryOptions): Telemetry {
  */
 class PrometheusEndpoint {
   port: number | undefined;
-  private readonly server = http.createServer((req, res) => {
+  readonly #server = http.createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     if (req.method === 'GET' && path === '/metrics') this.reader.getMetricsRequestHandler(req, res);
     else {
@@ -252,11 +252,16 @@ class PrometheusEndpoint {
     }
   });
 
+  readonly #wantedPort: number;
+  readonly #host: string | undefined;
+
   constructor(
     readonly reader: PrometheusExporter,
-    private readonly wantedPort: number,
-    private readonly host?: string,
+    wantedPort: number,
+    host?: string,
   ) {
+    this.#wantedPort = wantedPort;
+    this.#host = host;
     if (!Number.isInteger(wantedPort) || wantedPort < 0 || wantedPort > 65535) {
       throw new RangeError(`startTelemetry: prometheusPort must be an integer 0..65535, got ${wantedPort}`);
     }
@@ -265,20 +270,20 @@ class PrometheusEndpoint {
   listen(): Promise<void> {
     return new Promise((resolve, reject) => {
       const onError = (err: Error) => reject(err);
-      this.server.once('error', onError);
-      this.server.listen(this.wantedPort, this.host, () => {
-        this.server.off('error', onError);
-        this.port = (this.server.address() as AddressInfo).port;
+      this.#server.once('error', onError);
+      this.#server.listen(this.#wantedPort, this.#host, () => {
+        this.#server.off('error', onError);
+        this.port = (this.#server.address() as AddressInfo).port;
         resolve();
       });
     });
   }
 
   close(): Promise<void> {
-    if (!this.server.listening) return Promise.resolve();
+    if (!this.#server.listening) return Promise.resolve();
     return new Promise((resolve, reject) => {
-      this.server.close((err) => (err ? reject(err) : resolve()));
-      this.server.closeAllConnections();
+      this.#server.close((err) => (err ? reject(err) : resolve()));
+      this.#server.closeAllConnections();
     });
   }
 }

@@ -69,48 +69,48 @@ export class Consumer {
   /** This dispatcher's unique name (lease owner). */
   readonly owner: string;
 
-  private readonly store: Store;
-  private readonly ttlMs: number;
-  private readonly drainTimeoutMs: number;
-  private readonly log: Logger;
-  private readonly tracer: Tracer | undefined;
-  private readonly cycle = new Serial();
-  private readonly meterProvider: MeterProvider | undefined;
-  private unobserve: (() => void) | undefined;
+  readonly #store: Store;
+  readonly #ttlMs: number;
+  readonly #drainTimeoutMs: number;
+  readonly #log: Logger;
+  readonly #tracer: Tracer | undefined;
+  readonly #cycle = new Serial();
+  readonly #meterProvider: MeterProvider | undefined;
+  #unobserve: (() => void) | undefined;
 
-  private seeded = false;
-  private stopping = false;
-  private closed = false;
-  private reconcile = false;
-  private beats = 0;
-  private leases = new Map<number, PartitionState>();
-  private readonly inflight = new Map<string, Tracked>();
-  private readonly orphans = new Map<string, Stamp>();
+  #seeded = false;
+  #stopping = false;
+  #closed = false;
+  #reconcile = false;
+  #beats = 0;
+  #leases = new Map<number, PartitionState>();
+  readonly #inflight = new Map<string, Tracked>();
+  readonly #orphans = new Map<string, Stamp>();
 
   constructor(store: Store, queue: string, owner: string, opts: ConsumerOptions) {
-    if (!store || typeof store !== 'object') throw new QError(QErrorCode.INVALID_ARGUMENT, 'store is required');
-    requireName(queue, 'queue');
-    requireName(owner, 'owner');
-    if (!opts || typeof opts !== 'object') throw new QError(QErrorCode.INVALID_ARGUMENT, 'options are required');
+    if (!store || typeof store !== 'object') throw new QError(QErrorCode.INVALID_ARGUMENT, 'new Consumer: store is required');
+    requireName('new Consumer', queue, 'queue');
+    requireName('new Consumer', owner, 'owner');
+    if (!opts || typeof opts !== 'object') throw new QError(QErrorCode.INVALID_ARGUMENT, 'new Consumer: options are required');
     // Timer-sized: a runner rebalances every leaseTtlMs / 3, and Node fires an over-long timer at once.
-    requireMs(opts.leaseTtlMs, 'leaseTtlMs', 1);
-    requireMs(opts.drainTimeoutMs, 'drainTimeoutMs', 0);
-    requireOptionalObject(opts.logger, 'logger', 'debug', 'info', 'warn', 'error');
-    requireOptionalObject(opts.tracerProvider, 'tracerProvider', 'getTracer');
-    requireOptionalObject(opts.meterProvider, 'meterProvider', 'getMeter');
-    this.store = store;
+    requireMs('new Consumer', opts.leaseTtlMs, 'leaseTtlMs', 1);
+    requireMs('new Consumer', opts.drainTimeoutMs, 'drainTimeoutMs', 0);
+    requireOptionalObject('new Consumer', opts.logger, 'logger', 'debug', 'info', 'warn', 'error');
+    requireOptionalObject('new Consumer', opts.tracerProvider, 'tracerProvider', 'getTracer');
+    requireOptionalObject('new Consumer', opts.meterProvider, 'meterProvider', 'getMeter');
+    this.#store = store;
     this.queue = queue;
     this.owner = owner;
-    this.ttlMs = opts.leaseTtlMs;
-    this.drainTimeoutMs = opts.drainTimeoutMs;
-    this.log = opts.logger ?? silentLogger;
-    this.tracer = qTracer(opts.tracerProvider);
-    this.meterProvider = opts.meterProvider;
+    this.#ttlMs = opts.leaseTtlMs;
+    this.#drainTimeoutMs = opts.drainTimeoutMs;
+    this.#log = opts.logger ?? silentLogger;
+    this.#tracer = qTracer(opts.tracerProvider);
+    this.#meterProvider = opts.meterProvider;
   }
 
   /** True once {@link Consumer.stop} (or close) was called. */
   get stopped(): boolean {
-    return this.stopping;
+    return this.#stopping;
   }
 
   /**
@@ -125,26 +125,26 @@ export class Consumer {
    * finishes, so the next rebalance sees its effect.
    */
   async poll(now: Date, limit: number, signal?: AbortSignal): Promise<Request[]> {
-    requireDate(now, 'now');
-    requireInt(limit, 'limit', 0);
+    requireDate('Consumer.poll', now, 'now');
+    requireInt('Consumer.poll', limit, 'limit', 0);
     if (signal?.aborted) throw signal.reason;
-    return this.cycle.run((hold) =>
-      withOperation(this.tracer, 'q.partition-consumer.poll', async () => {
-        this.assertOpen();
+    return this.#cycle.run((hold) =>
+      withOperation(this.#tracer, 'q.partition-consumer.poll', async () => {
+        this.#assertOpen();
         if (limit === 0) return [];
         // Aborted while waiting for the cycle: nothing was sent, so nothing is unknown.
         if (signal?.aborted) throw signal.reason;
-        const dispatching = this.store.dispatch(this.queue, this.owner, now, limit);
+        const dispatching = this.#store.dispatch(this.queue, this.owner, now, limit);
         let rows: Request[];
         try {
           rows = signal ? await raceAbort(dispatching, signal) : await dispatching;
         } catch (err) {
-          this.reconcile = true;
+          this.#reconcile = true;
           hold(dispatching.catch(() => undefined));
-          this.log.warn({ queue: this.queue, aborted: signal?.aborted ?? false }, 'dispatch outcome unknown; reconciling on next rebalance');
+          this.#log.warn({ queue: this.queue, aborted: signal?.aborted ?? false }, 'dispatch outcome unknown; reconciling on next rebalance');
           throw err;
         }
-        for (const r of rows) this.track(r);
+        for (const r of rows) this.#track(r);
         return rows;
       }, { 'q.queue': this.queue }),
     );
@@ -156,9 +156,9 @@ export class Consumer {
    * On error nothing is forgotten: the caller decides (normally {@link Consumer.abandon}).
    */
   async ack(completions: Completion[]): Promise<boolean[]> {
-    requireArray(completions, 'completions');
-    const res = await this.store.ack(this.owner, completions);
-    for (const c of completions) this.done(c);
+    requireArray('Consumer.ack', completions, 'completions');
+    const res = await this.#store.ack(this.owner, completions);
+    for (const c of completions) this.#done(c);
     return res;
   }
 
@@ -167,8 +167,8 @@ export class Consumer {
    * `notBefore` (Unix s). `false` = fenced. On error nothing is forgotten.
    */
   async retry(stamp: Stamp, notBefore: number, envelope: string): Promise<boolean> {
-    const ok = await this.store.retry(this.owner, stamp, notBefore, envelope);
-    this.done(stamp);
+    const ok = await this.#store.retry(this.owner, stamp, notBefore, envelope);
+    this.#done(stamp);
     return ok;
   }
 
@@ -178,15 +178,15 @@ export class Consumer {
    * (`INVALID_ARGUMENT` writes and abandons nothing).
    */
   async defer(stamps: Stamp[], notBefore: number): Promise<void> {
-    requireArray(stamps, 'stamps');
+    requireArray('Consumer.defer', stamps, 'stamps');
     try {
-      await this.store.defer(this.owner, stamps, notBefore);
+      await this.#store.defer(this.owner, stamps, notBefore);
     } catch (err) {
       // Bad input wrote nothing and changes nothing; any other failure leaves the outcome unknown.
       if (!isQError(err, QErrorCode.INVALID_ARGUMENT)) this.abandon(...stamps);
       throw err;
     }
-    for (const s of stamps) this.done(s);
+    for (const s of stamps) this.#done(s);
   }
 
   /**
@@ -195,14 +195,14 @@ export class Consumer {
    * (`INVALID_ARGUMENT` writes and abandons nothing).
    */
   async undispatch(stamps: Stamp[]): Promise<void> {
-    requireArray(stamps, 'stamps');
+    requireArray('Consumer.undispatch', stamps, 'stamps');
     try {
-      await this.store.undispatch(this.owner, stamps);
+      await this.#store.undispatch(this.owner, stamps);
     } catch (err) {
       if (!isQError(err, QErrorCode.INVALID_ARGUMENT)) this.abandon(...stamps);
       throw err;
     }
-    for (const s of stamps) this.done(s);
+    for (const s of stamps) this.#done(s);
   }
 
   /**
@@ -212,13 +212,13 @@ export class Consumer {
    * `INVALID_ARGUMENT`, and then none of the given stamps is abandoned.
    */
   abandon(...stamps: Stamp[]): void {
-    stamps.forEach((s, i) => requireStamp(s, `stamps[${i}]`));
+    stamps.forEach((s, i) => requireStamp('Consumer.abandon', s, `stamps[${i}]`));
     for (const s of stamps) {
       const k = keyString(s);
-      const t = this.inflight.get(k);
+      const t = this.#inflight.get(k);
       if (!t || t.attempt !== s.attempt) continue;
-      this.orphans.set(k, { id: t.id, token: t.token, attempt: t.attempt });
-      this.untrack(k, t);
+      this.#orphans.set(k, { id: t.id, token: t.token, attempt: t.attempt });
+      this.#untrack(k, t);
     }
   }
 
@@ -228,8 +228,8 @@ export class Consumer {
    * released at once, busy ones when their work is settled or at the drain timeout. Acks still work.
    */
   stop(): void {
-    if (!this.stopping) this.log.info({ queue: this.queue, owner: this.owner }, 'consumer stopping');
-    this.stopping = true;
+    if (!this.#stopping) this.#log.info({ queue: this.queue, owner: this.owner }, 'consumer stopping');
+    this.#stopping = true;
   }
 
   /**
@@ -238,25 +238,25 @@ export class Consumer {
    * rebalances throw `CLOSED`; calling close again retries the hand-over.
    */
   close(): Promise<void> {
-    return this.cycle.run(() =>
-      withOperation(this.tracer, 'q.partition-consumer.close', async () => {
-        this.closed = true;
-        this.stopping = true;
-        this.unobserve?.();
-        this.unobserve = undefined;
+    return this.#cycle.run(() =>
+      withOperation(this.#tracer, 'q.partition-consumer.close', async () => {
+        this.#closed = true;
+        this.#stopping = true;
+        this.#unobserve?.();
+        this.#unobserve = undefined;
         const errors: unknown[] = [];
         try {
-          await this.undispatchOrphans();
+          await this.#undispatchOrphans();
         } catch (err) {
           errors.push(err);
         }
         try {
-          await this.store.leave(this.queue, this.owner);
+          await this.#store.leave(this.queue, this.owner);
         } catch (err) {
           errors.push(err);
         }
-        this.leases.clear();
-        this.log.info({ queue: this.queue, owner: this.owner, failed: errors.length }, 'consumer closed');
+        this.#leases.clear();
+        this.#log.info({ queue: this.queue, owner: this.owner, failed: errors.length }, 'consumer closed');
         const err = joinErrors(errors, 'close');
         if (err) throw err;
       }, { 'q.queue': this.queue }),
@@ -270,9 +270,9 @@ export class Consumer {
    * rebalance; they are thrown (joined) at the end.
    */
   async rebalance(now: Date): Promise<void> {
-    requireDate(now, 'now');
-    return this.cycle.run(() =>
-      withOperation(this.tracer, 'q.partition-consumer.rebalance', () => this.rebalanceLocked(now), {
+    requireDate('Consumer.rebalance', now, 'now');
+    return this.#cycle.run(() =>
+      withOperation(this.#tracer, 'q.partition-consumer.rebalance', () => this.#rebalanceLocked(now), {
         'q.queue': this.queue,
       }),
     );
@@ -280,60 +280,60 @@ export class Consumer {
 
   /** A read-only snapshot of the consumer's bookkeeping. */
   inspect(): ConsumerState {
-    const parts = [...this.leases.keys()].sort(ascending);
+    const parts = [...this.#leases.keys()].sort(ascending);
     const leases = parts.map((partition) => {
-      const st = this.leases.get(partition) as PartitionState;
+      const st = this.#leases.get(partition) as PartitionState;
       return { partition, epoch: st.epoch, draining: st.draining, inFlight: st.inFlight };
     });
     return {
       active: leases.filter((l) => !l.draining).map((l) => l.partition),
       draining: leases.filter((l) => l.draining).map((l) => l.partition),
-      beats: this.beats,
-      tracked: [...this.inflight.values()].map((t) => ({ id: t.id, token: t.token, attempt: t.attempt })),
+      beats: this.#beats,
+      tracked: [...this.#inflight.values()].map((t) => ({ id: t.id, token: t.token, attempt: t.attempt })),
       leases,
     };
   }
 
   // ---- rebalance steps (docs/design/requests.md#rebalance-algorithm) ----
 
-  private async rebalanceLocked(now: Date): Promise<void> {
-    this.assertOpen();
+  async #rebalanceLocked(now: Date): Promise<void> {
+    this.#assertOpen();
     const nowMs = now.getTime();
     // 1. Partition rows exist (once; retried next time on error).
-    if (!this.seeded) {
-      await this.store.ensurePartitions(this.queue);
-      this.seeded = true;
-      this.observe();
+    if (!this.#seeded) {
+      await this.#store.ensurePartitions(this.queue);
+      this.#seeded = true;
+      this.#observe();
     }
     // 2. Settle what this consumer could not: abandoned work, unknown dispatches.
     const errors: unknown[] = [];
     try {
-      await this.undispatchOrphans();
+      await this.#undispatchOrphans();
     } catch (err) {
       errors.push(err);
     }
     try {
-      await this.reconcileInFlight();
+      await this.#reconcileInFlight();
     } catch (err) {
       errors.push(err);
     }
     // 3. Heartbeat: membership (withdrawn once stopped) and lease renewal.
     try {
-      const beat = await this.store.heartbeat(this.queue, this.owner, now, this.ttlMs, !this.stopping);
+      const beat = await this.#store.heartbeat(this.queue, this.owner, now, this.#ttlMs, !this.#stopping);
       // 4. Mirror what the database says is held.
-      this.syncLeases(beat.leases, nowMs);
+      this.#syncLeases(beat.leases, nowMs);
       // 5. Redeliver rows left in flight under older epochs.
-      this.beats++;
-      if (this.beats % 10 !== 0) {
-        const recent = [...this.leases].filter(([, st]) => nowMs - st.acquiredAtMs < 2 * this.ttlMs).map(([p]) => p);
-        if (recent.length > 0) await this.store.resetStale(this.queue, this.owner, recent.sort(ascending));
+      this.#beats++;
+      if (this.#beats % 10 !== 0) {
+        const recent = [...this.#leases].filter(([, st]) => nowMs - st.acquiredAtMs < 2 * this.#ttlMs).map(([p]) => p);
+        if (recent.length > 0) await this.#store.resetStale(this.queue, this.owner, recent.sort(ascending));
       } else {
-        await this.store.resetStale(this.queue, this.owner);
+        await this.#store.resetStale(this.queue, this.owner);
       }
       // 6. Hand over drained partitions.
-      await this.releaseDrained(nowMs);
+      await this.#releaseDrained(nowMs);
       // 7–9. Move towards the share.
-      await this.moveTowardsShare(now, beat.members);
+      await this.#moveTowardsShare(now, beat.members);
     } catch (err) {
       // Steps 3–9 stop at their first error; earlier step errors are reported with it.
       throw joinErrors([...errors, err], 'rebalance');
@@ -342,21 +342,21 @@ export class Consumer {
     if (err) throw err;
   }
 
-  private async moveTowardsShare(now: Date, members: number): Promise<void> {
+  async #moveTowardsShare(now: Date, members: number): Promise<void> {
     const nowMs = now.getTime();
-    const target = this.stopping ? 0 : Math.ceil(PARTITIONS / Math.max(1, members));
+    const target = this.#stopping ? 0 : Math.ceil(PARTITIONS / Math.max(1, members));
     const active: number[] = [];
     const draining: number[] = [];
-    for (const [p, st] of [...this.leases].sort((a, b) => a[0] - b[0])) (st.draining ? draining : active).push(p);
+    for (const [p, st] of [...this.#leases].sort((a, b) => a[0] - b[0])) (st.draining ? draining : active).push(p);
 
     if (active.length < target) {
       let need = target - active.length;
       // Undrain before acquiring: keeps work where it is and needs no epoch bump.
       const undrain = draining.slice(0, Math.min(need, draining.length));
       if (undrain.length > 0) {
-        await this.store.setDraining(this.queue, this.owner, undrain, false);
+        await this.#store.setDraining(this.queue, this.owner, undrain, false);
         for (const p of undrain) {
-          const st = this.leases.get(p);
+          const st = this.#leases.get(p);
           if (st) {
             st.draining = false;
             st.drainSinceMs = 0;
@@ -365,65 +365,65 @@ export class Consumer {
         need -= undrain.length;
       }
       if (need > 0) {
-        const got = await this.store.acquirePartitions(this.queue, this.owner, now, this.ttlMs, need);
-        for (const l of got) this.leases.set(l.partition, this.freshState(l, nowMs));
+        const got = await this.#store.acquirePartitions(this.queue, this.owner, now, this.#ttlMs, need);
+        for (const l of got) this.#leases.set(l.partition, this.#freshState(l, nowMs));
         if (got.length > 0) {
-          this.log.info({ queue: this.queue, partitions: got.map((l) => l.partition) }, 'partitions acquired');
+          this.#log.info({ queue: this.queue, partitions: got.map((l) => l.partition) }, 'partitions acquired');
           // Redeliver what the previous owner left in flight.
-          await this.store.resetStale(this.queue, this.owner, got.map((l) => l.partition).sort(ascending));
+          await this.#store.resetStale(this.queue, this.owner, got.map((l) => l.partition).sort(ascending));
         }
       }
     } else if (active.length > target) {
       // Fewest in flight first (they hand over soonest), ties to the highest partition.
       const surplus = active
-        .map((p) => ({ p, n: (this.leases.get(p) as PartitionState).inFlight }))
+        .map((p) => ({ p, n: (this.#leases.get(p) as PartitionState).inFlight }))
         .sort((a, b) => a.n - b.n || b.p - a.p)
         .slice(0, active.length - target)
         .map((c) => c.p)
         .sort(ascending);
-      await this.store.setDraining(this.queue, this.owner, surplus, true);
+      await this.#store.setDraining(this.queue, this.owner, surplus, true);
       for (const p of surplus) {
-        const st = this.leases.get(p);
+        const st = this.#leases.get(p);
         if (st) {
           st.draining = true;
           st.drainSinceMs = nowMs;
         }
       }
-      this.log.info({ queue: this.queue, partitions: surplus, target }, 'partitions draining');
-      await this.releaseDrained(nowMs);
+      this.#log.info({ queue: this.queue, partitions: surplus, target }, 'partitions draining');
+      await this.#releaseDrained(nowMs);
     }
   }
 
   /** Registers the partitions-owned gauge (from the first rebalance until close). */
-  private observe(): void {
-    this.unobserve ??= observeGauge(
-      this.meterProvider,
+  #observe(): void {
+    this.#unobserve ??= observeGauge(
+      this.#meterProvider,
       METRIC.partitionsOwned,
       { unit: '{partition}', description: 'Partitions leased by this dispatcher, by state (active | draining)' },
       () => {
         let draining = 0;
-        for (const st of this.leases.values()) if (st.draining) draining++;
+        for (const st of this.#leases.values()) if (st.draining) draining++;
         return [
-          { value: this.leases.size - draining, attributes: { queue: this.queue, state: 'active' } },
+          { value: this.#leases.size - draining, attributes: { queue: this.queue, state: 'active' } },
           { value: draining, attributes: { queue: this.queue, state: 'draining' } },
         ];
       },
     );
   }
 
-  private syncLeases(held: Lease[], nowMs: number): void {
+  #syncLeases(held: Lease[], nowMs: number): void {
     const next = new Map<number, PartitionState>();
     for (const l of held) {
-      const cur = this.leases.get(l.partition);
-      const st = cur && cur.epoch === l.epoch ? cur : this.freshState(l, nowMs);
+      const cur = this.#leases.get(l.partition);
+      const st = cur && cur.epoch === l.epoch ? cur : this.#freshState(l, nowMs);
       if (l.draining && !st.draining) st.drainSinceMs = nowMs;
       st.draining = l.draining;
       next.set(l.partition, st);
     }
-    for (const p of this.leases.keys()) {
-      if (!next.has(p)) this.log.warn({ queue: this.queue, partition: p }, 'partition lost');
+    for (const p of this.#leases.keys()) {
+      if (!next.has(p)) this.#log.warn({ queue: this.queue, partition: p }, 'partition lost');
     }
-    this.leases = next;
+    this.#leases = next;
   }
 
   /**
@@ -431,73 +431,73 @@ export class Consumer {
    * it is recounted from the tracked stamps in case a dispatch ran before the lease was known
    * locally (an acquire whose reply was lost).
    */
-  private freshState(l: Lease, nowMs: number): PartitionState {
+  #freshState(l: Lease, nowMs: number): PartitionState {
     let inFlight = 0;
-    for (const t of this.inflight.values()) if (t.partition === l.partition && t.epoch === l.epoch) inFlight++;
+    for (const t of this.#inflight.values()) if (t.partition === l.partition && t.epoch === l.epoch) inFlight++;
     return { epoch: l.epoch, acquiredAtMs: nowMs, draining: l.draining, drainSinceMs: l.draining ? nowMs : 0, inFlight };
   }
 
-  private async releaseDrained(nowMs: number): Promise<void> {
-    const done = [...this.leases]
-      .filter(([, st]) => st.draining && (st.inFlight === 0 || nowMs - st.drainSinceMs >= this.drainTimeoutMs))
+  async #releaseDrained(nowMs: number): Promise<void> {
+    const done = [...this.#leases]
+      .filter(([, st]) => st.draining && (st.inFlight === 0 || nowMs - st.drainSinceMs >= this.#drainTimeoutMs))
       .map(([p]) => p)
       .sort(ascending);
     if (done.length === 0) return;
-    await this.store.releasePartitions(this.queue, this.owner, done);
-    for (const p of done) this.leases.delete(p);
-    this.log.info({ queue: this.queue, partitions: done }, 'partitions released');
+    await this.#store.releasePartitions(this.queue, this.owner, done);
+    for (const p of done) this.#leases.delete(p);
+    this.#log.info({ queue: this.queue, partitions: done }, 'partitions released');
   }
 
-  private async undispatchOrphans(): Promise<void> {
-    if (this.orphans.size === 0) return;
-    const stamps = [...this.orphans.values()];
-    await this.store.undispatch(this.owner, stamps);
+  async #undispatchOrphans(): Promise<void> {
+    if (this.#orphans.size === 0) return;
+    const stamps = [...this.#orphans.values()];
+    await this.#store.undispatch(this.owner, stamps);
     for (const s of stamps) {
       const k = keyString(s);
       // A newer abandon of the same request (after a re-dispatch) stays for the next round.
-      if (this.orphans.get(k)?.attempt === s.attempt) this.orphans.delete(k);
+      if (this.#orphans.get(k)?.attempt === s.attempt) this.#orphans.delete(k);
     }
   }
 
-  private async reconcileInFlight(): Promise<void> {
-    if (!this.reconcile) return;
-    const stamps = await this.store.inFlight(this.queue, this.owner);
-    const unknown = stamps.filter((s) => this.inflight.get(keyString(s))?.attempt !== s.attempt);
+  async #reconcileInFlight(): Promise<void> {
+    if (!this.#reconcile) return;
+    const stamps = await this.#store.inFlight(this.queue, this.owner);
+    const unknown = stamps.filter((s) => this.#inflight.get(keyString(s))?.attempt !== s.attempt);
     if (unknown.length > 0) {
-      await this.store.undispatch(this.owner, unknown);
-      this.log.info({ queue: this.queue, count: unknown.length }, 'untracked dispatches returned to pending');
+      await this.#store.undispatch(this.owner, unknown);
+      this.#log.info({ queue: this.queue, count: unknown.length }, 'untracked dispatches returned to pending');
     }
-    this.reconcile = false;
+    this.#reconcile = false;
   }
 
   // ---- bookkeeping primitives (docs/design/requests.md#consumer-bookkeeping) ----
 
-  private track(r: Request): void {
+  #track(r: Request): void {
     const k = keyString(r);
-    const prev = this.inflight.get(k);
-    if (prev) this.untrack(k, prev);
-    this.orphans.delete(k);
-    this.inflight.set(k, { id: r.id, token: r.token, attempt: r.attempt, partition: r.partition, epoch: r.epoch });
-    const st = this.leases.get(r.partition);
+    const prev = this.#inflight.get(k);
+    if (prev) this.#untrack(k, prev);
+    this.#orphans.delete(k);
+    this.#inflight.set(k, { id: r.id, token: r.token, attempt: r.attempt, partition: r.partition, epoch: r.epoch });
+    const st = this.#leases.get(r.partition);
     if (st && st.epoch === r.epoch) st.inFlight++;
   }
 
-  private untrack(k: string, t: Tracked): void {
-    this.inflight.delete(k);
-    const st = this.leases.get(t.partition);
+  #untrack(k: string, t: Tracked): void {
+    this.#inflight.delete(k);
+    const st = this.#leases.get(t.partition);
     // A stale outcome never uncounts work dispatched under a newer epoch.
     if (st && st.epoch === t.epoch && st.inFlight > 0) st.inFlight--;
   }
 
   /** Forgets `s` only if it is the tracked attempt: an older attempt's outcome never forgets a newer one. */
-  private done(s: Stamp): void {
+  #done(s: Stamp): void {
     const k = keyString(s);
-    const t = this.inflight.get(k);
-    if (t && t.attempt === s.attempt) this.untrack(k, t);
+    const t = this.#inflight.get(k);
+    if (t && t.attempt === s.attempt) this.#untrack(k, t);
   }
 
-  private assertOpen(): void {
-    if (this.closed) throw new QError(QErrorCode.CLOSED, `consumer of queue "${this.queue}" is closed`);
+  #assertOpen(): void {
+    if (this.#closed) throw new QError(QErrorCode.CLOSED, `consumer of queue "${this.queue}" is closed`);
   }
 }
 

@@ -3,7 +3,7 @@
  * so that `poll`, `rebalance` and `close` never interleave.
  */
 export class Serial {
-  private tail: Promise<void> = Promise.resolve();
+  #tail: Promise<void> = Promise.resolve();
 
   /**
    * Runs `fn` exclusively. `fn` may return `hold`: a promise that keeps the lock after `fn`
@@ -12,8 +12,8 @@ export class Serial {
   run<T>(fn: (hold: (p: Promise<unknown>) => void) => Promise<T>): Promise<T> {
     let release!: () => void;
     const mine = new Promise<void>((r) => (release = r));
-    const before = this.tail;
-    this.tail = before.then(() => mine);
+    const before = this.#tail;
+    this.#tail = before.then(() => mine);
     return before.then(async () => {
       let held: Promise<unknown> | undefined;
       try {

@@ -1,22 +1,18 @@
 import type { TestSchema } from '@q/testing';
 import type { Request, Store } from '@q/store';
 import type pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Consumer } from '../src/index.js';
-import { idInPartition, openTestStore, plus, requests, unix, waitFor } from './helpers.js';
+import { idInPartition, plus, requests, unix, useTestStore, waitFor } from './helpers.js';
 
 const TTL = 10_000;
 let schema: TestSchema;
 let store: Store;
 let db: pg.Pool;
 
-beforeAll(async () => {
-  ({ schema, store } = await openTestStore('pc_book', 6));
+useTestStore('pc_book', 6, (t) => {
+  ({ schema, store } = t);
   db = schema.pool();
-});
-afterAll(async () => {
-  await store?.close();
-  await schema?.drop();
 });
 
 // Backends waiting for a lock on this file's q_requests (the db pool's search_path is the test schema).

@@ -1,21 +1,13 @@
-import type { TestSchema } from '@q/testing';
 import { PARTITIONS, type Request, type Store } from '@q/store';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Consumer } from '../src/index.js';
-import { idInPartition, openTestStore, plus, requests } from './helpers.js';
+import { idInPartition, plus, requests, useTestStore } from './helpers.js';
 
 const TTL = 10_000;
 const DRAIN = 5_000; // below the TTL, so a peer that stays quiet over the drain timeout keeps its leases
-let schema: TestSchema;
 let store: Store;
 
-beforeAll(async () => {
-  ({ schema, store } = await openTestStore('pc_handover', 8));
-});
-afterAll(async () => {
-  await store?.close();
-  await schema?.drop();
-});
+useTestStore('pc_handover', 8, (t) => ({ store } = t));
 
 const consumer = (queue: string, owner: string) => new Consumer(store, queue, owner, { leaseTtlMs: TTL, drainTimeoutMs: DRAIN });
 const range = (a: number, b: number) => Array.from({ length: b - a }, (_, i) => a + i);

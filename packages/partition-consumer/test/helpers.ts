@@ -1,4 +1,5 @@
-import { createTestSchema, idInPartition as firstIdInPartition, newRequests, type TestSchema } from '@q/testing';
+import { afterAll, beforeAll } from 'vitest';
+import { createTestSchema, idInPartition as firstIdInPartition, newRequests, useStore, type TestSchema, type UsedStore } from '@q/testing';
 import { partitionOf, Store, type NewRequest } from '@q/store';
 
 /** A fresh schema and an open store on it (small pool). */
@@ -6,6 +7,22 @@ export async function openTestStore(prefix: string, maxConns = 4): Promise<{ sch
   const schema = await createTestSchema(prefix);
   const store = await Store.open(schema.dsn, { maxConns });
   return { schema, store };
+}
+
+/** Registers the file's lifecycle: a fresh schema and a store on it (small pool), then `onOpen`; both dropped after the file. */
+export function useTestStore(prefix: string, maxConns = 4, onOpen?: (t: UsedStore<Store>) => unknown): UsedStore<Store> {
+  return useStore(Store, { prefix, maxConns }, onOpen);
+}
+
+/** Collects the process's unhandled rejections into `into` while the file runs (a test asserts none happened). */
+export function trackUnhandledRejections(into: unknown[]): void {
+  const onUnhandled = (err: unknown) => into.push(err);
+  beforeAll(() => {
+    process.on('unhandledRejection', onUnhandled);
+  });
+  afterAll(() => {
+    process.off('unhandledRejection', onUnhandled);
+  });
 }
 
 /** First id `prefix-<n>` that lands in partition `p`. */

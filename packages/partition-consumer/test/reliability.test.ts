@@ -2,25 +2,18 @@
 import type { TestSchema } from '@q/testing';
 import type { Store } from '@q/store';
 import type pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Consumer, runPartitionWorker, type Logger, type Outcome, type PartitionWorkerOptions } from '../src/index.js';
-import { idInPartition, ids, openTestStore, requests, waitFor } from './helpers.js';
+import { idInPartition, ids, requests, trackUnhandledRejections, useTestStore, waitFor } from './helpers.js';
 
 let schema: TestSchema;
 let store: Store;
 let db: pg.Pool;
 const unhandled: unknown[] = [];
-const onUnhandled = (err: unknown) => unhandled.push(err);
-
-beforeAll(async () => {
-  ({ schema, store } = await openTestStore('pc_rel', 6));
+trackUnhandledRejections(unhandled);
+useTestStore('pc_rel', 6, (t) => {
+  ({ schema, store } = t);
   db = schema.pool();
-  process.on('unhandledRejection', onUnhandled);
-});
-afterAll(async () => {
-  process.off('unhandledRejection', onUnhandled);
-  await store?.close();
-  await schema?.drop();
 });
 
 type Line = { level: string; msg?: string; fields: Record<string, unknown> };

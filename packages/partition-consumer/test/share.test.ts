@@ -1,22 +1,14 @@
 import type { Attributes, MeterProvider } from '@opentelemetry/api';
 import { METRIC } from '@q/otel';
-import type { TestSchema } from '@q/testing';
 import { PARTITIONS, type Store } from '@q/store';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Consumer } from '../src/index.js';
-import { ids, openTestStore, plus, requests } from './helpers.js';
+import { ids, plus, requests, useTestStore } from './helpers.js';
 
 const TTL = 30_000;
-let schema: TestSchema;
 let store: Store;
 
-beforeAll(async () => {
-  ({ schema, store } = await openTestStore('pc_share', 8));
-});
-afterAll(async () => {
-  await store?.close();
-  await schema?.drop();
-});
+useTestStore('pc_share', 8, (t) => ({ store } = t));
 
 const consumer = (queue: string, owner: string) => new Consumer(store, queue, owner, { leaseTtlMs: TTL, drainTimeoutMs: 60_000 });
 

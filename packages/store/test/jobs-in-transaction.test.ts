@@ -1,10 +1,10 @@
 // JobStore.fromPool and enqueue through the caller's transaction ({ client }), on real Postgres.
 import { isQError } from '@q/schema';
-import { createTestSchema, type TestSchema } from '@q/testing';
+import { createTestSchema, inTransaction, useFromPool, type TestSchema } from '@q/testing';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import { integer, pgTable, serial, text } from 'drizzle-orm/pg-core';
 import pg from 'pg';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ENQUEUE_CHUNK, JobStore, drizzleClient, type JobNotification, type TransactionClient } from '../src/index.js';
 
 let schema: TestSchema;
@@ -13,39 +13,15 @@ let store: JobStore;
 
 const orders = pgTable('orders', { id: serial('id').primaryKey(), item: text('item').notNull(), qty: integer('qty').notNull() });
 
-beforeAll(async () => {
-  schema = await createTestSchema('jobstx');
-  app = new pg.Pool({ connectionString: schema.dsn, max: 12 });
-  app.on('error', () => undefined);
-  store = await JobStore.fromPool(app);
+useFromPool(JobStore, { prefix: 'jobstx', max: 12, truncate: ['q_jobs', 'orders'] }, async (t) => {
+  ({ schema, app, store } = t);
   await app.query('CREATE TABLE orders (id serial PRIMARY KEY, item text NOT NULL, qty integer NOT NULL CHECK (qty > 0))');
-});
-afterAll(async () => {
-  await store?.close();
-  await app?.end();
-  await schema?.drop();
-});
-beforeEach(async () => {
-  await app.query('TRUNCATE q_jobs, orders');
 });
 
 const count = async (sql = 'SELECT count(*)::int AS n FROM q_jobs') => (await app.query<{ n: number }>(sql)).rows[0]!.n;
 
-/** Runs `fn` in a transaction on one of the app's connections; COMMIT unless `rollback`. */
-async function inTx<T>(fn: (c: pg.PoolClient) => Promise<T>, end: 'COMMIT' | 'ROLLBACK' = 'COMMIT'): Promise<T> {
-  const c = await app.connect();
-  try {
-    await c.query('BEGIN');
-    const out = await fn(c);
-    await c.query(end);
-    return out;
-  } catch (err) {
-    await c.query('ROLLBACK').catch(() => undefined);
-    throw err;
-  } finally {
-    c.release();
-  }
-}
+/** Runs `fn` in a transaction on one of the app's connections; COMMIT unless `end` is ROLLBACK. */
+const inTx = <T>(fn: (c: pg.PoolClient) => Promise<T>, end: 'COMMIT' | 'ROLLBACK' = 'COMMIT'): Promise<T> => inTransaction(app, fn, end);
 
 /** Collects the store's notifications on a dedicated LISTEN connection. */
 async function listening(): Promise<{ got: JobNotification[]; close(): Promise<void> }> {

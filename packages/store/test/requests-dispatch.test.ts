@@ -1,18 +1,10 @@
 import pg from 'pg';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { isQError } from '@q/schema';
 import { partitionOf, stampOf, type NewRequest } from '../src/index.js';
-import { ALL, at, idInPartition, openTestStore, req, token, type TestStore } from './requests/helpers.js';
+import { ALL, at, idInPartition, req, token, useTestStore } from './requests/helpers.js';
 
-let t: TestStore;
-beforeAll(async () => {
-  t = await openTestStore();
-});
-afterAll(() => t.close());
-beforeEach(async () => {
-  await t.store.truncateForTest();
-  await t.store.ensurePartitions('q');
-});
+const t = useTestStore({ resetQueue: 'q' });
 
 const NOW = at(1_000);
 

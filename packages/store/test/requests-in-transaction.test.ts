@@ -1,50 +1,26 @@
 // Store.fromPool and Store.enqueue(requests, { client }) in the caller's transaction, on real Postgres.
-import { createTestSchema, type TestSchema } from '@q/testing';
+import { createTestSchema, inTransaction, useFromPool } from '@q/testing';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import { pgTable, serial, text } from 'drizzle-orm/pg-core';
 import pg from 'pg';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Store, drizzleClient } from '../src/index.js';
 import { req } from './requests/helpers.js';
 
-let schema: TestSchema;
 let app: pg.Pool;
 let store: Store;
 const notes = pgTable('notes', { id: serial('id').primaryKey(), body: text('body').notNull() });
 
-beforeAll(async () => {
-  schema = await createTestSchema('reqtx');
-  app = new pg.Pool({ connectionString: schema.dsn, max: 10 });
-  app.on('error', () => undefined);
-  store = await Store.fromPool(app);
+useFromPool(Store, { prefix: 'reqtx', max: 10, truncate: ['q_requests', 'notes'] }, async (t) => {
+  ({ app, store } = t);
   await app.query('CREATE TABLE notes (id serial PRIMARY KEY, body text NOT NULL)');
-});
-afterAll(async () => {
-  await store?.close();
-  await app?.end();
-  await schema?.drop();
-});
-beforeEach(async () => {
-  await app.query('TRUNCATE q_requests, notes');
 });
 
 const stored = async () => (await app.query<{ id: string }>('SELECT id FROM q_requests ORDER BY id')).rows.map((r) => r.id);
 const noteCount = async () => (await app.query<{ n: number }>('SELECT count(*)::int AS n FROM notes')).rows[0]!.n;
 
-async function inTx<T>(fn: (c: pg.PoolClient) => Promise<T>, end: 'COMMIT' | 'ROLLBACK' = 'COMMIT'): Promise<T> {
-  const c = await app.connect();
-  try {
-    await c.query('BEGIN');
-    const out = await fn(c);
-    await c.query(end);
-    return out;
-  } catch (err) {
-    await c.query('ROLLBACK').catch(() => undefined);
-    throw err;
-  } finally {
-    c.release();
-  }
-}
+/** Runs `fn` in a transaction on one of the app's connections; COMMIT unless `end` is ROLLBACK. */
+const inTx = <T>(fn: (c: pg.PoolClient) => Promise<T>, end: 'COMMIT' | 'ROLLBACK' = 'COMMIT'): Promise<T> => inTransaction(app, fn, end);
 
 describe('Store.fromPool', () => {
   it('migrates through the app pool; close() leaves the pool open', async () => {

@@ -1,16 +1,8 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { stampOf, type Completion, type Request } from '../src/index.js';
-import { ALL, at, idInPartition, openTestStore, req, waitFor, type TestStore } from './requests/helpers.js';
+import { ALL, at, idInPartition, req, waitFor, useTestStore } from './requests/helpers.js';
 
-let t: TestStore;
-beforeAll(async () => {
-  t = await openTestStore();
-});
-afterAll(() => t.close());
-beforeEach(async () => {
-  await t.store.truncateForTest();
-  await t.store.ensurePartitions('q');
-});
+const t = useTestStore({ resetQueue: 'q' });
 
 const T0 = 1_000_000; // Unix s of the test's clock
 const TTL = 10_000;

@@ -1,15 +1,9 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { stampOf, type Completion, type Request } from '../src/index.js';
-import { at, openTestStore, req, token, type TestStore } from './requests/helpers.js';
+import { at, req, token, useTestStore } from './requests/helpers.js';
 
-let t: TestStore;
-beforeAll(async () => {
-  t = await openTestStore();
-});
-afterAll(() => t.close());
+const t = useTestStore({ resetQueue: 'q' });
 beforeEach(async () => {
-  await t.store.truncateForTest();
-  await t.store.ensurePartitions('q');
   await t.store.acquirePartitions('q', 'a', NOW, 600_000, 64);
 });
 

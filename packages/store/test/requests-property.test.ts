@@ -1,18 +1,14 @@
 import fc from 'fast-check';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import type { Stamp } from '../src/index.js';
-import { ALL, at, openTestStore, token, type TestStore } from './requests/helpers.js';
+import { ALL, at, token, useTestStore } from './requests/helpers.js';
 
 // Random interleavings of enqueue / dispatch / ack / retry / undispatch / release / acquire by
 // three owners, some of them run concurrently, against the real database. However they
 // interleave: no key is ever acked twice, and every key ends pending, in flight, or with
 // exactly one result (and never both a row and a result).
 
-let t: TestStore;
-beforeAll(async () => {
-  t = await openTestStore({ maxConns: 6 });
-});
-afterAll(() => t.close());
+const t = useTestStore({ maxConns: 6 });
 
 const OWNERS = ['a', 'b', 'c'] as const;
 type Owner = (typeof OWNERS)[number];

@@ -1,13 +1,9 @@
 import { isQError } from '@q/schema';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { Completion, NewRequest, Stamp } from '../src/index.js';
-import { at, openTestStore, req, type TestStore } from './requests/helpers.js';
+import { at, req, useTestStore } from './requests/helpers.js';
 
-let t: TestStore;
-beforeAll(async () => {
-  t = await openTestStore({ maxConns: 1 });
-});
-afterAll(() => t.close());
+const t = useTestStore({ maxConns: 1 });
 
 const NOW = at(1_000);
 const S: Stamp = { id: 'i', token: 't', attempt: 1 };

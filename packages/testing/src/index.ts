@@ -3,13 +3,17 @@ export { acquireServer, releaseServer, type ServerSource } from './server.js';
 export { sleep, waitFor, type Truthy, type WaitForOptions } from './wait.js';
 export { spawnTs, TS_NODE_ARGS, type Exit, type SpawnTsOptions, type TsProcess } from './spawn.js';
 export {
+  useFromPool,
   useJobStore,
   useOpenStore,
   useQuotaStore,
   useStore,
   type ClosableStore,
+  type PoolStoreClass,
   type StoreClass,
+  type UsedPoolStore,
   type UsedStore,
   type UseStoreKitOptions,
 } from './lifecycle.js';
 export { idInPartition, ids, newJob, newRequest, newRequests, token, type RequestInput } from './factories.js';
+export { inTransaction } from './transaction.js';

@@ -1,4 +1,4 @@
-import type pg from 'pg';
+import pg from 'pg';
 import { afterAll, beforeAll, beforeEach } from 'vitest';
 import { createTestSchema, type TestSchema } from './schema.js';
 
@@ -71,29 +71,80 @@ export function useOpenStore<S extends ClosableStore, O extends object>(
   return used;
 }
 
-/** {@link useOpenStore} for `JobStore` from `@q/store` (schema prefix `jobs` unless given). */
-export function useJobStore<S extends ClosableStore, O extends object>(
-  jobStore: StoreClass<S, O>,
-  opts: O & UseStoreKitOptions = {} as O & UseStoreKitOptions,
-  onOpen?: (used: UsedStore<S>) => unknown,
-): UsedStore<S> {
-  return useOpenStore(jobStore, { prefix: 'jobs', ...opts }, onOpen);
+/** A {@link useOpenStore} whose schema prefix defaults to `prefix`. */
+function withPrefix(prefix: string) {
+  return <S extends ClosableStore, O extends object>(
+    storeClass: StoreClass<S, O>,
+    opts: O & UseStoreKitOptions = {} as O & UseStoreKitOptions,
+    onOpen?: (used: UsedStore<S>) => unknown,
+  ): UsedStore<S> => useOpenStore(storeClass, { prefix, ...opts }, onOpen);
 }
+
+/** {@link useOpenStore} for `JobStore` from `@q/store` (schema prefix `jobs` unless given). */
+export const useJobStore = withPrefix('jobs');
 
 /** {@link useOpenStore} for the request `Store` from `@q/store` (schema prefix `store` unless given). */
-export function useStore<S extends ClosableStore, O extends object>(
-  store: StoreClass<S, O>,
-  opts: O & UseStoreKitOptions = {} as O & UseStoreKitOptions,
-  onOpen?: (used: UsedStore<S>) => unknown,
-): UsedStore<S> {
-  return useOpenStore(store, { prefix: 'store', ...opts }, onOpen);
-}
+export const useStore = withPrefix('store');
 
 /** {@link useOpenStore} for `QuotaStore` from `@q/quota` (schema prefix `quota` unless given). */
-export function useQuotaStore<S extends ClosableStore, O extends object>(
-  quotaStore: StoreClass<S, O>,
-  opts: O & UseStoreKitOptions = {} as O & UseStoreKitOptions,
-  onOpen?: (used: UsedStore<S>) => unknown,
-): UsedStore<S> {
-  return useOpenStore(quotaStore, { prefix: 'quota', ...opts }, onOpen);
+export const useQuotaStore = withPrefix('quota');
+
+/** A store class that can run on the caller's pool (`JobStore.fromPool`, `Store.fromPool`). */
+export interface PoolStoreClass<S> {
+  fromPool(pool: pg.Pool): S | Promise<S>;
+}
+
+/** The schema, the application's pool and the store of {@link useFromPool}. */
+export interface UsedPoolStore<S> extends UsedStore<S> {
+  /** The application's own pool on the schema; the store runs on it. */
+  readonly app: pg.Pool;
+}
+
+/**
+ * Like {@link useOpenStore}, for a store on the application's pool: a fresh schema, `new pg.Pool({ max })`
+ * on it (its `error` events ignored: tests terminate backends), `fromPool(app)`, then `onOpen`; `truncate`
+ * runs on `app` before each test; `afterAll` closes the store, ends the pool and drops the schema.
+ */
+export function useFromPool<S extends ClosableStore>(
+  storeClass: PoolStoreClass<S>,
+  opts: UseStoreKitOptions & { readonly max?: number } = {},
+  onOpen?: (used: UsedPoolStore<S>) => unknown,
+): UsedPoolStore<S> {
+  const { prefix = 'store', truncate, max = 10 } = opts;
+  let schema: TestSchema | undefined;
+  let app: pg.Pool | undefined;
+  let store: S | undefined;
+  const need = <T>(v: T | undefined, what: string): T => {
+    if (v === undefined) throw new Error(`the ${what} is set up in beforeAll: read it inside a hook or a test`);
+    return v;
+  };
+  const used: UsedPoolStore<S> = {
+    get schema() {
+      return need(schema, 'test schema');
+    },
+    get app() {
+      return need(app, 'application pool');
+    },
+    get store() {
+      return need(store, 'store');
+    },
+  };
+  beforeAll(async () => {
+    schema = await createTestSchema(prefix);
+    app = new pg.Pool({ connectionString: schema.dsn, max });
+    app.on('error', () => undefined);
+    store = await storeClass.fromPool(app);
+    await onOpen?.(used);
+  });
+  afterAll(async () => {
+    await store?.close();
+    await app?.end();
+    await schema?.drop();
+  });
+  if (truncate && truncate.length > 0) {
+    beforeEach(async () => {
+      await used.app.query(`TRUNCATE ${truncate.join(', ')}`);
+    });
+  }
+  return used;
 }

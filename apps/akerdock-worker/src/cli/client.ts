@@ -17,36 +17,42 @@ export interface RetryAnswer { job_uuid: string; status_url: string; job: JobJso
 
 /** Thin typed client of the admin API (what `q-jobs` uses; handy in scripts and tests too). */
 export class AdminClient {
-  constructor(private readonly baseUrl: string, private readonly token: string | undefined) {}
+  readonly #baseUrl: string;
+  readonly #token: string | undefined;
+
+  constructor(baseUrl: string, token: string | undefined) {
+    this.#baseUrl = baseUrl;
+    this.#token = token;
+  }
 
   enqueue(body: Record<string, unknown>, idempotencyKey?: string): Promise<JobJson> {
-    return this.call('POST', '/jobs', body, idempotencyKey === undefined ? {} : { 'idempotency-key': idempotencyKey });
+    return this.#call('POST', '/jobs', body, idempotencyKey === undefined ? {} : { 'idempotency-key': idempotencyKey });
   }
   list(query: Record<string, string | number | undefined>): Promise<JobPage> {
     const qs = new URLSearchParams();
     for (const [k, v] of Object.entries(query)) if (v !== undefined) qs.set(k, String(v));
     const s = qs.toString();
-    return this.call('GET', `/jobs${s ? `?${s}` : ''}`);
+    return this.#call('GET', `/jobs${s ? `?${s}` : ''}`);
   }
   get(uuid: string): Promise<JobJson> {
-    return this.call('GET', `/jobs/${encodeURIComponent(uuid)}`);
+    return this.#call('GET', `/jobs/${encodeURIComponent(uuid)}`);
   }
   retry(uuid: string, idempotencyKey?: string): Promise<RetryAnswer> {
-    return this.call('POST', `/jobs/${encodeURIComponent(uuid)}/retry`, undefined,
+    return this.#call('POST', `/jobs/${encodeURIComponent(uuid)}/retry`, undefined,
       idempotencyKey === undefined ? {} : { 'idempotency-key': idempotencyKey });
   }
   forget(uuid: string): Promise<JobJson> {
-    return this.call('POST', `/jobs/${encodeURIComponent(uuid)}/forget`);
+    return this.#call('POST', `/jobs/${encodeURIComponent(uuid)}/forget`);
   }
   cancel(uuid: string): Promise<JobJson> {
-    return this.call('POST', `/jobs/${encodeURIComponent(uuid)}/cancel`);
+    return this.#call('POST', `/jobs/${encodeURIComponent(uuid)}/cancel`);
   }
 
-  private async call<T>(method: 'GET' | 'POST', path: string, body?: unknown, headers: Record<string, string> = {}): Promise<T> {
+  async #call<T>(method: 'GET' | 'POST', path: string, body?: unknown, headers: Record<string, string> = {}): Promise<T> {
     const h: Record<string, string> = { accept: 'application/json', ...headers };
-    if (this.token !== undefined) h.authorization = `Bearer ${this.token}`;
+    if (this.#token !== undefined) h.authorization = `Bearer ${this.#token}`;
     if (body !== undefined) h['content-type'] = 'application/json';
-    const res = await request(new URL(path, this.baseUrl), {
+    const res = await request(new URL(path, this.#baseUrl), {
       method,
       headers: h,
       body: body === undefined ? undefined : JSON.stringify(body),

@@ -58,15 +58,15 @@ const DROPPED_HEADER = 'x-llm-d-request-dropped-reason';
 
 /** Sends inference requests; reuse one per process (keep-alive connection pool). */
 export class InferenceClient {
-  private readonly agent: Agent;
-  private readonly requestTimeoutMs: number;
-  private readonly maxResponseBytes: number;
+  readonly #agent: Agent;
+  readonly #requestTimeoutMs: number;
+  readonly #maxResponseBytes: number;
 
   constructor(opts: InferenceClientOptions = {}) {
-    this.requestTimeoutMs = opts.requestTimeoutMs ?? 300_000;
-    this.maxResponseBytes = opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
+    this.#requestTimeoutMs = opts.requestTimeoutMs ?? 300_000;
+    this.#maxResponseBytes = opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
     const tls = opts.tls;
-    this.agent = new Agent({
+    this.#agent = new Agent({
       ...(tls
         ? {
             connect: {
@@ -94,9 +94,9 @@ export class InferenceClient {
    */
   async send(url: string, body: Uint8Array, headers: Record<string, string>, deadlineMs: number, signal?: AbortSignal): Promise<AttemptOutcome> {
     const now = Date.now();
-    const byDeadline = deadlineMs <= now + this.requestTimeoutMs;
+    const byDeadline = deadlineMs <= now + this.#requestTimeoutMs;
     const timeout: 'deadline' | 'request-timeout' = byDeadline ? 'deadline' : 'request-timeout';
-    const budget = Math.max(0, (byDeadline ? deadlineMs : now + this.requestTimeoutMs) - now);
+    const budget = Math.max(0, (byDeadline ? deadlineMs : now + this.#requestTimeoutMs) - now);
     if (budget <= 0) return { kind: 'fatal', category: 'UNKNOWN', message: 'context deadline exceeded', timeout };
     const ac = new AbortController();
     const timer = setTimeout(() => ac.abort(new Error('attempt deadline')), budget);
@@ -106,7 +106,7 @@ export class InferenceClient {
     let dropped: string | undefined;
     let retryAfter: number | undefined;
     try {
-      const res = await request(url, { method: 'POST', body, headers, dispatcher: this.agent, signal: ac.signal });
+      const res = await request(url, { method: 'POST', body, headers, dispatcher: this.#agent, signal: ac.signal });
       status = res.statusCode;
       const d = res.headers[DROPPED_HEADER];
       dropped = Array.isArray(d) ? d[0] : d;
@@ -120,12 +120,12 @@ export class InferenceClient {
         for await (const chunk of res.body) {
           const b = chunk as Buffer;
           size += b.length;
-          if (size > this.maxResponseBytes) {
+          if (size > this.#maxResponseBytes) {
             res.body.destroy();
             return {
               kind: 'fatal',
               category: 'UNKNOWN',
-              message: describe('UNKNOWN', `response body larger than ${this.maxResponseBytes} bytes (max_response_bytes)`, dropped),
+              message: describe('UNKNOWN', `response body larger than ${this.#maxResponseBytes} bytes (max_response_bytes)`, dropped),
             };
           }
           chunks.push(b);
@@ -149,7 +149,7 @@ export class InferenceClient {
 
   /** Closes idle connections; waits for none of the in-flight calls. */
   async close(): Promise<void> {
-    await this.agent.close();
+    await this.#agent.close();
   }
 }
 

@@ -33,12 +33,16 @@ export class WorkerPool {
   /** Per lane: the queue served last (round-robin inside a lane). */
   readonly #last: Array<string | undefined> = Array.from({ length: 6 }, () => undefined);
 
+  readonly #random: () => number;
+
   constructor(
     readonly id: string,
     readonly workers: number,
     readonly policy: MergePolicy = 'random-robin',
-    private readonly random: () => number = Math.random,
-  ) {}
+    random: () => number = Math.random,
+  ) {
+    this.#random = random;
+  }
 
   /** Slots in use now. */
   get busy(): number {
@@ -112,7 +116,7 @@ export class WorkerPool {
       if (!map || map.size === 0) continue;
       const queues = [...map.keys()].sort();
       let q: string;
-      if (this.policy === 'random-robin') q = queues[Math.floor(this.random() * queues.length)] ?? (queues[0] as string);
+      if (this.policy === 'random-robin') q = queues[Math.floor(this.#random() * queues.length)] ?? (queues[0] as string);
       else {
         // Round-robin: the next queue (by name) after the one this lane served last.
         const last = this.#last[lane];

@@ -71,24 +71,33 @@ export class Dispatcher {
   healthPort: number | undefined;
   metricsPort: number | undefined;
 
-  private ready = false;
-  private readonly stopCtl = new AbortController();
-  private readonly runs: Array<Promise<PartitionWorkerStats | undefined>> = [];
-  private readonly endpoints: Endpoint[] = [];
-  private stopping: Promise<PartitionWorkerStats[]> | undefined;
-  private meterOwned: SdkMeterProvider | undefined;
-  private failure: Error | undefined;
+  #ready = false;
+  readonly #stopCtl = new AbortController();
+  readonly #runs: Array<Promise<PartitionWorkerStats | undefined>> = [];
+  readonly #endpoints: Endpoint[] = [];
+  #stopping: Promise<PartitionWorkerStats[]> | undefined;
+  #meterOwned: SdkMeterProvider | undefined;
+  #failure: Error | undefined;
+
+  readonly #config: DispatcherConfig;
+  readonly #quota: Quota | undefined;
+  readonly #client: InferenceClient;
+  readonly #logger: Logger;
 
   private constructor(
-    private readonly config: DispatcherConfig,
+    config: DispatcherConfig,
     readonly store: Store,
-    private readonly quota: Quota | undefined,
-    private readonly client: InferenceClient,
-    private readonly logger: Logger,
+    quota: Quota | undefined,
+    client: InferenceClient,
+    logger: Logger,
   ) {
+    this.#config = config;
+    this.#quota = quota;
+    this.#client = client;
+    this.#logger = logger;
     this.owner = config.owner ?? `${hostname()}-${randomBytes(4).toString('hex')}`;
     this.sources = new MetricSources({ ttlMs: config.prometheus_cache_ttl_ms, prometheusUrl: config.prometheus_url });
-    setMaxListeners(0, this.stopCtl.signal); // every parked request listens for the stop
+    setMaxListeners(0, this.#stopCtl.signal); // every parked request listens for the stop
   }
 
   /** Opens the store (migrating `requests`, and `quota` when a queue has gates) and starts every queue. */
@@ -127,49 +136,49 @@ export class Dispatcher {
       maxResponseBytes: config.max_response_bytes,
     });
     const d = new Dispatcher(config, store, quota, client, logger);
-    d.meterOwned = owned;
+    d.#meterOwned = owned;
     try {
-      await d.startEndpoints(prometheus);
-      d.startQueues(meterProvider, opts.tracerProvider, opts.onResult);
+      await d.#startEndpoints(prometheus);
+      d.#startQueues(meterProvider, opts.tracerProvider, opts.onResult);
       // A partition worker refuses bad options by rejecting at once: fail the start, do not
       // report ready and die later on an unhandled rejection.
       await new Promise((r) => setImmediate(r));
-      if (d.failure) throw d.failure;
+      if (d.#failure) throw d.#failure;
     } catch (err) {
       await d.stop();
       throw err;
     }
-    d.startBacklogPoller(meterProvider);
-    d.ready = true;
+    d.#startBacklogPoller(meterProvider);
+    d.#ready = true;
     logger.info({ owner: d.owner, queues: config.queues.map((q) => q.queue_name) }, 'dispatcher started');
     return d;
   }
 
   /** True between start and stop. */
   isReady(): boolean {
-    return this.ready;
+    return this.#ready;
   }
 
-  private async startEndpoints(prometheus: PrometheusExporter | undefined): Promise<void> {
-    const { health_port: hp, metrics_port: mp } = this.config;
-    const src = { isReady: () => this.ready, check: () => this.store.ping(), prometheus };
+  async #startEndpoints(prometheus: PrometheusExporter | undefined): Promise<void> {
+    const { health_port: hp, metrics_port: mp } = this.#config;
+    const src = { isReady: () => this.#ready, check: () => this.store.ping(), prometheus };
     if (hp >= 0) {
       const e = await startEndpoint(hp, { ...src, prometheus: mp === hp ? prometheus : undefined });
-      this.endpoints.push(e);
+      this.#endpoints.push(e);
       this.healthPort = e.port;
       if (mp === hp) this.metricsPort = e.port;
     }
     if (mp >= 0 && mp !== hp && prometheus) {
       const e = await startEndpoint(mp, { isReady: () => false, check: async () => undefined, prometheus });
-      this.endpoints.push(e);
+      this.#endpoints.push(e);
       this.metricsPort = e.port;
     }
   }
 
-  private startQueues(meterProvider: MeterProvider, tracerProvider: TracerProvider | undefined, onResult: DispatcherOptions['onResult']): void {
-    const cfg = this.config;
+  #startQueues(meterProvider: MeterProvider, tracerProvider: TracerProvider | undefined, onResult: DispatcherOptions['onResult']): void {
+    const cfg = this.#config;
     const cancels = new CancelBatcher(this.store, cfg.cancel_check_batch_size, cfg.cancel_check_linger_ms);
-    const quota: QuotaPort | undefined = this.quota;
+    const quota: QuotaPort | undefined = this.#quota;
     const load = new KeyLoad();
     const hasPrometheus = cfg.prometheus_url !== undefined;
     type TierPriority = { header: string; laneObjectives: Record<string, string> };
@@ -204,15 +213,15 @@ export class Dispatcher {
         gateWaitTimeoutMs: cfg.gate_wait_timeout_ms,
         queue,
         config: cfg,
-        client: this.client,
+        client: this.#client,
         cancels,
         quota,
         metrics,
-        logger: this.logger,
-        stopping: this.stopCtl.signal,
+        logger: this.#logger,
+        stopping: this.#stopCtl.signal,
         onResult: onResult ? (r, m) => onResult(queue.queue_name, r, m) : undefined,
       });
-      const gatedStore = queueGate || queue.gates.length > 0 ? admissionStore(this.store, { queue, batchSize: cfg.batch_size, gate: queueGate, load, metrics, gateMetrics, logger: this.logger }) : this.store;
+      const gatedStore = queueGate || queue.gates.length > 0 ? admissionStore(this.store, { queue, batchSize: cfg.batch_size, gate: queueGate, load, metrics, gateMetrics, logger: this.#logger }) : this.store;
       const run = runPartitionWorker({
           store: gatedStore,
           queue: queue.queue_name,
@@ -225,23 +234,23 @@ export class Dispatcher {
           pollIntervalMs: cfg.poll_interval_ms,
           ackBatchSize: cfg.result_batch_size,
           handle,
-          signal: this.stopCtl.signal,
-          logger: this.logger,
+          signal: this.#stopCtl.signal,
+          logger: this.#logger,
           meterProvider,
           tracerProvider,
         });
-      this.runs.push(
+      this.#runs.push(
         run.catch((err: unknown) => {
           // Not expected once start passed; stop serving (readiness off) rather than crash.
-          this.failure ??= new QError(QErrorCode.CONFIG, `queue ${queue.queue_name}: partition worker failed: ${(err as Error).message}`);
-          this.logger.error({ queue: queue.queue_name, ...errInfo(err) }, 'partition worker failed; stopping');
-          this.ready = false;
-          if (!this.stopCtl.signal.aborted) queueMicrotask(() => void this.stop());
+          this.#failure ??= new QError(QErrorCode.CONFIG, `queue ${queue.queue_name}: partition worker failed: ${(err as Error).message}`);
+          this.#logger.error({ queue: queue.queue_name, ...errInfo(err) }, 'partition worker failed; stopping');
+          this.#ready = false;
+          if (!this.#stopCtl.signal.aborted) queueMicrotask(() => void this.stop());
           return undefined;
         }),
       );
     }
-    this.startPoolGauges(meterProvider);
+    this.#startPoolGauges(meterProvider);
   }
 
   /**
@@ -250,8 +259,8 @@ export class Dispatcher {
    * pools a dispatched request goes straight to a handler slot, so the depth is always 0 and the
    * limit of the implicit `default` pool is `concurrency` per queue.
    */
-  private startPoolGauges(meterProvider: MeterProvider): void {
-    const cfg = this.config;
+  #startPoolGauges(meterProvider: MeterProvider): void {
+    const cfg = this.#config;
     const m = meterProvider.getMeter('@q/dispatcher');
     const limit = m.createGauge('llm_d_async_async_pool_worker_limit', { description: 'Workers of a pool (HTTP calls in flight at most)' });
     if (cfg.pools) for (const p of this.pools.values()) limit.record(p.workers, { pool_name: p.id });
@@ -267,11 +276,11 @@ export class Dispatcher {
 
   /** Pending requests per queue at the last backlog poll (`…_broker_backlog`). */
   readonly backlog = new Map<string, number>();
-  private backlogTimer: NodeJS.Timeout | undefined;
+  #backlogTimer: NodeJS.Timeout | undefined;
 
   /** docs/design/dispatcher.md#start-and-graceful-stop: a poller refreshes the backlog gauge of every queue every `metrics_backlog_poll_interval_ms`. */
-  private startBacklogPoller(meterProvider: MeterProvider): void {
-    const every = this.config.metrics_backlog_poll_interval_ms;
+  #startBacklogPoller(meterProvider: MeterProvider): void {
+    const every = this.#config.metrics_backlog_poll_interval_ms;
     if (every <= 0) return;
     const m = meterProvider.getMeter('@q/dispatcher');
     const gauge = m.createGauge('llm_d_async_async_broker_backlog', { description: 'Pending requests per queue (backlog poller)' });
@@ -283,7 +292,7 @@ export class Dispatcher {
     const poll = async () => {
       const now = Math.floor(Date.now() / 1000);
       await Promise.all(
-        this.config.queues.map(async (q) => {
+        this.#config.queues.map(async (q) => {
           const attrs = { queue_id: q.queue_name, queue_name: q.queue_name, pool_name: q.worker_pool_id ?? 'default' };
           try {
             const { depth, expiring } = await this.store.backlog(q.queue_name, now, PROXIMITY_WINDOWS_S);
@@ -294,14 +303,14 @@ export class Dispatcher {
             available.record(1, attrs);
           } catch (err) {
             available.record(0, attrs);
-            this.logger.debug({ queue: q.queue_name, ...errInfo(err) }, 'backlog poll failed');
+            this.#logger.debug({ queue: q.queue_name, ...errInfo(err) }, 'backlog poll failed');
           }
         }),
       );
     };
     const loop = () => {
-      this.backlogTimer = setTimeout(() => void poll().finally(() => !this.stopCtl.signal.aborted && loop()), every);
-      this.backlogTimer.unref();
+      this.#backlogTimer = setTimeout(() => void poll().finally(() => !this.#stopCtl.signal.aborted && loop()), every);
+      this.#backlogTimer.unref();
     };
     void poll().finally(loop);
   }
@@ -312,20 +321,20 @@ export class Dispatcher {
    * Idempotent; resolves with each queue's counters.
    */
   stop(): Promise<PartitionWorkerStats[]> {
-    this.stopping ??= (async () => {
-      this.ready = false;
-      this.stopCtl.abort();
-      clearTimeout(this.backlogTimer);
-      const stats = (await Promise.all(this.runs)).filter((x): x is PartitionWorkerStats => x !== undefined);
-      await Promise.allSettled(this.endpoints.map((e) => e.close()));
-      await this.quota?.close().catch((err: unknown) => this.logger.warn(errInfo(err), 'quota close failed'));
-      await this.client.close().catch(() => undefined);
+    this.#stopping ??= (async () => {
+      this.#ready = false;
+      this.#stopCtl.abort();
+      clearTimeout(this.#backlogTimer);
+      const stats = (await Promise.all(this.#runs)).filter((x): x is PartitionWorkerStats => x !== undefined);
+      await Promise.allSettled(this.#endpoints.map((e) => e.close()));
+      await this.#quota?.close().catch((err: unknown) => this.#logger.warn(errInfo(err), 'quota close failed'));
+      await this.#client.close().catch(() => undefined);
       await this.sources.close().catch(() => undefined);
-      await this.store.close().catch((err: unknown) => this.logger.warn(errInfo(err), 'store close failed'));
-      await this.meterOwned?.shutdown().catch(() => undefined);
-      this.logger.info({ owner: this.owner }, 'dispatcher stopped');
+      await this.store.close().catch((err: unknown) => this.#logger.warn(errInfo(err), 'store close failed'));
+      await this.#meterOwned?.shutdown().catch(() => undefined);
+      this.#logger.info({ owner: this.owner }, 'dispatcher stopped');
       return stats;
     })();
-    return this.stopping;
+    return this.#stopping;
   }
 }

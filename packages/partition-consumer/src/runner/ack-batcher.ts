@@ -24,69 +24,79 @@ interface Pending {
  * written again one result at a time, so a bad result fails alone, never its neighbours.
  */
 export class AckBatcher {
-  private pending: Pending[] = [];
-  private timer: NodeJS.Timeout | undefined;
-  private readonly writing = new Set<Promise<void>>();
+  #pending: Pending[] = [];
+  #timer: NodeJS.Timeout | undefined;
+  readonly #writing = new Set<Promise<void>>();
+
+  readonly #consumer: Consumer;
+  readonly #size: number;
+  readonly #flushMs: number;
+  readonly #log: Logger;
 
   constructor(
-    private readonly consumer: Consumer,
-    private readonly size: number,
-    private readonly flushMs: number,
-    private readonly log: Logger,
-  ) {}
+    consumer: Consumer,
+    size: number,
+    flushMs: number,
+    log: Logger,
+  ) {
+    this.#consumer = consumer;
+    this.#size = size;
+    this.#flushMs = flushMs;
+    this.#log = log;
+  }
 
   /** Queues one result; resolves once it was written, fenced, abandoned or refused. Never rejects. */
   add(completion: Completion): Promise<AckOutcome> {
     return new Promise<AckOutcome>((resolve) => {
-      this.pending.push({ completion, resolve });
-      if (this.pending.length >= this.size) this.flush();
-      else this.timer ??= setTimeout(() => this.flush(), this.flushMs);
+      this.#pending.push({ completion, resolve });
+      if (this.#pending.length >= this.#size) this.flush();
+      else this.#timer ??= setTimeout(() => this.flush(), this.#flushMs);
     });
   }
 
   /** Writes everything queued and waits for every write in progress. */
   async drain(): Promise<void> {
     this.flush();
-    while (this.writing.size > 0) await Promise.all([...this.writing]);
+    while (this.#writing.size > 0) await Promise.all([...this.#writing]);
   }
 
   /** Writes what is queued now (no-op when nothing is). */
   flush(): void {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = undefined;
-    if (this.pending.length === 0) return;
-    const batch = this.pending;
-    this.pending = [];
-    const w = this.write(batch).finally(() => this.writing.delete(w));
-    this.writing.add(w);
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    if (this.#pending.length === 0) return;
+    const batch = this.#pending;
+    this.#pending = [];
+    const w = this.#write(batch).finally(() => this.#writing.delete(w));
+    this.#writing.add(w);
   }
 
-  private async write(batch: Pending[]): Promise<void> {
+  async #write(batch: Pending[]): Promise<void> {
     const completions = batch.map((p) => p.completion);
     try {
-      const ok = await withRetries(() => this.consumer.ack(completions), STORE_RETRIES, (err, attempt) =>
-        this.log.warn({ ...errorFields(err), attempt, count: batch.length }, 'ack failed; retrying'),
+      const ok = await withRetries(() => this.#consumer.ack(completions), STORE_RETRIES, (err, attempt) =>
+        this.#log.warn({ ...errorFields(err), attempt, count: batch.length }, 'ack failed; retrying'),
       );
       let fenced = 0;
       batch.forEach((p, i) => {
         if (!ok[i]) fenced++;
         p.resolve(ok[i] ? 'acked' : 'fenced');
       });
-      if (fenced > 0) this.log.info({ queue: this.consumer.queue, fenced }, 'results fenced (requests no longer owned)');
+      if (fenced > 0) this.#log.info({ queue: this.#consumer.queue, fenced }, 'results fenced (requests no longer owned)');
     } catch (err) {
       if (isQError(err, QErrorCode.INVALID_ARGUMENT)) {
         if (batch.length > 1) {
           // Nothing was written (bad input is refused before any statement): find the bad one(s).
-          this.log.warn({ ...errorFields(err), count: batch.length }, 'ack refused; writing the batch one result at a time');
-          await Promise.all(batch.map((p) => this.write([p])));
+          this.#log.warn({ ...errorFields(err), count: batch.length }, 'ack refused; writing the batch one result at a time');
+          await Promise.all(batch.map((p) => this.#write([p])));
           return;
         }
-        this.log.error({ ...errorFields(err), queue: this.consumer.queue }, 'result refused by the store');
+        this.#log.error({ ...errorFields(err), queue: this.#consumer.queue }, 'result refused by the store');
         for (const p of batch) p.resolve('invalid');
         return;
       }
-      this.consumer.abandon(...completions.map((c) => ({ id: c.id, token: c.token, attempt: c.attempt })));
-      this.log.error({ ...errorFields(err), count: batch.length }, 'ack failed; requests abandoned for redelivery');
+      this.#consumer.abandon(...completions.map((c) => ({ id: c.id, token: c.token, attempt: c.attempt })));
+      this.#log.error({ ...errorFields(err), count: batch.length }, 'ack failed; requests abandoned for redelivery');
       for (const p of batch) p.resolve('abandoned');
     }
   }

@@ -159,170 +159,173 @@ export function defaultOwner(): string {
 }
 
 class PartitionWorker {
-  private readonly consumer: Consumer;
-  private readonly acks: AckBatcher;
-  private readonly log: Logger;
-  private readonly tracer: Tracer | undefined;
-  private readonly stats: PartitionWorkerStats;
-  private readonly running = new Set<Job>();
+  readonly #consumer: Consumer;
+  readonly #acks: AckBatcher;
+  readonly #log: Logger;
+  readonly #tracer: Tracer | undefined;
+  readonly #stats: PartitionWorkerStats;
+  readonly #running = new Set<Job>();
   /** The newest running dispatch of each request generation: an older one is stale at once. */
-  private readonly latest = new Map<string, Job>();
+  readonly #latest = new Map<string, Job>();
   /** Outcome writes in progress (a handler's slot is free again once it returned). */
-  private settling = 0;
-  private stopping = false;
-  private rebalancing = true;
-  private readonly rebalanceWaker = new Waker();
-  private readonly pollWaker = new Waker();
-  private readonly settleWaker = new Waker();
+  #settling = 0;
+  #stopping = false;
+  #rebalancing = true;
+  readonly #rebalanceWaker = new Waker();
+  readonly #pollWaker = new Waker();
+  readonly #settleWaker = new Waker();
   /** Cuts short the wait after a poll that found little: a stop, or partitions gained. */
-  private readonly idleWaker = new Waker();
-  private readonly firstRebalance: Promise<void>;
-  private resolveFirst: () => void = () => undefined;
-  private readonly pollIntervalMs: number;
-  private readonly stopTimeoutMs: number;
-  private readonly errorRetryDelayMs: number;
-  private readonly guard: FailureGuard;
+  readonly #idleWaker = new Waker();
+  readonly #firstRebalance: Promise<void>;
+  #resolveFirst: () => void = () => undefined;
+  readonly #pollIntervalMs: number;
+  readonly #stopTimeoutMs: number;
+  readonly #errorRetryDelayMs: number;
+  readonly #guard: FailureGuard;
   /** Stops the worker from inside (a persistent failure), as the caller's signal does. */
-  private readonly halt = new AbortController();
+  readonly #halt = new AbortController();
 
-  constructor(private readonly opts: PartitionWorkerOptions) {
-    if (!opts || typeof opts !== 'object') throw invalidArgument('options are required');
-    if (!opts.store || typeof opts.store !== 'object') throw invalidArgument('store is required');
-    requireName(opts.queue, 'queue');
-    if (opts.owner !== undefined) requireName(opts.owner, 'owner');
-    requireInt(opts.concurrency, 'concurrency', 1);
-    requireInt(opts.batchSize, 'batchSize', 1);
+  readonly #opts: PartitionWorkerOptions;
+
+  constructor(opts: PartitionWorkerOptions) {
+    this.#opts = opts;
+    if (!opts || typeof opts !== 'object') throw invalidArgument('runPartitionWorker: options are required');
+    if (!opts.store || typeof opts.store !== 'object') throw invalidArgument('runPartitionWorker: store is required');
+    requireName('runPartitionWorker', opts.queue, 'queue');
+    if (opts.owner !== undefined) requireName('runPartitionWorker', opts.owner, 'owner');
+    requireInt('runPartitionWorker', opts.concurrency, 'concurrency', 1);
+    requireInt('runPartitionWorker', opts.batchSize, 'batchSize', 1);
     // Durations drive timers (rebalance every leaseTtlMs / 3, polls, flushes, stop waits): a Node
     // timer longer than 2^31 - 1 ms fires after 1 ms, so such values are refused.
-    requireMs(opts.leaseTtlMs, 'leaseTtlMs', 1);
-    requireMs(opts.drainTimeoutMs, 'drainTimeoutMs', 0);
-    if (typeof opts.handle !== 'function') throw invalidArgument('handle must be a function');
-    if (!(opts.signal instanceof AbortSignal)) throw invalidArgument('signal must be an AbortSignal');
-    requireOptionalObject(opts.logger, 'logger', 'debug', 'info', 'warn', 'error');
-    requireOptionalObject(opts.tracerProvider, 'tracerProvider', 'getTracer');
-    requireOptionalObject(opts.meterProvider, 'meterProvider', 'getMeter');
-    this.pollIntervalMs = opts.pollIntervalMs ?? 1000;
-    requireMs(this.pollIntervalMs, 'pollIntervalMs', 1);
+    requireMs('runPartitionWorker', opts.leaseTtlMs, 'leaseTtlMs', 1);
+    requireMs('runPartitionWorker', opts.drainTimeoutMs, 'drainTimeoutMs', 0);
+    if (typeof opts.handle !== 'function') throw invalidArgument('runPartitionWorker: handle must be a function');
+    if (!(opts.signal instanceof AbortSignal)) throw invalidArgument('runPartitionWorker: signal must be an AbortSignal');
+    requireOptionalObject('runPartitionWorker', opts.logger, 'logger', 'debug', 'info', 'warn', 'error');
+    requireOptionalObject('runPartitionWorker', opts.tracerProvider, 'tracerProvider', 'getTracer');
+    requireOptionalObject('runPartitionWorker', opts.meterProvider, 'meterProvider', 'getMeter');
+    this.#pollIntervalMs = opts.pollIntervalMs ?? 1000;
+    requireMs('runPartitionWorker', this.#pollIntervalMs, 'pollIntervalMs', 1);
     // One ack transaction per dispatched batch by default: a commit per result batch is the cost.
     const ackBatchSize = opts.ackBatchSize ?? opts.batchSize;
-    requireInt(ackBatchSize, 'ackBatchSize', 1);
+    requireInt('runPartitionWorker', ackBatchSize, 'ackBatchSize', 1);
     const ackFlushMs = opts.ackFlushMs ?? 5;
-    requireMs(ackFlushMs, 'ackFlushMs', 0);
-    this.stopTimeoutMs = opts.stopTimeoutMs ?? opts.drainTimeoutMs;
-    requireMs(this.stopTimeoutMs, 'stopTimeoutMs', 0);
-    this.errorRetryDelayMs = opts.errorRetryDelayMs ?? 1000;
-    requireMs(this.errorRetryDelayMs, 'errorRetryDelayMs', 0);
+    requireMs('runPartitionWorker', ackFlushMs, 'ackFlushMs', 0);
+    this.#stopTimeoutMs = opts.stopTimeoutMs ?? opts.drainTimeoutMs;
+    requireMs('runPartitionWorker', this.#stopTimeoutMs, 'stopTimeoutMs', 0);
+    this.#errorRetryDelayMs = opts.errorRetryDelayMs ?? 1000;
+    requireMs('runPartitionWorker', this.#errorRetryDelayMs, 'errorRetryDelayMs', 0);
     const maxPersistent = opts.maxPersistentFailures ?? MAX_PERSISTENT_FAILURES;
-    requireInt(maxPersistent, 'maxPersistentFailures', 1);
-    if (opts.onError !== undefined && typeof opts.onError !== 'function') throw invalidArgument('onError must be a function');
+    requireInt('runPartitionWorker', maxPersistent, 'maxPersistentFailures', 1);
+    if (opts.onError !== undefined && typeof opts.onError !== 'function') throw invalidArgument('runPartitionWorker: onError must be a function');
 
     const owner = opts.owner ?? defaultOwner();
-    this.log = opts.logger ?? silentLogger;
-    this.guard = new FailureGuard(this.log, opts.queue, maxPersistent, opts.onError, () => this.halt.abort());
-    this.tracer = qTracer(opts.tracerProvider);
-    this.consumer = new Consumer(opts.store, opts.queue, owner, {
+    this.#log = opts.logger ?? silentLogger;
+    this.#guard = new FailureGuard(this.#log, opts.queue, maxPersistent, opts.onError, () => this.#halt.abort());
+    this.#tracer = qTracer(opts.tracerProvider);
+    this.#consumer = new Consumer(opts.store, opts.queue, owner, {
       leaseTtlMs: opts.leaseTtlMs,
       drainTimeoutMs: opts.drainTimeoutMs,
-      logger: this.log,
+      logger: this.#log,
       ...(opts.tracerProvider ? { tracerProvider: opts.tracerProvider } : {}),
       ...(opts.meterProvider ? { meterProvider: opts.meterProvider } : {}),
     });
     // A batch larger than `concurrency` could never fill (a request keeps its slot until written).
-    this.acks = new AckBatcher(this.consumer, Math.min(ackBatchSize, opts.concurrency), ackFlushMs, this.log);
-    this.firstRebalance = new Promise<void>((r) => (this.resolveFirst = r));
-    this.stats = { owner, dispatched: 0, acked: 0, fenced: 0, retried: 0, deferred: 0, undispatched: 0, abandoned: 0, failed: 0 };
+    this.#acks = new AckBatcher(this.#consumer, Math.min(ackBatchSize, opts.concurrency), ackFlushMs, this.#log);
+    this.#firstRebalance = new Promise<void>((r) => (this.#resolveFirst = r));
+    this.#stats = { owner, dispatched: 0, acked: 0, fenced: 0, retried: 0, deferred: 0, undispatched: 0, abandoned: 0, failed: 0 };
   }
 
   async run(): Promise<PartitionWorkerStats> {
-    const { queue, signal } = this.opts;
-    if (signal.aborted) return { ...this.stats }; // stopped before it started: touch nothing
-    this.log.info({ queue, owner: this.stats.owner }, 'partition worker starting');
+    const { queue, signal } = this.#opts;
+    if (signal.aborted) return { ...this.#stats }; // stopped before it started: touch nothing
+    this.#log.info({ queue, owner: this.#stats.owner }, 'partition worker starting');
     const stopped = new Promise<void>((resolve) => {
       if (signal.aborted) resolve();
       else signal.addEventListener('abort', () => resolve(), { once: true });
-      this.halt.signal.addEventListener('abort', () => resolve(), { once: true });
+      this.#halt.signal.addEventListener('abort', () => resolve(), { once: true });
     });
     void stopped.then(() => {
-      this.stopping = true;
-      this.pollWaker.wake();
-      this.idleWaker.wake();
+      this.#stopping = true;
+      this.#pollWaker.wake();
+      this.#idleWaker.wake();
     });
 
-    const rebalanceLoop = this.rebalanceLoop();
-    await this.firstRebalance;
-    await this.pollLoop();
+    const rebalanceLoop = this.#rebalanceLoop();
+    await this.#firstRebalance;
+    await this.#pollLoop();
     await stopped;
 
     // Graceful stop: withdraw (partitions drain to the peers), settle what is in flight.
-    this.consumer.stop();
-    this.rebalanceWaker.wake();
-    await this.waitSettled(Date.now() + this.stopTimeoutMs);
-    if (this.running.size > 0) {
-      this.log.warn({ queue, inFlight: this.running.size }, 'stop timeout; aborting handlers');
-      for (const job of this.running) job.ctrl.abort(new Error('partition worker stopping'));
-      await this.waitSettled(Date.now() + Math.min(1000, Math.max(100, this.opts.leaseTtlMs / 3)));
-      for (const job of [...this.running]) this.detach(job);
+    this.#consumer.stop();
+    this.#rebalanceWaker.wake();
+    await this.#waitSettled(Date.now() + this.#stopTimeoutMs);
+    if (this.#running.size > 0) {
+      this.#log.warn({ queue, inFlight: this.#running.size }, 'stop timeout; aborting handlers');
+      for (const job of this.#running) job.ctrl.abort(new Error('partition worker stopping'));
+      await this.#waitSettled(Date.now() + Math.min(1000, Math.max(100, this.#opts.leaseTtlMs / 3)));
+      for (const job of [...this.#running]) this.#detach(job);
     }
-    await this.acks.drain();
+    await this.#acks.drain();
     // Outcome writes are bounded by their retries; do not let a hung one hold the stop forever.
-    await this.waitSettled(Date.now() + SHUTDOWN_WRITE_MS);
-    this.rebalancing = false;
-    this.rebalanceWaker.wake();
+    await this.#waitSettled(Date.now() + SHUTDOWN_WRITE_MS);
+    this.#rebalancing = false;
+    this.#rebalanceWaker.wake();
     await rebalanceLoop;
     try {
-      await withRetries(() => this.consumer.close(), STORE_RETRIES);
+      await withRetries(() => this.#consumer.close(), STORE_RETRIES);
     } catch (err) {
-      this.log.error({ ...errorFields(err), queue }, 'close failed; partitions are taken over after the lease TTL');
+      this.#log.error({ ...errorFields(err), queue }, 'close failed; partitions are taken over after the lease TTL');
     }
-    this.log.info({ ...this.stats, queue }, 'partition worker stopped');
-    if (this.guard.fatal) throw this.guard.fatal;
-    return { ...this.stats };
+    this.#log.info({ ...this.#stats, queue }, 'partition worker stopped');
+    if (this.#guard.fatal) throw this.#guard.fatal;
+    return { ...this.#stats };
   }
 
   // ---- rebalance ----
 
-  private async rebalanceLoop(): Promise<void> {
-    const interval = Math.max(100, Math.floor(this.opts.leaseTtlMs / 3));
+  async #rebalanceLoop(): Promise<void> {
+    const interval = Math.max(100, Math.floor(this.#opts.leaseTtlMs / 3));
     // While partitions move (start, join/leave of a peer, hand-over) beat sooner: 100 ms, then
     // doubling back to `interval` once nothing changes. Draining partitions keep the fast beat so
     // they are released as soon as their work is settled, not a whole interval later.
     let fast = RAPID_BEAT_MS;
     let held = '';
     let active = new Set<number>();
-    while (this.rebalancing) {
+    while (this.#rebalancing) {
       const started = Date.now();
-      await this.rebalanceOnce();
-      this.resolveFirst();
-      if (!this.rebalancing) break;
-      const state = this.consumer.inspect();
+      await this.#rebalanceOnce();
+      this.#resolveFirst();
+      if (!this.#rebalancing) break;
+      const state = this.#consumer.inspect();
       const now = `${state.active.join(',')}|${state.draining.join(',')}`;
       fast = now !== held || state.draining.length > 0 ? RAPID_BEAT_MS : fast * 2;
       // New partitions to dispatch from: an idle poll loop need not sleep out its interval.
-      if (state.active.some((p) => !active.has(p))) this.idleWaker.wake();
+      if (state.active.some((p) => !active.has(p))) this.#idleWaker.wake();
       held = now;
       active = new Set(state.active);
-      await this.rebalanceWaker.wait(started + Math.min(interval, fast) - Date.now());
+      await this.#rebalanceWaker.wait(started + Math.min(interval, fast) - Date.now());
     }
   }
 
-  private async rebalanceOnce(): Promise<void> {
+  async #rebalanceOnce(): Promise<void> {
     try {
-      const now = await this.opts.store.now();
-      await this.consumer.rebalance(now);
-      this.guard.succeeded('rebalance');
+      const now = await this.#opts.store.now();
+      await this.#consumer.rebalance(now);
+      this.#guard.succeeded('rebalance');
     } catch (err) {
-      this.guard.failed('rebalance', err, 'rebalance failed; retrying next beat');
+      this.#guard.failed('rebalance', err, 'rebalance failed; retrying next beat');
     } finally {
       // Also after a failed rebalance: a partition found lost before the failing step is lost.
-      this.abortLost();
+      this.#abortLost();
     }
   }
 
   /** Aborts handlers of requests dispatched under a lease this worker no longer holds. */
-  private abortLost(): void {
-    if (this.running.size === 0) return;
-    const held = new Set(this.consumer.inspect().leases.map((l) => `${l.partition}:${l.epoch}`));
-    for (const job of this.running) {
+  #abortLost(): void {
+    if (this.#running.size === 0) return;
+    const held = new Set(this.#consumer.inspect().leases.map((l) => `${l.partition}:${l.epoch}`));
+    for (const job of this.#running) {
       if (!job.ctrl.signal.aborted && !held.has(`${job.req.partition}:${job.req.epoch}`)) {
         job.ctrl.abort(new Error('partition lease lost'));
       }
@@ -331,105 +334,105 @@ class PartitionWorker {
 
   // ---- poll ----
 
-  private async pollLoop(): Promise<void> {
-    const { concurrency, batchSize } = this.opts;
+  async #pollLoop(): Promise<void> {
+    const { concurrency, batchSize } = this.#opts;
     // Poll once half a batch fits, not for every freed slot: fewer, fuller dispatches.
     const worthPolling = Math.max(1, Math.floor(Math.min(batchSize, concurrency) / 2));
     let failures = 0;
-    while (!this.stopping) {
+    while (!this.#stopping) {
       // Backpressure: no new work while more than a full round of outcomes is still being written.
       // One round may be written while the next is polled and handled (the poll overlaps the ack).
-      const free = this.settling > concurrency ? 0 : concurrency - this.running.size;
+      const free = this.#settling > concurrency ? 0 : concurrency - this.#running.size;
       if (free < worthPolling) {
-        await this.pollWaker.wait(this.pollIntervalMs);
+        await this.#pollWaker.wait(this.#pollIntervalMs);
         continue;
       }
       const limit = Math.min(batchSize, free);
       let rows: Request[];
       try {
-        rows = await this.consumer.poll(new Date(), limit);
+        rows = await this.#consumer.poll(new Date(), limit);
         failures = 0;
-        this.guard.succeeded('poll');
+        this.#guard.succeeded('poll');
       } catch (err) {
         failures++;
-        this.guard.failed('poll', err, 'poll failed');
-        if (this.stopping) break;
-        await this.pollWaker.wait(Math.min(this.pollIntervalMs, 100 * 2 ** Math.min(failures, 6)));
+        this.#guard.failed('poll', err, 'poll failed');
+        if (this.#stopping) break;
+        await this.#pollWaker.wait(Math.min(this.#pollIntervalMs, 100 * 2 ** Math.min(failures, 6)));
         continue;
       }
       // Rows dispatched while stopping are still handled: they are ours and the stop waits for them.
-      for (const r of rows) this.start(r);
+      for (const r of rows) this.#start(r);
       // Waits are cut short by a stop or by partitions gained, not by freed capacity: nothing is waiting.
-      if (rows.length < limit && !this.stopping) await this.idleWaker.wait(this.pollIntervalMs);
+      if (rows.length < limit && !this.#stopping) await this.#idleWaker.wait(this.#pollIntervalMs);
     }
   }
 
   // ---- handling ----
 
-  private start(req: Request): void {
-    this.stats.dispatched++;
+  #start(req: Request): void {
+    this.#stats.dispatched++;
     const job: Job = { req, ctrl: new AbortController(), detached: false };
     const k = keyOfReq(req);
-    const prev = this.latest.get(k);
+    const prev = this.#latest.get(k);
     // Dispatched again while an older dispatch still runs here: the older one's lease is gone
     // (its partition moved away and back), so stop it now rather than at the next rebalance.
     if (prev && prev.req.attempt !== req.attempt && !prev.ctrl.signal.aborted) {
       prev.ctrl.abort(new Error('request dispatched again'));
     }
-    this.latest.set(k, job);
-    this.running.add(job);
-    void this.runJob(job);
+    this.#latest.set(k, job);
+    this.#running.add(job);
+    void this.#runJob(job);
   }
 
   /** `job` no longer runs its handler. */
-  private forget(job: Job): void {
-    this.running.delete(job);
+  #forget(job: Job): void {
+    this.#running.delete(job);
     const k = keyOfReq(job.req);
-    if (this.latest.get(k) === job) this.latest.delete(k);
+    if (this.#latest.get(k) === job) this.#latest.delete(k);
   }
 
-  private async runJob(job: Job): Promise<void> {
+  async #runJob(job: Job): Promise<void> {
     const { req } = job;
     let outcome: Settlement | undefined;
     try {
-      const handle = () => this.opts.handle(req, job.ctrl.signal);
+      const handle = () => this.#opts.handle(req, job.ctrl.signal);
       // Traced: the span links back to the producer's span when the envelope carries its traceparent.
-      const out = this.tracer
-        ? await handleSpan(this.tracer, req.envelope, { 'q.queue': req.queue, 'q.partition': req.partition }, handle)
+      const out = this.#tracer
+        ? await handleSpan(this.#tracer, req.envelope, { 'q.queue': req.queue, 'q.partition': req.partition }, handle)
         : await handle();
       outcome = settlementOf(out, req);
       if (outcome.kind === 'invalid') {
-        this.log.error({ queue: req.queue, id: req.id, reason: outcome.reason }, 'handler returned no valid outcome');
+        this.#log.error({ queue: req.queue, id: req.id, reason: outcome.reason }, 'handler returned no valid outcome');
         outcome = undefined;
       }
     } catch (err) {
-      if (!job.ctrl.signal.aborted) this.log.warn({ ...errorFields(err), queue: req.queue, id: req.id }, 'handler failed');
+      if (!job.ctrl.signal.aborted) this.#log.warn({ ...errorFields(err), queue: req.queue, id: req.id }, 'handler failed');
     }
     if (job.detached) return; // the stop gave up on it: already abandoned
-    this.forget(job);
-    this.settling++;
-    this.wake();
+    this.#forget(job);
+    this.#settling++;
+    this.#wake();
     try {
-      const settled = this.settle(job, outcome);
+      const settled = this.#settle(job, outcome);
       // No handler left to join the ack batch: write it now instead of waiting for `ackFlushMs`.
-      if (this.running.size === 0) this.acks.flush();
+      if (this.#running.size === 0) this.#acks.flush();
       await settled;
     } catch (err) {
-      this.log.error({ ...errorFields(err), queue: req.queue, id: req.id }, 'settling a request failed');
+      this.#log.error({ ...errorFields(err), queue: req.queue, id: req.id }, 'settling a request failed');
     } finally {
-      this.settling--;
-      this.wake();
+      this.#settling--;
+      this.#wake();
     }
   }
 
-  private async settle(job: Job, settlement: Settlement | undefined): Promise<void> {
+  async #settle(job: Job, settlement: Settlement | undefined): Promise<void> {
     const { req } = job;
     const stamp = stampOf(req);
     let outcome = settlement;
     if (outcome?.kind === 'result') {
-      const res = await this.acks.add(outcome.completion);
+      const res = await this.#acks.add(outcome.completion);
       if (res !== 'invalid') {
-        this.stats[res]++;
+        this.#stats[res]++;
         return;
       }
       // The store refused it although it passed the checks above: fail this request alone.
@@ -437,12 +440,12 @@ class PartitionWorker {
     }
     if (!outcome && job.ctrl.signal.aborted) {
       // Aborted (lease lost or stop timeout): put it back now; fenced if no longer ours.
-      await this.write('undispatched', stamp, () => this.consumer.undispatch([stamp]));
+      await this.#write('undispatched', stamp, () => this.#consumer.undispatch([stamp]));
       return;
     }
     if (outcome?.kind === 'defer') {
       const at = outcome.at;
-      await this.write('deferred', stamp, () => this.consumer.defer([stamp], at));
+      await this.#write('deferred', stamp, () => this.#consumer.defer([stamp], at));
       return;
     }
     let retryAt: number;
@@ -451,46 +454,46 @@ class PartitionWorker {
       retryAt = outcome.at;
       envelope = outcome.envelope;
     } else {
-      this.stats.failed++;
-      retryAt = Math.ceil((Date.now() + this.errorRetryDelayMs) / 1000);
+      this.#stats.failed++;
+      retryAt = Math.ceil((Date.now() + this.#errorRetryDelayMs) / 1000);
     }
-    await this.write('retried', stamp, async () => {
-      if (!(await this.consumer.retry(stamp, retryAt, envelope))) this.stats.fenced++;
+    await this.#write('retried', stamp, async () => {
+      if (!(await this.#consumer.retry(stamp, retryAt, envelope))) this.#stats.fenced++;
     });
   }
 
   /** Writes an outcome with retries; abandons the request if it still fails. */
-  private async write(kind: 'retried' | 'deferred' | 'undispatched', stamp: Stamp, fn: () => Promise<void>): Promise<void> {
+  async #write(kind: 'retried' | 'deferred' | 'undispatched', stamp: Stamp, fn: () => Promise<void>): Promise<void> {
     try {
       await withRetries(fn, STORE_RETRIES, (err, attempt) =>
-        this.log.warn({ ...errorFields(err), attempt, queue: this.opts.queue }, `${kind}: store call failed; retrying`),
+        this.#log.warn({ ...errorFields(err), attempt, queue: this.#opts.queue }, `${kind}: store call failed; retrying`),
       );
-      this.stats[kind]++;
+      this.#stats[kind]++;
     } catch (err) {
       // Defer/undispatch already abandoned it on their error; abandon is idempotent. Only
       // transient errors were retried: anything else would fail the same way again.
-      this.consumer.abandon(stamp);
-      this.stats.abandoned++;
-      this.log.error({ ...errorFields(err), queue: this.opts.queue, id: stamp.id }, `${kind}: giving up; request abandoned for redelivery`);
+      this.#consumer.abandon(stamp);
+      this.#stats.abandoned++;
+      this.#log.error({ ...errorFields(err), queue: this.#opts.queue, id: stamp.id }, `${kind}: giving up; request abandoned for redelivery`);
     }
   }
 
-  private detach(job: Job): void {
+  #detach(job: Job): void {
     job.detached = true;
-    this.forget(job);
-    this.consumer.abandon(stampOf(job.req));
-    this.stats.abandoned++;
-    this.wake();
+    this.#forget(job);
+    this.#consumer.abandon(stampOf(job.req));
+    this.#stats.abandoned++;
+    this.#wake();
   }
 
   /** Capacity or progress changed: the poll loop and a waiting stop re-check. */
-  private wake(): void {
-    this.pollWaker.wake();
-    this.settleWaker.wake();
+  #wake(): void {
+    this.#pollWaker.wake();
+    this.#settleWaker.wake();
   }
 
-  private async waitSettled(deadline: number): Promise<void> {
-    while (this.running.size + this.settling > 0 && Date.now() < deadline) await this.settleWaker.wait(Math.min(100, deadline - Date.now()));
+  async #waitSettled(deadline: number): Promise<void> {
+    while (this.#running.size + this.#settling > 0 && Date.now() < deadline) await this.#settleWaker.wait(Math.min(100, deadline - Date.now()));
   }
 }
 

@@ -4,28 +4,28 @@
  * a check and the wait that follows it.
  */
 export class Waker {
-  private readonly waiting = new Set<() => void>();
-  private pending = false;
+  readonly #waiting = new Set<() => void>();
+  #pending = false;
 
   wait(ms: number): Promise<void> {
-    if (this.pending) {
-      this.pending = false;
+    if (this.#pending) {
+      this.#pending = false;
       return Promise.resolve();
     }
     return new Promise<void>((resolve) => {
       const done = (): void => {
         clearTimeout(timer);
-        this.waiting.delete(done);
+        this.#waiting.delete(done);
         resolve();
       };
       const timer = setTimeout(done, Math.max(0, ms));
-      this.waiting.add(done);
+      this.#waiting.add(done);
     });
   }
 
   wake(): void {
-    if (this.waiting.size === 0) this.pending = true;
-    for (const done of [...this.waiting]) done();
+    if (this.#waiting.size === 0) this.#pending = true;
+    for (const done of [...this.#waiting]) done();
   }
 }
 

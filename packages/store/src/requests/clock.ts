@@ -4,13 +4,13 @@
  * order within a call and across calls, even when calls come faster than the clock ticks.
  */
 export class SubmissionClock {
-  private last = 0;
+  #last = 0;
 
   /** Reserves `n` consecutive stamps and returns the first. */
   reserve(n: number): number {
     const now = Date.now() * 1000;
-    const first = Math.max(now, this.last + 1);
-    this.last = first + n - 1;
+    const first = Math.max(now, this.#last + 1);
+    this.#last = first + n - 1;
     return first;
   }
 }

@@ -1,4 +1,5 @@
-import { createTestSchema, idInPartition as firstIdInPartition, newRequest, type TestSchema } from '@q/testing';
+import { beforeEach } from 'vitest';
+import { createTestSchema, idInPartition as firstIdInPartition, newRequest, useStore, type TestSchema, type UsedStore } from '@q/testing';
 import { Store, partitionOf, type NewRequest, type OpenOptions } from '../../src/index.js';
 
 /** A store on a fresh schema of the test database; `close()` drops both. */
@@ -6,6 +7,23 @@ export interface TestStore {
   store: Store;
   schema: TestSchema;
   close(): Promise<void>;
+}
+
+/**
+ * Registers the file's store lifecycle (a fresh schema, a store with `maxConns: 4` unless `opts` says
+ * otherwise, both dropped after the file). With `resetQueue`, every test starts on empty tables with the
+ * partitions of that queue created.
+ */
+export function useTestStore(opts: OpenOptions & { resetQueue?: string } = {}): UsedStore<Store> {
+  const { resetQueue, ...open } = opts;
+  const t = useStore(Store, { prefix: 'store', maxConns: 4, ...open });
+  if (resetQueue !== undefined) {
+    beforeEach(async () => {
+      await t.store.truncateForTest();
+      await t.store.ensurePartitions(resetQueue);
+    });
+  }
+  return t;
 }
 
 export async function openTestStore(opts: OpenOptions = {}): Promise<TestStore> {
