@@ -82,7 +82,7 @@ describe('q-dispatcher submit', () => {
     const s = f.startCli(['submit', '--queue', 'bad700', '--route', 'bad-out', '--file', file, '--batch-size', '100'], { Q_DSN: f.schema.dsn });
     expect(await s.exit).toBe(2);
     expect(s.err()).toContain('submit: line 700: request "b-699": deadline must be Unix seconds > 0; nothing was submitted');
-    expect(await count(`SELECT count(*) AS n FROM async_requests WHERE queue = 'bad700'`)).toBe(0);
+    expect(await count(`SELECT count(*) AS n FROM q_requests WHERE queue = 'bad700'`)).toBe(0);
   }, 90_000);
 
   it('a line that is not JSON is refused by number; a good file is written whole in batches', async () => {
@@ -92,14 +92,14 @@ describe('q-dispatcher submit', () => {
     const b = f.startCli(['submit', '--queue', 'nj', '--route', 'nj-out', '--file', bad], env);
     expect(await b.exit).toBe(2);
     expect(b.err()).toContain('submit: line 2: not valid JSON; nothing was submitted');
-    expect(await count(`SELECT count(*) AS n FROM async_requests WHERE queue = 'nj'`)).toBe(0);
+    expect(await count(`SELECT count(*) AS n FROM q_requests WHERE queue = 'nj'`)).toBe(0);
 
     const good = path.join(f.tmp, 'good.jsonl');
     fs.writeFileSync(good, `${Array.from({ length: 250 }, (_, i) => JSON.stringify({ id: `g-${i}`, deadline: deadline() })).join('\n')}\n`);
     const g = f.startCli(['submit', '--queue', 'goodq', '--route', 'good-out', '--file', good, '--batch-size', '100'], env);
     expect(await g.exit).toBe(0);
     expect(g.out()).toContain('submitted 250 requests to queue goodq');
-    expect(await count(`SELECT count(*) AS n FROM async_requests WHERE queue = 'goodq'`)).toBe(250);
+    expect(await count(`SELECT count(*) AS n FROM q_requests WHERE queue = 'goodq'`)).toBe(250);
   }, 90_000);
 });
 

@@ -211,14 +211,14 @@ describe('through PgBouncer in transaction mode', () => {
         }),
       );
       await waitFor(async () => {
-        const { rows } = await admin.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema.name}".async_requests WHERE queue = 'pooled'`);
+        const { rows } = await admin.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema.name}".q_requests WHERE queue = 'pooled'`);
         return rows[0]!.n === 0;
       }, 60_000, 'request queue drained');
       const tookMs = Date.now() - started;
       stop.abort();
       const stats = await Promise.all(runs);
       const { rows } = await admin.query<{ n: number; ids: number }>(
-        `SELECT count(*)::int AS n, count(DISTINCT id)::int AS ids FROM "${schema.name}".async_results WHERE route = 'pooled-results'`,
+        `SELECT count(*)::int AS n, count(DISTINCT id)::int AS ids FROM "${schema.name}".q_results WHERE route = 'pooled-results'`,
       );
       expect(rows[0]).toEqual({ n: 1_000, ids: 1_000 });
       expect(stats.reduce((s, x) => s + x.acked, 0)).toBe(1_000);
