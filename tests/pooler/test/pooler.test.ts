@@ -159,11 +159,11 @@ describe('through PgBouncer in transaction mode', () => {
       const [scheduled] = await store.enqueue([{ queue: 'pooled', type: 'p', runAt: new Date(Date.now() + 500) }]);
       await waitFor(async () => {
         const { rows } = await admin.query<{ n: number }>(
-          `SELECT count(*)::int AS n FROM "${schema.name}".jobs WHERE status = 'succeeded'`,
+          `SELECT count(*)::int AS n FROM "${schema.name}".q_jobs WHERE status = 'succeeded'`,
         );
         return rows[0]!.n === 301;
       }, 60_000, 'all jobs succeeded');
-      const { rows } = await admin.query<{ attempts: number }>(`SELECT max(attempt)::int AS attempts FROM "${schema.name}".jobs`);
+      const { rows } = await admin.query<{ attempts: number }>(`SELECT max(attempt)::int AS attempts FROM "${schema.name}".q_jobs`);
       expect(rows[0]!.attempts).toBe(1);
       const runs = workers.flatMap((w) => jsonLines(w).filter((l) => typeof l.ran === 'string').map((l) => l.ran as string));
       expect(runs).toHaveLength(301);
