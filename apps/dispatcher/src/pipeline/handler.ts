@@ -101,7 +101,7 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
         .then(() => h.release())
         .catch(() => undefined) // a failed release retires the holder inside Quota
         .then(() => {
-          deps.load?.released(h.key);
+          deps.load?.released(h.key, Date.now() - h.since);
           wake(h.key);
         });
     }
@@ -128,7 +128,7 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
           labels.classification = release === null ? 'overflow' : 'reserved';
           if (release !== null) {
             deps.load?.acquired(key);
-            held.push({ key, release });
+            held.push({ key, release, since: Date.now() });
           }
           continue;
         }
@@ -136,7 +136,7 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
           const release = await quota.acquire(key, g.limit);
           if (release === null) return refuse(held, key);
           deps.load?.acquired(key);
-          held.push({ key, release });
+          held.push({ key, release, since: Date.now() });
         } else if (!(await quota.admit(key, g.limit, g.window_ms))) {
           return refuse(held, key);
         }
@@ -465,6 +465,8 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 interface Held {
   key: string;
   release: Release;
+  /** When the slot was acquired (ms): its hold time sizes how fast parked requests come back. */
+  since: number;
 }
 
 /** Sleeps `ms`, or less: until a slot of `key` is released here, or `signal` aborts. */
