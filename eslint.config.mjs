@@ -21,11 +21,6 @@ export default tseslint.config(
     files: ['**/test/**/*.ts'],
     rules: { '@typescript-eslint/no-non-null-assertion': 'off' },
   },
-  {
-    // Being rewritten on other branches (job store, request store, worker split); drop these entries once merged.
-    files: ['packages/store/src/jobs/**/*.ts', 'packages/store/src/requests/store.ts', 'packages/job-worker/src/worker.ts'],
-    rules: { '@typescript-eslint/no-non-null-assertion': 'off' },
-  },
   // Formatting belongs to Prettier (`pnpm format`); turn off the stylistic rules that would fight it.
   prettier,
 );

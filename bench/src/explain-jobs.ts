@@ -34,7 +34,7 @@ async function main(): Promise<void> {
     if (name && !captured.has(name)) captured.set(name, c);
     return original(c);
   };
-  const lsn = async (): Promise<bigint> => BigInt((await admin.query<{ b: string }>(`SELECT (pg_current_wal_lsn() - '0/0')::text AS b`)).rows[0]!.b);
+  const lsn = async (): Promise<bigint> => BigInt((await admin.query<{ b: string }>(`SELECT (pg_current_wal_lsn() - '0/0')::text AS b`)).rows[0]?.b ?? '0');
   const perJob = (a: bigint, b: bigint, n: number): number => Math.round(Number(b - a) / n);
   try {
     if (RETAINED > 0) {
@@ -75,7 +75,8 @@ async function main(): Promise<void> {
         let values = cfg.values ?? [];
         if (name === 'q_jobs_complete') {
           // Complete the leases of a fresh claim of this batch.
-          const claimCfg = captured.get('q_jobs_claim')!;
+          const claimCfg = captured.get('q_jobs_claim');
+          if (!claimCfg) throw new Error('the claim statement was not captured');
           const { rows } = await c.query<{ id: string; lease_token: string }>({ text: claimCfg.text, values: claimCfg.values ?? [] });
           values = [rows.map((r) => r.id), rows.map((r) => r.lease_token), rows.map(() => 'succeeded'), rows.map(() => 'null'), rows.map(() => null), rows.map(() => null), rows.map(() => null)];
         }

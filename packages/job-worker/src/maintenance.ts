@@ -1,4 +1,4 @@
-import type { JobListener, JobStore, LeaderLease } from '@q/store/jobs';
+import type { JobStore, LeaderLease } from '@q/store/jobs';
 import { errorFields, type Logger } from './logger.js';
 
 /** What the maintenance asks of the worker. */

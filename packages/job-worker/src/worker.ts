@@ -230,7 +230,8 @@ export class Worker {
   /** Starts prefetched jobs in the free slots (no round trip). */
   #startBuffered(): void {
     while (this.#busy < this.#concurrency && this.#buffer.length > 0 && !this.#stopping) {
-      const e = this.#buffer.shift()!;
+      const e = this.#buffer.shift();
+      if (!e) break;
       e.state = 'running';
       this.#busy++;
       this.#progressAt = performance.now();

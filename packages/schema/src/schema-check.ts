@@ -1,3 +1,4 @@
+import { onlyRow } from './arrays.js';
 import type pg from 'pg';
 import { QError, QErrorCode } from './errors.js';
 
@@ -40,7 +41,7 @@ export async function readSession(client: pg.ClientBase): Promise<SessionFacts> 
   const { rows } = await client.query<{ v: string; schema: string | null; path: string }>(
     `SELECT current_setting('server_version_num') AS v, current_schema() AS schema, current_setting('search_path') AS path`,
   );
-  const r = rows[0]!;
+  const r = onlyRow(rows, 'schema check');
   return { versionNum: Number(r.v), currentSchema: r.schema, searchPath: r.path };
 }
 

@@ -61,7 +61,7 @@ const quote = (s: string) => `"${s.replace(/"/g, '""')}"`;
 export async function startPgBouncer(opts: PgBouncerOptions): Promise<PgBouncer> {
   const bin = findPgBouncer();
   if (!bin) throw new Error('pgbouncer is not installed (Debian: apt-get install -y pgbouncer); .ci/run installs it');
-  const version = spawnSync(bin, ['--version'], { encoding: 'utf8' }).stdout.split('\n')[0]!.trim();
+  const version = spawnSync(bin, ['--version'], { encoding: 'utf8' }).stdout.split('\n')[0]?.trim() ?? '';
   const server = new URL(opts.serverUrl);
   const db = decodeURIComponent(server.pathname.slice(1)) || 'postgres';
   const port = await freePort();
@@ -95,8 +95,8 @@ export async function startPgBouncer(opts: PgBouncerOptions): Promise<PgBouncer>
   const args = process.getuid?.() === 0 ? ['-u', 'nobody', path.join(dir, 'pgbouncer.ini')] : [path.join(dir, 'pgbouncer.ini')];
   const child: ChildProcess = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';
-  child.stdout!.on('data', (d: Buffer) => (log += d.toString()));
-  child.stderr!.on('data', (d: Buffer) => (log += d.toString()));
+  child.stdout?.on('data', (d: Buffer) => (log += d.toString()));
+  child.stderr?.on('data', (d: Buffer) => (log += d.toString()));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const dsn = (user: string) => {
     const u = new URL(opts.serverUrl);
@@ -107,7 +107,8 @@ export async function startPgBouncer(opts: PgBouncerOptions): Promise<PgBouncer>
     u.search = '';
     return u.toString();
   };
-  const first = opts.users[0]!.name;
+  const first = opts.users[0]?.name;
+  if (first === undefined) throw new Error('pgbouncer: at least one user is needed');
   const deadline = Date.now() + 15_000;
   for (;;) {
     const c = new pg.Client({ connectionString: dsn(first) });

@@ -1,3 +1,4 @@
+import { at } from '@q/schema';
 // Batch shaping of the job store: statement-sized chunks, insert order, deadlock retries, and the
 // outcome columns of a completion with how to report what was written.
 import type { CompletionBatch } from './sql/complete-jobs.js';
@@ -38,8 +39,8 @@ export function keyOrder(keys: ReadonlyArray<string | null>): number[] {
   if (!keys.some((k) => k !== null)) return order;
   const bytes = keys.map((k) => (k === null ? null : Buffer.from(k, 'utf8')));
   return order.sort((a, b) => {
-    const ka = bytes[a]!;
-    const kb = bytes[b]!;
+    const ka = at(bytes, a);
+    const kb = at(bytes, b);
     if (ka === null || kb === null) return ka === kb ? a - b : ka === null ? 1 : -1;
     return Buffer.compare(ka, kb) || a - b;
   });
@@ -88,8 +89,8 @@ export interface PreparedOutcomes {
 /** Checks every outcome (`INVALID_ARGUMENT` naming its index) and splits the batch into statements. */
 export function prepareOutcomes(outcomes: readonly JobOutcome[]): PreparedOutcomes {
   const b: CompletionBatch = { ids: [], tokens: [], statuses: [], results: [], errors: [], retryDelaysMs: [], steps: [] };
-  // Input i is batch entry at[i], or -1 for a repeated lease (reported as not written).
-  const at: number[] = [];
+  // Input i is batch entry slotOf[i], or -1 for a repeated lease (reported as not written).
+  const slotOf: number[] = [];
   const seen = new Set<string>();
   const sizes: number[] = [];
   outcomes.forEach((o, i) => {
@@ -97,11 +98,11 @@ export function prepareOutcomes(outcomes: readonly JobOutcome[]): PreparedOutcom
       const row = outcomeRow(o);
       const key = leaseKey(o.id, o.leaseToken);
       if (seen.has(key)) {
-        at.push(-1);
+        slotOf.push(-1);
         return;
       }
       seen.add(key);
-      at.push(b.ids.length);
+      slotOf.push(b.ids.length);
       b.ids.push(o.id);
       b.tokens.push(o.leaseToken);
       b.statuses.push(o.status);
@@ -117,12 +118,12 @@ export function prepareOutcomes(outcomes: readonly JobOutcome[]): PreparedOutcom
   });
   checkCallSize('complete', 'result JSON and error text', sizes);
   const chunks = chunkIndices(b.ids.map((_, i) => i), sizes, COMPLETE_CHUNK).map(
-    (c): [number, number] => [c[0]!, c[c.length - 1]! + 1],
+    (c): [number, number] => [at(c, 0), at(c, c.length - 1) + 1],
   );
   return {
     batch: b,
     chunks,
-    report: (written) => at.map((j) => j >= 0 && written.has(leaseKey(b.ids[j]!, b.tokens[j]!))),
+    report: (written) => slotOf.map((j) => j >= 0 && written.has(leaseKey(at(b.ids, j), at(b.tokens, j)))),
   };
 }
 

@@ -31,7 +31,7 @@ export function listenerConnection(pool: pg.Pool): pg.ClientConfig {
 export function transactionWriteError(err: unknown): QError {
   const code = (err as { code?: unknown } | null)?.code;
   if (!(err instanceof QError) && typeof code === 'string' && code.startsWith('23') && code !== '23505') {
-    const headline = (err instanceof Error ? err.message : String(err)).split(':')[0]!.trim();
+    const headline = (err instanceof Error ? err.message : String(err)).split(':')[0]?.trim() ?? '';
     return new QError(QErrorCode.INVALID_ARGUMENT, `enqueue: ${redactDsn(headline)} (SQLSTATE ${code})`, { cause: err });
   }
   return databaseError('enqueue', err);

@@ -4,7 +4,7 @@ import type { MeterProvider } from '@opentelemetry/api';
 import { instrumentPool, observeGauge, qTracer, withOperation } from '@q/otel';
 import {
   QError, QErrorCode, StatementScope, checkName, checkPlacement, databaseError, invalidArgument,
-  namedStatements, openPool, withTransaction, type ConnectionPlacement,
+  namedStatements, openPool, withTransaction, type ConnectionPlacement, at,
 } from '@q/schema';
 import type pg from 'pg';
 import type { JobStoreFromPoolOptions, JobStoreOpenOptions, JobStoreSchemaOptions } from './options.js';
@@ -229,7 +229,7 @@ export class JobStore {
         const out = new Array<Job>(jobs.length);
         for (const chunk of chunks) {
           const got = await this.#enqueueChunk(client, { ...batch, ids }, chunk);
-          chunk.forEach((at, k) => (out[at] = got[k]!));
+          chunk.forEach((pos, k) => (out[pos] = at(got, k)));
         }
         return out;
       });
@@ -252,7 +252,7 @@ export class JobStore {
           const out = new Array<Job>(n);
           for (const chunk of chunks) {
             const got = await this.#enqueueChunk(client, { ...batch, ids }, chunk);
-            chunk.forEach((at, k) => (out[at] = got[k]!));
+            chunk.forEach((pos, k) => (out[pos] = at(got, k)));
           }
           return out;
         });
@@ -264,7 +264,7 @@ export class JobStore {
 
   /** Inserts the jobs at `indices` of `b` (all, ids drawn by the statement, when null); returns them in that order. */
   async #enqueueChunk(db: Queryable, b: ReturnType<typeof toEnqueueBatch>, indices: number[] | null): Promise<Job[]> {
-    const pick = <T>(a: T[]) => (indices === null ? a : indices.map((i) => a[i]!));
+    const pick = <T>(a: T[]) => (indices === null ? a : indices.map((i) => at(a, i)));
     const chunk = {
       uuids: pick(b.uuids), queues: pick(b.queues), types: pick(b.types), payloads: pick(b.payloads),
       priorities: pick(b.priorities), runAts: pick(b.runAts), maxAttempts: pick(b.maxAttempts),
@@ -391,7 +391,7 @@ export class JobStore {
       for (const [from, to] of chunks.slice(0, -1)) {
         for (const r of await completeJobs(this.#scope, this.pool, sliceBatch(batch, from, to))) written.add(leaseKey(r.id, r.token));
       }
-      const [from, to] = chunks[chunks.length - 1]!;
+      const [from, to] = at(chunks, chunks.length - 1);
       const last = sliceBatch(batch, from, to);
       for (let attempt = 0; ; attempt++) {
         try {

@@ -76,7 +76,8 @@ export function toEnqueueBatch(jobs: readonly NewJob[]): EnqueueBatch {
       b.uuids.push(randomUUID());
       b.queues.push(queue);
       b.types.push(type);
-      b.payloads.push(json.text!);
+      if (json.text === null) throw invalidArgument('payload must be a JSON value');
+      b.payloads.push(json.text);
       b.priorities.push(job.priority === undefined || job.priority === null ? 0 : int32(job.priority, 'priority'));
       b.runAts.push(runAt);
       b.maxAttempts.push(

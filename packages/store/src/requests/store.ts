@@ -1,7 +1,7 @@
 import type { Tracer } from '@opentelemetry/api';
 import { instrumentPool, qTracer, requestMetrics, withOperation, type RequestMetrics } from '@q/otel';
 import {
-  QError, QErrorCode, databaseError, invalidArgument, migrate, openPool, resolveMaxConns, withTransaction, type StatementScope,
+  QError, QErrorCode, databaseError, invalidArgument, migrate, openPool, resolveMaxConns, withTransaction, type StatementScope, at,
 } from '@q/schema';
 import type pg from 'pg';
 import type { FromPoolOptions, OpenOptions } from '../options.js';
@@ -172,7 +172,7 @@ export class Store {
     // At most ENQUEUE_CHUNK rows, and no more data than one statement can carry.
     const ranges = chunkRanges(
       list.length,
-      (i) => { const r = list[i]!; return cost(r.envelope) + bytesCost(r.payload) + cost(r.id) + cost(r.token) + cost(r.queue) + 64; },
+      (i) => { const r = at(list, i); return cost(r.envelope) + bytesCost(r.payload) + cost(r.id) + cost(r.token) + cost(r.queue) + 64; },
       STATEMENT_BUDGET,
       ENQUEUE_CHUNK,
     );
@@ -195,7 +195,7 @@ export class Store {
           // The statements only call query(config), which is all a TransactionClient promises.
           for (const chunk of chunks) await insertRequests(this.#scope, client as Db, chunk);
         });
-      } else if (chunks.length === 1) await insertRequests(this.#scope, this.pool, chunks[0]!);
+      } else if (chunks.length === 1) await insertRequests(this.#scope, this.pool, at(chunks, 0));
       else await withTransaction(this.pool, async (c) => {
         for (const chunk of chunks) await insertRequests(this.#scope, c, chunk);
       });
@@ -328,27 +328,27 @@ export class Store {
     list.forEach((c, i) => {
       const k = keyId(c);
       const prev = chosen.get(k);
-      if (prev === undefined || c.attempt > list[prev]!.attempt) chosen.set(k, i);
+      if (prev === undefined || c.attempt > at(list, prev).attempt) chosen.set(k, i);
     });
     const picked = [...chosen.values()].sort((a, b) => a - b);
     const rowsOf = (part: number[]): AckRows => ({
-      ids: part.map((i) => list[i]!.id),
-      tokens: part.map((i) => list[i]!.token),
-      attempts: part.map((i) => list[i]!.attempt),
-      routes: part.map((i) => list[i]!.route),
-      payloads: part.map((i) => list[i]!.payload),
-      expiresAt: part.map((i) => list[i]!.expiresAt),
+      ids: part.map((i) => at(list, i).id),
+      tokens: part.map((i) => at(list, i).token),
+      attempts: part.map((i) => at(list, i).attempt),
+      routes: part.map((i) => at(list, i).route),
+      payloads: part.map((i) => at(list, i).payload),
+      expiresAt: part.map((i) => at(list, i).expiresAt),
       ords: part,
     });
     // Results too large together for one statement go in several, in order, in one transaction.
     const parts = chunkRanges(
       picked.length,
-      (j) => { const c = list[picked[j]!]!; return cost(c.payload) + cost(c.route) + cost(c.id) + cost(c.token) + 64; },
+      (j) => { const c = at(list, at(picked, j)); return cost(c.payload) + cost(c.route) + cost(c.id) + cost(c.token) + 64; },
       STATEMENT_BUDGET,
     ).map(([start, end]) => picked.slice(start, end));
     const nowMs = Date.now();
     const acked = await this.#op(op, { 'q.batch': list.length }, async () => {
-      if (parts.length === 1) return ackRequests(this.#scope, this.pool, owner, rowsOf(parts[0]!), nowMs);
+      if (parts.length === 1) return ackRequests(this.#scope, this.pool, owner, rowsOf(at(parts, 0)), nowMs);
       const keys: Key[] = [];
       await withTransaction(this.pool, async (c) => {
         for (const part of parts) keys.push(...(await ackRequests(this.#scope, c, owner, rowsOf(part), nowMs)));

@@ -3,14 +3,14 @@
 import { Worker, type Logger } from '@q/job-worker';
 import { JobStore } from '@q/store';
 
-const id = process.env.Q_WORKER_ID!;
+const id = process.env.Q_WORKER_ID ?? 'w';
 const print = (level: string) => (fields: Record<string, unknown>, msg?: string) => {
   if (level === 'error' || (msg && /maintenance|failed/.test(msg))) {
     console.log(JSON.stringify({ level, msg, epoch: fields.epoch, sqlstate: fields.sqlstate, err: fields.err }));
   }
 };
 const logger: Logger = { debug: () => undefined, info: print('info'), warn: print('warn'), error: print('error') };
-const store = await JobStore.open(process.env.Q_DSN!, { maxConns: 4, pooler: 'transaction', applicationName: `q-pool-${id}` });
+const store = await JobStore.open(process.env.Q_DSN ?? '', { maxConns: 4, pooler: 'transaction', applicationName: `q-pool-${id}` });
 const worker = new Worker(store, { queues: ['pooled'], concurrency: 4, workerId: id, logger, maintenanceIntervalMs: 200 });
 worker.register('p', async (job) => {
   console.log(JSON.stringify({ ran: job.uuid, attempt: job.attempt }));

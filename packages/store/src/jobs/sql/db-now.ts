@@ -1,4 +1,4 @@
-import { statement, type StatementScope } from '@q/schema';
+import { statement, type StatementScope, onlyRow } from '@q/schema';
 import type { Queryable } from './db.js';
 
 const NOW = statement('q_jobs_now', 'SELECT clock_timestamp() AS now');
@@ -6,5 +6,5 @@ const NOW = statement('q_jobs_now', 'SELECT clock_timestamp() AS now');
 /** The database clock. */
 export async function dbNow(scope: StatementScope, db: Queryable): Promise<Date> {
   const { rows } = await scope.run<{ now: Date }>(db, NOW, []);
-  return rows[0]!.now;
+  return onlyRow(rows, 'now').now;
 }
