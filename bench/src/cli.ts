@@ -15,7 +15,9 @@ const log = (line: string) => process.stderr.write(`${((Date.now() - started) / 
 // with a stack that names no system: say which run it happened in, then exit.
 const crash = (kind: string) => (err: unknown) => {
   const run = runInFlight();
-  log(`bench: ${kind}${run ? ` during ${run} (that system left something unhandled, e.g. a connection without an 'error' listener)` : ''}: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+  log(
+    `bench: ${kind}${run ? ` during ${run} (that system left something unhandled, e.g. a connection without an 'error' listener)` : ''}: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`,
+  );
   process.exit(1);
 };
 process.on('uncaughtException', crash('uncaught exception'));

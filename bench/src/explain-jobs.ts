@@ -34,7 +34,8 @@ async function main(): Promise<void> {
     if (name && !captured.has(name)) captured.set(name, c);
     return original(c);
   };
-  const lsn = async (): Promise<bigint> => BigInt((await admin.query<{ b: string }>(`SELECT (pg_current_wal_lsn() - '0/0')::text AS b`)).rows[0]?.b ?? '0');
+  const lsn = async (): Promise<bigint> =>
+    BigInt((await admin.query<{ b: string }>(`SELECT (pg_current_wal_lsn() - '0/0')::text AS b`)).rows[0]?.b ?? '0');
   const perJob = (a: bigint, b: bigint, n: number): number => Math.round(Number(b - a) / n);
   try {
     if (RETAINED > 0) {
@@ -47,7 +48,9 @@ async function main(): Promise<void> {
     }
     let t = await lsn();
     for (let from = 0; from < JOBS; from += 1_000) {
-      await store.enqueue(Array.from({ length: Math.min(1_000, JOBS - from) }, (_, k) => ({ queue: 'bench', type: 'noop', payload: { i: from + k } })));
+      await store.enqueue(
+        Array.from({ length: Math.min(1_000, JOBS - from) }, (_, k) => ({ queue: 'bench', type: 'noop', payload: { i: from + k } })),
+      );
     }
     const enqueueWal = perJob(t, await lsn(), JOBS);
     await admin.query(`ANALYZE "${schema}".q_jobs`);
@@ -61,8 +64,17 @@ async function main(): Promise<void> {
       await store.complete(jobs.map((j) => ({ id: j.id, leaseToken: j.leaseToken, status: 'succeeded' as const, result: null })));
       completeWal += (await lsn()) - t2;
     }
-    const stats = (await admin.query(`SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'q_jobs'`, [schema])).rows[0];
-    console.log(JSON.stringify({ jobs: JOBS, retained: RETAINED, walBytesPerJob: { enqueue: enqueueWal, claim: Number(claimWal) / JOBS, complete: Number(completeWal) / JOBS }, stats }));
+    const stats = (
+      await admin.query(`SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'q_jobs'`, [schema])
+    ).rows[0];
+    console.log(
+      JSON.stringify({
+        jobs: JOBS,
+        retained: RETAINED,
+        walBytesPerJob: { enqueue: enqueueWal, claim: Number(claimWal) / JOBS, complete: Number(completeWal) / JOBS },
+        stats,
+      }),
+    );
 
     // One more batch, EXPLAINed (in a transaction rolled back, so nothing changes).
     await store.enqueue(Array.from({ length: BATCH }, (_, k) => ({ queue: 'bench', type: 'noop', payload: { i: k } })));
@@ -78,10 +90,23 @@ async function main(): Promise<void> {
           const claimCfg = captured.get('q_jobs_claim');
           if (!claimCfg) throw new Error('the claim statement was not captured');
           const { rows } = await c.query<{ id: string; lease_token: string }>({ text: claimCfg.text, values: claimCfg.values ?? [] });
-          values = [rows.map((r) => r.id), rows.map((r) => r.lease_token), rows.map(() => 'succeeded'), rows.map(() => 'null'), rows.map(() => null), rows.map(() => null), rows.map(() => null)];
+          values = [
+            rows.map((r) => r.id),
+            rows.map((r) => r.lease_token),
+            rows.map(() => 'succeeded'),
+            rows.map(() => 'null'),
+            rows.map(() => null),
+            rows.map(() => null),
+            rows.map(() => null),
+          ];
         }
-        const plan = await c.query<{ 'QUERY PLAN': string }>({ text: `EXPLAIN (ANALYZE, BUFFERS, WAL, COSTS OFF, TIMING OFF) ${cfg.text}`, values });
-        console.log(`\n-- ${name} (${BATCH} jobs${RETAINED ? `, ${RETAINED} retained` : ''})\n${plan.rows.map((r) => r['QUERY PLAN']).join('\n')}`);
+        const plan = await c.query<{ 'QUERY PLAN': string }>({
+          text: `EXPLAIN (ANALYZE, BUFFERS, WAL, COSTS OFF, TIMING OFF) ${cfg.text}`,
+          values,
+        });
+        console.log(
+          `\n-- ${name} (${BATCH} jobs${RETAINED ? `, ${RETAINED} retained` : ''})\n${plan.rows.map((r) => r['QUERY PLAN']).join('\n')}`,
+        );
         await c.query('ROLLBACK');
       }
     } finally {

@@ -26,7 +26,9 @@ export function startTracing(): BenchTracing {
   const manager = new AsyncLocalStorageContextManager().enable();
   context.setGlobalContextManager(manager);
   const exporter = new CountingExporter();
-  const provider = new BasicTracerProvider({ spanProcessors: [new BatchSpanProcessor(exporter, { maxQueueSize: 65_536, maxExportBatchSize: 2_048 })] });
+  const provider = new BasicTracerProvider({
+    spanProcessors: [new BatchSpanProcessor(exporter, { maxQueueSize: 65_536, maxExportBatchSize: 2_048 })],
+  });
   return {
     provider,
     async shutdown() {

@@ -105,17 +105,21 @@ describe('every bench system survives its connections being terminated', () => {
     })),
   ];
   for (const s of systems) {
-    it(s.name, async () => {
-      const db = await freshDatabase(testDatabaseUrl());
-      try {
-        const h = await s.open(db.dsn);
-        await h.touch();
-        expect(await terminateAll(db.name)).toBeGreaterThan(0);
-        await new Promise((r) => setTimeout(r, 300)); // let every terminated connection report its error
-        await h.close().catch(() => undefined); // a store may reject on dead connections; it must not crash
-      } finally {
-        await db.drop();
-      }
-    }, 60_000);
+    it(
+      s.name,
+      async () => {
+        const db = await freshDatabase(testDatabaseUrl());
+        try {
+          const h = await s.open(db.dsn);
+          await h.touch();
+          expect(await terminateAll(db.name)).toBeGreaterThan(0);
+          await new Promise((r) => setTimeout(r, 300)); // let every terminated connection report its error
+          await h.close().catch(() => undefined); // a store may reject on dead connections; it must not crash
+        } finally {
+          await db.drop();
+        }
+      },
+      60_000,
+    );
   }
 });

@@ -36,7 +36,10 @@ describe('pnpm bench --smoke', () => {
     expect(r.stdout).toContain('| scenario | metric | system | min | median | max | runs | q advantage |');
 
     const listed = await cli(['--list']);
-    const names = listed.stdout.trim().split('\n').map((l) => l.split('\t')[0]);
+    const names = listed.stdout
+      .trim()
+      .split('\n')
+      .map((l) => l.split('\t')[0]);
     expect(names.length).toBeGreaterThan(5);
     const files = fs.readdirSync(out);
     const json = files.find((f) => f.endsWith('.json'));
@@ -57,7 +60,12 @@ describe('pnpm bench --smoke', () => {
       // The peers and the raw-SQL limit never depend on a q package: they always run.
       for (const sys of s.systems.filter((x) => !x.system.startsWith('q'))) expect(sys.skipped, `${s.name}/${sys.system}`).toBeUndefined();
     }
-    expect(fs.readFileSync(path.join(out, png as string)).subarray(1, 4).toString()).toBe('PNG');
+    expect(
+      fs
+        .readFileSync(path.join(out, png as string))
+        .subarray(1, 4)
+        .toString(),
+    ).toBe('PNG');
   });
 
   it('rejects an unknown scenario before touching the database', async () => {

@@ -101,9 +101,10 @@ export async function startWorkerApp(config: WorkerConfig, opts: WorkerAppOption
     const running = worker.run(stopConsuming.signal);
     let draining = false;
 
-    const scheduler = config.purgeIntervalMs > 0 && config.queues.includes('maintenance')
-      ? startPurgeScheduler(queue, config.purgeIntervalMs, childLogger(log, { component: 'scheduler' }))
-      : undefined;
+    const scheduler =
+      config.purgeIntervalMs > 0 && config.queues.includes('maintenance')
+        ? startPurgeScheduler(queue, config.purgeIntervalMs, childLogger(log, { component: 'scheduler' }))
+        : undefined;
 
     const api = buildAdminServer({
       jobs: queue,
@@ -125,7 +126,10 @@ export async function startWorkerApp(config: WorkerConfig, opts: WorkerAppOption
     const addr = api.server.address();
     const port = typeof addr === 'object' && addr ? addr.port : config.port;
     const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
-    log.info({ url, queues: config.queues, concurrency: config.concurrency, auth: config.adminToken ? 'bearer' : 'none (insecure-local)' }, 'akerdock-worker started');
+    log.info(
+      { url, queues: config.queues, concurrency: config.concurrency, auth: config.adminToken ? 'bearer' : 'none (insecure-local)' },
+      'akerdock-worker started',
+    );
 
     let stopping: Promise<void> | undefined;
     return {

@@ -3,9 +3,7 @@ import { QError, QErrorCode, isQError, validateDsn } from '@q/schema';
 import { parseDuration } from './duration.js';
 
 /** The logical queues the reference worker consumes (docs/design/jobs.md#known-queues). */
-export const KNOWN_QUEUES: readonly string[] = [
-  'default', 'deploy', 'backup', 'cleanup', 'notify', 'maintenance', 'webhook', 'task',
-];
+export const KNOWN_QUEUES: readonly string[] = ['default', 'deploy', 'backup', 'cleanup', 'notify', 'maintenance', 'webhook', 'task'];
 
 /** Everything the worker process needs, resolved from flags and environment. */
 export interface WorkerConfig {
@@ -165,7 +163,9 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
   };
 
   const queues = (pick('queues', 'AKERDOCK_QUEUES') ?? KNOWN_QUEUES.join(','))
-    .split(',').map((q) => q.trim()).filter(Boolean);
+    .split(',')
+    .map((q) => q.trim())
+    .filter(Boolean);
   const unknown = queues.filter((q) => !KNOWN_QUEUES.includes(q));
   if (queues.length === 0 || unknown.length > 0) {
     throw configError(`--queues: unknown queue(s) ${JSON.stringify(unknown)} (known: ${KNOWN_QUEUES.join(', ')})`);

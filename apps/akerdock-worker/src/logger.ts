@@ -47,21 +47,22 @@ export function usePrettyLogs(format: LogFormat, isTTY: boolean): boolean {
  * The second argument may be a destination stream (the JSON format, for tests) or options.
  */
 export function createLogger(level: string, destinationOrOptions?: pino.DestinationStream | LoggerOptions): pino.Logger {
-  const opts: LoggerOptions = destinationOrOptions === undefined || 'write' in destinationOrOptions
-    ? { destination: destinationOrOptions as pino.DestinationStream | undefined, format: 'json' }
-    : destinationOrOptions;
+  const opts: LoggerOptions =
+    destinationOrOptions === undefined || 'write' in destinationOrOptions
+      ? { destination: destinationOrOptions as pino.DestinationStream | undefined, format: 'json' }
+      : destinationOrOptions;
   const isTTY = opts.isTTY ?? process.stdout.isTTY === true;
   const pretty = usePrettyLogs(opts.format ?? 'auto', isTTY);
   const destination = pretty
     ? pinoPretty({
-      // Synchronous, in this thread: no worker transport, nothing lost on process.exit.
-      sync: true,
-      // Colours only for a terminal, and never against the NO_COLOR convention.
-      colorize: isTTY && !process.env.NO_COLOR,
-      translateTime: 'SYS:HH:MM:ss.l',
-      ignore: 'pid,hostname,service',
-      destination: opts.destination ?? 1,
-    })
+        // Synchronous, in this thread: no worker transport, nothing lost on process.exit.
+        sync: true,
+        // Colours only for a terminal, and never against the NO_COLOR convention.
+        colorize: isTTY && !process.env.NO_COLOR,
+        translateTime: 'SYS:HH:MM:ss.l',
+        ignore: 'pid,hostname,service',
+        destination: opts.destination ?? 1,
+      })
     : opts.destination;
   return pino(
     {

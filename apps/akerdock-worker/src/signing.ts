@@ -27,10 +27,12 @@ export function verifyWebhook(
   opts: { nowSeconds?: number; toleranceSeconds?: number } = {},
 ): boolean {
   if (!header) return false;
-  const parts = new Map(header.split(',').map((kv) => {
-    const i = kv.indexOf('=');
-    return [kv.slice(0, i).trim(), kv.slice(i + 1).trim()] as const;
-  }));
+  const parts = new Map(
+    header.split(',').map((kv) => {
+      const i = kv.indexOf('=');
+      return [kv.slice(0, i).trim(), kv.slice(i + 1).trim()] as const;
+    }),
+  );
   const t = Number(parts.get('t'));
   const v1 = parts.get('v1') ?? '';
   if (!Number.isInteger(t) || !/^[0-9a-f]{64}$/.test(v1)) return false;

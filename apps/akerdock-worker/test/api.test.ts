@@ -30,8 +30,13 @@ describe('auth', () => {
   it('answers 401 without a token and 403 with a wrong one, on every job route', async () => {
     const job = await enqueue({ type: 'report.build' });
     const routes: Array<[string, string]> = [
-      ['GET', '/jobs'], ['POST', '/jobs'], ['GET', `/jobs/${job.uuid}`], ['POST', `/jobs/${job.uuid}/retry`],
-      ['POST', `/jobs/${job.uuid}/forget`], ['POST', `/jobs/${job.uuid}/cancel`], ['GET', '/nope'],
+      ['GET', '/jobs'],
+      ['POST', '/jobs'],
+      ['GET', `/jobs/${job.uuid}`],
+      ['POST', `/jobs/${job.uuid}/retry`],
+      ['POST', `/jobs/${job.uuid}/forget`],
+      ['POST', `/jobs/${job.uuid}/cancel`],
+      ['GET', '/nope'],
     ];
     for (const [method, path] of routes) {
       const none = await api(app.url, method, path, { token: null, body: method === 'POST' ? { type: 'x' } : undefined });
@@ -49,7 +54,10 @@ describe('auth', () => {
   });
 
   it('needs no token with --insecure-local (loopback only)', async () => {
-    const parsed = parseConfig(['--dsn', schema.dsn, '--listen', '127.0.0.1:0', '--insecure-local', '--queues', 'notify', '--purge-interval', '0'], {});
+    const parsed = parseConfig(
+      ['--dsn', schema.dsn, '--listen', '127.0.0.1:0', '--insecure-local', '--queues', 'notify', '--purge-interval', '0'],
+      {},
+    );
     if (parsed.help) throw new Error('help');
     const open = await startWorkerApp(parsed.config);
     try {
@@ -72,8 +80,14 @@ describe('validation', () => {
   it('refuses bad bodies with 400 and a JSON error, writing nothing', async () => {
     const before = (await api(app.url, 'GET', '/jobs?limit=100')).json as { data: JobJson[] };
     const bad: unknown[] = [
-      {}, { type: '' }, { type: 7 }, { type: 'x', bogus: 1 }, { type: 'x', max_attempts: 0 },
-      { type: 'x', priority: 1.5 }, { type: 'x', run_at: 'tomorrow' }, { type: 'x', queue: '' },
+      {},
+      { type: '' },
+      { type: 7 },
+      { type: 'x', bogus: 1 },
+      { type: 'x', max_attempts: 0 },
+      { type: 'x', priority: 1.5 },
+      { type: 'x', run_at: 'tomorrow' },
+      { type: 'x', queue: '' },
     ];
     for (const body of bad) {
       const r = await api(app.url, 'POST', '/jobs', { body });
@@ -102,8 +116,9 @@ describe('validation', () => {
       expect(r.status, limit).toBe(400);
       expect(errorCode(r.json)).toBe('invalid_request');
     }
-    expect(((await api(app.url, 'GET', '/jobs?limit=0')).json as { error: { message: string } }).error.message)
-      .toBe('limit must be between 1 and 100');
+    expect(((await api(app.url, 'GET', '/jobs?limit=0')).json as { error: { message: string } }).error.message).toBe(
+      'limit must be between 1 and 100',
+    );
     expect((await api(app.url, 'GET', '/jobs?status=failed')).status).toBe(400);
     for (const cursor of ['garbage!', 'djE6YWJj' /* v1:abc */, Buffer.from('v2:5').toString('base64url')]) {
       const r = await api(app.url, 'GET', `/jobs?cursor=${cursor}`);
@@ -116,7 +131,12 @@ describe('validation', () => {
 
   it('answers 404 for an unknown uuid and 400 for a malformed one', async () => {
     const unknown = '00000000-0000-4000-8000-000000000000';
-    for (const [method, path] of [['GET', ''], ['POST', '/retry'], ['POST', '/forget'], ['POST', '/cancel']] as const) {
+    for (const [method, path] of [
+      ['GET', ''],
+      ['POST', '/retry'],
+      ['POST', '/forget'],
+      ['POST', '/cancel'],
+    ] as const) {
       const r = await api(app.url, method, `/jobs/${unknown}${path}`);
       expect(r.status, `${method} ${path}`).toBe(404);
       expect(errorCode(r.json)).toBe('not_found');
@@ -127,10 +147,24 @@ describe('validation', () => {
 
 describe('jobs', () => {
   it('enqueues, honours Idempotency-Key, and shows the job', async () => {
-    const a = await enqueue({ type: 'report.build', payload: { n: 1 }, priority: 3, max_attempts: 2, lock_key: 'report:1' }, { 'idempotency-key': 'k-1' });
+    const a = await enqueue(
+      { type: 'report.build', payload: { n: 1 }, priority: 3, max_attempts: 2, lock_key: 'report:1' },
+      { 'idempotency-key': 'k-1' },
+    );
     expect(a).toMatchObject({
-      type: 'report.build', queue: 'default', status: 'queued', payload: { n: 1 }, priority: 3, attempt: 0,
-      max_attempts: 2, lock_key: 'report:1', idempotency_key: 'k-1', steps: [], result: null, error: null, retry_of_id: null,
+      type: 'report.build',
+      queue: 'default',
+      status: 'queued',
+      payload: { n: 1 },
+      priority: 3,
+      attempt: 0,
+      max_attempts: 2,
+      lock_key: 'report:1',
+      idempotency_key: 'k-1',
+      steps: [],
+      result: null,
+      error: null,
+      retry_of_id: null,
     });
     const again = await enqueue({ type: 'something.else', payload: { n: 2 } }, { 'idempotency-key': 'k-1' });
     expect(again.uuid).toBe(a.uuid);

@@ -8,16 +8,36 @@ export const SECRET = 'test-webhook-secret';
 
 /** A worker config for tests: loopback on a free port, token, short timings. */
 export function testConfig(dsn: string, argv: string[] = []): WorkerConfig {
-  const r = parseConfig([
-    '--dsn', dsn, '--listen', '127.0.0.1:0', '--admin-token', TOKEN, '--webhook-secret', SECRET,
-    '--purge-interval', '0', '--log-level', 'silent', '--concurrency', '4', ...argv,
-  ], {});
+  const r = parseConfig(
+    [
+      '--dsn',
+      dsn,
+      '--listen',
+      '127.0.0.1:0',
+      '--admin-token',
+      TOKEN,
+      '--webhook-secret',
+      SECRET,
+      '--purge-interval',
+      '0',
+      '--log-level',
+      'silent',
+      '--concurrency',
+      '4',
+      ...argv,
+    ],
+    {},
+  );
   if (r.help) throw new Error('unexpected --help');
   return r.config;
 }
 
 /** Polls `check` until it returns a value other than `undefined`/`false`, or fails after `timeoutMs`. */
-export async function waitFor<T>(what: string, check: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 60_000): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  check: () => Promise<T | undefined | false> | T | undefined | false,
+  timeoutMs = 60_000,
+): Promise<T> {
   return (await poll(check, { timeoutMs, what, everyMs: 50, done: (v) => v !== undefined && v !== false })) as T;
 }
 

@@ -77,7 +77,12 @@ describe('q-jobs help', () => {
 describe('log format', () => {
   const capture = () => {
     let text = '';
-    const sink = new Writable({ write(chunk: Buffer, _enc, cb) { text += chunk.toString(); cb(); } });
+    const sink = new Writable({
+      write(chunk: Buffer, _enc, cb) {
+        text += chunk.toString();
+        cb();
+      },
+    });
     return { sink, text: () => text };
   };
 
@@ -109,8 +114,20 @@ describe('log format', () => {
   });
 
   it('the worker under a pseudo-terminal logs human lines; through a pipe, JSON', async () => {
-    const args = [...NODE_ARGS, bin('akerdock-worker'), '--dsn', schema.dsn, '--listen', '127.0.0.1:0', '--admin-token', TOKEN,
-      '--queues', 'notify', '--purge-interval', '0'];
+    const args = [
+      ...NODE_ARGS,
+      bin('akerdock-worker'),
+      '--dsn',
+      schema.dsn,
+      '--listen',
+      '127.0.0.1:0',
+      '--admin-token',
+      TOKEN,
+      '--queues',
+      'notify',
+      '--purge-interval',
+      '0',
+    ];
     // `script` gives the child a pty as stdout; its output is copied to our pipe.
     const quoted = [process.execPath, ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
     const child = spawn('script', ['-q', '-e', '-c', quoted, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'] });

@@ -49,9 +49,10 @@ export async function startReceiver(behaviour: Behaviour): Promise<Receiver> {
     url: `http://127.0.0.1:${port}`,
     deliveries,
     byKey,
-    close: () => new Promise<void>((r) => {
-      server.closeAllConnections();
-      server.close(() => r());
-    }),
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
   };
 }

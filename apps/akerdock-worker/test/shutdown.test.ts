@@ -23,22 +23,43 @@ afterAll(async () => {
 });
 
 const row = async (uuid: string) => {
-  const { rows } = await schema.pool().query<{ status: string; attempt: number; steps: unknown; result: unknown }>(
-    'SELECT status, attempt, steps, result FROM q_jobs WHERE uuid = $1', [uuid]);
+  const { rows } = await schema
+    .pool()
+    .query<{ status: string; attempt: number; steps: unknown; result: unknown }>(
+      'SELECT status, attempt, steps, result FROM q_jobs WHERE uuid = $1',
+      [uuid],
+    );
   return rows[0];
 };
 
 describe('graceful shutdown', () => {
   it('records a delivery that finishes during the drain and gives back one that does not', async () => {
-    const w = spawnWorker([
-      '--dsn', schema.dsn, '--listen', '127.0.0.1:0', '--queues', 'webhook', '--concurrency', '2',
-      '--shutdown-timeout', '4s', '--purge-interval', '0', '--log-level', 'info',
-    ], { AKERDOCK_ADMIN_TOKEN: TOKEN, AKERDOCK_WEBHOOK_SECRET: SECRET });
+    const w = spawnWorker(
+      [
+        '--dsn',
+        schema.dsn,
+        '--listen',
+        '127.0.0.1:0',
+        '--queues',
+        'webhook',
+        '--concurrency',
+        '2',
+        '--shutdown-timeout',
+        '4s',
+        '--purge-interval',
+        '0',
+        '--log-level',
+        'info',
+      ],
+      { AKERDOCK_ADMIN_TOKEN: TOKEN, AKERDOCK_WEBHOOK_SECRET: SECRET },
+    );
     try {
       const url = String((await w.line('akerdock-worker started', 120_000)).url);
       const jobs: Record<string, JobJson> = {};
       for (const path of ['/finishes', '/hangs']) {
-        const r = await api(url, 'POST', '/jobs', { body: { queue: 'webhook', type: 'webhook.deliver', payload: { url: `${receiver.url}${path}` } } });
+        const r = await api(url, 'POST', '/jobs', {
+          body: { queue: 'webhook', type: 'webhook.deliver', payload: { url: `${receiver.url}${path}` } },
+        });
         expect(r.status).toBe(201);
         jobs[path] = r.json as JobJson;
       }
@@ -51,7 +72,9 @@ describe('graceful shutdown', () => {
       expect(await w.exited).toBe(0);
 
       expect(await row(jobs['/finishes']?.uuid as string)).toMatchObject({
-        status: 'succeeded', attempt: 1, result: { status: 200, attempt: 1 },
+        status: 'succeeded',
+        attempt: 1,
+        result: { status: 200, attempt: 1 },
         steps: [expect.objectContaining({ name: 'deliver', status: 'succeeded' })],
       });
       const hung = await row(jobs['/hangs']?.uuid as string);

@@ -56,10 +56,12 @@ export function spawnWorker(args: string[], env: NodeJS.ProcessEnv = {}): Worker
       for (const w of waiters.splice(0)) w();
     }
   });
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => {
-    for (const w of waiters.splice(0)) w();
-    resolve(code);
-  }));
+  const exited = new Promise<number | null>((resolve) =>
+    child.once('exit', (code) => {
+      for (const w of waiters.splice(0)) w();
+      resolve(code);
+    }),
+  );
   return {
     child,
     lines,

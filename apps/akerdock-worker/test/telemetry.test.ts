@@ -26,7 +26,9 @@ async function freePort(): Promise<number> {
 
 it('--service-name becomes service.name of the exported metrics (target_info)', async () => {
   const port = await freePort();
-  app = await startWorkerApp(testConfig(schema.dsn, ['--queues', 'notify', '--prometheus-port', String(port), '--service-name', 'billing-worker']));
+  app = await startWorkerApp(
+    testConfig(schema.dsn, ['--queues', 'notify', '--prometheus-port', String(port), '--service-name', 'billing-worker']),
+  );
   const body = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
   expect(body).toMatch(/target_info\{[^}]*service_name="billing-worker"/);
   expect(body).toMatch(/target_info\{[^}]*service_version="\d+\.\d+\.\d+"/);

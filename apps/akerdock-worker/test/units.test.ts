@@ -27,16 +27,29 @@ describe('config', () => {
   it('has the documented defaults (docs/akerdock-worker.md#process)', () => {
     const c = cfg([], { AKERDOCK_ADMIN_TOKEN: TOKEN });
     expect(c).toMatchObject({
-      dsn: undefined, dataDir: '.q/pgdata', concurrency: 10, retryBaseMs: 5_000, shutdownTimeoutMs: 30_000,
-      host: '127.0.0.1', port: 8080, adminToken: TOKEN, insecureLocal: false, bodyLimit: 65_536,
-      purgeAfterMs: 30 * 86_400_000, purgeIntervalMs: 300_000,
+      dsn: undefined,
+      dataDir: '.q/pgdata',
+      concurrency: 10,
+      retryBaseMs: 5_000,
+      shutdownTimeoutMs: 30_000,
+      host: '127.0.0.1',
+      port: 8080,
+      adminToken: TOKEN,
+      insecureLocal: false,
+      bodyLimit: 65_536,
+      purgeAfterMs: 30 * 86_400_000,
+      purgeIntervalMs: 300_000,
     });
     expect(c.queues).toEqual(['default', 'deploy', 'backup', 'cleanup', 'notify', 'maintenance', 'webhook', 'task']);
   });
 
   it('prefers flags over environment', () => {
-    const c = cfg(['--concurrency', '3', '--retry-base', '200ms', '--dsn', 'postgres://x@h/db'],
-      { AKERDOCK_WORKER_CONCURRENCY: '7', AKERDOCK_RETRY_BASE: '9s', DATABASE_URL: 'postgres://y@h/db', AKERDOCK_ADMIN_TOKEN: TOKEN });
+    const c = cfg(['--concurrency', '3', '--retry-base', '200ms', '--dsn', 'postgres://x@h/db'], {
+      AKERDOCK_WORKER_CONCURRENCY: '7',
+      AKERDOCK_RETRY_BASE: '9s',
+      DATABASE_URL: 'postgres://y@h/db',
+      AKERDOCK_ADMIN_TOKEN: TOKEN,
+    });
     expect(c.concurrency).toBe(3);
     expect(c.retryBaseMs).toBe(200);
     expect(c.dsn).toBe('postgres://x@h/db');
@@ -63,15 +76,20 @@ describe('config', () => {
 
   it('rejects an unknown log level or format and a DSN that is not Postgres as CONFIG errors', () => {
     const env = { AKERDOCK_ADMIN_TOKEN: TOKEN };
-    expect(configError(() => cfg(['--log-level', 'loud'], env))).toMatch(/--log-level must be one of fatal, error, warn, info, debug, trace, silent, got "loud"/);
+    expect(configError(() => cfg(['--log-level', 'loud'], env))).toMatch(
+      /--log-level must be one of fatal, error, warn, info, debug, trace, silent, got "loud"/,
+    );
     expect(configError(() => cfg([], { ...env, AKERDOCK_LOG_LEVEL: 'verbose' }))).toMatch(/verbose/);
     expect(configError(() => cfg(['--log-format', 'xml'], env))).toMatch(/--log-format must be one of auto, pretty, json/);
     const dsn = configError(() => cfg(['--dsn', 'mysql://app:hunter2-secret@db/app'], env));
     expect(dsn).toMatch(/--dsn: unsupported DSN scheme/);
     expect(dsn).not.toContain('hunter2-secret');
     expect(configError(() => cfg([], { ...env, DATABASE_URL: 'sqlite:///tmp/x' }))).toMatch(/--dsn/);
-    expect(cfg(['--dsn', 'postgresql://u@h/db', '--log-level', 'debug', '--log-format', 'json'], env))
-      .toMatchObject({ dsn: 'postgresql://u@h/db', logLevel: 'debug', logFormat: 'json' });
+    expect(cfg(['--dsn', 'postgresql://u@h/db', '--log-level', 'debug', '--log-format', 'json'], env)).toMatchObject({
+      dsn: 'postgresql://u@h/db',
+      logLevel: 'debug',
+      logFormat: 'json',
+    });
     expect(cfg([], env)).toMatchObject({ logLevel: 'info', logFormat: 'auto', serviceName: 'akerdock-worker' });
     expect(cfg(['--service-name', 'billing-worker'], env).serviceName).toBe('billing-worker');
     expect(cfg([], { ...env, OTEL_SERVICE_NAME: 'from-env' }).serviceName).toBe('from-env');
@@ -116,11 +134,20 @@ describe('webhook signature', () => {
 
 describe('OpenAPI document', () => {
   it('describes every route from the validation schemas', () => {
-    const doc = openApiDocument('1.2.3') as { openapi: string; paths: Record<string, Record<string, { parameters?: Array<{ name: string; in: string }> }>> };
+    const doc = openApiDocument('1.2.3') as {
+      openapi: string;
+      paths: Record<string, Record<string, { parameters?: Array<{ name: string; in: string }> }>>;
+    };
     expect(doc.openapi).toBe('3.1.0');
-    expect(Object.keys(doc.paths).sort()).toEqual(
-      ['/healthz', '/jobs', '/jobs/{uuid}', '/jobs/{uuid}/cancel', '/jobs/{uuid}/forget', '/jobs/{uuid}/retry', '/readyz'],
-    );
+    expect(Object.keys(doc.paths).sort()).toEqual([
+      '/healthz',
+      '/jobs',
+      '/jobs/{uuid}',
+      '/jobs/{uuid}/cancel',
+      '/jobs/{uuid}/forget',
+      '/jobs/{uuid}/retry',
+      '/readyz',
+    ]);
     expect(Object.keys(doc.paths['/jobs'] ?? {}).sort()).toEqual(['get', 'post']);
     const listParams = doc.paths['/jobs']?.get?.parameters?.map((p) => `${p.in}:${p.name}`);
     expect(listParams).toEqual(['query:status', 'query:queue', 'query:type', 'query:cursor', 'query:limit']);

@@ -32,16 +32,22 @@ afterAll(async () => {
 });
 
 const count = async (status: string) => {
-  const { rows } = await schema.pool().query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs WHERE job_type = 'webhook.deliver' AND status = $1`, [status]);
+  const { rows } = await schema
+    .pool()
+    .query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs WHERE job_type = 'webhook.deliver' AND status = $1`, [status]);
   return rows[0]?.n ?? 0;
 };
 
 describe('webhook.deliver', () => {
   it('delivers 1,000 webhooks through 20 % first-attempt 503s, each signed and carrying its idempotency key', async () => {
     const N = 1_000;
-    const jobs = await app.queue.enqueueMany(Array.from({ length: N }, (_, i) => ({
-      queue: 'webhook', type: 'webhook.deliver', payload: { url: `${receiver.url}/hook`, body: { event: 'order.paid', seq: i } },
-    })));
+    const jobs = await app.queue.enqueueMany(
+      Array.from({ length: N }, (_, i) => ({
+        queue: 'webhook',
+        type: 'webhook.deliver',
+        payload: { url: `${receiver.url}/hook`, body: { event: 'order.paid', seq: i } },
+      })),
+    );
     await waitFor('1,000 deliveries', async () => (await count('succeeded')) >= N, 100_000);
     expect(await count('dead_letter')).toBe(0);
 

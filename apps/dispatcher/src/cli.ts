@@ -93,7 +93,8 @@ function clientConfig(): DispatcherConfig {
   });
   if (!cfg.url) {
     const state = readRunState();
-    if (!state) throw new UsageError('no database: pass --dsn (or Q_DSN / a config url), or start `q-dispatcher run` with the embedded default first');
+    if (!state)
+      throw new UsageError('no database: pass --dsn (or Q_DSN / a config url), or start `q-dispatcher run` with the embedded default first');
     cfg.url = state.dsn;
   }
   return cfg;
@@ -112,7 +113,8 @@ function withStore<T>(cfg: DispatcherConfig, command: string, fn: (s: Store) => 
 function oneOf<T extends string>(name: string, allowed: readonly T[], fallback: T): T {
   const raw = flags[name as keyof typeof flags];
   if (raw === undefined) return fallback;
-  if (typeof raw !== 'string' || !allowed.includes(raw as T)) throw new UsageError(`--${name} must be one of ${allowed.join(', ')}, got ${JSON.stringify(raw)}`);
+  if (typeof raw !== 'string' || !allowed.includes(raw as T))
+    throw new UsageError(`--${name} must be one of ${allowed.join(', ')}, got ${JSON.stringify(raw)}`);
   return raw as T;
 }
 
@@ -136,7 +138,9 @@ async function cmdRun(): Promise<void> {
         igw = sim.url;
         logger.info({ url: sim.url }, 'simulated inference endpoint started');
       }
-      document = { queues: [{ queue_name: flags.queue ?? DEFAULT_QUEUE, igw_base_url: igw, ...(flags.route ? { result_queue_name: flags.route } : {}) }] };
+      document = {
+        queues: [{ queue_name: flags.queue ?? DEFAULT_QUEUE, igw_base_url: igw, ...(flags.route ? { result_queue_name: flags.route } : {}) }],
+      };
     }
     const config = loadConfig({ file, document, overrides: overrides() });
     if (!config.url) {
@@ -149,7 +153,10 @@ async function cmdRun(): Promise<void> {
     const otlp = process.env.OTEL_EXPORTER_OTLP_ENDPOINT;
     telemetry = otlp ? startTelemetry({ serviceName: dispatcherServiceName(), serviceVersion: VERSION, otlpEndpoint: otlp }) : undefined;
     dispatcher = await Dispatcher.start({ config, logger, tracerProvider: telemetry?.tracerProvider });
-    logger.info({ owner: dispatcher.owner, healthPort: dispatcher.healthPort, metricsPort: dispatcher.metricsPort, dsn: redactDsn(config.url) }, 'ready');
+    logger.info(
+      { owner: dispatcher.owner, healthPort: dispatcher.healthPort, metricsPort: dispatcher.metricsPort, dsn: redactDsn(config.url) },
+      'ready',
+    );
     await new Promise<void>((resolve) => {
       const onSignal = (sig: string) => {
         logger.info({ signal: sig }, 'stopping');
@@ -207,7 +214,9 @@ async function cmdSubmit(): Promise<void> {
     return raw;
   });
   const batch = Math.max(1, Math.floor(num('batch-size', 500, 1)));
-  const bar = process.stderr.isTTY ? new cliProgress.SingleBar({ stream: process.stderr, format: ' submit {bar} {value}/{total}' }, cliProgress.Presets.shades_classic) : undefined;
+  const bar = process.stderr.isTTY
+    ? new cliProgress.SingleBar({ stream: process.stderr, format: ' submit {bar} {value}/{total}' }, cliProgress.Presets.shades_classic)
+    : undefined;
   await withStore(cfg, 'submit', async (store) => {
     bar?.start(reqs.length, 0);
     try {
@@ -271,7 +280,8 @@ async function cmdDemo(): Promise<void> {
   const dsn = flags.dsn ?? process.env.Q_DSN ?? process.env.SQL_URL;
   // The embedded demo makes its own fresh schema; a given database gets tables only with --migrate.
   // (--saturation gates by an endpoint scrape only: no quota tables.)
-  if (dsn !== undefined) await checkDatabase(dsn, flags.saturation ? ['requests'] : ['requests', 'quota'], { command: 'demo', migrate: flags.migrate === true });
+  if (dsn !== undefined)
+    await checkDatabase(dsn, flags.saturation ? ['requests'] : ['requests', 'quota'], { command: 'demo', migrate: flags.migrate === true });
   if (flags.saturation) {
     const r = await runSaturationDemo({
       requests: Math.floor(num('requests', 3000, 1)),

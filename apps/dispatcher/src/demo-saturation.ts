@@ -58,7 +58,11 @@ export async function runSaturationDemo(opts: SaturationDemoOptions): Promise<{ 
       log(`\n${gated ? `with an endpoint-scrape gate at ${THRESHOLD}` : 'without a gate'}: draining ${opts.requests} requests …`);
       const deadline = Math.floor(Date.now() / 1000) + 600;
       for (let i = 0; i < opts.requests; i += 1000) {
-        const chunk = Array.from({ length: Math.min(1000, opts.requests - i) }, (_, j) => ({ id: `${queue}-${i + j}`, deadline, payload: { model: 'sim', prompt: 'batch' } }));
+        const chunk = Array.from({ length: Math.min(1000, opts.requests - i) }, (_, j) => ({
+          id: `${queue}-${i + j}`,
+          deadline,
+          payload: { model: 'sim', prompt: 'batch' },
+        }));
         await submitRequests(producer, chunk, { queue, route: `${queue}-out` });
       }
       const config = loadConfig({
@@ -79,7 +83,17 @@ export async function runSaturationDemo(opts: SaturationDemoOptions): Promise<{ 
               queue_name: queue,
               igw_base_url: server.url,
               result_queue_name: `${queue}-out`,
-              ...(gated ? { gate_type: 'endpoint-scrape', gate_params: { url: `${server.url}/metrics`, metric: 'vllm:num_requests_running', max_count_per_pod: CAPACITY, threshold: THRESHOLD } } : {}),
+              ...(gated
+                ? {
+                    gate_type: 'endpoint-scrape',
+                    gate_params: {
+                      url: `${server.url}/metrics`,
+                      metric: 'vllm:num_requests_running',
+                      max_count_per_pod: CAPACITY,
+                      threshold: THRESHOLD,
+                    },
+                  }
+                : {}),
             },
           ],
         },
@@ -102,7 +116,9 @@ export async function runSaturationDemo(opts: SaturationDemoOptions): Promise<{ 
       const run = { gated, seconds, maxSaturation: server.maxSaturation(), p99Ms: p.p99, timeline: [...server.timeline()] };
       runs.push(run);
       log(chart(run.timeline, THRESHOLD));
-      log(`  ${got}/${opts.requests} results in ${seconds.toFixed(1)} s; max saturation ${run.maxSaturation.toFixed(2)}; interactive p99 ${p.p99.toFixed(0)} ms (${(p.p99 / unloaded.p99).toFixed(2)}× unloaded ${unloaded.p99.toFixed(0)} ms)`);
+      log(
+        `  ${got}/${opts.requests} results in ${seconds.toFixed(1)} s; max saturation ${run.maxSaturation.toFixed(2)}; interactive p99 ${p.p99.toFixed(0)} ms (${(p.p99 / unloaded.p99).toFixed(2)}× unloaded ${unloaded.p99.toFixed(0)} ms)`,
+      );
     }
     return { unloadedP99Ms: unloaded.p99, runs };
   } finally {
@@ -115,7 +131,10 @@ export function chart(points: SaturationPoint[], threshold: number, width = 60, 
   if (points.length === 0) return '  (no samples)';
   const top = Math.max(1, Math.ceil(Math.max(...points.map((p) => p.saturation)) * 2) / 2);
   const cols = Array.from({ length: width }, (_, c) => {
-    const slice = points.slice(Math.floor((c * points.length) / width), Math.max(Math.floor(((c + 1) * points.length) / width), Math.floor((c * points.length) / width) + 1));
+    const slice = points.slice(
+      Math.floor((c * points.length) / width),
+      Math.max(Math.floor(((c + 1) * points.length) / width), Math.floor((c * points.length) / width) + 1),
+    );
     return Math.max(...slice.map((p) => p.saturation));
   });
   const lines: string[] = [];

@@ -76,7 +76,12 @@ export async function runDemo(opts: DemoOptions): Promise<DemoSummary> {
   }
 }
 
-async function demoOn(dsn: string, opts: DemoOptions, log: (line: string) => void, cleanups: Array<() => Promise<unknown>>): Promise<DemoSummary> {
+async function demoOn(
+  dsn: string,
+  opts: DemoOptions,
+  log: (line: string) => void,
+  cleanups: Array<() => Promise<unknown>>,
+): Promise<DemoSummary> {
   const sim = await startInferenceServer({
     behaviour: simulated({ latencyMs: opts.latencyMs, rate429: opts.rate429, rate503: opts.rate503, retryAfterSeconds: 1 }),
     record: false,
@@ -95,7 +100,14 @@ async function demoOn(dsn: string, opts: DemoOptions, log: (line: string) => voi
       max_connections: 12,
       health_port: -1,
       metrics_port: -1,
-      queues: [{ queue_name: queue, igw_base_url: sim.url, result_queue_name: route, gates: [{ kind: 'concurrency', limit: opts.limit, wait_ms: 2000 }] }],
+      queues: [
+        {
+          queue_name: queue,
+          igw_base_url: sim.url,
+          result_queue_name: route,
+          gates: [{ kind: 'concurrency', limit: opts.limit, wait_ms: 2000 }],
+        },
+      ],
     },
   });
   const submittedAt = new Map<string, number>();
@@ -115,12 +127,18 @@ async function demoOn(dsn: string, opts: DemoOptions, log: (line: string) => voi
   let completed = 0;
   const bar = opts.out.isTTY
     ? new cliProgress.SingleBar(
-        { stream: opts.out as NodeJS.WritableStream as never, format: ' {bar} {value}/{total} results | {rate}/s | {eta_formatted} left', etaBuffer: 200 },
+        {
+          stream: opts.out as NodeJS.WritableStream as never,
+          format: ' {bar} {value}/{total} results | {rate}/s | {eta_formatted} left',
+          etaBuffer: 200,
+        },
         cliProgress.Presets.shades_classic,
       )
     : undefined;
   try {
-    log(`simulated endpoint ${sim.url} (latency ${opts.latencyMs[0]}–${opts.latencyMs[1]} ms, 429 ${pct(opts.rate429)}, 503 ${pct(opts.rate503)})`);
+    log(
+      `simulated endpoint ${sim.url} (latency ${opts.latencyMs[0]}–${opts.latencyMs[1]} ms, 429 ${pct(opts.rate429)}, 503 ${pct(opts.rate503)})`,
+    );
     log(`submitting ${opts.requests} requests over ${opts.tenants} tenants, concurrency gate ${opts.limit} per tenant …`);
     bar?.start(opts.requests, 0, { rate: '0' });
     const deadline = Math.floor(Date.now() / 1000) + opts.deadlineSeconds;

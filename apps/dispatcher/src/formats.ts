@@ -60,13 +60,7 @@ export interface ResultMessage {
 }
 
 /** `error_code` values of non-HTTP failures. */
-export type ErrorCode =
-  | 'DEADLINE_EXCEEDED'
-  | 'CANCELLED'
-  | 'GATE_DROPPED'
-  | 'GATE_ERROR'
-  | 'INFERENCE_ERROR'
-  | 'INVALID_REQUEST';
+export type ErrorCode = 'DEADLINE_EXCEEDED' | 'CANCELLED' | 'GATE_DROPPED' | 'GATE_ERROR' | 'INFERENCE_ERROR' | 'INVALID_REQUEST';
 
 /** A new random request generation token: 16 bytes, hex. */
 export function newRequestToken(): string {

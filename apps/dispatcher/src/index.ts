@@ -12,7 +12,17 @@ export { createHandler, DEFAULT_ROUTE, type HandlerDeps } from './pipeline/handl
 export type { CancelSource, Key, Outcome, QueuedRequest, QuotaPort, Release } from './pipeline/ports.js';
 export { DEFAULT_QUEUE, popResults, submitRequests, type PoppedResult, type SubmitTarget } from './client/producer.js';
 export { startEndpoint, type Endpoint, type EndpointSources } from './service/http-endpoints.js';
-export { completionBody, simulated, startInferenceServer, type Action, type Behaviour, type Call, type InferenceServer, type InferenceServerOptions, type SimulationOptions } from './sim/server.js';
+export {
+  completionBody,
+  simulated,
+  startInferenceServer,
+  type Action,
+  type Behaviour,
+  type Call,
+  type InferenceServer,
+  type InferenceServerOptions,
+  type SimulationOptions,
+} from './sim/server.js';
 export { formatStatus, queueStatus, EXPIRING_WINDOWS, type QueueStatus } from './status.js';
 export { Dispatcher, dispatcherServiceName, type DispatcherOptions } from './service/dispatcher.js';
 export { formatSummary, runDemo, type DemoOptions, type DemoSummary } from './demo.js';

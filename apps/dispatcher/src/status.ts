@@ -40,7 +40,11 @@ export function formatStatus(all: QueueStatus[]): string {
   for (const s of all) {
     out.push(`queue ${s.queue}`);
     out.push(`  backlog            ${s.backlog} pending`);
-    out.push(`  expiring within    ${Object.entries(s.expiring).map(([w, n]) => `${w}: ${n}`).join(', ')}`);
+    out.push(
+      `  expiring within    ${Object.entries(s.expiring)
+        .map(([w, n]) => `${w}: ${n}`)
+        .join(', ')}`,
+    );
     out.push(`  results waiting    ${s.resultsWaiting} on route ${s.route}`);
     if (s.owners.length === 0) out.push('  partitions         none yet (no dispatcher has started on this queue)');
     for (const o of s.owners) {

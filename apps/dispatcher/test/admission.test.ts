@@ -5,7 +5,14 @@ import { describe, expect, it } from 'vitest';
 import type { GateConfig } from '../src/config/schema.js';
 import { KeyLoad, returnRate } from '../src/pipeline/admission.js';
 
-const gate = (limit: number): GateConfig => ({ kind: 'concurrency', attribute: 'userid', limit, window_ms: 1000, prefix: 'quota:', wait_ms: 1000 });
+const gate = (limit: number): GateConfig => ({
+  kind: 'concurrency',
+  attribute: 'userid',
+  limit,
+  window_ms: 1000,
+  prefix: 'quota:',
+  wait_ms: 1000,
+});
 
 describe('admission return pace', () => {
   it('follows the measured slot hold time: 8 slots held 50 ms each get at least 320 back a second', () => {

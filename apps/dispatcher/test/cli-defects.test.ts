@@ -112,8 +112,7 @@ describe('commands on a database without q tables', () => {
     await empty?.drop();
   });
 
-  const tables = async () =>
-    count(`SELECT count(*) AS n FROM pg_tables WHERE schemaname = $1`, [empty.name]);
+  const tables = async () => count(`SELECT count(*) AS n FROM pg_tables WHERE schemaname = $1`, [empty.name]);
 
   it('status and demo --dsn say so and exit 2 without creating anything; status --migrate creates them', async () => {
     const st = f.startCli(['status', '--dsn', empty.dsn]);
@@ -186,7 +185,9 @@ describe('log format', () => {
   it('`run` under a pseudo-terminal logs human lines; through a pipe, JSON with epoch-ms times', async () => {
     const args = ['run', '--dsn', f.schema.dsn, '--igw-base-url', f.server.url, '--queue', 'logq', '--health-port=-1', '--metrics-port=-1'];
     const cli = path.join(path.dirname(new URL(import.meta.url).pathname), '..', 'src', 'cli.ts');
-    const quoted = [process.execPath, '--conditions=q-source', '--import', 'tsx', cli, ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
+    const quoted = [process.execPath, '--conditions=q-source', '--import', 'tsx', cli, ...args]
+      .map((a) => `'${a.replace(/'/g, `'\\''`)}'`)
+      .join(' ');
     // `script` gives the child a terminal as stdout and stderr; its output is copied to our pipe.
     const child = spawn('script', ['-q', '-e', '-c', quoted, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'], cwd: path.dirname(cli) });
     let out = '';
@@ -211,10 +212,16 @@ describe('log format', () => {
 
     const piped = f.startCli(args);
     const deadlineAt = Date.now() + 60_000;
-    while (!/"msg":"ready"/.test(piped.err()) && Date.now() < deadlineAt && piped.child.exitCode === null) await new Promise((r) => setTimeout(r, 100));
+    while (!/"msg":"ready"/.test(piped.err()) && Date.now() < deadlineAt && piped.child.exitCode === null)
+      await new Promise((r) => setTimeout(r, 100));
     piped.child.kill('SIGTERM');
     expect(await piped.exit).toBe(0);
-    const json = JSON.parse(piped.err().split('\n').find((l) => l.includes('"msg":"ready"')) as string) as { time: unknown; level: unknown };
+    const json = JSON.parse(
+      piped
+        .err()
+        .split('\n')
+        .find((l) => l.includes('"msg":"ready"')) as string,
+    ) as { time: unknown; level: unknown };
     expect(typeof json.time).toBe('number');
     expect(json.level).toBe(30);
   }, 150_000);

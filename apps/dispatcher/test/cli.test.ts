@@ -9,7 +9,10 @@ const f = useCliFixture();
 describe('CLI', () => {
   it('a bad config is refused with a clear error naming the field', async () => {
     const cfg = path.join(f.tmp, 'bad.yaml');
-    fs.writeFileSync(cfg, 'queues:\n  - queue_name: q\n    igw_base_url: http://127.0.0.1:1\n    gates:\n      - kind: concurrency\n        limit: -2\n');
+    fs.writeFileSync(
+      cfg,
+      'queues:\n  - queue_name: q\n    igw_base_url: http://127.0.0.1:1\n    gates:\n      - kind: concurrency\n        limit: -2\n',
+    );
     const p = f.startCli(['run', '--config', cfg]);
     expect(await p.exit).toBe(2);
     expect(p.err()).toContain('config: queues[0].gates[0].limit must be >= 1');

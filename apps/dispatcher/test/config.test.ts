@@ -5,11 +5,18 @@ import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config/load.js';
 import { configError, configQueue as queue } from './helpers.js';
 
-
 describe('config', () => {
   it('applies the docs/design/dispatcher.md#configuration-defaults defaults', () => {
     const c = loadConfig({ env: {}, document: { queues: [queue] } });
-    expect(c).toMatchObject({ lease_ttl_seconds: 30, handoff_timeout_seconds: 900, poll_interval_ms: 1000, batch_size: 10, concurrency: 64, result_batch_size: 32, max_connections: 32 });
+    expect(c).toMatchObject({
+      lease_ttl_seconds: 30,
+      handoff_timeout_seconds: 900,
+      poll_interval_ms: 1000,
+      batch_size: 10,
+      concurrency: 64,
+      result_batch_size: 32,
+      max_connections: 32,
+    });
     expect(c.queues[0]).toMatchObject({ request_path_url: '/v1/completions', result_ttl_seconds: 0, labels: {}, gates: [] });
     expect(c.url).toBeUndefined();
   });
@@ -17,10 +24,20 @@ describe('config', () => {
   it('reads YAML and JSON files; env overrides the file and flags override env', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qcfg-'));
     const y = path.join(dir, 'c.yaml');
-    fs.writeFileSync(y, `concurrency: 5\nqueues:\n  - queue_name: a\n    igw_base_url: http://x:1\n    gates:\n      - kind: concurrency\n        limit: 3\n`);
+    fs.writeFileSync(
+      y,
+      `concurrency: 5\nqueues:\n  - queue_name: a\n    igw_base_url: http://x:1\n    gates:\n      - kind: concurrency\n        limit: 3\n`,
+    );
     const j = path.join(dir, 'c.json');
     fs.writeFileSync(j, JSON.stringify({ batch_size: 7, queues: [queue] }));
-    expect(loadConfig({ file: y, env: {} }).queues[0]?.gates[0]).toEqual({ kind: 'concurrency', limit: 3, attribute: 'userid', window_ms: 60000, prefix: 'quota:', wait_ms: 1000 });
+    expect(loadConfig({ file: y, env: {} }).queues[0]?.gates[0]).toEqual({
+      kind: 'concurrency',
+      limit: 3,
+      attribute: 'userid',
+      window_ms: 60000,
+      prefix: 'quota:',
+      wait_ms: 1000,
+    });
     expect(loadConfig({ file: y, env: { Q_CONCURRENCY: '9' } }).concurrency).toBe(9);
     expect(loadConfig({ file: y, env: { Q_CONCURRENCY: '9' }, overrides: { concurrency: '11' } }).concurrency).toBe(11);
     expect(loadConfig({ file: j, env: {} }).batch_size).toBe(7);
@@ -47,8 +64,12 @@ describe('config', () => {
   });
 
   it('rejects bad overrides and unreadable files with the field or file named', () => {
-    expect(configError(() => loadConfig({ env: { Q_CONCURRENCY: 'lots' }, document: { queues: [queue] } })).message).toContain('concurrency (from Q_CONCURRENCY) must be a number');
-    expect(configError(() => loadConfig({ env: {}, document: { queues: [queue] }, overrides: { 'lease-ttl-seconds': '-1' } })).message).toContain('lease_ttl_seconds must be > 0');
+    expect(configError(() => loadConfig({ env: { Q_CONCURRENCY: 'lots' }, document: { queues: [queue] } })).message).toContain(
+      'concurrency (from Q_CONCURRENCY) must be a number',
+    );
+    expect(configError(() => loadConfig({ env: {}, document: { queues: [queue] }, overrides: { 'lease-ttl-seconds': '-1' } })).message).toContain(
+      'lease_ttl_seconds must be > 0',
+    );
     expect(configError(() => loadConfig({ file: '/nonexistent/q.yaml', env: {} })).message).toContain('cannot read /nonexistent/q.yaml');
   });
 });

@@ -27,12 +27,21 @@ describe('two dispatcher processes', () => {
     const a = f.startCli(['run', '--config', cfg, '--log-level', 'warn']);
     const b = f.startCli(['run', '--config', cfg, '--log-level', 'warn']);
     const ids = Array.from({ length: 120 }, (_, i) => `k-${i}`);
-    await submit(f.store, 'crash', 'crash-out', ids.map((id) => ({ id })));
+    await submit(
+      f.store,
+      'crash',
+      'crash-out',
+      ids.map((id) => ({ id })),
+    );
     const results = new Results(f.store, 'crash-out');
-    await waitFor(async () => {
-      await results.drain();
-      return results.count >= 30;
-    }, 60_000, '30 results');
+    await waitFor(
+      async () => {
+        await results.drain();
+        return results.count >= 30;
+      },
+      60_000,
+      '30 results',
+    );
     a.child.kill('SIGKILL');
     await a.exit;
     await results.waitFor(ids, 90_000);

@@ -75,8 +75,18 @@ beforeAll(async () => {
       metrics_port: 0,
       queues: [
         { queue_name: 'faults', igw_base_url: server.url, result_queue_name: 'faults-out' },
-        { queue_name: 'gated', igw_base_url: server.url, result_queue_name: 'gated-out', gates: [{ kind: 'concurrency', limit: 3, wait_ms: 300 }] },
-        { queue_name: 'rated', igw_base_url: server.url, result_queue_name: 'rated-out', gates: [{ kind: 'rate', limit: 5, window_ms: 60_000, wait_ms: 200 }] },
+        {
+          queue_name: 'gated',
+          igw_base_url: server.url,
+          result_queue_name: 'gated-out',
+          gates: [{ kind: 'concurrency', limit: 3, wait_ms: 300 }],
+        },
+        {
+          queue_name: 'rated',
+          igw_base_url: server.url,
+          result_queue_name: 'rated-out',
+          gates: [{ kind: 'rate', limit: 5, window_ms: 60_000, wait_ms: 200 }],
+        },
       ],
     },
   });
@@ -137,7 +147,11 @@ describe('faults and classification', () => {
   it('slow beyond the deadline → DEADLINE_EXCEEDED', async () => {
     await submit(store, 'faults', 'faults-out', [{ id: 'slow-1', scenario: 'slow', deadlineIn: 3 }]);
     await faults.waitFor(['slow-1']);
-    expect(faults.one('slow-1')).toMatchObject({ error_code: 'DEADLINE_EXCEEDED', error_message: 'deadline exceeded', payload: '{"error":"deadline exceeded"}' });
+    expect(faults.one('slow-1')).toMatchObject({
+      error_code: 'DEADLINE_EXCEEDED',
+      error_message: 'deadline exceeded',
+      payload: '{"error":"deadline exceeded"}',
+    });
   });
 
   it('cancel before dispatch and during retry → CANCELLED', async () => {
@@ -164,7 +178,10 @@ describe('gates', () => {
   it('a rate gate: admissions per window never exceed the limit; refused requests wait, never get a gate result', async () => {
     const reqs = Array.from({ length: 9 }, (_, i) => ({ id: `r-${i}`, tenant: 'tenant-r', deadlineIn: 5 }));
     await submit(store, 'rated', 'rated-out', reqs);
-    await rated.waitFor(reqs.map((r) => r.id), 60_000);
+    await rated.waitFor(
+      reqs.map((r) => r.id),
+      60_000,
+    );
     const sent = server.calls.filter((c) => c.tenant === 'tenant-r');
     expect(sent).toHaveLength(5); // limit 5 per 60 s window
     const codes = reqs.map((r) => rated.one(r.id).error_code ?? String(rated.one(r.id).status_code));
@@ -180,7 +197,11 @@ describe('endpoints', () => {
     expect(await h.json()).toEqual({ status: 'ok' });
     const r = await fetch(`http://127.0.0.1:${dispatcher.healthPort}/readyz`);
     expect(await r.json()).toEqual({ status: 'ready' });
-    await waitFor(async () => (await (await fetch(`http://127.0.0.1:${dispatcher.metricsPort}/metrics`)).text()).includes('llm_d_async_async_request_total'), 10_000, 'metrics');
+    await waitFor(
+      async () => (await (await fetch(`http://127.0.0.1:${dispatcher.metricsPort}/metrics`)).text()).includes('llm_d_async_async_request_total'),
+      10_000,
+      'metrics',
+    );
     const m = await (await fetch(`http://127.0.0.1:${dispatcher.metricsPort}/metrics`)).text();
     expect(m).toContain('llm_d_async_async_gate_decisions_total');
   });
@@ -208,9 +229,11 @@ describe('graceful stop', () => {
     await submit(store, 'drain', 'drain-out', reqs);
     await waitFor(() => server.calls.some((c) => scenarioOf(c).id.startsWith('d-')), 30_000, 'first call');
     await d.stop();
-    const { rows } = await schema.pool().query<{ inflight: string; pending: string }>(
-      `SELECT count(*) FILTER (WHERE dispatch_epoch > 0) AS inflight, count(*) FILTER (WHERE dispatch_epoch = 0) AS pending FROM q_requests WHERE queue = 'drain'`,
-    );
+    const { rows } = await schema
+      .pool()
+      .query<{ inflight: string; pending: string }>(
+        `SELECT count(*) FILTER (WHERE dispatch_epoch > 0) AS inflight, count(*) FILTER (WHERE dispatch_epoch = 0) AS pending FROM q_requests WHERE queue = 'drain'`,
+      );
     await out.drain();
     expect(Number(rows[0]!.inflight)).toBe(0);
     expect(out.count + Number(rows[0]!.pending)).toBe(20);

@@ -37,13 +37,26 @@ async function startProm(): Promise<FakeProm> {
     const q = u.searchParams.get('query') ?? '';
     f.seen.push(q);
     const v = f.queries.get(q);
-    if (v === 'error' || v === undefined) return void res.writeHead(v === 'error' ? 500 : 200, { 'content-type': 'application/json' }).end(JSON.stringify(v === 'error' ? { status: 'error', error: 'boom' } : { status: 'success', data: { resultType: 'vector', result: [] } }));
+    if (v === 'error' || v === undefined)
+      return void res
+        .writeHead(v === 'error' ? 500 : 200, { 'content-type': 'application/json' })
+        .end(
+          JSON.stringify(v === 'error' ? { status: 'error', error: 'boom' } : { status: 'success', data: { resultType: 'vector', result: [] } }),
+        );
     if (v === 'empty') return void res.writeHead(200).end(JSON.stringify({ status: 'success', data: { resultType: 'vector', result: [] } }));
-    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ status: 'success', data: { resultType: 'vector', result: [{ metric: {}, value: [Date.now() / 1000, String(v)] }] } }));
+    res
+      .writeHead(200, { 'content-type': 'application/json' })
+      .end(
+        JSON.stringify({ status: 'success', data: { resultType: 'vector', result: [{ metric: {}, value: [Date.now() / 1000, String(v)] }] } }),
+      );
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
   f.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  f.close = () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); });
+  f.close = () =>
+    new Promise<void>((r) => {
+      server.closeAllConnections();
+      server.close(() => r());
+    });
   return f;
 }
 
@@ -70,9 +83,17 @@ afterAll(async () => {
   for (const p of pods ?? []) await p.close();
 });
 
-function build(type: string, params: Record<string, unknown>, opts: { prometheusUrl?: string; ttlMs?: number; metrics?: GateMetrics; now?: () => number } = {}): Gate {
+function build(
+  type: string,
+  params: Record<string, unknown>,
+  opts: { prometheusUrl?: string; ttlMs?: number; metrics?: GateMetrics; now?: () => number } = {},
+): Gate {
   const sources = new MetricSources({ ttlMs: opts.ttlMs ?? 0, prometheusUrl: opts.prometheusUrl, now: opts.now });
-  return createGate({ gate_type: type, gate_params: params }, { sources, hasPrometheus: opts.prometheusUrl !== undefined, metrics: opts.metrics }, 'queues[0]');
+  return createGate(
+    { gate_type: type, gate_params: params },
+    { sources, hasPrometheus: opts.prometheusUrl !== undefined, metrics: opts.metrics },
+    'queues[0]',
+  );
 }
 const msg = (labels: Record<string, string> = {}): GateMessage => ({ id: 'm', labels });
 
@@ -93,7 +114,9 @@ describe('fail-open / fail-closed when the metric source is down', () => {
   });
 
   it('endpoint-scrape: an unreachable /metrics fails closed (or to its fallback budget); a 500 page too', async () => {
-    expect(await build('endpoint-scrape', { url: `${dead}/metrics`, metric: 'vllm:num_requests_running', max_count_per_pod: 10 }).budget()).toBe(0);
+    expect(await build('endpoint-scrape', { url: `${dead}/metrics`, metric: 'vllm:num_requests_running', max_count_per_pod: 10 }).budget()).toBe(
+      0,
+    );
     expect(await build('endpoint-scrape', { url: `${dead}/metrics`, metric: 'm', fallback: '0.25' }).budget()).toBe(0.25);
     pods[0]!.status = 500;
     pods[0]!.page = 'm 0\n';
@@ -119,7 +142,8 @@ describe('formulas', () => {
   it('prometheus-budget: the first source with a sample wins; budget = D − baseline', async () => {
     const g = build('prometheus-budget', { pool: 'pb', max_concurrency: 50, baseline: 0.1 }, { prometheusUrl: prom.url });
     prom.seen.length = 0;
-    const first = '1 - sum(inference_extension_flow_control_queue_size{inference_pool="pb"}) / (sum(inference_pool_ready_pods{inference_pool="pb"}) * 50)';
+    const first =
+      '1 - sum(inference_extension_flow_control_queue_size{inference_pool="pb"}) / (sum(inference_pool_ready_pods{inference_pool="pb"}) * 50)';
     const second = '1 - avg(inference_pool_per_pod_queue_size{inference_pool="pb"}) / 50';
     prom.queries.set(first, 'empty');
     prom.queries.set(second, 0.6);
@@ -128,7 +152,8 @@ describe('formulas', () => {
   });
 
   it('endpoint-scrape: Σ value ÷ (max_count_per_pod × ready pods), label filter, baseline / threshold, pods metric', async () => {
-    pods[0]!.page = '# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name="m1"} 6\nvllm:num_requests_running{model_name="other"} 100\nvllm:num_requests_waiting{model_name="m1"} 3\n';
+    pods[0]!.page =
+      '# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name="m1"} 6\nvllm:num_requests_running{model_name="other"} 100\nvllm:num_requests_waiting{model_name="m1"} 3\n';
     pods[1]!.page = 'vllm:num_requests_running{model_name="m1"} 2\n';
     const urls = [`${pods[0]!.url}/metrics`, `${pods[1]!.url}/metrics`];
     const base = { url: urls, metric: 'vllm:num_requests_running', labels: { model_name: 'm1' }, max_count_per_pod: 10 };
@@ -140,7 +165,9 @@ describe('formulas', () => {
     expect(await build('endpoint-scrape', { ...base, url: [urls[0], `${dead}/metrics`] }).budget()).toBeCloseTo(0.4, 9);
     // Ready pods from a metric: 8 / (10 × 4).
     prom.page = 'inference_pool_ready_pods{inference_pool="x"} 4\n';
-    expect(await build('endpoint-scrape', { ...base, pods_url: `${prom.url}/metrics`, pods_metric: 'inference_pool_ready_pods' }).budget()).toBeCloseTo(0.8, 9);
+    expect(
+      await build('endpoint-scrape', { ...base, pods_url: `${prom.url}/metrics`, pods_metric: 'inference_pool_ready_pods' }).budget(),
+    ).toBeCloseTo(0.8, 9);
     // A value that already is a saturation (max_count_per_pod 0): kv-cache usage 0.9 → budget 0.1.
     pods[1]!.page = 'vllm:kv_cache_usage_perc{model_name="m1"} 0.9\n';
     expect(await build('endpoint-scrape', { url: urls[1], metric: 'vllm:kv_cache_usage_perc' }).budget()).toBeCloseTo(0.1, 9);
@@ -162,8 +189,16 @@ describe('cache per source', () => {
     pods[0]!.page = 'm 1\n';
     const sources = new MetricSources({ ttlMs: 5000, now: () => now });
     const deps = { sources, hasPrometheus: false };
-    const a = createGate({ gate_type: 'endpoint-scrape', gate_params: { url: `${pods[0]!.url}/metrics`, metric: 'm', max_count_per_pod: 4 } }, deps, 'q');
-    const b = createGate({ gate_type: 'endpoint-scrape', gate_params: { url: `${pods[0]!.url}/metrics`, metric: 'm', max_count_per_pod: 2 } }, deps, 'q');
+    const a = createGate(
+      { gate_type: 'endpoint-scrape', gate_params: { url: `${pods[0]!.url}/metrics`, metric: 'm', max_count_per_pod: 4 } },
+      deps,
+      'q',
+    );
+    const b = createGate(
+      { gate_type: 'endpoint-scrape', gate_params: { url: `${pods[0]!.url}/metrics`, metric: 'm', max_count_per_pod: 2 } },
+      deps,
+      'q',
+    );
     expect(await a.budget()).toBe(0.75);
     expect(await b.budget()).toBe(0.5);
     expect(sources.fetches).toBe(1);
@@ -174,7 +209,11 @@ describe('cache per source', () => {
     expect(await a.budget()).toBe(0.5);
     expect(sources.fetches).toBe(2);
     const uncached = new MetricSources({ ttlMs: 0 });
-    const c = createGate({ gate_type: 'endpoint-scrape', gate_params: { url: `${pods[0]!.url}/metrics`, metric: 'm', max_count_per_pod: 4 } }, { sources: uncached, hasPrometheus: false }, 'q');
+    const c = createGate(
+      { gate_type: 'endpoint-scrape', gate_params: { url: `${pods[0]!.url}/metrics`, metric: 'm', max_count_per_pod: 4 } },
+      { sources: uncached, hasPrometheus: false },
+      'q',
+    );
     await c.budget();
     await c.budget();
     expect(uncached.fetches).toBe(2);
@@ -186,7 +225,11 @@ describe('combinators and admission gates', () => {
     prom.queries.set('toggle', 0);
     prom.queries.set('open', 0.7);
     const lmc = { gate_type: 'local-max-concurrency', gate_params: { limit: 1 } };
-    const toggled = build('composite', { gates: [lmc, { gate_type: 'prometheus-query', gate_params: { query: 'toggle' } }] }, { prometheusUrl: prom.url });
+    const toggled = build(
+      'composite',
+      { gates: [lmc, { gate_type: 'prometheus-query', gate_params: { query: 'toggle' } }] },
+      { prometheusUrl: prom.url },
+    );
     expect(await toggled.budget()).toBe(0);
     const rel: GateRelease[] = [];
     // Refused by the second gate: the slot the first gate granted goes back at once.
@@ -196,7 +239,11 @@ describe('combinators and admission gates', () => {
     // Had the slot leaked, the limit-1 gate would refuse now.
     expect(await toggled.apply(msg(), rel)).toEqual({ kind: 'continue' });
     expect(rel).toHaveLength(1);
-    const open = build('composite', { gates: [lmc, { gate_type: 'prometheus-query', gate_params: { query: 'open' } }] }, { prometheusUrl: prom.url });
+    const open = build(
+      'composite',
+      { gates: [lmc, { gate_type: 'prometheus-query', gate_params: { query: 'open' } }] },
+      { prometheusUrl: prom.url },
+    );
     expect(await open.budget()).toBe(0.7);
     const held: GateRelease[] = [];
     expect(await open.apply(msg(), held)).toEqual({ kind: 'continue' });
@@ -224,12 +271,23 @@ describe('combinators and admission gates', () => {
   it('tier-priority-admission: saturated → reserved waits, interactive overflow is shed with a 429 payload, others refused', async () => {
     prom.queries.set('sat', 0);
     prom.queries.set('free', 1);
-    const saturated = build('tier-priority-admission', { saturation_gate: 'prometheus-query', saturation_gate_params: { query: 'sat' } }, { prometheusUrl: prom.url });
+    const saturated = build(
+      'tier-priority-admission',
+      { saturation_gate: 'prometheus-query', saturation_gate_params: { query: 'sat' } },
+      { prometheusUrl: prom.url },
+    );
     expect(await saturated.apply(msg({ classification: 'reserved', tier: 'interactive' }), [])).toEqual({ kind: 'wait' });
     expect(await saturated.apply(msg({ classification: 'reserved', tier: 'batch' }), [])).toEqual({ kind: 'wait' });
-    expect(await saturated.apply(msg({ classification: 'overflow', tier: 'interactive' }), [])).toEqual({ kind: 'drop', result: { payload: '{"error":"Too Many Requests","code":429}' } });
+    expect(await saturated.apply(msg({ classification: 'overflow', tier: 'interactive' }), [])).toEqual({
+      kind: 'drop',
+      result: { payload: '{"error":"Too Many Requests","code":429}' },
+    });
     expect(await saturated.apply(msg({ classification: 'overflow', tier: 'batch' }), [])).toEqual({ kind: 'refuse' });
-    const free = build('tier-priority-admission', { saturation_gate: 'prometheus-query', saturation_gate_params: { query: 'free' }, tier_label: 'lane' }, { prometheusUrl: prom.url });
+    const free = build(
+      'tier-priority-admission',
+      { saturation_gate: 'prometheus-query', saturation_gate_params: { query: 'free' }, tier_label: 'lane' },
+      { prometheusUrl: prom.url },
+    );
     expect(await free.apply(msg({ classification: 'overflow', lane: 'interactive' }), [])).toEqual({ kind: 'continue' });
   });
 });
@@ -238,11 +296,23 @@ describe('configuration', () => {
   const q = { queue_name: 'a', igw_base_url: 'http://127.0.0.1:9/' };
   it.each([
     [{ queues: [{ ...q, gate_type: 'nope' }] }, 'config: queues[0].gate_type must be one of "constant"'],
-    [{ queues: [{ ...q, gate_type: 'prometheus-saturation', gate_params: { pool: 'p' } }] }, 'config: queues[0].gate_type prometheus-saturation needs prometheus_url'],
-    [{ queues: [{ ...q, gate_type: 'endpoint-scrape', gate_params: { url: 'http://h/metrics' } }] }, 'config: queues[0].gate_params.metric is required'],
-    [{ queues: [{ ...q, gate_type: 'endpoint-scrape', gate_params: { url: 'http://h/metrics', metric: 'm', baseline: 2 } }] }, 'config: queues[0].gate_params.baseline must be a number from 0 to 1'],
+    [
+      { queues: [{ ...q, gate_type: 'prometheus-saturation', gate_params: { pool: 'p' } }] },
+      'config: queues[0].gate_type prometheus-saturation needs prometheus_url',
+    ],
+    [
+      { queues: [{ ...q, gate_type: 'endpoint-scrape', gate_params: { url: 'http://h/metrics' } }] },
+      'config: queues[0].gate_params.metric is required',
+    ],
+    [
+      { queues: [{ ...q, gate_type: 'endpoint-scrape', gate_params: { url: 'http://h/metrics', metric: 'm', baseline: 2 } }] },
+      'config: queues[0].gate_params.baseline must be a number from 0 to 1',
+    ],
     [{ queues: [{ ...q, gate_type: 'constant', gate_params: { colour: 1 } }] }, 'config: queues[0].gate_params.colour: unknown parameter'],
-    [{ queues: [{ ...q, gate_type: 'composite', gate_params: { gates: [{ gate_type: 'local-max-concurrency', gate_params: {} }] } }] }, 'config: queues[0].gate_params.gates[0].gate_params.limit is required'],
+    [
+      { queues: [{ ...q, gate_type: 'composite', gate_params: { gates: [{ gate_type: 'local-max-concurrency', gate_params: {} }] } }] },
+      'config: queues[0].gate_params.gates[0].gate_params.limit is required',
+    ],
     [{ prometheus_url: 'ftp://x', queues: [q] }, 'prometheus_url must match pattern'],
   ])('rejects %j naming the field', (doc, message) => {
     let err: { code?: string; message: string } | undefined;
@@ -286,8 +356,20 @@ describe('a dispatcher with a metric source down', () => {
         prometheus_url: dead,
         prometheus_cache_ttl_ms: 200,
         queues: [
-          { queue_name: 'closed', igw_base_url: server.url, result_queue_name: 'closed-out', gate_type: 'endpoint-scrape', gate_params: { url: `${dead}/metrics`, metric: 'vllm:num_requests_running', max_count_per_pod: 8, pool: 'pool-c' } },
-          { queue_name: 'open', igw_base_url: server.url, result_queue_name: 'open-out', gate_type: 'prometheus-saturation', gate_params: { pool: 'pool-o' } },
+          {
+            queue_name: 'closed',
+            igw_base_url: server.url,
+            result_queue_name: 'closed-out',
+            gate_type: 'endpoint-scrape',
+            gate_params: { url: `${dead}/metrics`, metric: 'vllm:num_requests_running', max_count_per_pod: 8, pool: 'pool-c' },
+          },
+          {
+            queue_name: 'open',
+            igw_base_url: server.url,
+            result_queue_name: 'open-out',
+            gate_type: 'prometheus-saturation',
+            gate_params: { pool: 'pool-o' },
+          },
         ],
       },
     });

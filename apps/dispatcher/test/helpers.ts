@@ -38,10 +38,14 @@ export class Results {
     }
   }
   async waitFor(ids: string[], timeoutMs = 45_000): Promise<void> {
-    await waitFor(async () => {
-      await this.drain();
-      return ids.every((id) => this.byId.has(id));
-    }, timeoutMs, `results of ${ids.length} requests on ${this.route}`);
+    await waitFor(
+      async () => {
+        await this.drain();
+        return ids.every((id) => this.byId.has(id));
+      },
+      timeoutMs,
+      `results of ${ids.length} requests on ${this.route}`,
+    );
   }
   one(id: string): ResultMessage {
     const l = this.byId.get(id);

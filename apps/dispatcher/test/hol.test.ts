@@ -21,7 +21,12 @@ beforeAll(async () => {
   server = await startInferenceServer({ behaviour: (call) => ok(scenarioOf(call).id, 150), record: true });
   store = await Store.open(schema.dsn, { maxConns: 3 });
   for (let i = 0; i < A_REQUESTS; i += 1000) {
-    await submit(store, 'hol', 'hol-out', Array.from({ length: 1000 }, (_, j) => ({ id: `a-${i + j}`, tenant: 'A', deadlineIn: 100 })));
+    await submit(
+      store,
+      'hol',
+      'hol-out',
+      Array.from({ length: 1000 }, (_, j) => ({ id: `a-${i + j}`, tenant: 'A', deadlineIn: 100 })),
+    );
   }
 });
 
@@ -67,7 +72,10 @@ describe('tenants behind one queue', () => {
     console.log(`B: submit → first endpoint call, ms: ${waits.join(', ')} (poll interval ${POLL_MS} ms)`);
     // One poll interval, plus the poll itself on a shared 2-core machine.
     for (const w of waits) expect(w).toBeLessThanOrEqual(POLL_MS + 750);
-    await results.waitFor(waits.map((_, i) => `b-${i}`), 15_000);
+    await results.waitFor(
+      waits.map((_, i) => `b-${i}`),
+      15_000,
+    );
     for (let i = 0; i < waits.length; i++) expect(results.one(`b-${i}`)).toMatchObject({ status_code: 200 });
     // A kept being served, never above its limit.
     expect(server.peak.get('A')).toBe(2);

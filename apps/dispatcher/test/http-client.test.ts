@@ -75,9 +75,18 @@ describe('headers (docs/design/dispatcher.md#headers) and URL', () => {
       fairnessHeader: 'x-llm-d-inference-fairness-id',
       fairnessAttribute: 'userid',
     });
-    expect(h).toEqual({ 'content-type': 'application/json', 'x-llm-d-inference-objective': 'chat', 'x-custom': 'v', 'x-llm-d-inference-fairness-id': 'tenant-a' });
-    expect(buildHeaders({ metadata: { userid: 'x'.repeat(300) }, fairnessHeader: 'f', fairnessAttribute: 'userid' })).toEqual({ 'content-type': 'application/json' });
-    expect(buildHeaders({ metadata: { userid: 'a' }, fairnessHeader: '', fairnessAttribute: 'userid' })).toEqual({ 'content-type': 'application/json' });
+    expect(h).toEqual({
+      'content-type': 'application/json',
+      'x-llm-d-inference-objective': 'chat',
+      'x-custom': 'v',
+      'x-llm-d-inference-fairness-id': 'tenant-a',
+    });
+    expect(buildHeaders({ metadata: { userid: 'x'.repeat(300) }, fairnessHeader: 'f', fairnessAttribute: 'userid' })).toEqual({
+      'content-type': 'application/json',
+    });
+    expect(buildHeaders({ metadata: { userid: 'a' }, fairnessHeader: '', fairnessAttribute: 'userid' })).toEqual({
+      'content-type': 'application/json',
+    });
   });
   it('joins base and path like url.JoinPath', () => {
     expect(joinUrl('http://h:1', '/v1/completions')).toBe('http://h:1/v1/completions');

@@ -100,9 +100,15 @@ describe('item 22: fractional-second config values', () => {
 
   it('values beyond what a timer can hold are refused up front with the field named', () => {
     const doc = { queues: [{ queue_name: 'a', igw_base_url: 'http://127.0.0.1:9/' }] };
-    expect(() => loadConfig({ env: {}, document: { ...doc, poll_interval_ms: 2 ** 31 } })).toThrow(/config: poll_interval_ms must be <= 2147483647/);
-    expect(() => loadConfig({ env: {}, document: { ...doc, lease_ttl_seconds: 0.0001 } })).toThrow(/config: lease_ttl_seconds must be at least 0.001/);
-    expect(() => loadConfig({ env: {}, document: { ...doc, handoff_timeout_seconds: 3e6 } })).toThrow(/config: handoff_timeout_seconds must be <= 2147483/);
+    expect(() => loadConfig({ env: {}, document: { ...doc, poll_interval_ms: 2 ** 31 } })).toThrow(
+      /config: poll_interval_ms must be <= 2147483647/,
+    );
+    expect(() => loadConfig({ env: {}, document: { ...doc, lease_ttl_seconds: 0.0001 } })).toThrow(
+      /config: lease_ttl_seconds must be at least 0.001/,
+    );
+    expect(() => loadConfig({ env: {}, document: { ...doc, handoff_timeout_seconds: 3e6 } })).toThrow(
+      /config: handoff_timeout_seconds must be <= 2147483/,
+    );
   });
 });
 
@@ -111,12 +117,17 @@ describe('item 19: result routes are validated at submit', () => {
     const deadline = Math.floor(Date.now() / 1000) + 60;
     const reqs = [{ id: 'long-route', deadline, payload: {} }];
     for (const route of ['r'.repeat(3000), 'a\0b', 'x\ud800y', '']) {
-      const err = await submitRequests(store, reqs, { queue: 'i14', route }).then(() => undefined, (e: unknown) => e as { code?: string; message: string });
+      const err = await submitRequests(store, reqs, { queue: 'i14', route }).then(
+        () => undefined,
+        (e: unknown) => e as { code?: string; message: string },
+      );
       expect(err?.code).toBe('INVALID_ARGUMENT');
       expect(err?.message).toMatch(/^route /);
     }
     // 2,048 bytes exactly is fine (multi-byte characters count as their UTF-8 bytes).
-    await expect(submitRequests(store, [{ id: 'max-route', deadline, payload: {} }], { queue: 'none', route: 'é'.repeat(1024) })).resolves.toHaveLength(1);
+    await expect(
+      submitRequests(store, [{ id: 'max-route', deadline, payload: {} }], { queue: 'none', route: 'é'.repeat(1024) }),
+    ).resolves.toHaveLength(1);
     const { rows } = await schema.pool().query<{ id: string }>(`SELECT id FROM q_requests WHERE id IN ('long-route', 'max-route')`);
     expect(rows.map((r) => r.id)).toEqual(['max-route']);
   });
@@ -124,7 +135,10 @@ describe('item 19: result routes are validated at submit', () => {
   it('a queued request with a route the store refuses gets INVALID_REQUEST on the default route, without a call', async () => {
     await enqueueRaw('bad-route', Math.floor(Date.now() / 1000) + 60, { result_queue_name: 'z'.repeat(3000) });
     await fallback.waitFor(['bad-route'], 20_000);
-    expect(fallback.one('bad-route')).toMatchObject({ error_code: 'INVALID_REQUEST', error_message: 'result route must be at most 2048 bytes (got 3000)' });
+    expect(fallback.one('bad-route')).toMatchObject({
+      error_code: 'INVALID_REQUEST',
+      error_message: 'result route must be at most 2048 bytes (got 3000)',
+    });
     expect(callsOf('bad-route')).toHaveLength(0);
   });
 });
@@ -160,13 +174,19 @@ describe('item 24: deadlines', () => {
   it('a queued request with deadline 0 → INVALID_REQUEST, not DEADLINE_EXCEEDED', async () => {
     await enqueueRaw('zero-deadline', 0, { result_queue_name: 'i14-out' });
     await out.waitFor(['zero-deadline'], 20_000);
-    expect(out.one('zero-deadline')).toMatchObject({ error_code: 'INVALID_REQUEST', error_message: 'Failed: deadline is missing or invalid (Unix seconds).' });
+    expect(out.one('zero-deadline')).toMatchObject({
+      error_code: 'INVALID_REQUEST',
+      error_message: 'Failed: deadline is missing or invalid (Unix seconds).',
+    });
     expect(callsOf('zero-deadline')).toHaveLength(0);
   });
 
   it('429 until the deadline → the last 429 response (status and body) is the result', async () => {
     persistDeadline = Math.floor(Date.now() / 1000) + 3;
-    await submitRequests(store, [{ id: 'p429', deadline: persistDeadline, payload: { id: 'p429', scenario: 'persist-429' } }], { queue: 'i14', route: 'i14-out' });
+    await submitRequests(store, [{ id: 'p429', deadline: persistDeadline, payload: { id: 'p429', scenario: 'persist-429' } }], {
+      queue: 'i14',
+      route: 'i14-out',
+    });
     await out.waitFor(['p429'], 20_000);
     const n = callsOf('p429').length;
     expect(n).toBeGreaterThanOrEqual(1);

@@ -75,7 +75,18 @@ describe('@dwmkerr/mock-llm end to end', () => {
     const ids = Array.from({ length: 60 }, (_, i) => `chat-${i}`);
     await submitRequests(
       store,
-      ids.map((id) => ({ id, deadline, payload: { model: 'gpt-4', messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: `hello from ${id}` }] }, metadata: { userid: 'tenant-m' } })),
+      ids.map((id) => ({
+        id,
+        deadline,
+        payload: {
+          model: 'gpt-4',
+          messages: [
+            { role: 'system', content: 'be brief' },
+            { role: 'user', content: `hello from ${id}` },
+          ],
+        },
+        metadata: { userid: 'tenant-m' },
+      })),
       { queue: 'chat', route: 'chat-out' },
     );
     const results = new Results(store, 'chat-out');

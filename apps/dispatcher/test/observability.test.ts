@@ -19,10 +19,17 @@ const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProces
 
 beforeAll(async () => {
   schema = await createTestSchema('obs');
-  server = await startInferenceServer({ behaviour: (call) => (scenarioOf(call).id === 'traced-bad' ? { status: 400, body: 'no' } : ok(scenarioOf(call).id)) });
+  server = await startInferenceServer({
+    behaviour: (call) => (scenarioOf(call).id === 'traced-bad' ? { status: 400, body: 'no' } : ok(scenarioOf(call).id)),
+  });
   store = await Store.open(schema.dsn, { maxConns: 3 });
   // Five requests nobody will take: their queue's gate is closed (a query against no Prometheus).
-  await submit(store, 'held', 'held-out', Array.from({ length: 5 }, (_, i) => ({ id: `h-${i}` })));
+  await submit(
+    store,
+    'held',
+    'held-out',
+    Array.from({ length: 5 }, (_, i) => ({ id: `h-${i}` })),
+  );
   const config = loadConfig({
     env: {},
     document: {
@@ -59,14 +66,23 @@ describe('observability', () => {
     const deadline = Math.floor(Date.now() / 1000) + 60;
     await submitRequests(
       store,
-      ['traced-ok', 'traced-bad'].map((id) => ({ id, deadline, payload: { id }, metadata: { traceparent: `00-${traceId}-${parentId}-01`, userid: 't' } })),
+      ['traced-ok', 'traced-bad'].map((id) => ({
+        id,
+        deadline,
+        payload: { id },
+        metadata: { traceparent: `00-${traceId}-${parentId}-01`, userid: 't' },
+      })),
       { queue: 'traced', route: 'traced-out' },
     );
     await new Results(store, 'traced-out').waitFor(['traced-ok', 'traced-bad'], 20_000);
-    const spans = (await waitFor(() => {
-      const s = exporter.getFinishedSpans().filter((x) => x.name === 'process-request');
-      return s.length >= 2 ? s : undefined;
-    }, 10_000, 'process-request spans'))!;
+    const spans = (await waitFor(
+      () => {
+        const s = exporter.getFinishedSpans().filter((x) => x.name === 'process-request');
+        return s.length >= 2 ? s : undefined;
+      },
+      10_000,
+      'process-request spans',
+    ))!;
     for (const s of spans) {
       expect(s.spanContext().traceId).toBe(traceId);
       expect(s.parentSpanContext?.spanId).toBe(parentId);

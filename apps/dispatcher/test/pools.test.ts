@@ -48,7 +48,10 @@ describe('WorkerPool', () => {
     const first = await pool.acquire('x', {});
     const order: string[] = [];
     const ac = new AbortController();
-    const aborted = pool.acquire('z', {}, ac.signal).then(() => 'granted', () => 'aborted');
+    const aborted = pool.acquire('z', {}, ac.signal).then(
+      () => 'granted',
+      () => 'aborted',
+    );
     const waits = ['a', 'a', 'b', 'b'].map((q, i) => pool.acquire(q, {}).then((rel) => (order.push(`${q}${i}`), rel())));
     ac.abort(new Error('stop'));
     expect(await aborted).toBe('aborted');
@@ -81,12 +84,35 @@ describe('pools end to end', () => {
         metrics_port: -1,
         pools: [
           { id: 'shared', workers: 1, merge_policy: 'tier-priority' },
-          { id: 'shed', workers: 4, gate_type: 'tier-priority-admission', gate_params: { saturation_gate: 'local-max-concurrency', saturation_gate_params: { limit: 1 } } },
+          {
+            id: 'shed',
+            workers: 4,
+            gate_type: 'tier-priority-admission',
+            gate_params: { saturation_gate: 'local-max-concurrency', saturation_gate_params: { limit: 1 } },
+          },
         ],
         queues: [
-          { queue_name: 'inter', igw_base_url: server.url, worker_pool_id: 'shared', labels: { tier: 'interactive' }, gates: [{ kind: 'concurrency', limit: 10, gating_mode: 'classifying' }] },
-          { queue_name: 'bulk', igw_base_url: server.url, worker_pool_id: 'shared', labels: { tier: 'batch' }, gates: [{ kind: 'concurrency', limit: 1, gating_mode: 'classifying' }] },
-          { queue_name: 'shedq', igw_base_url: server.url, worker_pool_id: 'shed', labels: { tier: 'interactive' }, gates: [{ kind: 'concurrency', limit: 1, gating_mode: 'classifying' }] },
+          {
+            queue_name: 'inter',
+            igw_base_url: server.url,
+            worker_pool_id: 'shared',
+            labels: { tier: 'interactive' },
+            gates: [{ kind: 'concurrency', limit: 10, gating_mode: 'classifying' }],
+          },
+          {
+            queue_name: 'bulk',
+            igw_base_url: server.url,
+            worker_pool_id: 'shared',
+            labels: { tier: 'batch' },
+            gates: [{ kind: 'concurrency', limit: 1, gating_mode: 'classifying' }],
+          },
+          {
+            queue_name: 'shedq',
+            igw_base_url: server.url,
+            worker_pool_id: 'shed',
+            labels: { tier: 'interactive' },
+            gates: [{ kind: 'concurrency', limit: 1, gating_mode: 'classifying' }],
+          },
         ],
       },
     });
@@ -109,7 +135,10 @@ describe('pools end to end', () => {
     const inter = Array.from({ length: 3 }, (_, i) => ({ id: `inter-${i}`, tenant: 'ti' }));
     await submit(store, 'inter', 'result-sql', inter);
     await waitFor(() => (d!.pools.get('shared')?.waiting ?? 0) >= 8, 10_000, 'interactive waiting');
-    await out.waitFor([...bulk, ...inter].map((r) => r.id), 30_000);
+    await out.waitFor(
+      [...bulk, ...inter].map((r) => r.id),
+      30_000,
+    );
     const order = server.calls.map((c) => scenarioOf(c).id).filter((id) => /^(bulk|inter)-/.test(id));
     expect(order.slice(0, 4)).toEqual(['bulk-0', 'inter-0', 'inter-1', 'inter-2']);
     expect(order).toHaveLength(9);
@@ -119,7 +148,10 @@ describe('pools end to end', () => {
     const out = new Results(store, 'shed-out');
     await submit(store, 'shedq', 'shed-out', [{ id: 'shed-0', tenant: 'ts', scenario: 'slow' }]);
     await waitFor(() => server.calls.some((c) => scenarioOf(c).id === 'shed-0'), 10_000, 'shed-0 running');
-    await submit(store, 'shedq', 'shed-out', [{ id: 'shed-1', tenant: 'ts' }, { id: 'shed-2', tenant: 'ts' }]);
+    await submit(store, 'shedq', 'shed-out', [
+      { id: 'shed-1', tenant: 'ts' },
+      { id: 'shed-2', tenant: 'ts' },
+    ]);
     await out.waitFor(['shed-0', 'shed-1', 'shed-2'], 20_000);
     expect(out.one('shed-0')).toMatchObject({ status_code: 200 });
     for (const id of ['shed-1', 'shed-2']) {

@@ -17,7 +17,14 @@ describe('Retry-After', () => {
 describe('retry backoff (docs/design/dispatcher.md#retry-algorithm)', () => {
   const base = { secondsToDeadline: 10_000, baseSeconds: 2, capSeconds: 60 };
   it('doubles with equal jitter and caps at 60 s', () => {
-    for (const [rc, lo, hi] of [[0, 2, 4], [1, 4, 8], [2, 8, 16], [3, 16, 32], [4, 30, 60], [9, 30, 60]] as const) {
+    for (const [rc, lo, hi] of [
+      [0, 2, 4],
+      [1, 4, 8],
+      [2, 8, 16],
+      [3, 16, 32],
+      [4, 30, 60],
+      [9, 30, 60],
+    ] as const) {
       expect(retryBackoffSeconds({ ...base, retryCount: rc, random: () => 0 })).toBe(lo);
       expect(retryBackoffSeconds({ ...base, retryCount: rc, random: () => 0.999999 })).toBeCloseTo(hi, 3);
     }

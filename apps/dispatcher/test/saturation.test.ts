@@ -53,7 +53,15 @@ async function drain(queue: string, n: number, gated: boolean): Promise<{ maxSat
           igw_base_url: server.url,
           result_queue_name: `${queue}-out`,
           ...(gated
-            ? { gate_type: 'endpoint-scrape', gate_params: { url: `${server.url}/metrics`, metric: 'vllm:num_requests_running', max_count_per_pod: CAPACITY, threshold: THRESHOLD } }
+            ? {
+                gate_type: 'endpoint-scrape',
+                gate_params: {
+                  url: `${server.url}/metrics`,
+                  metric: 'vllm:num_requests_running',
+                  max_count_per_pod: CAPACITY,
+                  threshold: THRESHOLD,
+                },
+              }
             : {}),
         },
       ],
@@ -64,7 +72,10 @@ async function drain(queue: string, n: number, gated: boolean): Promise<{ maxSat
   const t0 = Date.now();
   const d = await Dispatcher.start({ config });
   const results = new Results(store, `${queue}-out`);
-  await results.waitFor(reqs.map((r) => r.id), 50_000);
+  await results.waitFor(
+    reqs.map((r) => r.id),
+    50_000,
+  );
   const seconds = (Date.now() - t0) / 1000;
   const probe = await server.probeStop();
   const stats = await server.stats();

@@ -10,22 +10,47 @@ import { Dispatcher } from '../src/service/dispatcher.js';
 import { startInferenceServer, type Call, type InferenceServer } from '../src/sim/server.js';
 import { configError, configQueue as queue, ok, Results, scenarioOf, submit, waitFor } from './helpers.js';
 
-
 describe('priority header config', () => {
   it('refuses the options outside tier-priority, lanes outside 0..5 and illegal header names or values', () => {
-    const bad = (pool: Record<string, unknown>) => configError(() => loadConfig({ env: {}, document: { pools: [{ id: 'p', workers: 1, ...pool }], queues: [{ ...queue, worker_pool_id: 'p' }] } }));
-    expect(bad({ priority_header: 'x-p' })).toMatchObject({ code: 'CONFIG', message: 'config: pools[0].priority_header needs merge_policy tier-priority' });
-    expect(bad({ merge_policy: 'random-robin', lane_objectives: { 0: 'a' } })).toMatchObject({ code: 'CONFIG', message: 'config: pools[0].lane_objectives needs merge_policy tier-priority' });
-    expect(bad({ merge_policy: 'tier-priority', lane_objectives: { 6: 'a' } })).toMatchObject({ code: 'CONFIG', message: 'config: pools[0].lane_objectives: unknown field "6"' });
+    const bad = (pool: Record<string, unknown>) =>
+      configError(() =>
+        loadConfig({ env: {}, document: { pools: [{ id: 'p', workers: 1, ...pool }], queues: [{ ...queue, worker_pool_id: 'p' }] } }),
+      );
+    expect(bad({ priority_header: 'x-p' })).toMatchObject({
+      code: 'CONFIG',
+      message: 'config: pools[0].priority_header needs merge_policy tier-priority',
+    });
+    expect(bad({ merge_policy: 'random-robin', lane_objectives: { 0: 'a' } })).toMatchObject({
+      code: 'CONFIG',
+      message: 'config: pools[0].lane_objectives needs merge_policy tier-priority',
+    });
+    expect(bad({ merge_policy: 'tier-priority', lane_objectives: { 6: 'a' } })).toMatchObject({
+      code: 'CONFIG',
+      message: 'config: pools[0].lane_objectives: unknown field "6"',
+    });
     expect(bad({ merge_policy: 'tier-priority', lane_objectives: { 1: 'a\nb' } }).code).toBe('CONFIG');
     expect(bad({ merge_policy: 'tier-priority', priority_header: 'x p' }).code).toBe('CONFIG');
-    const c = loadConfig({ env: {}, document: { pools: [{ id: 'p', workers: 1, merge_policy: 'tier-priority', priority_header: '', lane_objectives: { 0: 'gold' } }], queues: [{ ...queue, worker_pool_id: 'p' }] } });
+    const c = loadConfig({
+      env: {},
+      document: {
+        pools: [{ id: 'p', workers: 1, merge_policy: 'tier-priority', priority_header: '', lane_objectives: { 0: 'gold' } }],
+        queues: [{ ...queue, worker_pool_id: 'p' }],
+      },
+    });
     expect(c.pools?.[0]).toMatchObject({ priority_header: '', lane_objectives: { 0: 'gold' } });
   });
 
   it('the priority stamp comes after the message headers and the fairness id (later wins)', () => {
-    const base = { objective: 'std', headers: { 'x-gateway-priority': '9', 'x-llm-d-inference-objective': 'mine' }, fairnessHeader: '', fairnessAttribute: 'userid' };
-    expect(buildHeaders({ ...base, priority: { lane: 2, header: 'x-gateway-priority' } })).toMatchObject({ 'x-gateway-priority': '2', 'x-llm-d-inference-objective': 'mine' });
+    const base = {
+      objective: 'std',
+      headers: { 'x-gateway-priority': '9', 'x-llm-d-inference-objective': 'mine' },
+      fairnessHeader: '',
+      fairnessAttribute: 'userid',
+    };
+    expect(buildHeaders({ ...base, priority: { lane: 2, header: 'x-gateway-priority' } })).toMatchObject({
+      'x-gateway-priority': '2',
+      'x-llm-d-inference-objective': 'mine',
+    });
     const obj = buildHeaders({ ...base, priority: { lane: 0, header: 'x-gateway-priority', objective: 'gold' } });
     expect(obj['x-llm-d-inference-objective']).toBe('gold');
     expect(obj['x-gateway-priority']).toBe('9'); // the message's own header, not the lane
@@ -66,7 +91,14 @@ describe('tier-priority headers and pool metrics end to end', () => {
         ],
         queues: [
           { queue_name: 'q-async', igw_base_url: server.url, worker_pool_id: 'tp', labels: { tier: 'async' } },
-          { queue_name: 'q-gold', igw_base_url: server.url, worker_pool_id: 'tpn', inference_objective: 'std', labels: { tier: 'interactive' }, gates: [{ kind: 'concurrency', limit: 10, gating_mode: 'classifying' }] },
+          {
+            queue_name: 'q-gold',
+            igw_base_url: server.url,
+            worker_pool_id: 'tpn',
+            inference_objective: 'std',
+            labels: { tier: 'interactive' },
+            gates: [{ kind: 'concurrency', limit: 10, gating_mode: 'classifying' }],
+          },
           { queue_name: 'q-batch', igw_base_url: server.url, worker_pool_id: 'tpn', inference_objective: 'std', labels: { tier: 'batch' } },
           { queue_name: 'q-off', igw_base_url: server.url, worker_pool_id: 'tpoff', labels: { tier: 'interactive' } },
           { queue_name: 'q-rr', igw_base_url: server.url, worker_pool_id: 'rr', labels: { tier: 'interactive' } },
@@ -115,7 +147,13 @@ describe('tier-priority headers and pool metrics end to end', () => {
 
   it('publishes each pool’s worker limit and the requests waiting for a pool worker', async () => {
     const text = await metricsText();
-    for (const [pool, n] of [['tp', 4], ['tpn', 4], ['tpoff', 4], ['rr', 3], ['narrow', 1]] as const) {
+    for (const [pool, n] of [
+      ['tp', 4],
+      ['tpn', 4],
+      ['tpoff', 4],
+      ['rr', 3],
+      ['narrow', 1],
+    ] as const) {
       expect(text).toMatch(new RegExp(`llm_d_async_async_pool_worker_limit\\{pool_name="${pool}"[^}]*\\} ${n}\\n`));
     }
     const depthOf = (t: string) => Number(/llm_d_async_async_queue_depth\{[^}]*queue_name="deep"[^}]*\} (\d+)/.exec(t)?.[1] ?? NaN);
@@ -139,18 +177,40 @@ describe('tier-priority headers and pool metrics end to end', () => {
       { id: 'p-3000s', deadlineIn: 3000 },
       { id: 'p-2d', deadlineIn: 2 * 86400 },
     ]);
-    const bucket = (t: string, le: string) => Number(new RegExp(`llm_d_async_async_deadline_proximity_millis_bucket\\{[^}]*queue_name="held"[^}]*le="${le.replace('+', '\\+')}"[^}]*\\} (\\d+)`).exec(t)?.[1] ?? NaN);
+    const bucket = (t: string, le: string) =>
+      Number(
+        new RegExp(
+          `llm_d_async_async_deadline_proximity_millis_bucket\\{[^}]*queue_name="held"[^}]*le="${le.replace('+', '\\+')}"[^}]*\\} (\\d+)`,
+        ).exec(t)?.[1] ?? NaN,
+      );
     // After p-2s's deadline has passed (it stays pending: its queue's gate is closed).
     await new Promise((r) => setTimeout(r, 3000));
     const expected: Record<string, number> = {
-      '0': 1, '1000': 1, '5000': 1, '15000': 2, '30000': 2, '60000': 2, '120000': 3, '300000': 3, '600000': 3,
-      '1800000': 3, '3600000': 4, '7200000': 4, '21600000': 4, '86400000': 4, '+Inf': 5,
+      '0': 1,
+      '1000': 1,
+      '5000': 1,
+      '15000': 2,
+      '30000': 2,
+      '60000': 2,
+      '120000': 3,
+      '300000': 3,
+      '600000': 3,
+      '1800000': 3,
+      '3600000': 4,
+      '7200000': 4,
+      '21600000': 4,
+      '86400000': 4,
+      '+Inf': 5,
     };
-    const got = await waitFor(async () => {
-      const t = await metricsText();
-      const g = Object.fromEntries(Object.keys(expected).map((le) => [le, bucket(t, le)]));
-      return JSON.stringify(g) === JSON.stringify(expected) ? g : undefined;
-    }, 10_000, 'deadline-proximity buckets');
+    const got = await waitFor(
+      async () => {
+        const t = await metricsText();
+        const g = Object.fromEntries(Object.keys(expected).map((le) => [le, bucket(t, le)]));
+        return JSON.stringify(g) === JSON.stringify(expected) ? g : undefined;
+      },
+      10_000,
+      'deadline-proximity buckets',
+    );
     expect(got).toEqual(expected);
   }, 30_000);
 });

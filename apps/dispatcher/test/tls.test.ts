@@ -27,11 +27,33 @@ beforeAll(async () => {
   // The server's certificate names only model.internal: reaching it as 127.0.0.1 needs the server name option.
   fs.writeFileSync(file('server.ext'), 'subjectAltName=DNS:model.internal\n');
   openssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=model.internal');
-  openssl('x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.pem', '-days', '1', '-extfile', 'server.ext');
+  openssl(
+    'x509',
+    '-req',
+    '-in',
+    'server.csr',
+    '-CA',
+    'ca.pem',
+    '-CAkey',
+    'ca.key',
+    '-CAcreateserial',
+    '-out',
+    'server.pem',
+    '-days',
+    '1',
+    '-extfile',
+    'server.ext',
+  );
   openssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'client.key', '-out', 'client.csr', '-subj', '/CN=dispatcher');
   openssl('x509', '-req', '-in', 'client.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'client.pem', '-days', '1');
   server = https.createServer(
-    { key: fs.readFileSync(file('server.key')), cert: fs.readFileSync(file('server.pem')), ca: fs.readFileSync(file('ca.pem')), requestCert: true, rejectUnauthorized: false },
+    {
+      key: fs.readFileSync(file('server.key')),
+      cert: fs.readFileSync(file('server.pem')),
+      ca: fs.readFileSync(file('ca.pem')),
+      requestCert: true,
+      rejectUnauthorized: false,
+    },
     (req, res) => {
       const sock = req.socket as TLSSocket;
       const peer = sock.authorized ? (sock.getPeerCertificate().subject?.CN ?? '?') : 'none';
@@ -62,7 +84,13 @@ const send = async (tls: TlsClientOptions | undefined) => {
 
 describe('TLS client options', () => {
   it('CA file + client certificate + server name: verified mutual TLS', async () => {
-    const tls = readTlsFiles({ tls_ca_file: file('ca.pem'), tls_cert_file: file('client.pem'), tls_key_file: file('client.key'), tls_server_name: 'model.internal', tls_insecure_skip_verify: false });
+    const tls = readTlsFiles({
+      tls_ca_file: file('ca.pem'),
+      tls_cert_file: file('client.pem'),
+      tls_key_file: file('client.key'),
+      tls_server_name: 'model.internal',
+      tls_insecure_skip_verify: false,
+    });
     expect(await send(tls)).toEqual({ kind: 'success', status: 200, body: '{"client":"dispatcher"}' });
   });
 
@@ -80,8 +108,12 @@ describe('TLS client options', () => {
 
   it('config: cert and key go together; an unreadable file is named, its content never shown', () => {
     const q = { queues: [{ queue_name: 'a', igw_base_url: 'https://127.0.0.1:9/' }] };
-    expect(() => loadConfig({ env: {}, document: { ...q, tls_cert_file: file('client.pem') } })).toThrow('config: tls_cert_file and tls_key_file go together');
-    expect(() => readTlsFiles({ tls_ca_file: file('missing.pem'), tls_insecure_skip_verify: false })).toThrow(`config: tls_ca_file: cannot read ${file('missing.pem')}: ENOENT`);
+    expect(() => loadConfig({ env: {}, document: { ...q, tls_cert_file: file('client.pem') } })).toThrow(
+      'config: tls_cert_file and tls_key_file go together',
+    );
+    expect(() => readTlsFiles({ tls_ca_file: file('missing.pem'), tls_insecure_skip_verify: false })).toThrow(
+      `config: tls_ca_file: cannot read ${file('missing.pem')}: ENOENT`,
+    );
     expect(loadConfig({ env: {}, document: { ...q, tls_insecure_skip_verify: true } }).tls_insecure_skip_verify).toBe(true);
   });
 });

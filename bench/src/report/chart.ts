@@ -13,7 +13,10 @@ const WORSE: RGB = [198, 40, 40];
 /** A tiny RGB raster on top of pngjs. */
 class Canvas {
   readonly png: PNG;
-  constructor(readonly width: number, readonly height: number) {
+  constructor(
+    readonly width: number,
+    readonly height: number,
+  ) {
     this.png = new PNG({ width, height });
     this.rect(0, 0, width, height, WHITE);
   }

@@ -6,10 +6,7 @@ const fmt = (v: number | undefined, unit: string) => (v === undefined ? '' : for
 
 /** The results table: one row per scenario × metric × system, ratios as "baseline advantage". */
 export function resultsTable(results: ScenarioResult[]): string {
-  const lines = [
-    '| scenario | metric | system | min | median | max | runs | q advantage |',
-    '|---|---|---|---:|---:|---:|---:|---:|',
-  ];
+  const lines = ['| scenario | metric | system | min | median | max | runs | q advantage |', '|---|---|---|---:|---:|---:|---:|---:|'];
   for (const r of results) {
     for (const m of r.metrics) {
       for (const s of r.systems) {
@@ -66,7 +63,7 @@ export function report(opts: {
     `Machine: ${machineLine(opts.machine)}`,
     '',
     '"q advantage" is how many times better q is than that system on the metric (median vs median; > 1 = q better; ' +
-      'for latency it is the peer\'s latency ÷ q\'s). For the OpenTelemetry rows the baseline is q with tracing, so the ratio is traced ÷ untraced throughput.',
+      "for latency it is the peer's latency ÷ q's). For the OpenTelemetry rows the baseline is q with tracing, so the ratio is traced ÷ untraced throughput.",
     '',
     resultsTable(opts.results),
   ];

@@ -17,7 +17,10 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const HOT_TABLE: Record<string, string> = { q: 'q_jobs', 'graphile-worker': 'graphile_worker._private_jobs' };
 
 async function deadTuples(admin: pg.Pool, table: string): Promise<number> {
-  const { rows } = await admin.query<{ n: string | null }>(`SELECT n_dead_tup::text AS n FROM pg_stat_user_tables WHERE relid = to_regclass($1)`, [table]);
+  const { rows } = await admin.query<{ n: string | null }>(
+    `SELECT n_dead_tup::text AS n FROM pg_stat_user_tables WHERE relid = to_regclass($1)`,
+    [table],
+  );
   return Number(rows[0]?.n ?? 0);
 }
 
@@ -142,7 +145,10 @@ export function jobDrainHeldXmin(systems: JobSystem[] = [qJobs(), graphileWorker
           const after = await phase(sideMs);
           stop = true;
           await producer;
-          check([...runs.values()].every((c) => c === 1), `${js.name}: a job ran twice`);
+          check(
+            [...runs.values()].every((c) => c === 1),
+            `${js.name}: a job ran twice`,
+          );
           return { before, during, after, dead };
         } finally {
           stop = true;
@@ -156,4 +162,3 @@ export function jobDrainHeldXmin(systems: JobSystem[] = [qJobs(), graphileWorker
     })),
   };
 }
-

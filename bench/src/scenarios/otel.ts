@@ -36,8 +36,8 @@ export function otelJobDrain(): Scenario {
     title: 'OpenTelemetry: job drain (10,000 jobs, concurrency 32) traced vs untraced',
     metrics: [{ key: 'rate', unit: 'jobs/s', better: 'higher' }],
     baseline: 'q+otel',
-    systems: pair((on, name) => (ctx) =>
-      traced(on, name, (t) => drainRun(qJobs(name, t ? () => t.provider : undefined), ctx.n(10_000, 200), 32, ctx.dsn)),
+    systems: pair(
+      (on, name) => (ctx) => traced(on, name, (t) => drainRun(qJobs(name, t ? () => t.provider : undefined), ctx.n(10_000, 200), 32, ctx.dsn)),
     ).map((s) => ({ ...s, skip })),
   };
 }
@@ -50,8 +50,9 @@ export function otelDispatchAck(): Scenario {
     title: 'OpenTelemetry: request dispatch → ack (20,000 requests, 1 runner) traced vs untraced',
     metrics: [{ key: 'rate', unit: 'req/s', better: 'higher' }],
     baseline: 'q+otel',
-    systems: pair((on, name) => (ctx) =>
-      traced(on, name, (t) => dispatchAckRun(qStoreRequests(name, t ? () => t.provider : undefined), ctx.n(20_000, 300), 1, ctx.dsn)),
+    systems: pair(
+      (on, name) => (ctx) =>
+        traced(on, name, (t) => dispatchAckRun(qStoreRequests(name, t ? () => t.provider : undefined), ctx.n(20_000, 300), 1, ctx.dsn)),
     ).map((s) => ({ ...s, skip })),
   };
 }

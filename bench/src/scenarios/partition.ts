@@ -111,7 +111,9 @@ export function partitionRedelivery(): Scenario {
           });
           try {
             const deadline = Math.floor(Date.now() / 1000) + 3600;
-            await store.enqueue(Array.from({ length: n }, (_, i) => ({ id: idOf(i), token: 't', queue: QUEUE, deadline, envelope: '{}', payload: PAYLOAD })));
+            await store.enqueue(
+              Array.from({ length: n }, (_, i) => ({ id: idOf(i), token: 't', queue: QUEUE, deadline, envelope: '{}', payload: PAYLOAD })),
+            );
             const got = new Set<string>();
             let err = '';
             child.stderr.on('data', (b: Buffer) => (err += b.toString()));
@@ -206,12 +208,23 @@ export function partitionRunnersProcs(procs: number): Scenario {
             for (let from = 0; from < n; from += 1_000) {
               const count = Math.min(1_000, n - from);
               await store.enqueue(
-                Array.from({ length: count }, (_, k) => ({ id: idOf(from + k), token: 't', queue: QUEUE, deadline, envelope: '{}', payload: PAYLOAD })),
+                Array.from({ length: count }, (_, k) => ({
+                  id: idOf(from + k),
+                  token: 't',
+                  queue: QUEUE,
+                  deadline,
+                  envelope: '{}',
+                  payload: PAYLOAD,
+                })),
               );
             }
             for (let k = 0; k < procs; k++) children.push(startRunner(ctx.dsn, `proc-${k}`, ttl));
             const failure = () => children.find((c) => !alive(c));
-            await waitUntil(async () => children.every((c) => c.out.includes('ready\n')) || failure() !== undefined, 60_000, `${procs} runner processes ready`);
+            await waitUntil(
+              async () => children.every((c) => c.out.includes('ready\n')) || failure() !== undefined,
+              60_000,
+              `${procs} runner processes ready`,
+            );
             const dead = failure();
             check(dead === undefined, `runner exited before starting (${String(dead?.proc.exitCode)}): ${dead?.err ?? ''}`);
             const t0 = performance.now();
@@ -230,7 +243,10 @@ export function partitionRunnersProcs(procs: number): Scenario {
             const exits = children.map((c) => new Promise<number | null>((r) => c.proc.once('exit', (code) => r(code))));
             for (const c of children) c.proc.kill('SIGTERM');
             const codes = await Promise.all(exits);
-            check(codes.every((c) => c === 0), `runner exit codes after SIGTERM: ${codes.join(',')}: ${children.map((c) => c.err).join(' | ')}`);
+            check(
+              codes.every((c) => c === 0),
+              `runner exit codes after SIGTERM: ${codes.join(',')}: ${children.map((c) => c.err).join(' | ')}`,
+            );
             const row = (
               await store.pool.query<{ total: string; distinct: string; known: string }>(
                 `SELECT count(*) AS total, count(DISTINCT id) AS distinct,

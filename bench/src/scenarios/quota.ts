@@ -144,7 +144,15 @@ export function quotaAdmitProcs(keys: 1 | 1000): Scenario {
         skip: () => missing(loadQuota),
         async run(ctx) {
           const n = ctx.n(keys === 1 ? 4_000 : 5_000, 200);
-          const { reports, seconds } = await runQuotaClients({ dsn: ctx.dsn, mode: 'admit', keys, n, procs: PROCS, callers: PROC_CALLERS, limit: 0 });
+          const { reports, seconds } = await runQuotaClients({
+            dsn: ctx.dsn,
+            mode: 'admit',
+            keys,
+            n,
+            procs: PROCS,
+            callers: PROC_CALLERS,
+            limit: 0,
+          });
           const perKey = new Map<string, number>();
           for (let i = 0; i < n; i++) perKey.set(keyOf(keys, i), (perKey.get(keyOf(keys, i)) ?? 0) + 1);
           const admitted = new Map<string, number>();
@@ -183,7 +191,15 @@ export function quotaAcquireProcs(keys: 1 | 1000): Scenario {
         skip: () => missing(loadQuota),
         async run(ctx) {
           const n = ctx.n(keys === 1 ? 2_000 : 3_000, 100);
-          const { reports, seconds } = await runQuotaClients({ dsn: ctx.dsn, mode: 'acquire', keys, n, procs: PROCS, callers: PROC_CALLERS, limit });
+          const { reports, seconds } = await runQuotaClients({
+            dsn: ctx.dsn,
+            mode: 'acquire',
+            keys,
+            n,
+            procs: PROCS,
+            callers: PROC_CALLERS,
+            limit,
+          });
           const pairs = reports.reduce((a, r) => a + r.pairs, 0);
           check(pairs === n, `q procs: ${pairs} acquire+release pairs reported, ${n} expected`);
           for (const r of reports) check(r.peak <= limit, `q procs: a process held ${r.peak} slots at once, limit ${limit}`);

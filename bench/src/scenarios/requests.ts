@@ -57,10 +57,7 @@ export async function dispatchAckRun(rs: RequestSystem, n: number, runners: numb
 }
 
 /** Dispatch (batch 256) → no-op handling → ack, with `runners` dispatchers in one process. */
-export function requestDispatchAck(
-  runners: number,
-  systems: RequestSystem[] = [qStoreRequests(), qRunnerRequests(), rawSqlRequests],
-): Scenario {
+export function requestDispatchAck(runners: number, systems: RequestSystem[] = [qStoreRequests(), qRunnerRequests(), rawSqlRequests]): Scenario {
   return {
     name: `request-dispatch-ack-r${runners}`,
     ...(runners !== 4 ? { smokeCoveredBy: 'request-dispatch-ack-r4' } : {}),

@@ -37,7 +37,10 @@ export const pgBoss: JobSystem = {
         await boss.send(QUEUE, { i } satisfies NoopPayload);
       },
       async enqueueBatch(from, n) {
-        await boss.insert(QUEUE, Array.from({ length: n }, (_, k) => ({ data: { i: from + k } satisfies NoopPayload })));
+        await boss.insert(
+          QUEUE,
+          Array.from({ length: n }, (_, k) => ({ data: { i: from + k } satisfies NoopPayload })),
+        );
       },
       waiting: () => count(`state IN ('created', 'retry', 'active')`),
       completed: () => count(`state = 'completed'`),

@@ -12,12 +12,36 @@ export interface QOpenOptions {
 }
 
 // ---- @q/store: request queue -------------------------------------------------------------
-export interface QKey { id: string; token: string }
-export interface QStamp extends QKey { attempt: number }
-export interface QNewRequest extends QKey { queue: string; deadline: number; envelope: string; payload: Uint8Array }
-export interface QRequest extends QNewRequest { partition: number; epoch: number; attempt: number; cancelled: boolean }
-export interface QCompletion extends QKey { attempt: number; route: string; payload: string; expiresAt?: number }
-export interface QLease { partition: number; epoch: number; draining: boolean }
+export interface QKey {
+  id: string;
+  token: string;
+}
+export interface QStamp extends QKey {
+  attempt: number;
+}
+export interface QNewRequest extends QKey {
+  queue: string;
+  deadline: number;
+  envelope: string;
+  payload: Uint8Array;
+}
+export interface QRequest extends QNewRequest {
+  partition: number;
+  epoch: number;
+  attempt: number;
+  cancelled: boolean;
+}
+export interface QCompletion extends QKey {
+  attempt: number;
+  route: string;
+  payload: string;
+  expiresAt?: number;
+}
+export interface QLease {
+  partition: number;
+  epoch: number;
+  draining: boolean;
+}
 
 export interface QStore {
   readonly pool: import('pg').Pool;
@@ -36,12 +60,23 @@ export interface QStoreModule {
 }
 
 // ---- @q/store: job store, @q/job-worker ----------------------------------------------------
-export interface QJob { id: number; uuid: string; payload: unknown; status: string }
-export interface QJobStore { close(): Promise<void> }
+export interface QJob {
+  id: number;
+  uuid: string;
+  payload: unknown;
+  status: string;
+}
+export interface QJobStore {
+  close(): Promise<void>;
+}
 export interface QJobStoreModule {
   JobStore: { open(dsn: string, opts?: QOpenOptions): Promise<QJobStore> };
 }
-export interface QEnqueueOptions { queue?: string; type: string; payload?: unknown }
+export interface QEnqueueOptions {
+  queue?: string;
+  type: string;
+  payload?: unknown;
+}
 export interface QJobQueue {
   enqueue(opts: QEnqueueOptions): Promise<QJob>;
   enqueueMany(opts: QEnqueueOptions[]): Promise<QJob[]>;
@@ -57,7 +92,8 @@ export interface QJobWorkerModule {
 }
 
 // ---- @q/partition-consumer ---------------------------------------------------------------
-export type QOutcome = { result: { route: string; payload: string; expiresAt?: number } } | { retryAt: number; envelope?: string } | { defer: number };
+export type QOutcome =
+  { result: { route: string; payload: string; expiresAt?: number } } | { retryAt: number; envelope?: string } | { defer: number };
 export interface QRunPartitionWorkerOptions {
   store: QStore;
   queue: string;

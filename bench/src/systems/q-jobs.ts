@@ -31,7 +31,9 @@ export function qJobs(name = 'q', tracerProvider?: () => TracerProvider): JobSys
           await queue.enqueue({ queue: QUEUE, type: 'noop', payload: { i } satisfies NoopPayload });
         },
         async enqueueBatch(from, n) {
-          await queue.enqueueMany(Array.from({ length: n }, (_, k) => ({ queue: QUEUE, type: 'noop', payload: { i: from + k } satisfies NoopPayload })));
+          await queue.enqueueMany(
+            Array.from({ length: n }, (_, k) => ({ queue: QUEUE, type: 'noop', payload: { i: from + k } satisfies NoopPayload })),
+          );
         },
         waiting: () => count(['queued', 'scheduled', 'leased', 'running', 'retry_wait']),
         completed: () => count(['succeeded']),

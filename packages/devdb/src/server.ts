@@ -66,8 +66,20 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions = {}): Promise
   }
   await stopOrphan(dataDir);
 
-  const args = ['-D', dataDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=',
-    '-c', 'max_connections=400', '-c', 'shared_buffers=128MB'];
+  const args = [
+    '-D',
+    dataDir,
+    '-p',
+    String(port),
+    '-c',
+    'listen_addresses=127.0.0.1',
+    '-c',
+    'unix_socket_directories=',
+    '-c',
+    'max_connections=400',
+    '-c',
+    'shared_buffers=128MB',
+  ];
   if (opts.fast) args.push('-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off');
   for (const [k, v] of Object.entries(opts.settings ?? {})) args.push('-c', `${k}=${v}`);
 
@@ -125,11 +137,12 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions = {}): Promise
 }
 
 function initdb(bins: PostgresBinaries, dataDir: string, user: RunAs | undefined): void {
-  const res = spawnSync(
-    bins.initdb,
-    ['-D', dataDir, '--auth=trust', '--username=postgres', '--encoding=UTF8', '--locale=C', '--no-sync'],
-    { uid: user?.uid, gid: user?.gid, encoding: 'utf8', env: { ...process.env, LC_ALL: 'C' } },
-  );
+  const res = spawnSync(bins.initdb, ['-D', dataDir, '--auth=trust', '--username=postgres', '--encoding=UTF8', '--locale=C', '--no-sync'], {
+    uid: user?.uid,
+    gid: user?.gid,
+    encoding: 'utf8',
+    env: { ...process.env, LC_ALL: 'C' },
+  });
   if (res.status !== 0) {
     throw new Error(`embedded Postgres: initdb failed (${res.status ?? res.signal}): ${res.stderr || res.error?.message}`);
   }
@@ -148,9 +161,7 @@ function resolveDataDir(wanted: string, user: RunAs | undefined): string {
   const abs = path.resolve(wanted);
   fs.mkdirSync(path.dirname(abs), { recursive: true });
   const parentReachable = !user || canRunAs(user, '/bin/sh', ['-c', 'cd "$0"', path.dirname(abs)]);
-  const dataDir = parentReachable
-    ? abs
-    : path.join(os.tmpdir(), `q-pgdata-${createHash('sha1').update(abs).digest('hex').slice(0, 12)}`);
+  const dataDir = parentReachable ? abs : path.join(os.tmpdir(), `q-pgdata-${createHash('sha1').update(abs).digest('hex').slice(0, 12)}`);
   if (!fs.existsSync(dataDir)) fs.mkdirSync(dataDir, { mode: 0o700 });
   if (user) fs.chownSync(dataDir, user.uid, user.gid);
   fs.chmodSync(dataDir, 0o700);

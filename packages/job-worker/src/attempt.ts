@@ -108,11 +108,17 @@ export class AttemptRunner {
     // Should the store still refuse the outcome when it is written (a timeline over 64 MiB), a
     // failed attempt saying why is recorded instead, without the timeline.
     const submitted = outcome;
-    const written = !e.leaseLost && (await c.completer.submit({ ...outcome, steps: e.recorder.steps }, () => e.held, (problem) => {
-      outcome = refusedOutcome(e, submitted, problem, c.retryBaseMs);
-      if ('error' in outcome) error = outcome.error;
-      return outcome;
-    }));
+    const written =
+      !e.leaseLost &&
+      (await c.completer.submit(
+        { ...outcome, steps: e.recorder.steps },
+        () => e.held,
+        (problem) => {
+          outcome = refusedOutcome(e, submitted, problem, c.retryBaseMs);
+          if ('error' in outcome) error = outcome.error;
+          return outcome;
+        },
+      ));
     if (!written) {
       c.logger.warn(fields, e.leaseLost ? 'job outcome not recorded: its lease was lost' : 'could not record job outcome (lease lost?)');
       if (e.unrenewed) await this.#hooks.giveUp(e);
@@ -123,7 +129,10 @@ export class AttemptRunner {
         c.logger.info(fields, 'job succeeded');
         break;
       case 'retry_wait':
-        c.logger.warn({ ...fields, err: { message: firstLine(error ?? '') }, retry_in_ms: Math.round(outcome.retryDelayMs) }, 'job attempt failed, will retry');
+        c.logger.warn(
+          { ...fields, err: { message: firstLine(error ?? '') }, retry_in_ms: Math.round(outcome.retryDelayMs) },
+          'job attempt failed, will retry',
+        );
         break;
       case 'dead_letter':
         c.logger.error({ ...fields, err: { message: firstLine(error ?? '') } }, 'job dead-lettered');

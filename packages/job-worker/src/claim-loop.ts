@@ -120,7 +120,10 @@ export class ClaimLoop {
           c.completer.settle(taken, written);
           jobs = [];
         } else if (taken.length > 0) {
-          const r = await c.store.completeAndClaim(taken.map((p) => p.outcome), claim);
+          const r = await c.store.completeAndClaim(
+            taken.map((p) => p.outcome),
+            claim,
+          );
           c.completer.settle(taken, r.written);
           jobs = r.jobs;
         } else {

@@ -127,7 +127,8 @@ export class Completer {
           await this.#writeOneByOne(batch, err);
           return;
         }
-        if (attempt === 0) this.#logger.warn({ ...errorFields(err), outcomes: batch.length }, 'outcome write failed, retrying while the leases are held');
+        if (attempt === 0)
+          this.#logger.warn({ ...errorFields(err), outcomes: batch.length }, 'outcome write failed, retrying while the leases are held');
         await sleep(Math.min(RETRY_MIN_MS * 2 ** attempt, RETRY_MAX_MS) * (0.5 + Math.random()));
       }
     }

@@ -14,5 +14,12 @@ export const RETRY_CAP_MS = 5 * 60_000;
  * `@q/akerdock-worker`, or give `JobQueue` your own `knownQueues`. Kept so existing imports work.
  */
 export const KNOWN_QUEUES: readonly string[] = Object.freeze([
-  'default', 'deploy', 'backup', 'cleanup', 'notify', 'maintenance', 'webhook', 'task',
+  'default',
+  'deploy',
+  'backup',
+  'cleanup',
+  'notify',
+  'maintenance',
+  'webhook',
+  'task',
 ]);

@@ -205,10 +205,7 @@ export class JobQueue {
     const queue = opts.queue || 'default';
     // An opened queue takes any queue name: an unserved one is counted and warned about instead.
     if (!this.#managed && !this.#known.includes(queue)) {
-      throw new QError(
-        QErrorCode.UNKNOWN_QUEUE,
-        `queue: "${queue}" is not consumed by any worker (known: [${this.#known.join(' ')}])`,
-      );
+      throw new QError(QErrorCode.UNKNOWN_QUEUE, `queue: "${queue}" is not consumed by any worker (known: [${this.#known.join(' ')}])`);
     }
     if (typeof opts.type !== 'string') throw invalidArgument('type must be a string');
     const { queue: _q, ...rest } = opts;

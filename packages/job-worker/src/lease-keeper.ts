@@ -61,7 +61,10 @@ export class LeaseKeeper {
     if (held.length > 0) {
       const sentAt = performance.now();
       try {
-        const states = await this.#store.heartbeat(held.map((e) => e.lease), this.#leaseMs);
+        const states = await this.#store.heartbeat(
+          held.map((e) => e.lease),
+          this.#leaseMs,
+        );
         // A job is held under one lease at a time (a re-claimed job's stale lease is given up
         // before the new one is tracked), so the id names the lease renewed.
         const byId = new Map(states.map((s) => [s.id, s]));

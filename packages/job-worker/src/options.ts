@@ -143,7 +143,8 @@ export function resolveOptions(opts: WorkerOptions, notifies = true): ResolvedOp
   if (typeof opts.concurrency !== 'number' || !Number.isFinite(opts.concurrency)) throw invalidArgument('concurrency must be a number');
   const concurrency = Math.max(Math.floor(opts.concurrency), 1);
   const prefetch = opts.prefetch ?? 'auto';
-  if (prefetch !== 'auto' && (!Number.isInteger(prefetch) || prefetch < 0)) throw invalidArgument("prefetch must be 'auto' or a non-negative integer");
+  if (prefetch !== 'auto' && (!Number.isInteger(prefetch) || prefetch < 0))
+    throw invalidArgument("prefetch must be 'auto' or a non-negative integer");
   const maxResumes = opts.maxResumes ?? 3;
   if (!Number.isInteger(maxResumes) || maxResumes < 0) throw invalidArgument('maxResumes must be a non-negative integer');
   return {
@@ -159,6 +160,7 @@ export function resolveOptions(opts: WorkerOptions, notifies = true): ResolvedOp
     maintenanceMs: timerOption(opts.maintenanceIntervalMs, 1_000, 'maintenanceIntervalMs'),
     maxResumes,
     maxPersistentFailures: positiveInt(opts.maxPersistentFailures, MAX_PERSISTENT_FAILURES, 'maxPersistentFailures'),
-    workerId: opts.workerId === undefined ? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}` : checkName('Worker', 'workerId', opts.workerId),
+    workerId:
+      opts.workerId === undefined ? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}` : checkName('Worker', 'workerId', opts.workerId),
   };
 }

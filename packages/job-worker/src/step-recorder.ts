@@ -52,8 +52,8 @@ export class StepRecorder {
   /** Writes the timeline as it is now, after any earlier write; never rejects. */
   flush(): Promise<void> {
     const snapshot = this.steps;
-    this.#chain = this.#chain.then(
-      () => this.#write(snapshot).then(
+    this.#chain = this.#chain.then(() =>
+      this.#write(snapshot).then(
         () => undefined,
         () => undefined,
       ),

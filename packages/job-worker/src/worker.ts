@@ -81,13 +81,26 @@ export class Worker {
     // Outcomes wait for the claim loop's next round trip while it is active: it is either
     // writing one now or about to (a finished attempt frees a slot, which wakes it).
     this.#watch = new FailureWatch({
-      logger: this.#logger, metrics: opts.metrics, onError: opts.onError, stop: () => this.#requestStop(), maxPersistent: maxPersistentFailures,
+      logger: this.#logger,
+      metrics: opts.metrics,
+      onError: opts.onError,
+      stop: () => this.#requestStop(),
+      maxPersistent: maxPersistentFailures,
     });
     this.#completer = new Completer(store, this.#logger, () => this.#state === 'running' && this.#claims.takingOutcomes);
     this.#claims = new ClaimLoop(
       {
-        store, completer: this.#completer, logger: this.#logger, queues: this.#queues, workerId: this.id,
-        concurrency: this.#concurrency, prefetch: sizer, batch, leaseMs: this.#leaseMs, pollMs, watch: this.#watch,
+        store,
+        completer: this.#completer,
+        logger: this.#logger,
+        queues: this.#queues,
+        workerId: this.id,
+        concurrency: this.#concurrency,
+        prefetch: sizer,
+        batch,
+        leaseMs: this.#leaseMs,
+        pollMs,
+        watch: this.#watch,
       },
       {
         stopping: () => this.#stopping,
@@ -98,8 +111,14 @@ export class Worker {
     );
     this.#attempts = new AttemptRunner(
       {
-        handlers: this.#handlers, completer: this.#completer, logger: this.#logger, metrics: opts.metrics,
-        tracer: opts.tracer, retryBaseMs, workerId: this.id, handlerTime: (ms) => sizer.handler(ms),
+        handlers: this.#handlers,
+        completer: this.#completer,
+        logger: this.#logger,
+        metrics: opts.metrics,
+        tracer: opts.tracer,
+        retryBaseMs,
+        workerId: this.id,
+        handlerTime: (ms) => sizer.handler(ms),
       },
       { free: (e) => this.#free(e), settle: (e) => this.#settle(e), giveUp: (e) => this.#giveUp(e) },
     );
@@ -244,7 +263,8 @@ export class Worker {
    * (see local-queue-size.ts) and the jobs beyond it go back to the queue, for idle peers.
    */
   #trim(): void {
-    if (!this.#stopping && this.#stalledMs() >= TRIM_STALL_MS) void this.#releaseBuffered(this.#buffer.takeLast(this.#buffer.length - this.#sizer.size));
+    if (!this.#stopping && this.#stalledMs() >= TRIM_STALL_MS)
+      void this.#releaseBuffered(this.#buffer.takeLast(this.#buffer.length - this.#sizer.size));
   }
 
   /** How long every slot has been busy without one freeing up; 0 while a slot is free. */
@@ -311,7 +331,10 @@ export class Worker {
     e.unrenewed = unrenewed;
     if (e.state === 'running' || e.state === 'buffered') this.#metrics?.leaseLost.add(1, { 'job.type': e.job.type });
     if (e.state === 'running') {
-      this.#logger.warn(jobFields(e.job, this.id), unrenewed ? 'job lease could not be renewed in time; aborting its handler' : 'job lease lost; aborting its handler');
+      this.#logger.warn(
+        jobFields(e.job, this.id),
+        unrenewed ? 'job lease could not be renewed in time; aborting its handler' : 'job lease lost; aborting its handler',
+      );
     }
     e.controller.abort(new JobAbortedError('lease_lost'));
     if (this.#buffer.remove(e)) {

@@ -6,7 +6,8 @@ import { isTransient } from '../src/completer.js';
 const pgError = (code: string) => Object.assign(new Error(`pg ${code}`), { code });
 
 it('connection failures, lock timeouts, serialization failures and shutdowns are transient', () => {
-  for (const code of ['08006', '08P01', '40001', '40P01', '53300', '55P03', '57P01', '57014']) expect(isTransient(pgError(code)), code).toBe(true);
+  for (const code of ['08006', '08P01', '40001', '40P01', '53300', '55P03', '57P01', '57014'])
+    expect(isTransient(pgError(code)), code).toBe(true);
   expect(isTransient(Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }))).toBe(true);
   expect(isTransient(new Error('Connection terminated unexpectedly'))).toBe(true);
   expect(isTransient(new QError(QErrorCode.CONNECTION, 'database unreachable'))).toBe(true);

@@ -37,18 +37,26 @@ describe('connection footprint', () => {
     const queue = await JobQueue.open(schema.dsn, { applicationName: app, idleTimeoutMillis: 1_000 });
     try {
       let done = 0;
-      queue.work('t', async () => {
-        await new Promise((r) => setTimeout(r, 10));
-        done++;
-      }, { concurrency: 20 });
+      queue.work(
+        't',
+        async () => {
+          await new Promise((r) => setTimeout(r, 10));
+          done++;
+        },
+        { concurrency: 20 },
+      );
       await queue.enqueueMany(Array.from({ length: 400 }, () => ({ type: 't' })));
       // Inspection calls alongside the worker (a dashboard): they must share the capped pool.
       await Promise.all(Array.from({ length: 30 }, () => queue.list({ limit: 100 })));
       let peak = 0;
-      await waitFor(async () => {
-        peak = Math.max(peak, await backends(app));
-        return done >= 400;
-      }, 60_000, 20);
+      await waitFor(
+        async () => {
+          peak = Math.max(peak, await backends(app));
+          return done >= 400;
+        },
+        60_000,
+        20,
+      );
       expect(peak).toBeLessThanOrEqual(DEFAULT_MAX_CONNS + 1);
       // Idle: the pool's connections close after the timeout; the LISTEN connection stays.
       peak = Math.max(peak, await backends(app));

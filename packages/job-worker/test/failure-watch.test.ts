@@ -31,7 +31,11 @@ afterAll(async () => {
   await schema?.drop();
 });
 
-interface Line { level: string; fields: Record<string, unknown>; msg?: string }
+interface Line {
+  level: string;
+  fields: Record<string, unknown>;
+  msg?: string;
+}
 function recorder(): Logger & { lines: Line[] } {
   const lines: Line[] = [];
   const at = (level: string) => (fields: Record<string, unknown>, msg?: string) => void lines.push({ level, fields, msg });
@@ -55,13 +59,21 @@ async function runUntilStopped(dsn: string, opts: { migrate?: boolean } = {}) {
   const logger = recorder();
   const failures: WorkerFailure[] = [];
   const worker = new Worker(store, {
-    queues: ['default'], concurrency: 1, logger, pollIntervalMs: 100, maintenanceIntervalMs: 100,
-    maxPersistentFailures: 2, onError: (f) => failures.push(f),
+    queues: ['default'],
+    concurrency: 1,
+    logger,
+    pollIntervalMs: 100,
+    maintenanceIntervalMs: 100,
+    maxPersistentFailures: 2,
+    onError: (f) => failures.push(f),
   });
   const ac = new AbortController();
   const guard = setTimeout(() => ac.abort(), 30_000); // a worker that never stops fails the test below
   const startedAt = Date.now();
-  const settled = await worker.run(ac.signal).then(() => ({ ok: true as const }), (err: unknown) => ({ ok: false as const, err }));
+  const settled = await worker.run(ac.signal).then(
+    () => ({ ok: true as const }),
+    (err: unknown) => ({ ok: false as const, err }),
+  );
   clearTimeout(guard);
   const took = Date.now() - startedAt;
   await worker.wait(1_000);
@@ -127,8 +139,13 @@ it('a transient failure (statement timeout while the table is locked) is retried
   const logger = recorder();
   const failures: WorkerFailure[] = [];
   const worker = new Worker(store, {
-    queues: ['default'], concurrency: 1, logger, pollIntervalMs: 100, maintenanceIntervalMs: 60_000,
-    maxPersistentFailures: 1, onError: (f) => failures.push(f),
+    queues: ['default'],
+    concurrency: 1,
+    logger,
+    pollIntervalMs: 100,
+    maintenanceIntervalMs: 60_000,
+    maxPersistentFailures: 1,
+    onError: (f) => failures.push(f),
   });
   worker.register('after', async () => 'ran');
   const ac = new AbortController();

@@ -53,15 +53,20 @@ it('two worker processes with default options started together on 10,000 jobs ea
   try {
     // Both are up and idle (listening): one enqueue wakes them at the same commit.
     await queue.enqueueMany(Array.from({ length: 10_000 }, (_, i) => ({ type: 'fair', payload: { i } })));
-    await waitFor(async () => {
-      const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs WHERE status = 'succeeded'`);
-      return rows[0]!.n === 10_000;
-    }, 120_000, 100);
+    await waitFor(
+      async () => {
+        const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs WHERE status = 'succeeded'`);
+        return rows[0]!.n === 10_000;
+      },
+      120_000,
+      100,
+    );
   } finally {
     expect(await Promise.all([a.stop(), b.stop()])).toEqual([0, 0]);
   }
   const { rows } = await store.pool.query<{ by: string; n: number }>(
-    `SELECT result->>'by' AS by, count(*)::int AS n FROM q_jobs GROUP BY 1 ORDER BY 1`);
+    `SELECT result->>'by' AS by, count(*)::int AS n FROM q_jobs GROUP BY 1 ORDER BY 1`,
+  );
   expect(rows.map((r) => r.by)).toEqual(['fair-a', 'fair-b']);
   for (const r of rows) expect(r.n, `${r.by} ran ${r.n} of 10,000`).toBeGreaterThanOrEqual(3_500);
 }, 180_000);
@@ -69,7 +74,13 @@ it('two worker processes with default options started together on 10,000 jobs ea
 it('a job enqueued while a worker holds a local queue full of leased jobs is started by an idle worker within 50 ms; the stalled queue is given back', async () => {
   let release!: () => void;
   const gate = new Promise<void>((r) => (release = r));
-  const busy = new Worker(store, { queues: ['default', 'probe'], concurrency: 2, workerId: 'busy', pollIntervalMs: 100, maintenanceIntervalMs: 60_000 });
+  const busy = new Worker(store, {
+    queues: ['default', 'probe'],
+    concurrency: 2,
+    workerId: 'busy',
+    pollIntervalMs: 100,
+    maintenanceIntervalMs: 60_000,
+  });
   busy.register('quick', async () => null);
   busy.register('block', async () => gate);
   busy.register('probe', async () => 'busy ran it');
@@ -84,27 +95,38 @@ it('a job enqueued while a worker holds a local queue full of leased jobs is sta
   try {
     // Quick jobs teach the busy worker's local queue that handlers are fast: it grows.
     await queue.enqueueMany(Array.from({ length: 300 }, () => ({ type: 'quick' })));
-    await waitFor(async () => (await store.list({ status: 'succeeded', limit: 100 })).jobs.length === 100 &&
-      (await store.backlog()).every((b) => b.status !== 'queued'));
+    await waitFor(
+      async () =>
+        (await store.list({ status: 'succeeded', limit: 100 })).jobs.length === 100 &&
+        (await store.backlog()).every((b) => b.status !== 'queued'),
+    );
     // Then blocking jobs: 2 run, the rest wait in its local queue, all leased by it.
     await queue.enqueueMany(Array.from({ length: 30 }, () => ({ type: 'block' })));
     await waitFor(async () => {
-      const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs WHERE job_type = 'block' AND leased_by = 'busy'`);
+      const { rows } = await store.pool.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM q_jobs WHERE job_type = 'block' AND leased_by = 'busy'`,
+      );
       return rows[0]!.n === 30;
     });
     runs.push(idle.run(ac.signal));
     await new Promise((r) => setTimeout(r, 200)); // the idle worker is listening
     const t0 = performance.now();
     const probe = await queue.enqueue({ type: 'probe', queue: 'probe' });
-    const done = await waitFor(async () => {
-      const j = await store.get(probe.uuid);
-      return j?.status === 'succeeded' ? j : undefined;
-    }, 5_000, 5);
+    const done = await waitFor(
+      async () => {
+        const j = await store.get(probe.uuid);
+        return j?.status === 'succeeded' ? j : undefined;
+      },
+      5_000,
+      5,
+    );
     expect(done.result).toBe('idle ran it');
     expect(startedAt - t0, 'started by the idle worker within 50 ms').toBeLessThan(50);
     // Stalled (every slot blocked), the busy worker gives its waiting jobs back: 2 stay running.
     await waitFor(async () => {
-      const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs WHERE job_type = 'block' AND status = 'queued'`);
+      const { rows } = await store.pool.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM q_jobs WHERE job_type = 'block' AND status = 'queued'`,
+      );
       return rows[0]!.n === 28;
     }, 5_000);
   } finally {

@@ -61,7 +61,17 @@ it('committed in the caller’s transaction → the job runs once; rolled back �
   try {
     const before = w.claims();
     await inTx((c) => queue.enqueue({ queue: 'tx', type: 'count' }, { client: c }), 'ROLLBACK');
-    await inTx((c) => queue.enqueueMany([{ queue: 'tx', type: 'count' }, { queue: 'tx', type: 'count' }], { client: c }), 'ROLLBACK');
+    await inTx(
+      (c) =>
+        queue.enqueueMany(
+          [
+            { queue: 'tx', type: 'count' },
+            { queue: 'tx', type: 'count' },
+          ],
+          { client: c },
+        ),
+      'ROLLBACK',
+    );
     await new Promise((r) => setTimeout(r, 1_000));
     expect(w.claims()).toBe(before); // no notification reached it: it did not even look
     expect((await app.query('SELECT count(*)::int AS n FROM q_jobs')).rows[0].n).toBe(0);
@@ -82,10 +92,11 @@ it('committed in the caller’s transaction → the job runs once; rolled back �
 });
 
 it('enqueueMany with { client }: all or none, with JobQueue’s checks before anything is sent', async () => {
-  const jobs = await inTx((c) =>
-    queue.enqueueMany([{ type: 'a' }, { queue: 'tx', type: 'b', payload: { n: 1 } }], { client: c }),
-  );
-  expect(jobs.map((j) => [j.queue, j.type])).toEqual([['default', 'a'], ['tx', 'b']]);
+  const jobs = await inTx((c) => queue.enqueueMany([{ type: 'a' }, { queue: 'tx', type: 'b', payload: { n: 1 } }], { client: c }));
+  expect(jobs.map((j) => [j.queue, j.type])).toEqual([
+    ['default', 'a'],
+    ['tx', 'b'],
+  ]);
   await inTx(async (c) => {
     await expect(queue.enqueue({ queue: 'nowhere', type: 'x' }, { client: c })).rejects.toMatchObject({ code: 'UNKNOWN_QUEUE' });
     await expect(queue.enqueueMany([{ type: 'ok' }, { type: 5 as unknown as string }], { client: c })).rejects.toMatchObject({

@@ -38,15 +38,26 @@ async function start(id: string): Promise<WorkerProcess> {
   return p;
 }
 
-interface Line { level: string; msg: string; epoch?: number; at: number }
+interface Line {
+  level: string;
+  msg: string;
+  epoch?: number;
+  at: number;
+}
 const lines = (p: WorkerProcess): Line[] =>
-  p.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Line);
+  p
+    .output()
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as Line);
 const said = (p: WorkerProcess, msg: string) => lines(p).filter((l) => l.msg === msg);
 
 const lease = async () =>
-  (await store.pool.query<{ owner: string; epoch: number; live: boolean }>(
-    `SELECT owner, epoch::int AS epoch, expires_at > clock_timestamp() AS live FROM q_leader_leases WHERE name = 'jobs_maintenance'`,
-  )).rows[0];
+  (
+    await store.pool.query<{ owner: string; epoch: number; live: boolean }>(
+      `SELECT owner, epoch::int AS epoch, expires_at > clock_timestamp() AS live FROM q_leader_leases WHERE name = 'jobs_maintenance'`,
+    )
+  ).rows[0];
 
 async function stopGracefully(p: WorkerProcess): Promise<void> {
   p.child.kill('SIGTERM');

@@ -35,7 +35,11 @@ function recordingLogger(): Logger & { warnings: string[] } {
 }
 
 /** A meter provider recording counter adds (only what @q/otel calls). */
-function recordingMeter(): { provider: MeterProvider; total(name: string): number; adds: Array<{ name: string; value: number; attributes: unknown }> } {
+function recordingMeter(): {
+  provider: MeterProvider;
+  total(name: string): number;
+  adds: Array<{ name: string; value: number; attributes: unknown }>;
+} {
   const adds: Array<{ name: string; value: number; attributes: unknown }> = [];
   const counter = (name: string) => ({ add: (value: number, attributes?: unknown) => adds.push({ name, value, attributes }) });
   const observable = () => ({ addCallback: () => undefined, removeCallback: () => undefined });
@@ -102,7 +106,10 @@ describe('JobQueue.open', () => {
     await running;
     await queue.close();
     await queue.close(); // idempotent
-    const err = await queue.get(job.uuid).then(() => undefined, (e: unknown) => e);
+    const err = await queue.get(job.uuid).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(isQError(err) && err.code).toBe(QErrorCode.CLOSED);
     const store = await JobStore.open(schema.dsn, { migrate: false, maxConns: 1 });
     try {
@@ -123,7 +130,10 @@ describe('JobQueue.open', () => {
       queue.work('t', async () => undefined, { queue: 'served' });
       const lonely = `lonely-${randomBytes(3).toString('hex')}`;
       await queue.enqueue({ type: 't', queue: lonely });
-      await queue.enqueueMany([{ type: 't', queue: lonely }, { type: 't', queue: lonely }]);
+      await queue.enqueueMany([
+        { type: 't', queue: lonely },
+        { type: 't', queue: lonely },
+      ]);
       await queue.enqueue({ type: 't', queue: 'served' });
       await queue.enqueue({ type: 't', queue: 'elsewhere' }); // declared: served by another process
       expect(meter.total(METRIC_UNSERVED_ENQUEUES)).toBe(3);
@@ -144,7 +154,10 @@ describe('JobQueue.open', () => {
     const store = await JobStore.open(schema.dsn, { maxConns: 2 });
     try {
       const queue = new JobQueue(store, { knownQueues: ['default'] });
-      const err = await queue.enqueue({ type: 't', queue: 'nope' }).then(() => undefined, (e: unknown) => e);
+      const err = await queue.enqueue({ type: 't', queue: 'nope' }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(isQError(err) && err.code).toBe(QErrorCode.UNKNOWN_QUEUE);
       expect(() => queue.work('t', async () => undefined)).toThrow(/JobQueue.open/);
       await queue.close(); // the store is the caller's: still open

@@ -18,7 +18,12 @@ stopWorkersAfterEach(running);
 
 function startWorker(opts: Partial<WorkerOptions>, setup: (w: Worker) => void): { worker: Worker; ac: AbortController; run: Promise<void> } {
   const worker = new Worker(store, {
-    queues: ['default'], concurrency: 4, prefetch: 50, leaseDurationMs: 30_000, maintenanceIntervalMs: 100, pollIntervalMs: 100,
+    queues: ['default'],
+    concurrency: 4,
+    prefetch: 50,
+    leaseDurationMs: 30_000,
+    maintenanceIntervalMs: 100,
+    pollIntervalMs: 100,
     ...opts,
   });
   setup(worker);

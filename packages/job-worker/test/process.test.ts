@@ -45,8 +45,12 @@ it('a worker process SIGKILLed mid-job: the job is reaped after the lease and re
   // Another process (this one) takes over maintenance and runs the job again.
   const ac = new AbortController();
   const b = new Worker(store, {
-    queues: ['default'], concurrency: 1, workerId: 'proc-b', leaseDurationMs: 1500,
-    maintenanceIntervalMs: 100, pollIntervalMs: 100,
+    queues: ['default'],
+    concurrency: 1,
+    workerId: 'proc-b',
+    leaseDurationMs: 1500,
+    maintenanceIntervalMs: 100,
+    pollIntervalMs: 100,
   });
   const seen: number[] = [];
   b.register('hang', async (j) => {

@@ -34,7 +34,10 @@ describe('enqueue', () => {
 
   it('bad payloads and fields are INVALID_ARGUMENT; the payload is never quoted', async () => {
     const secret = 'hunter2-secret';
-    for (const payload of [{ secret, n: 1n }, { secret, f: () => secret }]) {
+    for (const payload of [
+      { secret, n: 1n },
+      { secret, f: () => secret },
+    ]) {
       const err = await queue.enqueue({ type: 't', payload }).catch((e: unknown) => e);
       expect(isQError(err, 'INVALID_ARGUMENT')).toBe(true);
       expect((err as Error).message).toContain('payload');
@@ -63,7 +66,10 @@ describe('enqueue', () => {
       { type: 'one', priority: 3 },
       { type: 'two', queue: 'backup', runAt: new Date(Date.now() + 60_000) },
     ]);
-    expect(jobs.map((j) => [j.type, j.status])).toEqual([['one', 'queued'], ['two', 'scheduled']]);
+    expect(jobs.map((j) => [j.type, j.status])).toEqual([
+      ['one', 'queued'],
+      ['two', 'scheduled'],
+    ]);
   });
 });
 
@@ -92,7 +98,14 @@ describe('list, cancel, dead letter', () => {
 
   it('retryDeadLetter copies the job with retryOfId; forgetDeadLetter cancels it; others are INVALID_STATE/false', async () => {
     const orig = await queue.enqueue({
-      queue: 'deploy', type: 'deployment.run', payload: { id: 9 }, priority: 4, maxAttempts: 1, lockKey: 'deploy:app:x', teamId: 3, resourceId: 11,
+      queue: 'deploy',
+      type: 'deployment.run',
+      payload: { id: 9 },
+      priority: 4,
+      maxAttempts: 1,
+      lockKey: 'deploy:app:x',
+      teamId: 3,
+      resourceId: 11,
     });
     await expect(queue.retryDeadLetter(orig.uuid)).rejects.toMatchObject({ code: 'INVALID_STATE' });
     expect(await queue.forgetDeadLetter(orig.uuid)).toBe(false);
@@ -101,8 +114,19 @@ describe('list, cancel, dead letter', () => {
 
     const retry = await queue.retryDeadLetter(orig.uuid, { idempotencyKey: 'retry-1' });
     expect(retry).toMatchObject({
-      queue: 'deploy', type: 'deployment.run', payload: { id: 9 }, priority: 4, maxAttempts: 1, lockKey: 'deploy:app:x',
-      teamId: 3, resourceId: 11, retryOfId: orig.id, status: 'queued', attempt: 0, resumeCount: 0, idempotencyKey: 'retry-1',
+      queue: 'deploy',
+      type: 'deployment.run',
+      payload: { id: 9 },
+      priority: 4,
+      maxAttempts: 1,
+      lockKey: 'deploy:app:x',
+      teamId: 3,
+      resourceId: 11,
+      retryOfId: orig.id,
+      status: 'queued',
+      attempt: 0,
+      resumeCount: 0,
+      idempotencyKey: 'retry-1',
     });
     expect(await queue.retryDeadLetter(orig.uuid, { idempotencyKey: 'retry-1' })).toEqual(retry);
     expect((await queue.get(orig.uuid))!.status).toBe('dead_letter');

@@ -22,9 +22,17 @@ stopWorkersAfterEach(running, cleanups);
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-function startWorker(opts: Partial<WorkerOptions>, setup: (w: Worker) => void, on: JobStore = store): { worker: Worker; ac: AbortController; run: Promise<void> } {
+function startWorker(
+  opts: Partial<WorkerOptions>,
+  setup: (w: Worker) => void,
+  on: JobStore = store,
+): { worker: Worker; ac: AbortController; run: Promise<void> } {
   const worker = new Worker(on, {
-    queues: ['default'], concurrency: 2, leaseDurationMs: 60_000, maintenanceIntervalMs: 100, pollIntervalMs: 100,
+    queues: ['default'],
+    concurrency: 2,
+    leaseDurationMs: 60_000,
+    maintenanceIntervalMs: 100,
+    pollIntervalMs: 100,
     ...opts,
   });
   setup(worker);
@@ -147,10 +155,13 @@ it('heartbeats failing for a lease period: the handler is aborted with lease_los
   startWorker({ concurrency: 2, leaseDurationMs: 3_000 }, (w) =>
     w.register('renewal', async (j, { signal }) => {
       if (seen.length > 0) return 'second';
-      const { rows: [leased] } = await store.pool.query<{ token: string }>(`SELECT lease_token AS token FROM q_jobs WHERE id = $1`, [j.id]);
+      const {
+        rows: [leased],
+      } = await store.pool.query<{ token: string }>(`SELECT lease_token AS token FROM q_jobs WHERE id = $1`, [j.id]);
       await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve()));
       const { rows } = await store.pool.query<{ held: boolean }>(
-        `SELECT lease_token = $2 AND lease_expires_at > now() AS held FROM q_jobs WHERE id = $1`, [j.id, leased!.token],
+        `SELECT lease_token = $2 AND lease_expires_at > now() AS held FROM q_jobs WHERE id = $1`,
+        [j.id, leased!.token],
       );
       seen.push({ reason: signal.reason, stillLeased: rows[0]?.held === true });
       throw signal.reason;
@@ -169,7 +180,10 @@ it('heartbeats failing for a lease period: the handler is aborted with lease_los
 // --- item 2: drain and outcome writes in flight ---------------------------------------------------
 
 it('a drain timing out never gives back a job whose outcome write is in flight', async () => {
-  const [a, b] = await queue.enqueueMany([{ type: 'drain', priority: 2 }, { type: 'drain', priority: 1 }]);
+  const [a, b] = await queue.enqueueMany([
+    { type: 'drain', priority: 2 },
+    { type: 'drain', priority: 1 },
+  ]);
   const { calls, handler } = gatedHandler();
   const r = startWorker({ concurrency: 2 }, (w) => w.register('drain', handler));
   await waitFor(() => calls.length === 2);
@@ -334,5 +348,7 @@ it('new Worker rejects timer options that would overflow a timer, or are too sho
   for (const opts of bad) {
     expect(() => new Worker(store, { ...base, ...opts }), JSON.stringify(opts)).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
   }
-  expect(() => new Worker(store, { ...base, leaseDurationMs: 2 ** 31 - 2, maintenanceIntervalMs: 2 ** 31 - 2, pollIntervalMs: 2 ** 31 - 2 })).not.toThrow();
+  expect(
+    () => new Worker(store, { ...base, leaseDurationMs: 2 ** 31 - 2, maintenanceIntervalMs: 2 ** 31 - 2, pollIntervalMs: 2 ** 31 - 2 }),
+  ).not.toThrow();
 });

@@ -36,7 +36,8 @@ it('a drain completes and claims in one round trip per batch; every job runs onc
     const i = (job.payload as { i: number }).i;
     seen.set(i, (seen.get(i) ?? 0) + 1);
     const { rows } = await store.pool.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM q_jobs WHERE leased_by = $1 AND status IN ('leased', 'running')`, [worker.id],
+      `SELECT count(*)::int AS n FROM q_jobs WHERE leased_by = $1 AND status IN ('leased', 'running')`,
+      [worker.id],
     );
     maxHeld = Math.max(maxHeld, rows[0]!.n);
     return null;

@@ -98,7 +98,12 @@ it("each attempt's q.jobs.process span links to the payload's traceparent and is
   const activeIn = new Map<string, string | undefined>();
   let failures = 0;
   const worker = new Worker(store, {
-    queues: ['default'], concurrency: 2, tracer, retryBaseMs: 1, pollIntervalMs: 50, maintenanceIntervalMs: 50,
+    queues: ['default'],
+    concurrency: 2,
+    tracer,
+    retryBaseMs: 1,
+    pollIntervalMs: 50,
+    maintenanceIntervalMs: 50,
   });
   worker.register('traced', async (job: Job) => {
     activeIn.set(`${JSON.stringify(job.payload)}#${job.attempt}`, trace.getSpan(context.active())?.spanContext().spanId);

@@ -21,7 +21,12 @@ stopWorkersAfterEach(running);
 
 function startWorker(opts: Partial<WorkerOptions>, setup: (w: Worker) => void): Worker {
   const worker = new Worker(store, {
-    queues: ['default'], concurrency: 8, leaseDurationMs: 3_000, maintenanceIntervalMs: 100, pollIntervalMs: 100, retryBaseMs: 50,
+    queues: ['default'],
+    concurrency: 8,
+    leaseDurationMs: 3_000,
+    maintenanceIntervalMs: 100,
+    pollIntervalMs: 100,
+    retryBaseMs: 50,
     ...opts,
   });
   setup(worker);
@@ -118,10 +123,14 @@ it('the completer: an outcome the store refuses in a batch is replaced by its fa
   const lease = (j: typeof bad) => ({ id: j!.id, leaseToken: j!.leaseToken });
   const problems: string[] = [];
   const results = Promise.all([
-    completer.submit({ ...lease(bad), status: 'succeeded', result: new Set([1]) }, () => true, (problem) => {
-      problems.push(problem);
-      return { ...lease(bad), status: 'dead_letter', error: `refused: ${problem}` };
-    }),
+    completer.submit(
+      { ...lease(bad), status: 'succeeded', result: new Set([1]) },
+      () => true,
+      (problem) => {
+        problems.push(problem);
+        return { ...lease(bad), status: 'dead_letter', error: `refused: ${problem}` };
+      },
+    ),
     ...good.map((j, i) => completer.submit({ ...lease(j), status: 'succeeded', result: { i } })),
   ]);
   // All four wait, then go in one batch.

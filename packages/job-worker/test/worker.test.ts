@@ -21,7 +21,11 @@ type Setup = (w: Worker) => void;
 
 function startWorker(opts: Partial<WorkerOptions>, setup: Setup): Worker {
   const worker = new Worker(store, {
-    queues: ['default'], concurrency: 2, leaseDurationMs: 3_000, maintenanceIntervalMs: 100, pollIntervalMs: 100,
+    queues: ['default'],
+    concurrency: 2,
+    leaseDurationMs: 3_000,
+    maintenanceIntervalMs: 100,
+    pollIntervalMs: 100,
     ...opts,
   });
   setup(worker);
@@ -147,13 +151,15 @@ it('cancel of a running job aborts its signal and the job ends cancelled', async
   const job = await queue.enqueue({ type: 'wait-abort' });
   let reason: unknown;
   startWorker({ leaseDurationMs: 60_000 }, (w) =>
-    w.register('wait-abort', (_job, { signal }) =>
-      new Promise((_resolve, reject) =>
-        signal.addEventListener('abort', () => {
-          reason = signal.reason;
-          reject(new Error('stopped'));
-        }),
-      ),
+    w.register(
+      'wait-abort',
+      (_job, { signal }) =>
+        new Promise((_resolve, reject) =>
+          signal.addEventListener('abort', () => {
+            reason = signal.reason;
+            reject(new Error('stopped'));
+          }),
+        ),
     ),
   );
   await waitFor(statusOf(job.uuid, 'running'));
@@ -174,7 +180,14 @@ it('an idle worker with a 30 s poll interval starts a new job within 1 s (notifi
     startedAt = Date.now();
   });
   const ac = new AbortController();
-  running.push({ worker: w, ac, run: w.run(ac.signal).finally(() => w.wait(5_000)).finally(() => own.close()) });
+  running.push({
+    worker: w,
+    ac,
+    run: w
+      .run(ac.signal)
+      .finally(() => w.wait(5_000))
+      .finally(() => own.close()),
+  });
   // Let it connect its listener (LISTEN is its last statement) and go idle.
   await waitFor(async () => {
     const { rows } = await store.pool.query(

@@ -1,12 +1,30 @@
 export {
-  INSTRUMENTATION_SCOPE, instrumentClient, instrumentPool, qTracer, recordError, scrubError, withConsumerSpan, withOperation,
+  INSTRUMENTATION_SCOPE,
+  instrumentClient,
+  instrumentPool,
+  qTracer,
+  recordError,
+  scrubError,
+  withConsumerSpan,
+  withOperation,
 } from './pool.js';
+export { contextFromTraceparent, currentTraceparent, formatTraceparent, linksFromTraceparent, parseTraceparent } from './propagation.js';
 export {
-  contextFromTraceparent, currentTraceparent, formatTraceparent, linksFromTraceparent, parseTraceparent,
-} from './propagation.js';
-export {
-  DEPRECATED_METRIC, JOB_DURATION_BUCKETS_S, METRIC, jobMetrics, observeBacklog, observeGauge, qMeter, quotaKeyClass, quotaMetrics, requestMetrics,
-  type BacklogSource, type JobMetrics, type JobMetricsOptions, type QuotaMetrics, type RequestMetrics,
+  DEPRECATED_METRIC,
+  JOB_DURATION_BUCKETS_S,
+  METRIC,
+  jobMetrics,
+  observeBacklog,
+  observeGauge,
+  qMeter,
+  quotaKeyClass,
+  quotaMetrics,
+  requestMetrics,
+  type BacklogSource,
+  type JobMetrics,
+  type JobMetricsOptions,
+  type QuotaMetrics,
+  type RequestMetrics,
 } from './metrics.js';
 export type { Link, MeterProvider, Tracer, TracerProvider } from '@opentelemetry/api';
 export { errorFields, firstLine, silentLogger, type Logger } from './logger.js';

@@ -61,7 +61,10 @@ export function requestMetrics(meterProvider?: MeterProvider): RequestMetrics {
     enqueued: m.createCounter(METRIC.requestsEnqueued, { unit: '{request}', description: 'Requests enqueued' }),
     dispatched: m.createCounter(METRIC.requestsDispatched, { unit: '{request}', description: 'Requests handed to a dispatcher' }),
     acked: m.createCounter(METRIC.requestsAcked, { unit: '{request}', description: 'Acks accepted (result written)' }),
-    fenced: m.createCounter(METRIC.requestsFenced, { unit: '{request}', description: 'Writes refused because the writer no longer owned the request' }),
+    fenced: m.createCounter(METRIC.requestsFenced, {
+      unit: '{request}',
+      description: 'Writes refused because the writer no longer owned the request',
+    }),
     retried: m.createCounter(METRIC.requestsRetried, { unit: '{request}', description: 'Requests parked for a later attempt' }),
     resultsPopped: m.createCounter(METRIC.resultsPopped, { unit: '{result}', description: 'Results delivered from routes' }),
     resultsExpired: m.createCounter(METRIC.resultsExpired, { unit: '{result}', description: 'Results dropped after their TTL' }),
@@ -106,22 +109,26 @@ export function jobMetrics(meterProvider?: MeterProvider, opts: JobMetricsOption
     advice: { explicitBucketBoundaries: [...JOB_DURATION_BUCKETS_S] },
   };
   const duration = m.createHistogram(METRIC.jobsDuration, durationOptions);
-  const legacy = (opts.deprecatedNames ?? true)
-    ? m.createHistogram(DEPRECATED_METRIC.jobsDuration, { ...durationOptions, description: `Deprecated: use ${METRIC.jobsDuration}` })
-    : undefined;
+  const legacy =
+    (opts.deprecatedNames ?? true)
+      ? m.createHistogram(DEPRECATED_METRIC.jobsDuration, { ...durationOptions, description: `Deprecated: use ${METRIC.jobsDuration}` })
+      : undefined;
   return {
     completed: m.createCounter(METRIC.jobsCompleted, { unit: '{job}', description: 'Job attempts finished, by type and outcome' }),
     duration: legacy
       ? {
-        record(value, attributes, context) {
-          duration.record(value, attributes, context);
-          legacy.record(value, attributes, context);
-        },
-      }
+          record(value, attributes, context) {
+            duration.record(value, attributes, context);
+            legacy.record(value, attributes, context);
+          },
+        }
       : duration,
     claimed: m.createCounter(METRIC.jobsClaimed, { unit: '{job}', description: 'Jobs leased by workers' }),
     leaseLost: m.createCounter(METRIC.jobsLeaseLost, { unit: '{job}', description: 'Running jobs whose lease was lost (handler aborted)' }),
-    workerFailures: m.createCounter(METRIC.jobsWorkerFailures, { unit: '{failure}', description: 'Database failures of worker loops (claim, maintenance), by kind' }),
+    workerFailures: m.createCounter(METRIC.jobsWorkerFailures, {
+      unit: '{failure}',
+      description: 'Database failures of worker loops (claim, maintenance), by kind',
+    }),
   };
 }
 

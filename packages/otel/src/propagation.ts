@@ -1,6 +1,4 @@
-import {
-  context, createTraceState, isSpanContextValid, trace, type Context, type Link, type SpanContext,
-} from '@opentelemetry/api';
+import { context, createTraceState, isSpanContextValid, trace, type Context, type Link, type SpanContext } from '@opentelemetry/api';
 
 // W3C Trace Context level 1: version-traceid-parentid-flags, lower-case hex. A future version
 // (not 00) may append fields after the flags.
@@ -57,11 +55,7 @@ export function linksFromTraceparent(traceparent?: string | null): Link[] {
  * dispatcher's `process-request`, whose parent comes from the request metadata). Returns `base`
  * unchanged when `traceparent` is absent or malformed.
  */
-export function contextFromTraceparent(
-  traceparent?: string | null,
-  tracestate?: string | null,
-  base: Context = context.active(),
-): Context {
+export function contextFromTraceparent(traceparent?: string | null, tracestate?: string | null, base: Context = context.active()): Context {
   const sc = parseTraceparent(traceparent, tracestate);
   return sc ? trace.setSpanContext(base, sc) : base;
 }

@@ -23,10 +23,11 @@ import type * as SemanticConventions from '@opentelemetry/semantic-conventions';
  * peer dependencies, at the ranges of package.json). Documented in the README and
  * docs/telemetry.md; a test keeps the three in step.
  */
-export const SDK_INSTALL_COMMAND = 'npm install @q/otel @opentelemetry/sdk-trace-base@^2.12.1 @opentelemetry/sdk-metrics@^2.12.1 '
-  + '@opentelemetry/resources@^2.12.1 @opentelemetry/core@^2.12.1 @opentelemetry/context-async-hooks@^2.12.1 '
-  + '@opentelemetry/semantic-conventions@^1.45.0 @opentelemetry/exporter-trace-otlp-http@^0.223.0 '
-  + '@opentelemetry/exporter-metrics-otlp-http@^0.223.0 @opentelemetry/exporter-prometheus@^0.223.0';
+export const SDK_INSTALL_COMMAND =
+  'npm install @q/otel @opentelemetry/sdk-trace-base@^2.12.1 @opentelemetry/sdk-metrics@^2.12.1 ' +
+  '@opentelemetry/resources@^2.12.1 @opentelemetry/core@^2.12.1 @opentelemetry/context-async-hooks@^2.12.1 ' +
+  '@opentelemetry/semantic-conventions@^1.45.0 @opentelemetry/exporter-trace-otlp-http@^0.223.0 ' +
+  '@opentelemetry/exporter-metrics-otlp-http@^0.223.0 @opentelemetry/exporter-prometheus@^0.223.0';
 
 /** The SDK modules, by role. */
 export interface SdkModules {

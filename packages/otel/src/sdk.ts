@@ -138,7 +138,10 @@ export function startTelemetry(opts: TelemetryOptions): Telemetry {
       send(items, (result) => {
         if (result.code !== sdk.core.ExportResultCode.SUCCESS) {
           if (result.error !== undefined) loggedErrors.add(result.error);
-          log.warn({ ...errorFields(result.error ?? 'export failed'), what, otlpEndpoint: endpointForLogs }, 'telemetry export failed; the data was dropped');
+          log.warn(
+            { ...errorFields(result.error ?? 'export failed'), what, otlpEndpoint: endpointForLogs },
+            'telemetry export failed; the data was dropped',
+          );
         }
         done(result);
       });
@@ -148,8 +151,12 @@ export function startTelemetry(opts: TelemetryOptions): Telemetry {
 
   const spanProcessors: SpanProcessor[] = [...(opts.spanProcessors ?? [])];
   if (base) {
-    spanProcessors.push(new BatchSpanProcessor(logFailures(new OTLPTraceExporter({ url: `${base}/v1/traces`, headers: opts.otlpHeaders, timeoutMillis: exportTimeoutMs }), 'traces'),
-      { exportTimeoutMillis: exportTimeoutMs }));
+    spanProcessors.push(
+      new BatchSpanProcessor(
+        logFailures(new OTLPTraceExporter({ url: `${base}/v1/traces`, headers: opts.otlpHeaders, timeoutMillis: exportTimeoutMs }), 'traces'),
+        { exportTimeoutMillis: exportTimeoutMs },
+      ),
+    );
   }
   const tracerProvider = new BasicTracerProvider({
     resource,
@@ -159,16 +166,25 @@ export function startTelemetry(opts: TelemetryOptions): Telemetry {
 
   const readers: IMetricReader[] = [...(opts.metricReaders ?? [])];
   if (base) {
-    readers.push(new PeriodicExportingMetricReader({
-      exporter: logFailures(new OTLPMetricExporter({ url: `${base}/v1/metrics`, headers: opts.otlpHeaders, timeoutMillis: exportTimeoutMs }), 'metrics'),
-      exportIntervalMillis: opts.metricExportIntervalMs ?? 60_000,
-      // The reader's timeout must not exceed its interval (the SDK refuses that).
-      exportTimeoutMillis: Math.min(exportTimeoutMs, opts.metricExportIntervalMs ?? 60_000),
-    }));
+    readers.push(
+      new PeriodicExportingMetricReader({
+        exporter: logFailures(
+          new OTLPMetricExporter({ url: `${base}/v1/metrics`, headers: opts.otlpHeaders, timeoutMillis: exportTimeoutMs }),
+          'metrics',
+        ),
+        exportIntervalMillis: opts.metricExportIntervalMs ?? 60_000,
+        // The reader's timeout must not exceed its interval (the SDK refuses that).
+        exportTimeoutMillis: Math.min(exportTimeoutMs, opts.metricExportIntervalMs ?? 60_000),
+      }),
+    );
   }
   let prometheus: PrometheusEndpoint | undefined;
   if (opts.prometheusPort !== undefined) {
-    prometheus = new PrometheusEndpoint(new sdk.exporterPrometheus.PrometheusExporter({ preventServerStart: true }), opts.prometheusPort, opts.prometheusHost);
+    prometheus = new PrometheusEndpoint(
+      new sdk.exporterPrometheus.PrometheusExporter({ preventServerStart: true }),
+      opts.prometheusPort,
+      opts.prometheusHost,
+    );
     readers.push(prometheus.reader);
   }
   const meterProvider = new MeterProvider({ resource, readers });
@@ -180,9 +196,11 @@ export function startTelemetry(opts: TelemetryOptions): Telemetry {
     const manager = new sdk.contextAsyncHooks.AsyncLocalStorageContextManager().enable();
     registered.context = context.setGlobalContextManager(manager);
     if (!registered.context) manager.disable();
-    registered.propagation = propagation.setGlobalPropagator(new sdk.core.CompositePropagator({
-      propagators: [new sdk.core.W3CTraceContextPropagator(), new sdk.core.W3CBaggagePropagator()],
-    }));
+    registered.propagation = propagation.setGlobalPropagator(
+      new sdk.core.CompositePropagator({
+        propagators: [new sdk.core.W3CTraceContextPropagator(), new sdk.core.W3CBaggagePropagator()],
+      }),
+    );
     registered.trace = trace.setGlobalTracerProvider(tracerProvider);
     registered.metrics = metrics.setGlobalMeterProvider(meterProvider);
   }

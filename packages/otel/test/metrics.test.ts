@@ -1,4 +1,11 @@
-import { AggregationTemporality, DataPointType, InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader, type Histogram } from '@opentelemetry/sdk-metrics';
+import {
+  AggregationTemporality,
+  DataPointType,
+  InMemoryMetricExporter,
+  MeterProvider,
+  PeriodicExportingMetricReader,
+  type Histogram,
+} from '@opentelemetry/sdk-metrics';
 import { describe, expect, it } from 'vitest';
 import { DEPRECATED_METRIC, JOB_DURATION_BUCKETS_S, METRIC, jobMetrics, quotaKeyClass } from '../src/index.js';
 
@@ -57,7 +64,10 @@ describe('jobMetrics', () => {
     const provider = new MeterProvider({ readers: [reader] });
     jobMetrics(provider, { deprecatedNames: false }).duration.record(1, { 'job.type': 'x', 'job.status': 'succeeded' });
     await reader.forceFlush();
-    const names = exporter.getMetrics().flatMap((r) => r.scopeMetrics.flatMap((s) => s.metrics)).map((x) => x.descriptor.name);
+    const names = exporter
+      .getMetrics()
+      .flatMap((r) => r.scopeMetrics.flatMap((s) => s.metrics))
+      .map((x) => x.descriptor.name);
     expect(names).toEqual([METRIC.jobsDuration]);
     await provider.shutdown();
   });

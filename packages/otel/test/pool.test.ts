@@ -38,9 +38,14 @@ describe('instrumentPool with a tracer provider', () => {
   it('records a statement span with the SQL and no parameter values, under the operation span', async () => {
     const pool = instrumentPool(newPool(), tracing.provider);
     const tracer = qTracer(tracing.provider);
-    await withOperation(tracer, 'q.test.insert', async () => {
-      await pool.query('INSERT INTO items (id, body) VALUES ($1, $2)', [1, SECRET]);
-    }, { 'q.queue': 'q1' });
+    await withOperation(
+      tracer,
+      'q.test.insert',
+      async () => {
+        await pool.query('INSERT INTO items (id, body) VALUES ($1, $2)', [1, SECRET]);
+      },
+      { 'q.queue': 'q1' },
+    );
 
     const spans = tracing.spans();
     const op = only(spans, 'q.test.insert');
@@ -133,11 +138,17 @@ describe('instrumentPool with a tracer provider', () => {
     }
     const spans = tracing.spans();
     expect(spans.map((s) => s.name).sort()).toEqual([
-      ...Array<string>(3).fill('DELETE'), ...Array<string>(3).fill('SELECT q_test_one'), ...Array<string>(3).fill('UPDATE'),
+      ...Array<string>(3).fill('DELETE'),
+      ...Array<string>(3).fill('SELECT q_test_one'),
+      ...Array<string>(3).fill('UPDATE'),
     ]);
     for (const s of spans) {
-      const expected = s.name === 'DELETE' ? 'DELETE FROM items WHERE id = -1'
-        : s.name === 'UPDATE' ? 'UPDATE items SET body = body WHERE id = $1' : 'SELECT 1 AS one';
+      const expected =
+        s.name === 'DELETE'
+          ? 'DELETE FROM items WHERE id = -1'
+          : s.name === 'UPDATE'
+            ? 'UPDATE items SET body = body WHERE id = $1'
+            : 'SELECT 1 AS one';
       expect(s.attributes['db.statement']).toBe(expected);
       expect(s.attributes['db.operation']).toBe(s.name.split(' ')[0]);
       expect(s.attributes['db.statement.name']).toBe(s.name === 'SELECT q_test_one' ? 'q_test_one' : undefined);

@@ -1,8 +1,6 @@
 import { context, trace, TraceFlags } from '@opentelemetry/api';
 import { describe, expect, it } from 'vitest';
-import {
-  contextFromTraceparent, currentTraceparent, formatTraceparent, linksFromTraceparent, parseTraceparent,
-} from '../src/index.js';
+import { contextFromTraceparent, currentTraceparent, formatTraceparent, linksFromTraceparent, parseTraceparent } from '../src/index.js';
 import { memoryTracing, only } from './tracing.js';
 
 const TP = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';

@@ -48,9 +48,11 @@ afterAll(() => {
 });
 
 describe('@q/otel/sdk without its peers', () => {
-  const probe = (isCjs: boolean) => `${isCjs
-    ? `const { startTelemetry } = require('@q/otel/sdk'); const { isQError } = require('@q/schema');`
-    : `import { startTelemetry } from '@q/otel/sdk'; import { isQError } from '@q/schema';`}
+  const probe = (isCjs: boolean) => `${
+    isCjs
+      ? `const { startTelemetry } = require('@q/otel/sdk'); const { isQError } = require('@q/schema');`
+      : `import { startTelemetry } from '@q/otel/sdk'; import { isQError } from '@q/schema';`
+  }
 try {
   startTelemetry({ serviceName: 'peerless' });
   console.log(JSON.stringify({ started: true }));
@@ -59,7 +61,10 @@ try {
 }
 `;
 
-  it.each([['CommonJS', 'probe.cjs'], ['ESM', 'probe.mjs']])('%s: importing works, startTelemetry throws QError CONFIG with the install line', async (_kind, file) => {
+  it.each([
+    ['CommonJS', 'probe.cjs'],
+    ['ESM', 'probe.mjs'],
+  ])('%s: importing works, startTelemetry throws QError CONFIG with the install line', async (_kind, file) => {
     fs.writeFileSync(path.join(tmp, file), probe(file.endsWith('.cjs')));
     // Without NODE_PATH (pnpm sets it to its store): only the throw-away node_modules resolves.
     const { NODE_PATH: _ignored, ...env } = process.env;

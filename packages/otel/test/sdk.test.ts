@@ -2,7 +2,16 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { context, propagation, trace } from '@opentelemetry/api';
 import { afterEach, describe, expect, it } from 'vitest';
-import { jobMetrics, quotaMetrics, requestMetrics, observeGauge, DEPRECATED_METRIC, METRIC, currentTraceparent, type Logger } from '../src/index.js';
+import {
+  jobMetrics,
+  quotaMetrics,
+  requestMetrics,
+  observeGauge,
+  DEPRECATED_METRIC,
+  METRIC,
+  currentTraceparent,
+  type Logger,
+} from '../src/index.js';
 import { startTelemetry, type Telemetry } from '../src/sdk.js';
 
 const started: Telemetry[] = [];
@@ -46,10 +55,15 @@ describe('startTelemetry', () => {
     for (const c of Object.values(reqs)) c.add(2, { queue: 'q1' });
     quota.grants.add(3, { 'quota.kind': 'slots', 'quota.key_class': 'tenant' });
     quota.refusals.add(1, { 'quota.kind': 'rate', 'quota.key_class': 'tenant' });
-    const stopBacklog = observeGauge(t.meterProvider, METRIC.requestsBacklog, { unit: '{request}', description: 'Pending requests' },
-      () => [{ value: 42, attributes: { queue: 'q1' } }]);
-    const stopOwned = observeGauge(t.meterProvider, METRIC.partitionsOwned, { unit: '{partition}', description: 'Partitions leased' },
-      async () => [{ value: 16, attributes: { queue: 'q1', owner: 'd1' } }]);
+    const stopBacklog = observeGauge(t.meterProvider, METRIC.requestsBacklog, { unit: '{request}', description: 'Pending requests' }, () => [
+      { value: 42, attributes: { queue: 'q1' } },
+    ]);
+    const stopOwned = observeGauge(
+      t.meterProvider,
+      METRIC.partitionsOwned,
+      { unit: '{partition}', description: 'Partitions leased' },
+      async () => [{ value: 16, attributes: { queue: 'q1', owner: 'd1' } }],
+    );
 
     const { status, body } = await get(`http://127.0.0.1:${t.prometheusPort}/metrics`);
     expect(status).toBe(200);
@@ -144,9 +158,18 @@ describe('startTelemetry', () => {
     const port = await listen((_, res) => res.end());
     await new Promise((r) => servers.pop()!.close(r));
     const warnings: Array<{ fields: Record<string, unknown>; msg?: string }> = [];
-    const logger: Logger = { debug: () => undefined, info: () => undefined, error: () => undefined, warn: (fields, msg) => warnings.push({ fields, msg }) };
+    const logger: Logger = {
+      debug: () => undefined,
+      info: () => undefined,
+      error: () => undefined,
+      warn: (fields, msg) => warnings.push({ fields, msg }),
+    };
     const t = startTelemetry({
-      serviceName: 'q-unreachable', otlpEndpoint: `http://127.0.0.1:${port}`, exportTimeoutMs: 1_500, logger, registerGlobals: false,
+      serviceName: 'q-unreachable',
+      otlpEndpoint: `http://127.0.0.1:${port}`,
+      exportTimeoutMs: 1_500,
+      logger,
+      registerGlobals: false,
     });
     t.tracerProvider.getTracer('t').startSpan('lost').end();
     jobMetrics(t.meterProvider).completed.add(1, { 'job.type': 'x', 'job.status': 'succeeded' });

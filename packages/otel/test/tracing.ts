@@ -1,8 +1,6 @@
 import { context, trace, type Span, type SpanOptions, type Tracer, type TracerProvider, type Context } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import {
-  BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan,
-} from '@opentelemetry/sdk-trace-base';
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 
 /** An SDK tracer provider recording into memory, with the AsyncLocalStorage context manager registered. */
 export function memoryTracing(): { provider: BasicTracerProvider; exporter: InMemorySpanExporter; spans(): ReadableSpan[] } {

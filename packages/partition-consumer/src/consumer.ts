@@ -129,24 +129,29 @@ export class Consumer {
     requireInt('Consumer.poll', limit, 'limit', 0);
     if (signal?.aborted) throw signal.reason;
     return this.#cycle.run((hold) =>
-      withOperation(this.#tracer, 'q.partition-consumer.poll', async () => {
-        this.#assertOpen();
-        if (limit === 0) return [];
-        // Aborted while waiting for the cycle: nothing was sent, so nothing is unknown.
-        if (signal?.aborted) throw signal.reason;
-        const dispatching = this.#store.dispatch(this.queue, this.owner, now, limit);
-        let rows: Request[];
-        try {
-          rows = signal ? await raceAbort(dispatching, signal) : await dispatching;
-        } catch (err) {
-          this.#reconcile = true;
-          hold(dispatching.catch(() => undefined));
-          this.#log.warn({ queue: this.queue, aborted: signal?.aborted ?? false }, 'dispatch outcome unknown; reconciling on next rebalance');
-          throw err;
-        }
-        for (const r of rows) this.#track(r);
-        return rows;
-      }, { 'q.queue': this.queue }),
+      withOperation(
+        this.#tracer,
+        'q.partition-consumer.poll',
+        async () => {
+          this.#assertOpen();
+          if (limit === 0) return [];
+          // Aborted while waiting for the cycle: nothing was sent, so nothing is unknown.
+          if (signal?.aborted) throw signal.reason;
+          const dispatching = this.#store.dispatch(this.queue, this.owner, now, limit);
+          let rows: Request[];
+          try {
+            rows = signal ? await raceAbort(dispatching, signal) : await dispatching;
+          } catch (err) {
+            this.#reconcile = true;
+            hold(dispatching.catch(() => undefined));
+            this.#log.warn({ queue: this.queue, aborted: signal?.aborted ?? false }, 'dispatch outcome unknown; reconciling on next rebalance');
+            throw err;
+          }
+          for (const r of rows) this.#track(r);
+          return rows;
+        },
+        { 'q.queue': this.queue },
+      ),
     );
   }
 
@@ -239,27 +244,32 @@ export class Consumer {
    */
   close(): Promise<void> {
     return this.#cycle.run(() =>
-      withOperation(this.#tracer, 'q.partition-consumer.close', async () => {
-        this.#closed = true;
-        this.#stopping = true;
-        this.#unobserve?.();
-        this.#unobserve = undefined;
-        const errors: unknown[] = [];
-        try {
-          await this.#undispatchOrphans();
-        } catch (err) {
-          errors.push(err);
-        }
-        try {
-          await this.#store.leave(this.queue, this.owner);
-        } catch (err) {
-          errors.push(err);
-        }
-        this.#leases.clear();
-        this.#log.info({ queue: this.queue, owner: this.owner, failed: errors.length }, 'consumer closed');
-        const err = joinErrors(errors, 'close');
-        if (err) throw err;
-      }, { 'q.queue': this.queue }),
+      withOperation(
+        this.#tracer,
+        'q.partition-consumer.close',
+        async () => {
+          this.#closed = true;
+          this.#stopping = true;
+          this.#unobserve?.();
+          this.#unobserve = undefined;
+          const errors: unknown[] = [];
+          try {
+            await this.#undispatchOrphans();
+          } catch (err) {
+            errors.push(err);
+          }
+          try {
+            await this.#store.leave(this.queue, this.owner);
+          } catch (err) {
+            errors.push(err);
+          }
+          this.#leases.clear();
+          this.#log.info({ queue: this.queue, owner: this.owner, failed: errors.length }, 'consumer closed');
+          const err = joinErrors(errors, 'close');
+          if (err) throw err;
+        },
+        { 'q.queue': this.queue },
+      ),
     );
   }
 

@@ -25,7 +25,9 @@ export function requireDate(op: string, v: unknown, what: string): asserts v is 
 /** Throws `INVALID_ARGUMENT` unless `v` is an integer `>= min` (and `<= max`). */
 export function requireInt(op: string, v: unknown, what: string, min: number, max = Number.MAX_SAFE_INTEGER): asserts v is number {
   if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min || v > max) {
-    throw invalidArgument(max === Number.MAX_SAFE_INTEGER ? `${op}: ${what} must be an integer >= ${min}` : `${op}: ${what} must be an integer from ${min} to ${max}`);
+    throw invalidArgument(
+      max === Number.MAX_SAFE_INTEGER ? `${op}: ${what} must be an integer >= ${min}` : `${op}: ${what} must be an integer from ${min} to ${max}`,
+    );
   }
 }
 
@@ -51,7 +53,15 @@ export function requireOptionalObject(op: string, v: unknown, what: string, ...m
 /** Throws `INVALID_ARGUMENT` unless `v` is shaped like a stamp: `{ id: string, token: string, attempt: integer >= 0 }`. */
 export function requireStamp(op: string, v: unknown, what: string): void {
   const s = v as Record<string, unknown> | null;
-  if (typeof v !== 'object' || s === null || typeof s.id !== 'string' || typeof s.token !== 'string' || typeof s.attempt !== 'number' || !Number.isSafeInteger(s.attempt) || s.attempt < 0) {
+  if (
+    typeof v !== 'object' ||
+    s === null ||
+    typeof s.id !== 'string' ||
+    typeof s.token !== 'string' ||
+    typeof s.attempt !== 'number' ||
+    !Number.isSafeInteger(s.attempt) ||
+    s.attempt < 0
+  ) {
     throw invalidArgument(`${op}: ${what} must be a stamp { id, token, attempt }`);
   }
 }

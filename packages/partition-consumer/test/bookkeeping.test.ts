@@ -226,10 +226,18 @@ describe('bookkeeping', () => {
   });
 
   it('rejects bad arguments with INVALID_ARGUMENT before any statement', async () => {
-    expect(() => new Consumer(store, '', 'o', { leaseTtlMs: 1000, drainTimeoutMs: 0 })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
-    expect(() => new Consumer(store, 'q', '', { leaseTtlMs: 1000, drainTimeoutMs: 0 })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
-    expect(() => new Consumer(store, 'q', 'o', { leaseTtlMs: 0, drainTimeoutMs: 0 })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
-    expect(() => new Consumer(store, 'q', 'o', { leaseTtlMs: 10, drainTimeoutMs: -1 })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }));
+    expect(() => new Consumer(store, '', 'o', { leaseTtlMs: 1000, drainTimeoutMs: 0 })).toThrow(
+      expect.objectContaining({ code: 'INVALID_ARGUMENT' }),
+    );
+    expect(() => new Consumer(store, 'q', '', { leaseTtlMs: 1000, drainTimeoutMs: 0 })).toThrow(
+      expect.objectContaining({ code: 'INVALID_ARGUMENT' }),
+    );
+    expect(() => new Consumer(store, 'q', 'o', { leaseTtlMs: 0, drainTimeoutMs: 0 })).toThrow(
+      expect.objectContaining({ code: 'INVALID_ARGUMENT' }),
+    );
+    expect(() => new Consumer(store, 'q', 'o', { leaseTtlMs: 10, drainTimeoutMs: -1 })).toThrow(
+      expect.objectContaining({ code: 'INVALID_ARGUMENT' }),
+    );
     const c = consumer('args', 'args-a');
     await expect(c.poll(new Date(NaN), 1)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
     await expect(c.poll(new Date(), -1)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });

@@ -125,7 +125,11 @@ it('every request gets exactly one result through SIGKILL, freeze and graceful s
     writer.set(k, r.owner);
   }
   // Each survivor's own count of written results matches the table.
-  for (const [owner, stats] of [['crash-b', statsB], ['crash-c', statsC], ['crash-d', statsD]] as const) {
+  for (const [owner, stats] of [
+    ['crash-b', statsB],
+    ['crash-c', statsC],
+    ['crash-d', statsD],
+  ] as const) {
     expect(stats.acked, owner).toBe(results.filter((r) => r.owner === owner).length);
   }
   expect(results.filter((r) => r.owner === 'crash-a').length).toBeGreaterThan(0);

@@ -15,7 +15,12 @@ const completion = (r: Request) => ({ id: r.id, token: r.token, attempt: r.attem
 
 /** One request per partition, polled by `c`: 64 in flight. */
 async function busyEverywhere(c: Consumer, q: string, now: Date): Promise<Request[]> {
-  await store.enqueue(requests(q, range(0, PARTITIONS).map((p) => idInPartition(`${q}-busy`, p))));
+  await store.enqueue(
+    requests(
+      q,
+      range(0, PARTITIONS).map((p) => idInPartition(`${q}-busy`, p)),
+    ),
+  );
   const rows = await c.poll(now, 100);
   expect(rows).toHaveLength(PARTITIONS);
   return rows;
@@ -60,7 +65,12 @@ describe('hand-over', () => {
     // b redelivers what a left in flight there (reset on acquire), plus the new partition-50 request.
     const redelivered = await b.poll(plus(t0, 100 + DRAIN), 100);
     expect(redelivered.map((r) => r.id).sort()).toEqual(
-      [...range(32, 64).filter((p) => p !== 40).map((p) => byPartition.get(p)?.id), fresh[2]?.id].sort(),
+      [
+        ...range(32, 64)
+          .filter((p) => p !== 40)
+          .map((p) => byPartition.get(p)?.id),
+        fresh[2]?.id,
+      ].sort(),
     );
     // a's ack after the release is fenced; b's is not.
     const late = byPartition.get(50) as Request;
@@ -99,7 +109,12 @@ describe('hand-over', () => {
     const t0 = await store.now();
     await a.rebalance(t0);
     await b.rebalance(t0);
-    await store.enqueue(requests(q, [0, 1, 2, 3].map((p) => idInPartition('stop', p))));
+    await store.enqueue(
+      requests(
+        q,
+        [0, 1, 2, 3].map((p) => idInPartition('stop', p)),
+      ),
+    );
     const rows = await a.poll(t0, 10);
     expect(rows.map((r) => r.partition).sort()).toEqual([0, 1, 2, 3]);
 
@@ -112,13 +127,23 @@ describe('hand-over', () => {
 
     expect(await a.ack(rows.slice(0, 2).map(completion))).toEqual([true, true]); // a draining owner can ack
     await a.rebalance(plus(t0, 200));
-    expect(a.inspect().draining).toEqual(rows.slice(2).map((r) => r.partition).sort());
+    expect(a.inspect().draining).toEqual(
+      rows
+        .slice(2)
+        .map((r) => r.partition)
+        .sort(),
+    );
     await a.rebalance(plus(t0, 100 + DRAIN)); // the rest go at the drain timeout
     expect(a.inspect().leases).toEqual([]);
     await b.rebalance(plus(t0, 100 + DRAIN));
     expect(b.inspect().active).toEqual(range(0, 64));
     const redelivered = await b.poll(plus(t0, 100 + DRAIN), 10);
-    expect(redelivered.map((r) => r.id).sort()).toEqual(rows.slice(2).map((r) => r.id).sort());
+    expect(redelivered.map((r) => r.id).sort()).toEqual(
+      rows
+        .slice(2)
+        .map((r) => r.id)
+        .sort(),
+    );
     await Promise.all([a.close(), b.close()]);
   });
 

@@ -51,10 +51,22 @@ async function runOn(dsn: string, queue: string) {
   const ac = new AbortController();
   const guard = setTimeout(() => ac.abort(), 30_000);
   const outcome = await runPartitionWorker({
-    store, queue, concurrency: 2, batchSize: 4, leaseTtlMs: 600, drainTimeoutMs: 200, pollIntervalMs: 50,
-    signal: ac.signal, logger, maxPersistentFailures: 3, onError: (f) => failures.push(f),
+    store,
+    queue,
+    concurrency: 2,
+    batchSize: 4,
+    leaseTtlMs: 600,
+    drainTimeoutMs: 200,
+    pollIntervalMs: 50,
+    signal: ac.signal,
+    logger,
+    maxPersistentFailures: 3,
+    onError: (f) => failures.push(f),
     handle: async () => ({ result: { route: 'never', payload: 'x' } }),
-  }).then(() => ({ ok: true as const }), (err: unknown) => ({ ok: false as const, err }));
+  }).then(
+    () => ({ ok: true as const }),
+    (err: unknown) => ({ ok: false as const, err }),
+  );
   clearTimeout(guard);
   await store.close();
   return { outcome, logger, failures, aborted: ac.signal.aborted };

@@ -29,7 +29,8 @@ function base(queue: string, ac: AbortController, handle: PartitionWorkerOptions
 
 async function resultsOf(route: string): Promise<Array<{ id: string; payload: string; expires_at: string }>> {
   const { rows } = await db.query<{ id: string; payload: string; expires_at: string }>(
-    'SELECT id, payload, expires_at FROM q_results WHERE route = $1 ORDER BY id', [route],
+    'SELECT id, payload, expires_at FROM q_results WHERE route = $1 ORDER BY id',
+    [route],
   );
   return rows;
 }

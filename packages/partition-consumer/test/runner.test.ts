@@ -161,20 +161,29 @@ describe('runPartitionWorker', () => {
   it('two workers share the queue; a handler whose partition moved is aborted and its late result fenced', async () => {
     const q = 'rw-pair';
     // One request per partition, so every partition is busy and the hand-over has to wait.
-    await store.enqueue(requests(q, Array.from({ length: 64 }, (_, p) => idInPartition('pair', p))));
+    await store.enqueue(
+      requests(
+        q,
+        Array.from({ length: 64 }, (_, p) => idInPartition('pair', p)),
+      ),
+    );
     const acA = new AbortController();
     const acB = new AbortController();
     const aborted: string[] = [];
     // a holds everything and sits on its work; b joins, a's stop times out, b redelivers.
     const a = runPartitionWorker({
-      ...base(q, acA, (req, signal) =>
-        new Promise<Outcome>((resolve) =>
-          signal.addEventListener('abort', () => {
-            aborted.push(req.id);
-            // Ignores the abort and answers anyway: the write must be refused.
-            resolve({ result: { route: 'rw-pair-out', payload: 'late' } });
-          }),
-        )),
+      ...base(
+        q,
+        acA,
+        (req, signal) =>
+          new Promise<Outcome>((resolve) =>
+            signal.addEventListener('abort', () => {
+              aborted.push(req.id);
+              // Ignores the abort and answers anyway: the write must be refused.
+              resolve({ result: { route: 'rw-pair-out', payload: 'late' } });
+            }),
+          ),
+      ),
       owner: 'pair-a',
       concurrency: 64,
       batchSize: 64,

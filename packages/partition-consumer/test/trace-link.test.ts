@@ -45,7 +45,13 @@ it('links each handle span to the traceparent of a JSON-object envelope; anythin
   const active = new Map<string, string | undefined>();
   const ac = new AbortController();
   const done = runPartitionWorker({
-    store, queue: q, concurrency: 4, batchSize: 8, leaseTtlMs: 1500, drainTimeoutMs: 3000, pollIntervalMs: 50,
+    store,
+    queue: q,
+    concurrency: 4,
+    batchSize: 8,
+    leaseTtlMs: 1500,
+    drainTimeoutMs: 3000,
+    pollIntervalMs: 50,
     signal: ac.signal,
     tracerProvider: provider,
     handle: async (req: Request) => {
@@ -65,7 +71,11 @@ it('links each handle span to the traceparent of a JSON-object envelope; anythin
   const handles = exporter.getFinishedSpans().filter((s) => s.name === 'q.partition-consumer.handle');
   expect(handles).toHaveLength(7);
   const byId = new Map<string, ReadableSpan>();
-  for (const [id, spanId] of active) byId.set(id, handles.find((s) => s.spanContext().spanId === spanId)!);
+  for (const [id, spanId] of active)
+    byId.set(
+      id,
+      handles.find((s) => s.spanContext().spanId === spanId)!,
+    );
   const linked = byId.get('linked')!;
   expect(linked.links.map((l) => l.context)).toEqual([
     expect.objectContaining({ traceId: PRODUCER.traceId, spanId: PRODUCER.spanId, isRemote: true }),
@@ -81,7 +91,18 @@ it('links each handle span to the traceparent of a JSON-object envelope; anythin
 it('envelopeTraceparent reads only a string field of a JSON object', () => {
   expect(envelopeTraceparent(JSON.stringify({ traceparent: TP, other: 1 }))).toBe(TP);
   expect(envelopeTraceparent(`  ${JSON.stringify({ traceparent: TP })}`)).toBe(TP);
-  for (const e of [undefined, null, 42, '', '{', '[]', 'null', '"traceparent"', JSON.stringify({ traceparent: null }), `{"traceparent":"${TP}",}`]) {
+  for (const e of [
+    undefined,
+    null,
+    42,
+    '',
+    '{',
+    '[]',
+    'null',
+    '"traceparent"',
+    JSON.stringify({ traceparent: null }),
+    `{"traceparent":"${TP}",}`,
+  ]) {
     expect(envelopeTraceparent(e)).toBeUndefined();
   }
   // A huge envelope is not scanned.

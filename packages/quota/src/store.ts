@@ -1,7 +1,15 @@
 import type { Tracer } from '@opentelemetry/api';
 import { instrumentPool, qTracer, quotaKeyClass, quotaMetrics, withOperation, type QuotaMetrics } from '@q/otel';
 import {
-  QError, QErrorCode, QuotaHolderLapsedError, StatementScope, checkSchemaName, databaseError, invalidArgument, migrate, openPool,
+  QError,
+  QErrorCode,
+  QuotaHolderLapsedError,
+  StatementScope,
+  checkSchemaName,
+  databaseError,
+  invalidArgument,
+  migrate,
+  openPool,
 } from '@q/schema';
 import type pg from 'pg';
 import { closedError } from './errors.js';
@@ -62,7 +70,12 @@ export class QuotaStore {
     });
     try {
       if (opts.migrate !== false) await migrate(pool, { modules: ['quota'], ...(opts.schema !== undefined ? { schema: opts.schema } : {}) });
-      const store = new QuotaStore(pool, true, opts.schema === undefined ? undefined : new StatementScope(opts.schema, { named: opts.pooler !== 'transaction' }), opts);
+      const store = new QuotaStore(
+        pool,
+        true,
+        opts.schema === undefined ? undefined : new StatementScope(opts.schema, { named: opts.pooler !== 'transaction' }),
+        opts,
+      );
       await store.#bound('open');
       return store;
     } catch (err) {
@@ -227,7 +240,10 @@ export class QuotaStore {
     const { rows } = await this.#pool.query<{ schema: string | null }>('SELECT current_schema() AS schema');
     const schema = rows[0]?.schema;
     if (!schema) {
-      throw new QError(QErrorCode.SCHEMA_MISMATCH, 'QuotaStore: no current schema (the first schema of search_path does not exist): pass the schema option');
+      throw new QError(
+        QErrorCode.SCHEMA_MISMATCH,
+        'QuotaStore: no current schema (the first schema of search_path does not exist): pass the schema option',
+      );
     }
     const scope = new StatementScope(schema, { named: this.#named });
     this.#scope = scope;

@@ -47,13 +47,17 @@ async function lockKey(key: string): Promise<{ pid: number; unlock: () => Promis
 
 /** Waits until some backend waits on a lock (our acquire reached the key row). */
 async function waitForLockWait(): Promise<void> {
-  await waitFor(async () => {
-    const { rows } = await pool.query(
-      `SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%q_quota_acquire%'`,
-      [APP],
-    );
-    return rows.length > 0;
-  }, 20_000, 'an acquire waiting on the key lock');
+  await waitFor(
+    async () => {
+      const { rows } = await pool.query(
+        `SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%q_quota_acquire%'`,
+        [APP],
+      );
+      return rows.length > 0;
+    },
+    20_000,
+    'an acquire waiting on the key lock',
+  );
 }
 
 describe('Quota client', () => {
@@ -193,13 +197,17 @@ describe('Quota client', () => {
     await c.query('BEGIN');
     await c.query(`SELECT 1 FROM q_quota_slots WHERE key = $1 AND holder = $2 FOR UPDATE`, [key, h]);
     const releasing = a!();
-    await waitFor(async () => {
-      const { rows } = await pool.query(
-        `SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%q_quota_slots s SET used%'`,
-        [APP],
-      );
-      return rows.length > 0;
-    }, 20_000, 'a release waiting');
+    await waitFor(
+      async () => {
+        const { rows } = await pool.query(
+          `SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%q_quota_slots s SET used%'`,
+          [APP],
+        );
+        return rows.length > 0;
+      },
+      20_000,
+      'a release waiting',
+    );
     const sentBefore = count('SET used = greatest');
     await pool.query(
       `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%q_quota_slots s SET used%'`,

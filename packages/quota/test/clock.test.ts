@@ -100,7 +100,9 @@ describe('database clock steps', () => {
       await clock.set(0);
       // The next renewal says no: the client retires the holder and warns about its grant in use.
       await waitFor(() => warnings.some((w) => w.includes('lapsed with grants in use')), 10_000, 'the lapse noticed');
-      const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_quota_holders WHERE holder = $1 AND NOT lapsed`, [h]);
+      const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_quota_holders WHERE holder = $1 AND NOT lapsed`, [
+        h,
+      ]);
       expect(rows[0]!.n).toBe(0);
       expect(await liveSlots(store.pool, 'b5')).toBe(1);
       expect(await quota.acquire('b5', 1)).toBeNull(); // a fresh holder; the other client's slot counts

@@ -36,17 +36,15 @@ export async function shiftHolder(pool: pg.Pool, holder: string, deltaMs: number
 
 /** Makes a holder lapsed as of now. */
 export async function lapseHolder(pool: pg.Pool, holder: string): Promise<void> {
-  await pool.query(
-    `UPDATE q_quota_holders SET expires_ms = (extract(epoch FROM clock_timestamp()) * 1000)::bigint - 1 WHERE holder = $1`,
-    [holder],
-  );
+  await pool.query(`UPDATE q_quota_holders SET expires_ms = (extract(epoch FROM clock_timestamp()) * 1000)::bigint - 1 WHERE holder = $1`, [
+    holder,
+  ]);
 }
 
 /** Ages every admission of `key` by `ms`: the same as the database clock moving `ms` forward for them. */
 export async function ageAdmits(pool: pg.Pool, key: string, ms: number): Promise<void> {
   await pool.query(`UPDATE q_quota_admits SET at_ms = at_ms - $2 WHERE key = $1`, [key, ms]);
 }
-
 
 /** A database clock a test can step: every quota statement on {@link SteppableClock.dsn} reads it. */
 export interface SteppableClock {

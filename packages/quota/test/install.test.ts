@@ -69,14 +69,22 @@ await quota.close();
 console.log(JSON.stringify({ first: first !== null, second: second !== null, third: third !== null }));
 `,
   );
-  const { stdout } = await run(process.execPath, ['probe.mjs'], { cwd: project, env: { ...process.env, QUOTA_DSN: schema.dsn }, timeout: 60_000 });
+  const { stdout } = await run(process.execPath, ['probe.mjs'], {
+    cwd: project,
+    env: { ...process.env, QUOTA_DSN: schema.dsn },
+    timeout: 60_000,
+  });
   expect(JSON.parse(stdout.trim())).toEqual({ first: true, second: false, third: true });
   // Only the quota module was created in the schema.
-  const { rows } = await schema.pool().query<{ table_name: string }>(
-    `SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1`,
-    [schema.name],
-  );
+  const { rows } = await schema
+    .pool()
+    .query<{ table_name: string }>(`SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1`, [schema.name]);
   expect(rows.map((r) => r.table_name)).toEqual([
-    'q_quota_admits', 'q_quota_holders', 'q_quota_keys', 'q_quota_slots', 'q_quota_windows', 'q_schema_migrations',
+    'q_quota_admits',
+    'q_quota_holders',
+    'q_quota_keys',
+    'q_quota_slots',
+    'q_quota_windows',
+    'q_schema_migrations',
   ]);
 }, 420_000);

@@ -49,7 +49,13 @@ async function expectStops(dsn: string, sqlState: string, reason: RegExp, call: 
   try {
     const attempt = () => (call === 'acquire' ? q.acquire('k', 2) : q.admit('k', 2, 60_000));
     const errors: unknown[] = [];
-    for (let i = 0; i < 5; i++) errors.push(await attempt().then(() => undefined, (e: unknown) => e));
+    for (let i = 0; i < 5; i++)
+      errors.push(
+        await attempt().then(
+          () => undefined,
+          (e: unknown) => e,
+        ),
+      );
     expect(errors.every((e) => e instanceof QError)).toBe(true);
     expect(logger.lines.find((l) => l.level === 'error')?.fields).toMatchObject({ kind: 'persistent', sqlstate: sqlState, count: 1 });
     expect(failures.filter((f) => f.fatal)).toHaveLength(1);

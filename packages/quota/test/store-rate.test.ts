@@ -53,7 +53,10 @@ describe('QuotaStore rate admission', () => {
     expect(await store.admitQuota(key, 10, 5, 1_000)).toBe(5);
     expect(await store.admitQuota(key, 10, 8, HOUR)).toBe(0);
     const counts = await windowCounts(key);
-    expect(counts.map((c) => [c.window_ms, c.used])).toEqual([['1000', '5'], [String(HOUR), '8']]);
+    expect(counts.map((c) => [c.window_ms, c.used])).toEqual([
+      ['1000', '5'],
+      [String(HOUR), '8'],
+    ]);
   });
 
   it('16 workers racing for a limit of 50 in a 1 h window admit exactly 50, five times over', async () => {
@@ -86,7 +89,10 @@ describe('QuotaStore rate admission', () => {
     expect(changed).toBeGreaterThanOrEqual(2); // at least: the expired row deleted + its window's count updated
     const counts = await windowCounts(key);
     for (const c of counts) expect(c.used).toBe(c.logged);
-    expect(counts.map((c) => [c.window_ms, c.used])).toEqual([[String(W), '2'], [String(HOUR), '1']]);
+    expect(counts.map((c) => [c.window_ms, c.used])).toEqual([
+      [String(W), '2'],
+      [String(HOUR), '1'],
+    ]);
     // Exactly 3 more fit in the 10 s window after the reap, and the hour window still counts its 1.
     expect(await store.admitQuota(key, 9, 5, W)).toBe(3);
     expect(await store.admitQuota(key, 9, 5, HOUR)).toBe(4);
@@ -104,9 +110,9 @@ describe('QuotaStore rate admission', () => {
     expect(await store.acquireQuotaSlots('rq', 'rk2', 1, 5)).toBe(1);
     await store.releaseQuotaSlots('rq', ['rk1'], [2]);
     await store.reapQuota(1000);
-    const { rows: slots } = await schema.pool().query<{ key: string; used: number }>(
-      `SELECT key, used FROM q_quota_slots WHERE holder = 'rq' ORDER BY key`,
-    );
+    const { rows: slots } = await schema
+      .pool()
+      .query<{ key: string; used: number }>(`SELECT key, used FROM q_quota_slots WHERE holder = 'rq' ORDER BY key`);
     expect(slots).toEqual([{ key: 'rk2', used: 1 }]);
     const { rows: keys } = await schema.pool().query<{ key: string }>(`SELECT key FROM q_quota_keys WHERE key IN ('rk1', 'rk2')`);
     expect(keys.map((k) => k.key)).toEqual(['rk2']);
@@ -147,7 +153,9 @@ describe('QuotaStore rate admission', () => {
     for (const key of ['race-rate-0', 'race-rate-1']) {
       for (const c of await windowCounts(key)) expect(c.used).toBe(c.logged);
     }
-    const { rows } = await schema.pool().query<{ n: number }>(`SELECT coalesce(sum(used), 0)::int AS n FROM q_quota_slots WHERE key = $1`, [slotsKey]);
+    const { rows } = await schema
+      .pool()
+      .query<{ n: number }>(`SELECT coalesce(sum(used), 0)::int AS n FROM q_quota_slots WHERE key = $1`, [slotsKey]);
     expect(rows[0]!.n).toBe(0);
   });
 

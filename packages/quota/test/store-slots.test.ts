@@ -45,9 +45,9 @@ describe('QuotaStore slots', () => {
     expect(await store.acquireQuotaSlots(a, 'r1', 3, 10)).toBe(3);
     expect(await store.acquireQuotaSlots(b, 'r1', 2, 10)).toBe(2);
     await store.releaseQuotaSlots(a, ['r1', 'unknown-key'], [10, 1]);
-    const { rows } = await schema.pool().query<{ holder: string; used: number }>(
-      `SELECT holder, used FROM q_quota_slots WHERE key = 'r1' ORDER BY holder`,
-    );
+    const { rows } = await schema
+      .pool()
+      .query<{ holder: string; used: number }>(`SELECT holder, used FROM q_quota_slots WHERE key = 'r1' ORDER BY holder`);
     expect(Object.fromEntries(rows.map((r) => [r.holder, r.used]))).toEqual({ [a]: 0, [b]: 2 });
     await store.releaseQuotaSlots(a, [], []); // harmless no-op
     await store.releaseQuotaSlots(b, ['r1'], [1]);
@@ -107,13 +107,18 @@ describe('QuotaStore slots', () => {
       await c.query(`SELECT 1 FROM q_quota_keys WHERE key = 'w1' FOR UPDATE`);
       const renewing = store.renewQuotaHolder(a, TTL);
       renewing.catch(() => undefined); // asserted below
-      await waitFor(async () => {
-        const { rows } = await schema.pool().query(
-          `SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%q_quota_renew%'`,
-          [app],
-        );
-        return rows.length > 0;
-      }, 20_000, 'the renewal waiting on the key lock');
+      await waitFor(
+        async () => {
+          const { rows } = await schema
+            .pool()
+            .query(`SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%q_quota_renew%'`, [
+              app,
+            ]);
+          return rows.length > 0;
+        },
+        20_000,
+        'the renewal waiting on the key lock',
+      );
       // While that acquire runs, the lease runs out (it counts the holder as lapsed)...
       await lapseHolder(schema.pool(), a);
       await c.query('COMMIT');
@@ -149,10 +154,9 @@ describe('QuotaStore slots', () => {
     await schema.pool().query(`UPDATE q_quota_holders SET expires_ms = $2 WHERE holder = $1`, [old, now - 20_000]);
     await schema.pool().query(`UPDATE q_quota_holders SET expires_ms = $2 WHERE holder = $1`, [recent, now - 1_000]);
     await store.reapQuotaHolders(10_000);
-    const { rows: holders } = await schema.pool().query<{ holder: string }>(
-      `SELECT holder FROM q_quota_holders WHERE holder = ANY($1) ORDER BY holder`,
-      [[old, recent, live]],
-    );
+    const { rows: holders } = await schema
+      .pool()
+      .query<{ holder: string }>(`SELECT holder FROM q_quota_holders WHERE holder = ANY($1) ORDER BY holder`, [[old, recent, live]]);
     expect(holders.map((r) => r.holder).sort()).toEqual([recent, live].sort());
     const { rows: slots } = await schema.pool().query<{ holder: string }>(`SELECT holder FROM q_quota_slots WHERE key = 'g1'`);
     expect(slots.map((r) => r.holder).sort()).toEqual([recent, live].sort());

@@ -58,13 +58,17 @@ it('records q.quota.<op> spans over statement spans, and grant/refusal counters 
   }
   const names = new Set(spans.map((s) => s.name));
   for (const op of ['acquire', 'release', 'admit', 'register_holder', 'delete_holder']) expect(names).toContain(`q.quota.${op}`);
-  expect(spans.some((s) => s.attributes['db.system'] === 'postgresql' && String(s.attributes['db.statement']).includes('q_quota_acquire'))).toBe(true);
+  expect(spans.some((s) => s.attributes['db.system'] === 'postgresql' && String(s.attributes['db.statement']).includes('q_quota_acquire'))).toBe(
+    true,
+  );
   expect(spans.find((s) => s.name === 'q.quota.acquire')!.attributes).toEqual({ 'quota.key_class': 'tenant' });
   // The raw key never becomes a span or metric attribute.
   expect(JSON.stringify(spans)).not.toContain('secret-42');
   expect(JSON.stringify(points)).not.toContain('secret-42');
   const sum = (name: string, kind: string, cls: string) =>
-    points.filter((p) => p.name === name && p.attributes['quota.kind'] === kind && p.attributes['quota.key_class'] === cls).reduce((a, p) => a + p.value, 0);
+    points
+      .filter((p) => p.name === name && p.attributes['quota.kind'] === kind && p.attributes['quota.key_class'] === cls)
+      .reduce((a, p) => a + p.value, 0);
   expect(sum('q.quota.grants', 'slots', 'tenant')).toBe(1);
   expect(sum('q.quota.refusals', 'slots', 'tenant')).toBe(1);
   expect(sum('q.quota.grants', 'rate', 'other')).toBe(1);

@@ -61,7 +61,8 @@ export function classifyFailure(err: unknown): FailureClass {
       if (persistent) return { kind: 'persistent', sqlState: code, reason: persistent };
       const transient = TRANSIENT[code];
       if (transient) return { kind: 'transient', sqlState: code, reason: transient };
-      if (TRANSIENT_CLASSES.includes(code.slice(0, 2))) return { kind: 'transient', sqlState: code, reason: `SQLSTATE class ${code.slice(0, 2)}` };
+      if (TRANSIENT_CLASSES.includes(code.slice(0, 2)))
+        return { kind: 'transient', sqlState: code, reason: `SQLSTATE class ${code.slice(0, 2)}` };
       return { kind: 'transient', sqlState: code, reason: 'unrecognised SQLSTATE' };
     }
     if (TRANSIENT_NODE.has(code)) return { kind: 'transient', reason: `socket error ${code}` };

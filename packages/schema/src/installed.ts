@@ -59,7 +59,9 @@ export async function migrationStatus(db: Queryable, opts: InstalledOptions = {}
       module,
       schema: schema ?? null,
       applied: done,
-      pending: bundledMigrations(module).map((m) => m.tag).filter((t) => !have.has(t)),
+      pending: bundledMigrations(module)
+        .map((m) => m.tag)
+        .filter((t) => !have.has(t)),
       installed: done.length > 0,
     };
   });

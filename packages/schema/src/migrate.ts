@@ -74,11 +74,7 @@ export async function migrate(pool: pg.Pool, opts: MigrateOptions): Promise<void
       const pending = pendingAfterCheck(wanted, await readJournal(client, schema, modules));
       for (const m of pending) {
         for (const statement of m.statements) await client.query(statement);
-        await client.query(`INSERT INTO ${ident(schema)}.${JOURNAL_TABLE} (module, tag, hash) VALUES ($1, $2, $3)`, [
-          m.module,
-          m.tag,
-          m.hash,
-        ]);
+        await client.query(`INSERT INTO ${ident(schema)}.${JOURNAL_TABLE} (module, tag, hash) VALUES ($1, $2, $3)`, [m.module, m.tag, m.hash]);
       }
       await client.query('COMMIT');
     } catch (err) {

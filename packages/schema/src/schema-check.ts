@@ -16,10 +16,7 @@ export function checkServerVersion(versionNum: number): void {
     throw new QError(QErrorCode.CONFIG, `migrate: cannot read the server version (server_version_num = ${String(versionNum)})`);
   }
   if (versionNum < MIN_SERVER_VERSION_NUM) {
-    throw new QError(
-      QErrorCode.CONFIG,
-      `migrate: PostgreSQL ${versionText(versionNum)} is not supported: q needs PostgreSQL 13 or later`,
-    );
+    throw new QError(QErrorCode.CONFIG, `migrate: PostgreSQL ${versionText(versionNum)} is not supported: q needs PostgreSQL 13 or later`);
   }
 }
 
@@ -146,9 +143,15 @@ export async function checkSchemaGrants(client: pg.ClientBase, schema: string, n
   const r = rows[0];
   if (!r) return; // missing: ensureSchema creates it (or says why it cannot)
   if (r.usage === false) {
-    throw new QError(QErrorCode.SCHEMA_MISMATCH, `migrate: this role has no USAGE on schema "${schema}": GRANT USAGE ON SCHEMA "${schema}" (and CREATE to migrate)`);
+    throw new QError(
+      QErrorCode.SCHEMA_MISMATCH,
+      `migrate: this role has no USAGE on schema "${schema}": GRANT USAGE ON SCHEMA "${schema}" (and CREATE to migrate)`,
+    );
   }
   if (needCreate && r.create === false) {
-    throw new QError(QErrorCode.SCHEMA_MISMATCH, `migrate: this role has no CREATE on schema "${schema}", and migrations are pending: GRANT CREATE ON SCHEMA "${schema}" or migrate with a role that has it`);
+    throw new QError(
+      QErrorCode.SCHEMA_MISMATCH,
+      `migrate: this role has no CREATE on schema "${schema}", and migrations are pending: GRANT CREATE ON SCHEMA "${schema}" or migrate with a role that has it`,
+    );
   }
 }

@@ -34,7 +34,8 @@ describe('classifyFailure', () => {
     expect(classifyFailure(await serverError('SELECT no_such_fn()'))).toMatchObject({ kind: 'persistent', sqlState: '42883' });
     expect(classifyFailure(await serverError('EXECUTE q_missing'))).toMatchObject({ kind: 'persistent', sqlState: '26000' });
     expect(classifyFailure(await serverError('PREPARE p AS SELECT 1', 'PREPARE p AS SELECT 1'))).toMatchObject({
-      kind: 'persistent', sqlState: '42P05',
+      kind: 'persistent',
+      sqlState: '42P05',
     });
     // Wrapped as the stores wrap it: the SQLSTATE is found on the cause.
     expect(classifyFailure(databaseError('claim', readOnly))).toMatchObject({ kind: 'persistent', sqlState: '25006' });
@@ -51,7 +52,10 @@ describe('classifyFailure', () => {
       u.username = role;
       const c = new pg.Client({ connectionString: u.toString() });
       await c.connect();
-      const denied = await c.query(`SELECT * FROM "${s.name}".guarded`).then(() => undefined, (e: unknown) => e);
+      const denied = await c.query(`SELECT * FROM "${s.name}".guarded`).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       await c.end();
       expect(classifyFailure(denied)).toMatchObject({ kind: 'persistent', sqlState: '42501' });
     } finally {
@@ -65,14 +69,20 @@ describe('classifyFailure', () => {
     const pid = (await victim.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
     const killer = new pg.Client({ connectionString: s.dsn });
     await killer.connect();
-    const waiting = victim.query('SELECT pg_sleep(10)').then(() => undefined, (e: unknown) => e);
+    const waiting = victim.query('SELECT pg_sleep(10)').then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     await new Promise((r) => setTimeout(r, 200));
     await killer.query('SELECT pg_terminate_backend($1)', [pid]);
     await killer.end();
     expect(classifyFailure(await waiting)).toMatchObject({ kind: 'transient', sqlState: '57P01' });
     expect(classifyFailure(Object.assign(new Error('x'), { code: '40001' }))).toMatchObject({ kind: 'transient' });
     expect(classifyFailure(Object.assign(new Error('x'), { code: '53300' }))).toMatchObject({ kind: 'transient' });
-    const refused = await new pg.Client({ connectionString: 'postgres://x@127.0.0.1:1/x' }).connect().then(() => undefined, (e: unknown) => e);
+    const refused = await new pg.Client({ connectionString: 'postgres://x@127.0.0.1:1/x' }).connect().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(classifyFailure(refused)).toMatchObject({ kind: 'transient' });
     expect(classifyFailure(new Error('Connection terminated unexpectedly'))).toMatchObject({ kind: 'transient' });
   });

@@ -27,7 +27,10 @@ describe('installedModules', () => {
     expect(await installedModules(pool)).toEqual({ requests: false, quota: false, jobs: false });
     const status = await migrationStatus(pool, { modules: ['requests'] });
     expect(status).toEqual([{ module: 'requests', schema: schema.name, applied: [], pending: tags('requests'), installed: false }]);
-    const { rows } = await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1`, [schema.name]);
+    const { rows } = await pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1`,
+      [schema.name],
+    );
     expect(rows[0]!.n).toBe(0);
   });
 

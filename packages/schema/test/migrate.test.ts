@@ -54,9 +54,10 @@ describe('migrate', () => {
     const shipped = (['requests', 'quota', 'jobs'] as MigrationModule[]).flatMap((m) => bundledMigrations(m)).length;
     expect(rows[0].n).toBe(shipped);
     // nothing leaked into public
-    const pub = await pool.query(`SELECT count(*)::int AS n FROM information_schema.tables WHERE table_schema = 'public' AND table_name = ANY($1::text[])`, [
-      [...REQUEST_TABLES, ...QUOTA_TABLES],
-    ]);
+    const pub = await pool.query(
+      `SELECT count(*)::int AS n FROM information_schema.tables WHERE table_schema = 'public' AND table_name = ANY($1::text[])`,
+      [[...REQUEST_TABLES, ...QUOTA_TABLES]],
+    );
     expect(pub.rows[0].n).toBe(0);
   });
 
@@ -67,9 +68,15 @@ describe('migrate', () => {
     const outcomes = await Promise.allSettled(racers.map((p) => migrate(p, { modules: ['requests', 'quota', 'jobs'] })));
     expect(outcomes.filter((o) => o.status === 'rejected')).toEqual([]);
     expect(await tables(pool, schema.name)).toEqual([...REQUEST_TABLES, ...QUOTA_TABLES, ...JOB_TABLES].sort());
-    const seq = await pool.query(`SELECT count(*)::int AS n FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = 'q_dispatch_attempts'`, [schema.name]);
+    const seq = await pool.query(
+      `SELECT count(*)::int AS n FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = 'q_dispatch_attempts'`,
+      [schema.name],
+    );
     expect(seq.rows[0].n).toBe(1);
-    const fns = await pool.query(`SELECT count(*)::int AS n FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1 AND proname IN ('q_quota_acquire', 'q_quota_admit')`, [schema.name]);
+    const fns = await pool.query(
+      `SELECT count(*)::int AS n FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1 AND proname IN ('q_quota_acquire', 'q_quota_admit')`,
+      [schema.name],
+    );
     expect(fns.rows[0].n).toBe(2);
   });
 
@@ -144,7 +151,9 @@ describe('migrate', () => {
     );
     expect(rows).toHaveLength(4);
     for (const r of rows) {
-      expect(r.reloptions).toEqual(expect.arrayContaining(['autovacuum_vacuum_scale_factor=0', 'autovacuum_vacuum_threshold=10000', 'autovacuum_vacuum_cost_delay=0']));
+      expect(r.reloptions).toEqual(
+        expect.arrayContaining(['autovacuum_vacuum_scale_factor=0', 'autovacuum_vacuum_threshold=10000', 'autovacuum_vacuum_cost_delay=0']),
+      );
     }
     const req = rows.find((r) => r.relname === 'q_requests')!;
     expect(req.reloptions).toEqual(expect.arrayContaining(['fillfactor=70', 'autovacuum_analyze_scale_factor=0.02']));

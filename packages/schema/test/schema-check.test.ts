@@ -2,7 +2,13 @@ import { createTestSchema, type TestSchema } from '@q/testing';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
-  MIN_SERVER_VERSION_NUM, QError, checkServerVersion, migrate, readSession, requestedSearchPath, searchPathEntries,
+  MIN_SERVER_VERSION_NUM,
+  QError,
+  checkServerVersion,
+  migrate,
+  readSession,
+  requestedSearchPath,
+  searchPathEntries,
 } from '../src/index.js';
 
 const schemas: TestSchema[] = [];
@@ -52,7 +58,10 @@ function dsnAs(dsn: string, user: string): string {
 }
 
 async function rejection(p: Promise<unknown>): Promise<QError> {
-  const err = await p.then(() => undefined, (e: unknown) => e);
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   expect(err).toBeInstanceOf(QError);
   return err as QError;
 }
@@ -60,7 +69,11 @@ async function rejection(p: Promise<unknown>): Promise<QError> {
 describe('supported versions', () => {
   it('checkServerVersion refuses 12 and older with CONFIG naming both versions, accepts 13 and later', () => {
     expect(MIN_SERVER_VERSION_NUM).toBe(130_000);
-    for (const [n, text] of [[120_017, '12.17'], [129_999, '12.9999'], [90_624, '9.6.24']] as const) {
+    for (const [n, text] of [
+      [120_017, '12.17'],
+      [129_999, '12.9999'],
+      [90_624, '9.6.24'],
+    ] as const) {
       let err: unknown;
       try {
         checkServerVersion(n);

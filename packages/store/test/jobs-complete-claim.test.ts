@@ -41,7 +41,10 @@ describe('completeAndClaim', () => {
   });
 
   it('a fenced outcome is not written (false) and does not stop the claim', async () => {
-    await store.enqueue([{ queue: 'default', type: 'a' }, { queue: 'default', type: 'b' }]);
+    await store.enqueue([
+      { queue: 'default', type: 'a' },
+      { queue: 'default', type: 'b' },
+    ]);
     const [a] = await store.claim(opts(1));
     const stale = { ...lease(a!), leaseToken: '00000000-0000-4000-8000-000000000000' };
     const r = await store.completeAndClaim([{ ...stale, status: 'succeeded' }], opts(1));
@@ -79,7 +82,10 @@ describe('completeAndClaim', () => {
       () => store.completeAndClaim([{ ...lease(a!), status: 'succeeded' }], { ...opts(1), queues: [] }),
     ];
     for (const call of bad) {
-      const err = await call().then(() => undefined, (e: unknown) => e);
+      const err = await call().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(isQError(err) && err.code === 'INVALID_ARGUMENT').toBe(true);
     }
     expect((await row(a!.id)).status).toBe('running');
@@ -102,7 +108,10 @@ describe('completeAndClaim', () => {
         let held: LeasedJob[] = [];
         let idleRounds = 0;
         while (Date.now() < deadline && idleRounds < 3) {
-          const r = await store.completeAndClaim(held.map((j) => ({ ...lease(j), status: 'succeeded' as const })), opts(3, `w${w}`));
+          const r = await store.completeAndClaim(
+            held.map((j) => ({ ...lease(j), status: 'succeeded' as const })),
+            opts(3, `w${w}`),
+          );
           expect(r.written.every(Boolean)).toBe(true);
           const { rows } = await store.pool.query(
             `SELECT count(*)::int AS n FROM q_jobs WHERE lock_key = 'shared' AND status IN ('leased', 'running')`,

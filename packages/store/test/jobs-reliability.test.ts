@@ -141,7 +141,7 @@ describe('idempotent batches in different orders (#14 item 15)', () => {
   it('concurrent enqueues of the same 500 keys in opposite and shuffled orders all succeed, one job per key', async () => {
     const keys = Array.from({ length: 500 }, (_, i) => `key-${String(i).padStart(4, '0')}`);
     let seed = 7;
-    const rand = () => ((seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31);
+    const rand = () => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31;
     const failures: string[] = [];
     for (let round = 0; round < 3; round++) {
       await store.pool.query('TRUNCATE q_jobs');
@@ -268,9 +268,18 @@ describe('every failure is a QError (#14 item 16)', () => {
 
   it('a payload whose toJSON or getter throws is INVALID_ARGUMENT, without the thrown message', async () => {
     const getter = {};
-    Object.defineProperty(getter, 'x', { enumerable: true, get: () => { throw new Error('getter secret'); } });
+    Object.defineProperty(getter, 'x', {
+      enumerable: true,
+      get: () => {
+        throw new Error('getter secret');
+      },
+    });
     const nested = { inner: getter };
-    const toJson = { toJSON: () => { throw new Error('toJSON secret'); } };
+    const toJson = {
+      toJSON: () => {
+        throw new Error('toJSON secret');
+      },
+    };
     for (const payload of [getter, nested, toJson, [toJson]]) {
       const err = await expectCode(store.enqueue([{ queue: 'default', type: 't', payload }]), 'INVALID_ARGUMENT');
       expect(err.message).toContain('payload');
@@ -332,7 +341,12 @@ describe('only what JSON carries (#14 item 17)', () => {
     await expectCode(store.fail(lease(l!), 'a\u0000b', 1_000), 'INVALID_ARGUMENT');
     await expectCode(store.fail(lease(l!), 'a\u0000b', null), 'INVALID_ARGUMENT');
     await expectCode(
-      store.completeAndClaim([{ ...lease(l!), status: 'cancelled', error: '\u0000' }], { queues: ['default'], workerId: 'w1', limit: 1, leaseMs: LEASE }),
+      store.completeAndClaim([{ ...lease(l!), status: 'cancelled', error: '\u0000' }], {
+        queues: ['default'],
+        workerId: 'w1',
+        limit: 1,
+        leaseMs: LEASE,
+      }),
       'INVALID_ARGUMENT',
     );
     const job = (await store.getById(l!.id))!;
@@ -351,7 +365,10 @@ describe('writes over the statement size (#14 item 23)', () => {
   const xs = (i: number) => ({ i, s: 'x'.repeat(25_000_000) });
 
   it('a batch over 256 Mi characters of JSON is INVALID_ARGUMENT naming its size, nothing written', async () => {
-    const err = await expectCode(store.enqueue(Array.from({ length: 5 }, (_, i) => ({ queue: 'default', type: 't', payload: quotes(i) }))), 'INVALID_ARGUMENT');
+    const err = await expectCode(
+      store.enqueue(Array.from({ length: 5 }, (_, i) => ({ queue: 'default', type: 't', payload: quotes(i) }))),
+      'INVALID_ARGUMENT',
+    );
     expect(err.message).toContain(`holds ${5 * (30_000_000 * 2 + 14)} characters`);
     expect(err.message).toContain('256 Mi');
     expect(await count()).toBe(0);
@@ -380,7 +397,9 @@ describe('writes over the statement size (#14 item 23)', () => {
     const leased = await claim(3);
     const written = await store.complete(leased.map((l, i) => ({ ...lease(l), status: 'succeeded' as const, result: xs(i) })));
     expect(written).toEqual([true, true, true]);
-    const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs WHERE status = 'succeeded' AND length(result->>'s') = 25000000`);
+    const { rows } = await store.pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM q_jobs WHERE status = 'succeeded' AND length(result->>'s') = 25000000`,
+    );
     expect(rows[0]!.n).toBe(3);
   }, 120_000);
 });

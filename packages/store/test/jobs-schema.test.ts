@@ -25,14 +25,24 @@ afterAll(async () => {
 type Callback = (r: { observe(v: number, a?: Record<string, unknown>): void }) => Promise<void> | void;
 
 /** A meter provider that keeps the observable gauges' callbacks, to collect them by hand. */
-function gaugeProvider(): { provider: MeterProvider; collect(name: string): Promise<Array<{ value: number; attributes: Record<string, unknown> }>> } {
+function gaugeProvider(): {
+  provider: MeterProvider;
+  collect(name: string): Promise<Array<{ value: number; attributes: Record<string, unknown> }>>;
+} {
   const callbacks = new Map<string, Callback[]>();
   const none = () => ({ add: () => undefined, record: () => undefined });
   const meter = {
-    createCounter: none, createUpDownCounter: none, createHistogram: none, createGauge: none,
+    createCounter: none,
+    createUpDownCounter: none,
+    createHistogram: none,
+    createGauge: none,
     createObservableGauge: (name: string) => ({
       addCallback: (cb: Callback) => callbacks.set(name, [...(callbacks.get(name) ?? []), cb]),
-      removeCallback: (cb: Callback) => callbacks.set(name, (callbacks.get(name) ?? []).filter((c) => c !== cb)),
+      removeCallback: (cb: Callback) =>
+        callbacks.set(
+          name,
+          (callbacks.get(name) ?? []).filter((c) => c !== cb),
+        ),
     }),
   };
   return {
@@ -50,8 +60,10 @@ describe('JobStore with schema on a DSN whose search_path is another schema', ()
     const store = await JobStore.open(dsnSchema.dsn, { schema: target, maxConns: 4 });
     try {
       expect(store.schema).toBe(target);
-      const where = await admin.query<{ t: boolean; d: boolean }>(
-        `SELECT to_regclass($1) IS NOT NULL AS t, to_regclass($2) IS NOT NULL AS d`, [`"${target}".q_jobs`, `"${dsnSchema.name}".q_jobs`]);
+      const where = await admin.query<{ t: boolean; d: boolean }>(`SELECT to_regclass($1) IS NOT NULL AS t, to_regclass($2) IS NOT NULL AS d`, [
+        `"${target}".q_jobs`,
+        `"${dsnSchema.name}".q_jobs`,
+      ]);
       expect(where.rows[0]).toEqual({ t: true, d: false });
 
       const seen: JobNotification[] = [];
@@ -121,7 +133,9 @@ describe('q.jobs.backlog', () => {
     try {
       await store.pool.query(`TRUNCATE "${target}".q_jobs`);
       await store.enqueue([
-        { queue: 'a', type: 't' }, { queue: 'a', type: 't' }, { queue: 'b', type: 't' },
+        { queue: 'a', type: 't' },
+        { queue: 'a', type: 't' },
+        { queue: 'b', type: 't' },
         { queue: 'b', type: 't', runAt: new Date(Date.now() + 3_600_000) },
       ]);
       await store.claim({ queues: ['a'], workerId: 'w', limit: 1, leaseMs: 30_000, start: true });
@@ -139,7 +153,8 @@ describe('q.jobs.backlog', () => {
     try {
       await store.pool.query(`TRUNCATE "${target}".q_jobs`);
       await store.pool.query(
-        `INSERT INTO "${target}".q_jobs (queue, job_type, status, finished_at) SELECT 'h', 't', 'succeeded', now() FROM generate_series(1, 50000)`);
+        `INSERT INTO "${target}".q_jobs (queue, job_type, status, finished_at) SELECT 'h', 't', 'succeeded', now() FROM generate_series(1, 50000)`,
+      );
       await store.enqueue([{ queue: 'a', type: 't' }]);
       await store.pool.query(`ANALYZE "${target}".q_jobs`);
       const { rows } = await store.pool.query<{ 'QUERY PLAN': string }>(`EXPLAIN ${new StatementScope(target).sql(COUNT_BACKLOG.text)}`);
@@ -151,4 +166,3 @@ describe('q.jobs.backlog', () => {
     }
   });
 });
-

@@ -30,12 +30,21 @@ const count = async () => (await sql.query<{ n: number }>('SELECT count(*)::int 
 
 describe('q_enqueue_job', () => {
   it('enqueues from a plain query and returns the job row (id, uuid)', async () => {
-    const row = await one(`SELECT id, uuid, status FROM q_enqueue_job('default', 'email', '{"to": "a@example.com"}', '{"priority": 3, "maxAttempts": 2, "lockKey": "mail", "teamId": 7}')`);
+    const row = await one(
+      `SELECT id, uuid, status FROM q_enqueue_job('default', 'email', '{"to": "a@example.com"}', '{"priority": 3, "maxAttempts": 2, "lockKey": "mail", "teamId": 7}')`,
+    );
     expect(row.status).toBe('queued');
     const job = await store.get(row.uuid);
     expect(job).toMatchObject({
-      id: Number(row.id), queue: 'default', type: 'email', payload: { to: 'a@example.com' }, priority: 3, maxAttempts: 2,
-      lockKey: 'mail', teamId: 7, attempt: 0,
+      id: Number(row.id),
+      queue: 'default',
+      type: 'email',
+      payload: { to: 'a@example.com' },
+      priority: 3,
+      maxAttempts: 2,
+      lockKey: 'mail',
+      teamId: 7,
+      attempt: 0,
     });
     // Defaults as enqueue's: payload {}, priority 0, maxAttempts 5.
     const d = await one(`SELECT uuid FROM q_enqueue_job('default', 't')`);
@@ -46,7 +55,9 @@ describe('q_enqueue_job', () => {
 
   it('a future runAt makes the job scheduled at that instant', async () => {
     const at = new Date(Date.now() + 3_600_000);
-    const row = await one(`SELECT uuid, status, run_at FROM q_enqueue_job('default', 't', NULL, jsonb_build_object('runAt', $1::text))`, [at.toISOString()]);
+    const row = await one(`SELECT uuid, status, run_at FROM q_enqueue_job('default', 't', NULL, jsonb_build_object('runAt', $1::text))`, [
+      at.toISOString(),
+    ]);
     expect(row.status).toBe('scheduled');
     expect(new Date(row.run_at).getTime()).toBe(at.getTime());
   });
@@ -99,7 +110,9 @@ describe('q_enqueue_job', () => {
     } finally {
       c.release();
     }
-    const rows = (await sql.query(`SELECT o.id AS order_id, j.job_type, j.payload FROM orders o JOIN q_jobs j ON j.idempotency_key = 'order-' || o.id`)).rows;
+    const rows = (
+      await sql.query(`SELECT o.id AS order_id, j.job_type, j.payload FROM orders o JOIN q_jobs j ON j.idempotency_key = 'order-' || o.id`)
+    ).rows;
     expect(rows).toHaveLength(1);
     expect(rows[0]).toMatchObject({ job_type: 'order.created', payload: { orderId: rows[0].order_id } });
     expect(await count()).toBe(1);
@@ -152,7 +165,10 @@ describe('q_enqueue_job', () => {
         const c = await sql.connect();
         try {
           await c.query('BEGIN');
-          const r = await c.query(`SELECT id FROM q_enqueue_job('default', 'race', jsonb_build_object('i', $1::int), '{"idempotencyKey": "same"}')`, [i]);
+          const r = await c.query(
+            `SELECT id FROM q_enqueue_job('default', 'race', jsonb_build_object('i', $1::int), '{"idempotencyKey": "same"}')`,
+            [i],
+          );
           await new Promise((res) => setTimeout(res, 20));
           await c.query('COMMIT');
           return r.rows[0].id as string;

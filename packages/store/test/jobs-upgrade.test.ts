@@ -11,7 +11,9 @@ let store: JobStore;
 
 const TOKEN_LEASED = '11111111-1111-4111-8111-111111111111';
 const TOKEN_RUNNING = '22222222-2222-4222-8222-222222222222';
-const STEPS = [{ name: 'fetch', status: 'succeeded', message: 'ok', started_at: '2026-01-01T00:00:00.000Z', finished_at: '2026-01-01T00:00:01.000Z' }];
+const STEPS = [
+  { name: 'fetch', status: 'succeeded', message: 'ok', started_at: '2026-01-01T00:00:00.000Z', finished_at: '2026-01-01T00:00:01.000Z' },
+];
 
 interface Seed {
   status: JobStatus;
@@ -20,22 +22,46 @@ interface Seed {
 
 // One row per status, written as the previous schema's users wrote them (raw SQL on `jobs`).
 const SEEDS: Seed[] = [
-  { status: 'queued', sql: `INSERT INTO jobs (queue, job_type, payload, status, priority, idempotency_key, lock_key, team_id)
-      VALUES ('default', 'q.queued', '{"n": 1}', 'queued', 5, 'idem-queued', 'lock-free', 7) RETURNING uuid` },
-  { status: 'scheduled', sql: `INSERT INTO jobs (queue, job_type, status, run_at, resource_id)
-      VALUES ('default', 'q.scheduled', 'scheduled', now() + interval '1 hour', 9) RETURNING uuid` },
-  { status: 'leased', sql: `INSERT INTO jobs (queue, job_type, status, attempt, leased_by, lease_token, lease_expires_at, heartbeat_at, lock_key)
-      VALUES ('default', 'q.leased', 'leased', 1, 'old-worker', '${TOKEN_LEASED}', now() + interval '10 minutes', now(), 'lock-held') RETURNING uuid` },
-  { status: 'running', sql: `INSERT INTO jobs (queue, job_type, status, attempt, leased_by, lease_token, lease_expires_at, heartbeat_at, steps)
-      VALUES ('default', 'q.running', 'running', 2, 'old-worker', '${TOKEN_RUNNING}', now() + interval '10 minutes', now(), '${JSON.stringify(STEPS)}') RETURNING uuid` },
-  { status: 'retry_wait', sql: `INSERT INTO jobs (queue, job_type, status, attempt, last_error, run_at, resume_count)
-      VALUES ('default', 'q.retry', 'retry_wait', 1, 'boom', now() + interval '1 hour', 1) RETURNING uuid` },
-  { status: 'succeeded', sql: `INSERT INTO jobs (queue, job_type, status, attempt, result, steps, finished_at, idempotency_key)
-      VALUES ('default', 'q.done', 'succeeded', 1, '{"answer": 42}', '${JSON.stringify(STEPS)}', now(), 'idem-done') RETURNING uuid` },
-  { status: 'cancelled', sql: `INSERT INTO jobs (queue, job_type, status, finished_at, cancel_requested_at)
-      VALUES ('default', 'q.cancelled', 'cancelled', now(), now()) RETURNING uuid` },
-  { status: 'dead_letter', sql: `INSERT INTO jobs (queue, job_type, status, attempt, max_attempts, last_error, finished_at, dead_lettered_at, steps)
-      VALUES ('default', 'q.dead', 'dead_letter', 3, 3, 'fatal: gave up', now(), now(), '${JSON.stringify(STEPS)}') RETURNING uuid` },
+  {
+    status: 'queued',
+    sql: `INSERT INTO jobs (queue, job_type, payload, status, priority, idempotency_key, lock_key, team_id)
+      VALUES ('default', 'q.queued', '{"n": 1}', 'queued', 5, 'idem-queued', 'lock-free', 7) RETURNING uuid`,
+  },
+  {
+    status: 'scheduled',
+    sql: `INSERT INTO jobs (queue, job_type, status, run_at, resource_id)
+      VALUES ('default', 'q.scheduled', 'scheduled', now() + interval '1 hour', 9) RETURNING uuid`,
+  },
+  {
+    status: 'leased',
+    sql: `INSERT INTO jobs (queue, job_type, status, attempt, leased_by, lease_token, lease_expires_at, heartbeat_at, lock_key)
+      VALUES ('default', 'q.leased', 'leased', 1, 'old-worker', '${TOKEN_LEASED}', now() + interval '10 minutes', now(), 'lock-held') RETURNING uuid`,
+  },
+  {
+    status: 'running',
+    sql: `INSERT INTO jobs (queue, job_type, status, attempt, leased_by, lease_token, lease_expires_at, heartbeat_at, steps)
+      VALUES ('default', 'q.running', 'running', 2, 'old-worker', '${TOKEN_RUNNING}', now() + interval '10 minutes', now(), '${JSON.stringify(STEPS)}') RETURNING uuid`,
+  },
+  {
+    status: 'retry_wait',
+    sql: `INSERT INTO jobs (queue, job_type, status, attempt, last_error, run_at, resume_count)
+      VALUES ('default', 'q.retry', 'retry_wait', 1, 'boom', now() + interval '1 hour', 1) RETURNING uuid`,
+  },
+  {
+    status: 'succeeded',
+    sql: `INSERT INTO jobs (queue, job_type, status, attempt, result, steps, finished_at, idempotency_key)
+      VALUES ('default', 'q.done', 'succeeded', 1, '{"answer": 42}', '${JSON.stringify(STEPS)}', now(), 'idem-done') RETURNING uuid`,
+  },
+  {
+    status: 'cancelled',
+    sql: `INSERT INTO jobs (queue, job_type, status, finished_at, cancel_requested_at)
+      VALUES ('default', 'q.cancelled', 'cancelled', now(), now()) RETURNING uuid`,
+  },
+  {
+    status: 'dead_letter',
+    sql: `INSERT INTO jobs (queue, job_type, status, attempt, max_attempts, last_error, finished_at, dead_lettered_at, steps)
+      VALUES ('default', 'q.dead', 'dead_letter', 3, 3, 'fatal: gave up', now(), now(), '${JSON.stringify(STEPS)}') RETURNING uuid`,
+  },
 ];
 
 const uuids = new Map<JobStatus, string>();
@@ -55,9 +81,11 @@ beforeAll(async () => {
     }
     for (const seed of SEEDS) uuids.set(seed.status, (await c.query<{ uuid: string }>(seed.sql)).rows[0]!.uuid);
     // A retry of the dead letter (retry_of_id: the foreign key must survive), enqueued through the old SQL function.
-    retryOfUuid = (await c.query<{ uuid: string }>(
-      `SELECT uuid FROM q_enqueue_job('default', 'q.dead', NULL, jsonb_build_object('retryOfId', (SELECT id FROM jobs WHERE status = 'dead_letter'), 'lockKey', 'lock-held'))`,
-    )).rows[0]!.uuid;
+    retryOfUuid = (
+      await c.query<{ uuid: string }>(
+        `SELECT uuid FROM q_enqueue_job('default', 'q.dead', NULL, jsonb_build_object('retryOfId', (SELECT id FROM jobs WHERE status = 'dead_letter'), 'lockKey', 'lock-held'))`,
+      )
+    ).rows[0]!.uuid;
     await c.query('COMMIT');
   } finally {
     c.release();
@@ -77,10 +105,19 @@ describe('migration 0004 (q_ prefix) on a database of the previous schema', () =
       to_regclass('q_jobs_id_seq')::text AS seq`);
     expect(rows[0]).toEqual({ old_table: null, old_type: null, new_table: 'q_jobs', new_type: 'q_job_status', seq: 'q_jobs_id_seq' });
     const idx = await store.pool.query<{ n: string }>(
-      `SELECT indexname AS n FROM pg_indexes WHERE schemaname = $1 AND tablename = 'q_jobs' ORDER BY 1`, [schema.name]);
+      `SELECT indexname AS n FROM pg_indexes WHERE schemaname = $1 AND tablename = 'q_jobs' ORDER BY 1`,
+      [schema.name],
+    );
     expect(idx.rows.map((r) => r.n)).toEqual([
-      'q_jobs_dequeue_idx', 'q_jobs_idempotency_key_key', 'q_jobs_lease_expiry_idx', 'q_jobs_lock_key_active_key', 'q_jobs_pkey',
-      'q_jobs_status_id_idx', 'q_jobs_team_id_id_idx', 'q_jobs_uuid_key', 'q_jobs_waiting_run_at_idx',
+      'q_jobs_dequeue_idx',
+      'q_jobs_idempotency_key_key',
+      'q_jobs_lease_expiry_idx',
+      'q_jobs_lock_key_active_key',
+      'q_jobs_pkey',
+      'q_jobs_status_id_idx',
+      'q_jobs_team_id_id_idx',
+      'q_jobs_uuid_key',
+      'q_jobs_waiting_run_at_idx',
     ]);
     const { rows: journal } = await store.pool.query<{ tag: string }>(`SELECT tag FROM ${JOURNAL_TABLE} WHERE module = 'jobs' ORDER BY tag`);
     expect(journal.map((r) => r.tag)).toEqual(bundledMigrations('jobs').map((m) => m.tag));
@@ -91,9 +128,18 @@ describe('migration 0004 (q_ prefix) on a database of the previous schema', () =
       const job = await store.get(uuid);
       expect(job?.status, status).toBe(status);
       const page = await store.list({ status, limit: 100 });
-      expect(page.jobs.map((j) => j.uuid), status).toContain(uuid);
+      expect(
+        page.jobs.map((j) => j.uuid),
+        status,
+      ).toContain(uuid);
     }
-    expect(await store.get(uuids.get('queued')!)).toMatchObject({ payload: { n: 1 }, priority: 5, idempotencyKey: 'idem-queued', lockKey: 'lock-free', teamId: 7 });
+    expect(await store.get(uuids.get('queued')!)).toMatchObject({
+      payload: { n: 1 },
+      priority: 5,
+      idempotencyKey: 'idem-queued',
+      lockKey: 'lock-free',
+      teamId: 7,
+    });
     expect(await store.get(uuids.get('scheduled')!)).toMatchObject({ resourceId: 9 });
     expect(await store.get(uuids.get('leased')!)).toMatchObject({ attempt: 1, leasedBy: 'old-worker', lockKey: 'lock-held' });
     expect(await store.get(uuids.get('running')!)).toMatchObject({ attempt: 2, steps: STEPS });
@@ -131,7 +177,9 @@ describe('migration 0004 (q_ prefix) on a database of the previous schema', () =
     expect(next?.status).toBe('queued');
     // New ids continue after the carried-over ones (the identity sequence was renamed, not reset).
     const [fresh] = await store.enqueue([{ queue: 'other', type: 'new' }]);
-    expect(fresh!.id).toBeGreaterThan(Math.max(...(await store.list({ limit: 100 })).jobs.filter((j) => j.uuid !== fresh!.uuid).map((j) => j.id)));
+    expect(fresh!.id).toBeGreaterThan(
+      Math.max(...(await store.list({ limit: 100 })).jobs.filter((j) => j.uuid !== fresh!.uuid).map((j) => j.id)),
+    );
   });
 
   it('dead letter: retried by a new job referring to it, then forgotten; waiting jobs cancel', async () => {

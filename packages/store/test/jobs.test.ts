@@ -17,8 +17,18 @@ describe('enqueue', () => {
   it('defaults: queued now, payload {}, maxAttempts 5, attempt 0, steps []', async () => {
     const [job] = await store.enqueue([{ queue: 'default', type: 't' }]);
     expect(job).toMatchObject({
-      status: 'queued', payload: {}, maxAttempts: 5, attempt: 0, priority: 0, steps: [], resumeCount: 0,
-      result: null, lastError: null, idempotencyKey: null, lockKey: null, retryOfId: null,
+      status: 'queued',
+      payload: {},
+      maxAttempts: 5,
+      attempt: 0,
+      priority: 0,
+      steps: [],
+      resumeCount: 0,
+      result: null,
+      lastError: null,
+      idempotencyKey: null,
+      lockKey: null,
+      retryOfId: null,
     });
     expect(job!.uuid).toMatch(/^[0-9a-f-]{36}$/);
     expect(Math.abs(job!.runAt.getTime() - (await store.now()).getTime())).toBeLessThan(5_000);
@@ -55,12 +65,24 @@ describe('enqueue', () => {
 
   it.each([
     ['BigInt', { n: 1n }],
-    ['circular', (() => { const o: Record<string, unknown> = {}; o.self = o; return o; })()],
+    [
+      'circular',
+      (() => {
+        const o: Record<string, unknown> = {};
+        o.self = o;
+        return o;
+      })(),
+    ],
     ['function', () => 1],
     ['nested function', { f: () => 1 }],
     ['\\u0000', { s: 'a\u0000b' }],
   ])('a %s payload is INVALID_ARGUMENT mentioning payload, nothing written', async (_name, payload) => {
-    const err = await store.enqueue([{ queue: 'default', type: 'ok' }, { queue: 'default', type: 't', payload }]).catch((e: unknown) => e);
+    const err = await store
+      .enqueue([
+        { queue: 'default', type: 'ok' },
+        { queue: 'default', type: 't', payload },
+      ])
+      .catch((e: unknown) => e);
     expect(isQError(err, 'INVALID_ARGUMENT')).toBe(true);
     expect((err as Error).message).toContain('payload');
     const { rows } = await store.pool.query('SELECT count(*)::int AS n FROM q_jobs');
@@ -355,7 +377,13 @@ describe('list', () => {
     expect((await store.list({ teamId: 1, queue: 'deploy' })).jobs).toHaveLength(2);
     expect((await store.list({ status: 'queued', type: 't' })).jobs).toHaveLength(7);
     expect(decodeCursor(encodeCursor(42))).toBe(42);
-    for (const bad of [{ limit: 0 }, { limit: 101 }, { cursor: 'garbage!' }, { cursor: Buffer.from('v2:1').toString('base64url') }, { status: 'failed' as never }]) {
+    for (const bad of [
+      { limit: 0 },
+      { limit: 101 },
+      { cursor: 'garbage!' },
+      { cursor: Buffer.from('v2:1').toString('base64url') },
+      { status: 'failed' as never },
+    ]) {
       await expect(store.list(bad)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
     }
   });

@@ -21,10 +21,12 @@ beforeEach(async () => {
 });
 
 const row = async () =>
-  (await store.pool.query<{ owner: string; epoch: string; live: boolean }>(
-    `SELECT owner, epoch::text, expires_at > clock_timestamp() AS live FROM q_leader_leases WHERE name = $1`,
-    [MAINTENANCE_LEADERSHIP],
-  )).rows[0];
+  (
+    await store.pool.query<{ owner: string; epoch: string; live: boolean }>(
+      `SELECT owner, epoch::text, expires_at > clock_timestamp() AS live FROM q_leader_leases WHERE name = $1`,
+      [MAINTENANCE_LEADERSHIP],
+    )
+  ).rows[0];
 
 /** Makes `lease` expire now (as the database clock sees it) without its holder knowing. */
 const expire = (lease: LeaderLease) =>
@@ -77,7 +79,7 @@ describe('leader lease', () => {
     expect(r.expiresAt.getTime() - a.expiresAt.getTime()).toBeGreaterThan(50_000);
   });
 
-  it('maintainAsLeader reaps and promotes for the holder; a deposed holder\'s round writes nothing', async () => {
+  it("maintainAsLeader reaps and promotes for the holder; a deposed holder's round writes nothing", async () => {
     const [job] = await store.enqueue([{ queue: 'default', type: 't' }]);
     await store.claim({ queues: ['default'], workerId: 'x', limit: 1, leaseMs: 60_000 });
     await store.pool.query(`UPDATE q_jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [job!.id]);

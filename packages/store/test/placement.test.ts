@@ -14,9 +14,11 @@ afterAll(async () => {
 });
 
 const listening = async (app: string) =>
-  (await schema.pool().query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN %'`, [app],
-  )).rows[0]!.n;
+  (
+    await schema
+      .pool()
+      .query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN %'`, [app])
+  ).rows[0]!.n;
 
 it("pooler: 'transaction' without listenDsn: notifies is false and the listener never connects", async () => {
   const store = await JobStore.open(schema.dsn, { maxConns: 2, pooler: 'transaction', applicationName: 'q-place-off' });

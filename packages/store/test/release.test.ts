@@ -50,12 +50,17 @@ function versions(dir: string): Map<string, string> {
 /** Runs `changeset version` with one changeset of `bumps` on a copy; returns the packages whose version changed. */
 async function bumped(bumps: Record<string, 'patch' | 'minor'>): Promise<string[]> {
   const dir = copyWorkspace();
-  const front = Object.entries(bumps).map(([pkg, bump]) => `"${pkg}": ${bump}`).join('\n');
+  const front = Object.entries(bumps)
+    .map(([pkg, bump]) => `"${pkg}": ${bump}`)
+    .join('\n');
   fs.writeFileSync(path.join(dir, '.changeset', 'jobs-change.md'), `---\n${front}\n---\n\nA change.\n`);
   const before = versions(dir);
   await run(process.execPath, [changesetBin, 'version'], { cwd: dir, env: { ...process.env, CI: 'true' } });
   const after = versions(dir);
-  return [...after].filter(([name, v]) => before.get(name) !== v).map(([name]) => name).sort();
+  return [...after]
+    .filter(([name, v]) => before.get(name) !== v)
+    .map(([name]) => name)
+    .sort();
 }
 
 describe('changeset version', () => {

@@ -36,7 +36,9 @@ describe('dispatch', () => {
       expect(Buffer.from(r.payload).toString()).toBe(r.id);
     }
     expect(new Set(all.map((r) => r.attempt)).size).toBe(3);
-    expect((await t.store.inFlight('q', 'a')).sort((x, y) => x.attempt - y.attempt)).toEqual(all.map(stampOf).sort((x, y) => x.attempt - y.attempt));
+    expect((await t.store.inFlight('q', 'a')).sort((x, y) => x.attempt - y.attempt)).toEqual(
+      all.map(stampOf).sort((x, y) => x.attempt - y.attempt),
+    );
   });
 
   it('keeps submission order for 50 equal deadlines, then a later batch', async () => {
@@ -76,7 +78,10 @@ describe('dispatch', () => {
     await t.store.enqueue([req('c'), req('d')]);
     await t.store.cancel(['c']);
     const got = await t.store.dispatch('q', 'a', NOW, 10);
-    expect(got.map((r) => [r.id, r.cancelled])).toEqual([['c', true], ['d', false]]);
+    expect(got.map((r) => [r.id, r.cancelled])).toEqual([
+      ['c', true],
+      ['d', false],
+    ]);
   });
 
   it('owns nothing → dispatches nothing', async () => {

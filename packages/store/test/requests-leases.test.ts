@@ -41,7 +41,10 @@ describe('partition leases', () => {
     await t.store.ensurePartitions('q');
     await t.store.ensurePartitions('other');
     const { rows } = await t.schema.pool().query('SELECT queue, count(*)::int AS n FROM q_partitions GROUP BY queue ORDER BY queue');
-    expect(rows).toEqual([{ queue: 'other', n: 64 }, { queue: 'q', n: 64 }]);
+    expect(rows).toEqual([
+      { queue: 'other', n: 64 },
+      { queue: 'q', n: 64 },
+    ]);
   });
 
   it('lapse → takeover bumps the epoch, redelivers, and fences every write of the old owner', async () => {
@@ -63,15 +66,30 @@ describe('partition leases', () => {
     expect(redelivered.map((r) => r.id).sort()).toEqual([...ids].sort());
     expect(redelivered.every((r) => r.epoch === 2)).toBe(true);
     // Every write of the old owner is fenced: ack, retry, undispatch, defer.
-    expect(await t.store.ack('old', stale.map((r) => done(r)))).toEqual([false, false, false, false]);
+    expect(
+      await t.store.ack(
+        'old',
+        stale.map((r) => done(r)),
+      ),
+    ).toEqual([false, false, false, false]);
     expect(await t.store.retry('old', stampOf(stale[0]!), T0, '{}')).toBe(false);
     await t.store.undispatch('old', stale.map(stampOf));
     await t.store.defer('old', stale.map(stampOf), T0 + 100);
     // ... even with the new attempts: old no longer owns the partitions.
-    expect(await t.store.ack('old', redelivered.map((r) => done(r)))).toEqual([false, false, false, false]);
+    expect(
+      await t.store.ack(
+        'old',
+        redelivered.map((r) => done(r)),
+      ),
+    ).toEqual([false, false, false, false]);
     await t.store.undispatch('old', redelivered.map(stampOf));
     expect((await t.store.inFlight('q', 'new')).length).toBe(4);
-    expect(await t.store.ack('new', redelivered.map((r) => done(r)))).toEqual([true, true, true, true]);
+    expect(
+      await t.store.ack(
+        'new',
+        redelivered.map((r) => done(r)),
+      ),
+    ).toEqual([true, true, true, true]);
     expect(await t.store.resultDepth('out')).toBe(4);
   });
 

@@ -5,7 +5,14 @@ import { isQError } from '@q/schema';
 import { useStore, type TestSchema } from '@q/testing';
 import { describe, expect, it } from 'vitest';
 import {
-  MAX_VALUE_BYTES, Store, checkCompletion, checkEnvelope, checkUnixSeconds, stampOf, type Completion, type OpenOptions,
+  MAX_VALUE_BYTES,
+  Store,
+  checkCompletion,
+  checkEnvelope,
+  checkUnixSeconds,
+  stampOf,
+  type Completion,
+  type OpenOptions,
 } from '../src/index.js';
 import { req } from './requests/helpers.js';
 
@@ -19,7 +26,10 @@ useStore(Store, { prefix: 'slimits', maxConns: 2 }, async (t) => {
 });
 
 async function errorOf(p: Promise<unknown>): Promise<unknown> {
-  return p.then(() => undefined, (e: unknown) => e);
+  return p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
 }
 
 const MB = 1_000_000;
@@ -28,11 +38,14 @@ describe('writes larger than one statement can carry', () => {
   it('enqueue splits a batch whose payloads add up to 280 MB (560 M characters as hex) and stores all of it', async () => {
     const big = Array.from({ length: 2 }, (_, i) => req(`big-${i}`, { payload: Buffer.alloc(140 * MB, 0x61 + i) }));
     await store.enqueue(big);
-    const { rows } = await schema.pool().query<{ id: string; n: string; first: string }>(
-      `SELECT id, octet_length(payload) AS n, get_byte(payload, 0) AS first FROM q_requests WHERE id LIKE 'big-%' ORDER BY id`,
-    );
+    const { rows } = await schema
+      .pool()
+      .query<{ id: string; n: string; first: string }>(
+        `SELECT id, octet_length(payload) AS n, get_byte(payload, 0) AS first FROM q_requests WHERE id LIKE 'big-%' ORDER BY id`,
+      );
     expect(rows.map((r) => [r.id, Number(r.n), Number(r.first)])).toEqual([
-      ['big-0', 140 * MB, 0x61], ['big-1', 140 * MB, 0x62],
+      ['big-0', 140 * MB, 0x61],
+      ['big-1', 140 * MB, 0x62],
     ]);
     await schema.pool().query(`DELETE FROM q_requests WHERE id LIKE 'big-%'`);
   });
@@ -46,10 +59,14 @@ describe('writes larger than one statement can carry', () => {
       .sort((a, b) => a.id.localeCompare(b.id))
       .map((r, i) => ({ ...stampOf(r), route: 'big-out', payload: i === 1 ? `${large.slice(1)}"` : large }));
     expect(await store.ack('me', completions)).toEqual([true, true, true]);
-    const { rows: res } = await schema.pool().query<{ id: string; n: string }>(
-      `SELECT id, length(payload) AS n FROM q_results WHERE route = 'big-out' ORDER BY seq`,
-    );
-    expect(res.map((r) => [r.id, Number(r.n)])).toEqual([['r-0', 180 * MB], ['r-1', 180 * MB], ['r-2', 180 * MB]]);
+    const { rows: res } = await schema
+      .pool()
+      .query<{ id: string; n: string }>(`SELECT id, length(payload) AS n FROM q_results WHERE route = 'big-out' ORDER BY seq`);
+    expect(res.map((r) => [r.id, Number(r.n)])).toEqual([
+      ['r-0', 180 * MB],
+      ['r-1', 180 * MB],
+      ['r-2', 180 * MB],
+    ]);
     await schema.pool().query(`DELETE FROM q_results WHERE route = 'big-out'`);
   });
 

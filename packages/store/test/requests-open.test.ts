@@ -14,9 +14,9 @@ beforeAll(async () => {
 afterAll(() => schema.drop());
 
 async function backends(app: string): Promise<Array<{ pid: number; state: string }>> {
-  const { rows } = await schema.pool().query<{ pid: number; state: string }>(
-    'SELECT pid, state FROM pg_stat_activity WHERE application_name = $1 ORDER BY pid', [app],
-  );
+  const { rows } = await schema
+    .pool()
+    .query<{ pid: number; state: string }>('SELECT pid, state FROM pg_stat_activity WHERE application_name = $1 ORDER BY pid', [app]);
   return rows;
 }
 
@@ -25,9 +25,12 @@ describe('Store.open', () => {
     const fresh = await createTestSchema('sopen8');
     try {
       const stores = await Promise.all(Array.from({ length: 8 }, () => Store.open(fresh.dsn, { maxConns: 2 })));
-      const { rows } = await fresh.pool().query<{ t: string }>(
-        `SELECT table_name AS t FROM information_schema.tables WHERE table_schema = $1 AND table_name LIKE 'q%' AND table_name <> 'q_schema_migrations' ORDER BY 1`, [fresh.name],
-      );
+      const { rows } = await fresh
+        .pool()
+        .query<{ t: string }>(
+          `SELECT table_name AS t FROM information_schema.tables WHERE table_schema = $1 AND table_name LIKE 'q%' AND table_name <> 'q_schema_migrations' ORDER BY 1`,
+          [fresh.name],
+        );
       expect(rows.map((r) => r.t)).toEqual(['q_dispatchers', 'q_partitions', 'q_requests', 'q_results']);
       await Promise.all(stores.map((s) => s.ping()));
       await Promise.all(stores.map((s) => s.close()));

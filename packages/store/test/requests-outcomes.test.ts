@@ -23,17 +23,20 @@ describe('ack', () => {
     const [r1, r2, r3] = await dispatchAll();
     const unknown = { id: 'nope', token: token(), attempt: 1 };
     const result = await t.store.ack('a', [
-      done(r1!, 'first'),                       // 0: true
-      done(r1!, 'again'),                       // 1: duplicate, same attempt → false
+      done(r1!, 'first'), // 0: true
+      done(r1!, 'again'), // 1: duplicate, same attempt → false
       done({ ...r2!, attempt: r2!.attempt - 1 }), // 2: lower attempt → false...
-      done(r2!, 'higher'),                      // 3: ...the higher one later takes the slot → true
-      done(unknown),                            // 4: unknown → false
-      done(r3!, 'x', { route: 'other' }),       // 5: true
+      done(r2!, 'higher'), // 3: ...the higher one later takes the slot → true
+      done(unknown), // 4: unknown → false
+      done(r3!, 'x', { route: 'other' }), // 5: true
     ]);
     expect(result).toEqual([true, false, false, true, false, true]);
     expect(await t.store.ack('a', [done(r1!)])).toEqual([false]); // already acked
     const out = await t.store.popResults('out', 1_000, 10);
-    expect(out.map((r) => [r.id, r.token, r.payload])).toEqual([[r1!.id, r1!.token, 'first'], [r2!.id, r2!.token, 'higher']]);
+    expect(out.map((r) => [r.id, r.token, r.payload])).toEqual([
+      [r1!.id, r1!.token, 'first'],
+      [r2!.id, r2!.token, 'higher'],
+    ]);
     expect((await t.store.popResults('other', 1_000, 10)).map((r) => r.payload)).toEqual(['x']);
     expect(await t.store.hasRequests('q')).toBe(false);
     expect(await t.store.ack('a', [])).toEqual([]);
@@ -42,8 +45,11 @@ describe('ack', () => {
   it('of several duplicates the highest attempt wins, wherever it is', async () => {
     await t.store.enqueue([req('d')]);
     const [r] = await dispatchAll();
-    expect(await t.store.ack('a', [done({ ...r!, attempt: r!.attempt + 5 }), done(r!), done({ ...r!, attempt: r!.attempt + 5 })]))
-      .toEqual([false, false, false]);
+    expect(await t.store.ack('a', [done({ ...r!, attempt: r!.attempt + 5 }), done(r!), done({ ...r!, attempt: r!.attempt + 5 })])).toEqual([
+      false,
+      false,
+      false,
+    ]);
   });
 
   it('another owner cannot ack', async () => {
@@ -143,27 +149,39 @@ describe('retry, undispatch, defer', () => {
     expect(await t.store.inFlight('q', 'a')).toEqual([]);
     expect(await t.store.dispatch('q', 'a', at(4_999), 10)).toEqual([]);
     const again = await t.store.dispatch('q', 'a', at(5_000), 10);
-    expect(again.map((r) => [r.id, r.envelope, Buffer.from(r.payload).toString()])).toEqual([['f1', 'e1', 'f1'], ['f2', '{}', 'f2']]);
+    expect(again.map((r) => [r.id, r.envelope, Buffer.from(r.payload).toString()])).toEqual([
+      ['f1', 'e1', 'f1'],
+      ['f2', '{}', 'f2'],
+    ]);
     await t.store.defer('a', [], 1); // empty: no-op
   });
 });
 
 describe('cancel', () => {
   it('cancels every stored generation of an id; a resubmission starts clean', async () => {
-    const g1 = req('c'), g2 = req('c'), other = req('keep');
+    const g1 = req('c'),
+      g2 = req('c'),
+      other = req('keep');
     await t.store.enqueue([g1, g2, other]);
     const [d1] = await t.store.dispatch('q', 'a', NOW, 1); // g1 in flight, g2 pending
     await expect(t.store.cancel(['c', ''])).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
     await t.store.cancel(['c', 'unknown']);
     const keys = [g1, g2, other, { id: 'c', token: 'never' }].map((r) => ({ id: r.id, token: r.token }));
     const cancelled = await t.store.cancelledKeys(keys);
-    expect(cancelled).toEqual([{ id: 'c', token: g1.token }, { id: 'c', token: g2.token }]);
+    expect(cancelled).toEqual([
+      { id: 'c', token: g1.token },
+      { id: 'c', token: g2.token },
+    ]);
     const g3 = req('c');
     await t.store.enqueue([g3]);
     expect(await t.store.cancelledKeys([{ id: 'c', token: g3.token }])).toEqual([]);
     const rest = await dispatchAll();
     expect(rest.map((r) => [r.token, r.cancelled])).toEqual(
-      expect.arrayContaining([[g2.token, true], [g3.token, false], [other.token, false]]),
+      expect.arrayContaining([
+        [g2.token, true],
+        [g3.token, false],
+        [other.token, false],
+      ]),
     );
     expect(d1!.cancelled).toBe(false); // it was dispatched before the cancel
     expect(await t.store.cancelledKeys([])).toEqual([]);
@@ -184,7 +202,12 @@ describe('results', () => {
   async function ackN(n: number, route = 'out', expiresAt = 0): Promise<void> {
     await t.store.enqueue(Array.from({ length: n }, (_, i) => req(`res-${route}-${i}`, { deadline: i })));
     const got = await dispatchAll();
-    expect(await t.store.ack('a', got.map((r) => done(r, r.id, { route, expiresAt })))).toEqual(got.map(() => true));
+    expect(
+      await t.store.ack(
+        'a',
+        got.map((r) => done(r, r.id, { route, expiresAt })),
+      ),
+    ).toEqual(got.map(() => true));
   }
 
   it('popResults drains a route in seq order', async () => {
@@ -203,13 +226,15 @@ describe('results', () => {
   it('4 concurrent poppers get disjoint results and together all of them', async () => {
     await ackN(200);
     const seen: number[] = [];
-    await Promise.all(Array.from({ length: 4 }, async () => {
-      for (;;) {
-        const got = await t.store.popResults('out', 1_000, 7);
-        if (got.length === 0) return;
-        seen.push(...got.map((r) => r.seq));
-      }
-    }));
+    await Promise.all(
+      Array.from({ length: 4 }, async () => {
+        for (;;) {
+          const got = await t.store.popResults('out', 1_000, 7);
+          if (got.length === 0) return;
+          seen.push(...got.map((r) => r.seq));
+        }
+      }),
+    );
     expect(seen).toHaveLength(200);
     expect(new Set(seen).size).toBe(200);
   });
@@ -245,8 +270,12 @@ describe('backlog and hasRequests', () => {
     expect(await t.store.hasRequests('q')).toBe(false);
     expect(await t.store.backlog('q', 1_000, [10, 100])).toEqual({ depth: 0, expiring: [0, 0] });
     await t.store.enqueue([
-      req('b1', { deadline: 1_000 }), req('b2', { deadline: 1_010 }), req('b3', { deadline: 1_011 }),
-      req('b4', { deadline: 1_100 }), req('b5', { deadline: 5_000 }), req('other', { queue: 'q2', deadline: 0 }),
+      req('b1', { deadline: 1_000 }),
+      req('b2', { deadline: 1_010 }),
+      req('b3', { deadline: 1_011 }),
+      req('b4', { deadline: 1_100 }),
+      req('b5', { deadline: 5_000 }),
+      req('other', { queue: 'q2', deadline: 0 }),
     ]);
     expect(await t.store.hasRequests('q')).toBe(true);
     expect(await t.store.backlog('q', 1_000, [0, 10, 100, 0])).toEqual({ depth: 5, expiring: [1, 2, 4, 1] });

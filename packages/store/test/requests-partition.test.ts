@@ -5,7 +5,18 @@ import { idInPartition } from './requests/helpers.js';
 describe('partitionOf', () => {
   it('matches the FNV-1a test vectors', () => {
     const vectors: Record<string, number> = {
-      '': 5, a: 44, 'request-42': 43, x: 7, orphan: 11, mid: 37, early: 28, late: 33, slow: 56, bounced: 27, twice: 51, flaky: 62,
+      '': 5,
+      a: 44,
+      'request-42': 43,
+      x: 7,
+      orphan: 11,
+      mid: 37,
+      early: 28,
+      late: 33,
+      slow: 56,
+      bounced: 27,
+      twice: 51,
+      flaky: 62,
     };
     for (const [id, p] of Object.entries(vectors)) expect(partitionOf(id), id).toBe(p);
   });
@@ -43,8 +54,16 @@ describe('constants and helpers', () => {
 
   it('keyOf and stampOf keep only their fields', () => {
     const r: Request = {
-      id: 'i', token: 't', queue: 'q', deadline: 1, envelope: '{}', payload: new Uint8Array([1]),
-      partition: 3, epoch: 2, attempt: 9, cancelled: false,
+      id: 'i',
+      token: 't',
+      queue: 'q',
+      deadline: 1,
+      envelope: '{}',
+      payload: new Uint8Array([1]),
+      partition: 3,
+      epoch: 2,
+      attempt: 9,
+      cancelled: false,
     };
     expect(keyOf(r)).toEqual({ id: 'i', token: 't' });
     expect(stampOf(r)).toEqual({ id: 'i', token: 't', attempt: 9 });

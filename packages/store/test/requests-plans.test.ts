@@ -33,8 +33,11 @@ beforeAll(async () => {
   expect(rows[0]!.n).toBe(0);
   // Refill.
   await t.store.enqueue(Array.from({ length: ROWS }, (_, i) => req(`r-${i}`, { deadline: 20_000 + ((i * 7919) % ROWS) })));
-  await admin.query(`INSERT INTO q_results (route, id, request_token, payload, created_at)
-                     SELECT 'bulk', 'r' || g, 't', 'x', 0 FROM generate_series(1, $1::int) g`, [ROWS]);
+  await admin.query(
+    `INSERT INTO q_results (route, id, request_token, payload, created_at)
+                     SELECT 'bulk', 'r' || g, 't', 'x', 0 FROM generate_series(1, $1::int) g`,
+    [ROWS],
+  );
   leading = await leadingColumns(admin, QUEUE_TABLES);
   // The store has one connection: auto_explain on it sees every statement the store sends.
   const client = await t.store.pool.connect();
@@ -55,7 +58,7 @@ async function expectIndexDriven<T>(what: string, batch: number, fn: () => Promi
   expect(got.length, `${what}: plans captured`).toBeGreaterThan(0);
   expect(read.seqScans, `${what}: ${read.scans.join(', ')}`).toBe(0);
   expect(read.unkeyed, `${what}: index scans not driven by the leading column`).toEqual([]);
-  if (process.env.Q_PLANS) console.log(what, read.rows, read.scans.join(", "));
+  if (process.env.Q_PLANS) console.log(what, read.rows, read.scans.join(', '));
   expect(read.rows, `${what}: ${read.scans.join(', ')}`).toBeLessThanOrEqual(4 * batch);
   return out;
 }
@@ -69,7 +72,11 @@ it(`hot statements stay index-driven on a refilled table whose statistics say em
   expect(await expectIndexDriven('cancelledKeys', 256, () => t.store.cancelledKeys(keys))).toEqual([]);
   const acked = batch.slice(0, 128);
   const acks = await expectIndexDriven('ack', 128, () =>
-    t.store.ack('a', acked.map((r: Request) => ({ ...stampOf(r), route: 'out', payload: 'ok' }))));
+    t.store.ack(
+      'a',
+      acked.map((r: Request) => ({ ...stampOf(r), route: 'out', payload: 'ok' })),
+    ),
+  );
   expect(acks.every(Boolean)).toBe(true);
   await expectIndexDriven('undispatch', 64, () => t.store.undispatch('a', batch.slice(128, 192).map(stampOf)));
   expect(await expectIndexDriven('retry', 1, () => t.store.retry('a', stampOf(batch[200]!), 0, '{}'))).toBe(true);

@@ -53,14 +53,19 @@ it('no key is acked twice; every key ends pending, in flight, or with exactly on
       const seen: Record<Owner, Stamp[]> = { a: [], b: [], c: [] };
       const acks = new Map<string, number>();
       const keyOf = (s: { id: string; token: string }) => `${s.id}/${s.token}`;
-      const pick = (o: Owner, i: number): Stamp | undefined => seen[o].length ? seen[o][i % seen[o].length] : undefined;
+      const pick = (o: Owner, i: number): Stamp | undefined => (seen[o].length ? seen[o][i % seen[o].length] : undefined);
 
       const run = async (c: Cmd): Promise<void> => {
         const now = at(clock);
         switch (c.k) {
           case 'enqueue': {
             const batch = Array.from({ length: c.n }, () => ({
-              id: `k${seq++}`, token: token(), queue: 'q', deadline: clock + (seq % 3), envelope: '{}', payload: Buffer.from('p'),
+              id: `k${seq++}`,
+              token: token(),
+              queue: 'q',
+              deadline: clock + (seq % 3),
+              envelope: '{}',
+              payload: Buffer.from('p'),
             }));
             await store.enqueue(batch);
             keys.push(...batch.map(keyOf));
@@ -71,7 +76,10 @@ it('no key is acked twice; every key ends pending, in flight, or with exactly on
             return;
           case 'ack': {
             const chosen = c.picks.map((i) => pick(c.o, i)).filter((s): s is Stamp => s !== undefined);
-            const res = await store.ack(c.o, chosen.map((s) => ({ ...s, route: 'out', payload: c.o })));
+            const res = await store.ack(
+              c.o,
+              chosen.map((s) => ({ ...s, route: 'out', payload: c.o })),
+            );
             res.forEach((ok, i) => {
               if (ok) acks.set(keyOf(chosen[i]!), (acks.get(keyOf(chosen[i]!)) ?? 0) + 1);
             });
@@ -83,14 +91,25 @@ it('no key is acked twice; every key ends pending, in flight, or with exactly on
             return;
           }
           case 'undispatch':
-            await store.undispatch(c.o, c.picks.map((i) => pick(c.o, i)).filter((s): s is Stamp => s !== undefined));
+            await store.undispatch(
+              c.o,
+              c.picks.map((i) => pick(c.o, i)).filter((s): s is Stamp => s !== undefined),
+            );
             return;
           case 'release':
-            await store.releasePartitions('q', c.o, ALL.filter((p) => p % c.mod === c.rem % c.mod));
+            await store.releasePartitions(
+              'q',
+              c.o,
+              ALL.filter((p) => p % c.mod === c.rem % c.mod),
+            );
             return;
           case 'acquire': {
             const got = await store.acquirePartitions('q', c.o, now, TTL_MS, c.limit);
-            await store.resetStale('q', c.o, got.map((l) => l.partition));
+            await store.resetStale(
+              'q',
+              c.o,
+              got.map((l) => l.partition),
+            );
             return;
           }
           case 'heartbeat':
@@ -108,8 +127,12 @@ it('no key is acked twice; every key ends pending, in flight, or with exactly on
       }
 
       const pool = t.schema.pool();
-      const rows = await pool.query<{ k: string; epoch: string }>(`SELECT id || '/' || request_token AS k, dispatch_epoch AS epoch FROM q_requests`);
-      const results = await pool.query<{ k: string; n: number }>(`SELECT id || '/' || request_token AS k, count(*)::int AS n FROM q_results GROUP BY 1`);
+      const rows = await pool.query<{ k: string; epoch: string }>(
+        `SELECT id || '/' || request_token AS k, dispatch_epoch AS epoch FROM q_requests`,
+      );
+      const results = await pool.query<{ k: string; n: number }>(
+        `SELECT id || '/' || request_token AS k, count(*)::int AS n FROM q_results GROUP BY 1`,
+      );
       const rowOf = new Map(rows.rows.map((r) => [r.k, Number(r.epoch)]));
       const resultOf = new Map(results.rows.map((r) => [r.k, r.n]));
       expect(rows.rows.length + results.rows.length).toBe(keys.length);

@@ -62,10 +62,11 @@ describe('Store schema placement', () => {
 
     const store = await Store.open(dsnWithSchema(testDatabaseUrl(), s), { maxConns: 2 });
     try {
-      const gone = await admin.query(
-        `SELECT to_regclass($1) AS r, to_regclass($2) AS p, to_regproc($3) AS f`,
-        [`${q}.async_requests`, `${q}.async_partitions`, `${q}.async_dispatch`],
-      );
+      const gone = await admin.query(`SELECT to_regclass($1) AS r, to_regclass($2) AS p, to_regproc($3) AS f`, [
+        `${q}.async_requests`,
+        `${q}.async_partitions`,
+        `${q}.async_dispatch`,
+      ]);
       expect(gone.rows[0]).toEqual({ r: null, p: null, f: null });
       const leases = await store.acquirePartitions('q', 'me', at(100), 60_000, 64);
       expect(leases.map((l) => l.partition)).toEqual(ALL);
@@ -75,7 +76,12 @@ describe('Store schema placement', () => {
         ['b', 'eb', '02'],
       ]);
       expect(got.map((r) => r.attempt)).toEqual([42, 43]); // the sequence went on where it was
-      expect(await store.ack('me', got.map((r) => ({ ...stampOf(r), route: 'r', payload: `done-${r.id}` })))).toEqual([true, true]);
+      expect(
+        await store.ack(
+          'me',
+          got.map((r) => ({ ...stampOf(r), route: 'r', payload: `done-${r.id}` })),
+        ),
+      ).toEqual([true, true]);
       const results = await store.popResults('r', 100, 10);
       expect(results.map((r) => r.payload)).toEqual(['old-result', 'done-a', 'done-b']);
       expect(results[1]!.seq).toBeGreaterThan(results[0]!.seq);
@@ -111,7 +117,10 @@ describe('Store schema placement', () => {
       expect((await store.backlog('q', 10, [1500])).depth).toBe(3);
       const got = await store.dispatch('q', 'o', at(10), 10);
       expect(got.map((r) => r.id)).toEqual(['x1', 'x2', 'x3']);
-      await store.ack('o', got.map((r) => ({ ...stampOf(r), route: 'r', payload: r.id })));
+      await store.ack(
+        'o',
+        got.map((r) => ({ ...stampOf(r), route: 'r', payload: r.id })),
+      );
       expect((await store.popResults('r', 10, 10)).map((r) => r.payload)).toEqual(['x1', 'x2', 'x3']);
       const where = await admin.query<{ schema: string; n: number }>(
         `SELECT table_schema AS schema, count(*)::int AS n FROM information_schema.tables

@@ -19,7 +19,10 @@ const cases: Array<[string, () => Promise<unknown>]> = [
   ['enqueue: envelope not a string', () => t.store.enqueue([req('a', { envelope: 3 as unknown as string })])],
   ['enqueue: payload a string', () => t.store.enqueue([req('a', { payload: 'abc' as unknown as Uint8Array })])],
   ['enqueue: null entry', () => t.store.enqueue([req('a'), null as unknown as NewRequest])],
-  ...BAD_NUMBERS.map((d): [string, () => Promise<unknown>] => [`enqueue: deadline ${String(d)}`, () => t.store.enqueue([req('ok'), req('a', { deadline: d })])]),
+  ...BAD_NUMBERS.map((d): [string, () => Promise<unknown>] => [
+    `enqueue: deadline ${String(d)}`,
+    () => t.store.enqueue([req('ok'), req('a', { deadline: d })]),
+  ]),
   ...BAD_NUMBERS.map((n): [string, () => Promise<unknown>] => [`dispatch: limit ${String(n)}`, () => t.store.dispatch('q', 'a', NOW, n)]),
   ['dispatch: empty queue', () => t.store.dispatch('', 'a', NOW, 1)],
   ['dispatch: empty owner', () => t.store.dispatch('q', '', NOW, 1)],
@@ -69,7 +72,10 @@ describe('bad input', () => {
     const query = vi.spyOn(t.store.pool, 'query');
     const connect = vi.spyOn(t.store.pool, 'connect');
     try {
-      const err = await call().then(() => undefined, (e: unknown) => e);
+      const err = await call().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(isQError(err, 'INVALID_ARGUMENT'), String(err)).toBe(true);
       expect(query).not.toHaveBeenCalled();
       expect(connect).not.toHaveBeenCalled();

@@ -18,9 +18,7 @@ export class FaultProxy {
   /** Connections reset by {@link FaultProxy.cutOn} so far. */
   cuts = 0;
 
-  constructor(
-    private readonly target: { host: string; port: number },
-  ) {}
+  constructor(private readonly target: { host: string; port: number }) {}
 
   /** Listens on 127.0.0.1 and returns the port. */
   async listen(): Promise<number> {

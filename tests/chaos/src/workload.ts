@@ -26,15 +26,29 @@ export async function seedWorkload(dsn: string, requests: number, jobs: number):
     const requestIds: string[] = [];
     for (let done = 0; done < requests; done += 1000) {
       const batch = Array.from({ length: Math.min(1000, requests - done) }, (_, i) => {
-          const id = `mix-${done + i}`;
+        const id = `mix-${done + i}`;
         requestIds.push(id);
-        return { id, token: randomBytes(8).toString('hex'), queue: 'chaos', deadline, envelope: '{}', payload: Buffer.from(`${PAYLOAD_SECRET}:${id}`) };
+        return {
+          id,
+          token: randomBytes(8).toString('hex'),
+          queue: 'chaos',
+          deadline,
+          envelope: '{}',
+          payload: Buffer.from(`${PAYLOAD_SECRET}:${id}`),
+        };
       });
       await store.enqueue(batch);
     }
     const queue = new JobQueue(jobStore, { knownQueues: ['task'] });
     for (let done = 0; done < jobs; done += 1000) {
-      await queue.enqueueMany(Array.from({ length: Math.min(1000, jobs - done) }, () => ({ queue: 'task', type: 'chaos.job', maxAttempts: 8, payload: { secret: PAYLOAD_SECRET } })));
+      await queue.enqueueMany(
+        Array.from({ length: Math.min(1000, jobs - done) }, () => ({
+          queue: 'task',
+          type: 'chaos.job',
+          maxAttempts: 8,
+          payload: { secret: PAYLOAD_SECRET },
+        })),
+      );
     }
     return { requestIds, jobs };
   } finally {
@@ -48,10 +62,19 @@ export function spawnWorkload(plainDsn: string, logs: string, dispatchers: numbe
   const dsn = dsnWithPassword(plainDsn);
   const procs: Proc[] = [];
   for (let i = 0; i < dispatchers; i++) {
-    procs.push(new Proc(`d${i}`, path.join(workers, 'request-worker.ts'), { Q_DSN: dsn, Q_OWNER: `d${i}`, ...env }, path.join(logs, `d${i}.log`)));
+    procs.push(
+      new Proc(`d${i}`, path.join(workers, 'request-worker.ts'), { Q_DSN: dsn, Q_OWNER: `d${i}`, ...env }, path.join(logs, `d${i}.log`)),
+    );
   }
   for (let i = 0; i < jobWorkers; i++) {
-    procs.push(new Proc(`w${i}`, path.join(workers, 'job-worker.ts'), { Q_DSN: dsn, Q_NAME: `w${i}`, Q_FAIL_RATE: '0.05', ...env }, path.join(logs, `w${i}.log`)));
+    procs.push(
+      new Proc(
+        `w${i}`,
+        path.join(workers, 'job-worker.ts'),
+        { Q_DSN: dsn, Q_NAME: `w${i}`, Q_FAIL_RATE: '0.05', ...env },
+        path.join(logs, `w${i}.log`),
+      ),
+    );
   }
   return procs;
 }

@@ -29,7 +29,15 @@ afterAll(async () => {
   await schema.drop();
 });
 
-const INJECTION = [`'); DROP TABLE q_requests; --`, `" OR 1=1 --`, `$1`, `\\x00`, `%s%n`, `${'$'}{process.env}`, `Robert'); DELETE FROM q_jobs;--`];
+const INJECTION = [
+  `'); DROP TABLE q_requests; --`,
+  `" OR 1=1 --`,
+  `$1`,
+  `\\x00`,
+  `%s%n`,
+  `${'$'}{process.env}`,
+  `Robert'); DELETE FROM q_jobs;--`,
+];
 const WEIRD_TEXT = ['日本語', '🙂 emoji', 'ﬁ ligature', 'Ω\u0301 combining', 'tab\tnewline\n', ' leading space', 'x'.repeat(1000)];
 const BAD_NUMBERS: unknown[] = [-1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, '3', null, undefined, {}, 2 ** 64];
 const BAD_TEXT: unknown[] = ['', null, undefined, 42, {}, [], 'nul\u0000byte', 'x'.repeat(100_000), '\ud800 lone surrogate'];
@@ -194,7 +202,9 @@ describe('quota (QuotaStore)', () => {
       expect(await quota.acquireQuotaSlots('bad-input-holder', key, 1, 2)).toBe(0);
       expect(await quota.admitQuota(key, 3, 3, 60_000)).toBe(3);
     }
-    const { rows } = await store.pool.query<{ key: string }>(`SELECT key FROM q_quota_keys WHERE key = ANY($1::text[]) ORDER BY key`, [INJECTION]);
+    const { rows } = await store.pool.query<{ key: string }>(`SELECT key FROM q_quota_keys WHERE key = ANY($1::text[]) ORDER BY key`, [
+      INJECTION,
+    ]);
     expect(rows.map((r) => r.key).sort()).toEqual([...INJECTION].sort());
   });
 });

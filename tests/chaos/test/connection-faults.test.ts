@@ -3,7 +3,17 @@
 // processes must recover by themselves (no restart) and every invariant must hold.
 import { createTestSchema, type TestSchema } from '@q/testing';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { findSecrets, FaultProxy, logDir, seedWorkload, sleep, spawnWorkload, terminateBackends, waitDrained, workloadViolations } from '../src/index.js';
+import {
+  findSecrets,
+  FaultProxy,
+  logDir,
+  seedWorkload,
+  sleep,
+  spawnWorkload,
+  terminateBackends,
+  waitDrained,
+  workloadViolations,
+} from '../src/index.js';
 
 let schema: TestSchema;
 beforeAll(async () => {

@@ -26,7 +26,14 @@ afterAll(async () => {
   await schema.drop();
 });
 
-interface Exec { job_uuid: string; start: number; end: number; aborted: boolean; pid: number; name: string }
+interface Exec {
+  job_uuid: string;
+  start: number;
+  end: number;
+  aborted: boolean;
+  pid: number;
+  name: string;
+}
 
 /** The JSON lines of every worker log with message `msg`. */
 function logLines<T>(logs: string, msg: string): T[] {
@@ -62,12 +69,25 @@ it('heartbeats cut for one lease period under load: no job runs twice at once, e
     // is claimed again as soon as a slot frees up, not after the backlog. The rest are short.
     const durations = Array.from({ length: TOTAL }, () => (rand() < 0.03 ? 4_000 + Math.floor(rand() * 3_000) : 20 + Math.floor(rand() * 180)));
     for (let b = 0; b < TOTAL; b += 1_000) {
-      await queue.enqueueMany(durations.slice(b, b + 1_000).map((ms) => ({
-        queue: 'task', type: 'chaos.lease', maxAttempts: 8, priority: ms >= 4_000 ? 1 : 0, payload: { ms, secret: PAYLOAD_SECRET },
-      })));
+      await queue.enqueueMany(
+        durations.slice(b, b + 1_000).map((ms) => ({
+          queue: 'task',
+          type: 'chaos.lease',
+          maxAttempts: 8,
+          priority: ms >= 4_000 ? 1 : 0,
+          payload: { ms, secret: PAYLOAD_SECRET },
+        })),
+      );
     }
     for (let i = 0; i < WORKERS; i++) {
-      procs.push(new Proc(`w${i}`, WORKER, { Q_DSN: dsnWithPassword(viaProxy.toString()), Q_NAME: `w${i}`, Q_LEASE_MS: String(LEASE_MS) }, path.join(logs, `w${i}.log`)));
+      procs.push(
+        new Proc(
+          `w${i}`,
+          WORKER,
+          { Q_DSN: dsnWithPassword(viaProxy.toString()), Q_NAME: `w${i}`, Q_LEASE_MS: String(LEASE_MS) },
+          path.join(logs, `w${i}.log`),
+        ),
+      );
     }
     await Promise.all(procs.map((p) => p.waitFor(/"ready"/)));
     // Under load: every slot busy, the long jobs running, their leases renewed once.
@@ -83,7 +103,9 @@ it('heartbeats cut for one lease period under load: no job runs twice at once, e
     const until = Date.now() + 120_000;
     let left = TOTAL;
     while (Date.now() < until) {
-      const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs WHERE status NOT IN ('succeeded', 'dead_letter')`);
+      const { rows } = await store.pool.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM q_jobs WHERE status NOT IN ('succeeded', 'dead_letter')`,
+      );
       left = rows[0]!.n;
       if (left === 0) break;
       await sleep(250);
@@ -91,7 +113,9 @@ it('heartbeats cut for one lease period under load: no job runs twice at once, e
     for (const p of procs) p.signal('SIGTERM');
     await Promise.all(procs.map((p) => p.wait()));
 
-    const { rows: statuses } = await store.pool.query<{ status: string; n: number }>(`SELECT status::text, count(*)::int AS n FROM q_jobs GROUP BY 1`);
+    const { rows: statuses } = await store.pool.query<{ status: string; n: number }>(
+      `SELECT status::text, count(*)::int AS n FROM q_jobs GROUP BY 1`,
+    );
     const counts = Object.fromEntries(statuses.map((r) => [r.status, r.n]));
     const { rows: reaped } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs WHERE resume_count > 0`);
     const givenBack = logLines<unknown>(logs, 'unrenewed job returned to the queue').length;
@@ -105,7 +129,9 @@ it('heartbeats cut for one lease period under load: no job runs twice at once, e
       list.sort((a, b) => a.start - b.start);
       for (let i = 1; i < list.length; i++) {
         if (list[i]!.start < list[i - 1]!.end) {
-          overlaps.push(`job ${uuid}: pid ${list[i - 1]!.pid} ran ${list[i - 1]!.start}–${list[i - 1]!.end}, pid ${list[i]!.pid} started ${list[i]!.start}`);
+          overlaps.push(
+            `job ${uuid}: pid ${list[i - 1]!.pid} ran ${list[i - 1]!.start}–${list[i - 1]!.end}, pid ${list[i]!.pid} started ${list[i]!.start}`,
+          );
         }
       }
     }

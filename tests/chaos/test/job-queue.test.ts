@@ -32,10 +32,18 @@ it('job queue: random SIGKILLs lose no job and never let one succeed twice', asy
   const queue = new JobQueue(store, { knownQueues: ['task'] });
   try {
     for (let b = 0; b < TOTAL / 1000; b++) {
-      await queue.enqueueMany(Array.from({ length: 1000 }, (_, i) => ({ queue: 'task', type: 'chaos.job', payload: { n: b * 1000 + i, secret: PAYLOAD_SECRET }, maxAttempts: 8 })));
+      await queue.enqueueMany(
+        Array.from({ length: 1000 }, (_, i) => ({
+          queue: 'task',
+          type: 'chaos.job',
+          payload: { n: b * 1000 + i, secret: PAYLOAD_SECRET },
+          maxAttempts: 8,
+        })),
+      );
     }
     const killed = new Set<number>();
-    const spawnOne = (slot: number) => new Proc(`w${slot}`, WORKER, { Q_DSN: dsnWithPassword(schema.dsn), Q_NAME: `w${slot}` }, path.join(logs, `w${slot}.log`));
+    const spawnOne = (slot: number) =>
+      new Proc(`w${slot}`, WORKER, { Q_DSN: dsnWithPassword(schema.dsn), Q_NAME: `w${slot}` }, path.join(logs, `w${slot}.log`));
     const procs = [0, 1, 2, 3].map(spawnOne);
     await Promise.all(procs.map((p) => p.waitFor(/"ready"/)));
     const chaosEnd = Date.now() + CHAOS_MS;
@@ -50,14 +58,18 @@ it('job queue: random SIGKILLs lose no job and never let one succeed twice', asy
     }
     const until = Date.now() + 120_000;
     while (Date.now() < until) {
-      const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs WHERE status NOT IN ('succeeded', 'dead_letter')`);
+      const { rows } = await store.pool.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM q_jobs WHERE status NOT IN ('succeeded', 'dead_letter')`,
+      );
       if (rows[0]!.n === 0) break;
       await sleep(250);
     }
     for (const p of procs) p.signal('SIGTERM');
     await Promise.all(procs.map((p) => p.wait()));
     const { problems, counts } = await jobQueueViolations(schema.dsn, killed);
-    console.log(`chaos job-queue: seed ${seed}, ${TOTAL} jobs (${JSON.stringify(counts)}), ${killed.size} SIGKILLs, ${problems.length} invariant violations`);
+    console.log(
+      `chaos job-queue: seed ${seed}, ${TOTAL} jobs (${JSON.stringify(counts)}), ${killed.size} SIGKILLs, ${problems.length} invariant violations`,
+    );
     expect(problems).toEqual([]);
     expect(findSecrets(logs)).toEqual([]);
     expect((counts.succeeded ?? 0) + (counts.dead_letter ?? 0)).toBe(TOTAL);

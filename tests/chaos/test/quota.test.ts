@@ -75,7 +75,13 @@ it('quota: a limit of 5 holds across 6 processes and a SIGKILL; slots come back 
   const logs = logDir('quota');
   const procs = Array.from(
     { length: 6 },
-    (_, i) => new Proc(`q${i}`, WORKER, { Q_DSN: schema.dsn, Q_RESOURCE_URL: url, Q_PREFIX: `chaosq${i}`, Q_LIMIT: String(LIMIT), Q_TTL_MS: String(TTL_MS) }, path.join(logs, `q${i}.log`)),
+    (_, i) =>
+      new Proc(
+        `q${i}`,
+        WORKER,
+        { Q_DSN: schema.dsn, Q_RESOURCE_URL: url, Q_PREFIX: `chaosq${i}`, Q_LIMIT: String(LIMIT), Q_TTL_MS: String(TTL_MS) },
+        path.join(logs, `q${i}.log`),
+      ),
   );
   const admin = new pg.Client({ connectionString: schema.dsn });
   await admin.connect();
@@ -96,10 +102,9 @@ it('quota: a limit of 5 holds across 6 processes and a SIGKILL; slots come back 
     procs[victim]!.signal('SIGKILL');
     await procs[victim]!.wait();
     const killedAt = Date.now();
-    const held = await admin.query<{ used: number }>(
-      `SELECT coalesce(sum(s.used), 0)::int AS used FROM q_quota_slots s WHERE s.holder LIKE $1`,
-      [`chaosq${victim}-%`],
-    );
+    const held = await admin.query<{ used: number }>(`SELECT coalesce(sum(s.used), 0)::int AS used FROM q_quota_slots s WHERE s.holder LIKE $1`, [
+      `chaosq${victim}-%`,
+    ]);
     const deadHeld = held.rows[0]!.used;
     expect(deadHeld).toBeGreaterThan(0);
 

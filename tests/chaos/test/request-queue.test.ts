@@ -35,7 +35,14 @@ it('request queue: random SIGKILLs and restarts lose nothing and never double-ac
       const batch = Array.from({ length: 1000 }, (_, i) => {
         const id = `chaos-${b}-${i}`;
         ids.push(id);
-        return { id, token: randomBytes(8).toString('hex'), queue: 'chaos', deadline, envelope: '{}', payload: Buffer.from(`${PAYLOAD_SECRET}:${id}`) };
+        return {
+          id,
+          token: randomBytes(8).toString('hex'),
+          queue: 'chaos',
+          deadline,
+          envelope: '{}',
+          payload: Buffer.from(`${PAYLOAD_SECRET}:${id}`),
+        };
       });
       await store.enqueue(batch);
     }

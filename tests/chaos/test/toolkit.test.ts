@@ -5,7 +5,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import path from 'node:path';
 import {
-  DSN_PASSWORD, FaultProxy, PAYLOAD_SECRET, deadTuples, dsnWithPassword, findSecrets, logDir, malformedPasswordDsns, pinVacuumHorizon,
+  DSN_PASSWORD,
+  FaultProxy,
+  PAYLOAD_SECRET,
+  deadTuples,
+  dsnWithPassword,
+  findSecrets,
+  logDir,
+  malformedPasswordDsns,
+  pinVacuumHorizon,
   terminateBackends,
 } from '../src/index.js';
 
@@ -107,7 +115,9 @@ describe('fault toolkit', () => {
       await pool.query('UPDATE churn SET v = v + 1');
       await pool.query('VACUUM churn');
       await pool.query('SELECT pg_stat_force_next_flush()').catch(() => undefined);
-      const { rows } = await pool.query(`SELECT n_dead_tup::int AS n FROM pg_stat_user_tables WHERE relname = 'churn' AND schemaname = current_schema()`);
+      const { rows } = await pool.query(
+        `SELECT n_dead_tup::int AS n FROM pg_stat_user_tables WHERE relname = 'churn' AND schemaname = current_schema()`,
+      );
       expect(rows[0]?.n ?? (await deadTuples(schema.dsn, 'churn'))).toBeGreaterThanOrEqual(500);
     } finally {
       await pin.release();
@@ -137,7 +147,10 @@ describe('fault toolkit', () => {
     const dir = logDir('toolkit-secrets');
     fs.writeFileSync(path.join(dir, 'clean.log'), '{"msg":"ready"}\n');
     expect(findSecrets(dir)).toEqual([]);
-    fs.writeFileSync(path.join(dir, 'leaky.log'), `{"msg":"x","dsn":"${dsnWithPassword('postgres://u@h/db')}"}\n{"payload":"${PAYLOAD_SECRET}"}\n`);
+    fs.writeFileSync(
+      path.join(dir, 'leaky.log'),
+      `{"msg":"x","dsn":"${dsnWithPassword('postgres://u@h/db')}"}\n{"payload":"${PAYLOAD_SECRET}"}\n`,
+    );
     const hits = findSecrets(dir);
     expect(hits).toHaveLength(2);
     expect(hits[0]).toContain(DSN_PASSWORD);
@@ -146,7 +159,13 @@ describe('fault toolkit', () => {
   it('findSecrets also reports either half of a password with an unescaped reserved character', () => {
     const dir = logDir('toolkit-secrets-malformed');
     // What an unredacted message would print: the DSN whole, or cut at the reserved character.
-    const lines = malformedPasswordDsns().flatMap((dsn) => [dsn, dsn.split(/[/#? ]/).slice(2).join('|')]);
+    const lines = malformedPasswordDsns().flatMap((dsn) => [
+      dsn,
+      dsn
+        .split(/[/#? ]/)
+        .slice(2)
+        .join('|'),
+    ]);
     fs.writeFileSync(path.join(dir, 'leaky.log'), `${lines.map((l) => JSON.stringify({ msg: l })).join('\n')}\n`);
     expect(findSecrets(dir)).toHaveLength(lines.length);
   });

@@ -43,7 +43,8 @@ exports.run = async function run(q) {
     q.startTelemetry({ serviceName: 'probe' });
     out.sdk = 'started';
   } catch (err) {
-    out.sdk = q.isQError(err, 'CONFIG') && /npm install @q\/otel @opentelemetry\//.test(err.message) ? 'QError CONFIG with install line' : String(err);
+    out.sdk =
+      q.isQError(err, 'CONFIG') && /npm install @q\/otel @opentelemetry\//.test(err.message) ? 'QError CONFIG with install line' : String(err);
   }
   out.loaded = {
     metric: q.METRIC.jobsDuration,

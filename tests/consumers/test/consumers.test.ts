@@ -39,10 +39,12 @@ beforeAll(async () => {
     }
   }
   // pnpm pack rewrites workspace:* dependencies to the packed versions.
-  tarballs = await Promise.all(PUBLISHED.map(async (name) => {
-    const { stdout } = await run('pnpm', ['pack', '--pack-destination', tmp], { cwd: path.join(repo, 'packages', name) });
-    return stdout.trim().split('\n').pop()!.trim();
-  }));
+  tarballs = await Promise.all(
+    PUBLISHED.map(async (name) => {
+      const { stdout } = await run('pnpm', ['pack', '--pack-destination', tmp], { cwd: path.join(repo, 'packages', name) });
+      return stdout.trim().split('\n').pop()!.trim();
+    }),
+  );
 }, 300_000);
 afterAll(async () => {
   await Promise.all(schemas.map((s) => s.drop()));
@@ -67,7 +69,10 @@ async function makeProject(type: 'commonjs' | 'module'): Promise<string> {
   fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: `q-${type}-consumer`, private: true, type }));
   fs.copyFileSync(path.join(here, type === 'commonjs' ? 'probe.cjs' : 'probe.mjs'), path.join(dir, 'index.js'));
   fs.copyFileSync(path.join(here, 'calls.cjs'), path.join(dir, 'calls.cjs'));
-  fs.copyFileSync(path.join(here, type === 'commonjs' ? 'ten-line.cjs' : 'ten-line.mjs'), path.join(dir, type === 'commonjs' ? 'ten-line.cjs' : 'ten-line.mjs'));
+  fs.copyFileSync(
+    path.join(here, type === 'commonjs' ? 'ten-line.cjs' : 'ten-line.mjs'),
+    path.join(dir, type === 'commonjs' ? 'ten-line.cjs' : 'ten-line.mjs'),
+  );
   await run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error', ...tarballs], { cwd: dir, timeout: 120_000 });
   return dir;
 }
@@ -77,7 +82,14 @@ it('a CommonJS project and an ESM project install the packed packages and run jo
   const [cjs, esm] = await Promise.all([project('commonjs'), project('module')]);
   const installMs = Date.now() - t0;
   for (const dir of [cjs, esm]) {
-    expect(fs.readdirSync(path.join(dir, 'node_modules', '@q')).sort()).toEqual(['job-worker', 'otel', 'partition-consumer', 'quota', 'schema', 'store']);
+    expect(fs.readdirSync(path.join(dir, 'node_modules', '@q')).sort()).toEqual([
+      'job-worker',
+      'otel',
+      'partition-consumer',
+      'quota',
+      'schema',
+      'store',
+    ]);
   }
   const probe = async (dir: string) => {
     const schema = await createTestSchema('qconsumer');

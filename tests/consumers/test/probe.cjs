@@ -9,9 +9,25 @@ const { JobQueue, Worker } = require('@q/job-worker');
 const { Consumer, runPartitionWorker } = require('@q/partition-consumer');
 const { startTelemetry } = require('@q/otel/sdk');
 
-require('./calls.cjs').run({
-  isQError, validateDsn, METRIC, jobMetrics, createQuota, JobStore, Store, JobQueue, Worker, Consumer, runPartitionWorker, startTelemetry,
-}).then((out) => console.log(JSON.stringify({ kind: 'cjs', ...out })), (err) => {
-  console.error(err);
-  process.exit(1);
-});
+require('./calls.cjs')
+  .run({
+    isQError,
+    validateDsn,
+    METRIC,
+    jobMetrics,
+    createQuota,
+    JobStore,
+    Store,
+    JobQueue,
+    Worker,
+    Consumer,
+    runPartitionWorker,
+    startTelemetry,
+  })
+  .then(
+    (out) => console.log(JSON.stringify({ kind: 'cjs', ...out })),
+    (err) => {
+      console.error(err);
+      process.exit(1);
+    },
+  );

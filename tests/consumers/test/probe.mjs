@@ -10,6 +10,17 @@ import { startTelemetry } from '@q/otel/sdk';
 import calls from './calls.cjs';
 
 const out = await calls.run({
-  isQError, validateDsn, METRIC, jobMetrics, createQuota, JobStore, Store, JobQueue, Worker, Consumer, runPartitionWorker, startTelemetry,
+  isQError,
+  validateDsn,
+  METRIC,
+  jobMetrics,
+  createQuota,
+  JobStore,
+  Store,
+  JobQueue,
+  Worker,
+  Consumer,
+  runPartitionWorker,
+  startTelemetry,
 });
 console.log(JSON.stringify({ kind: 'esm', ...out }));

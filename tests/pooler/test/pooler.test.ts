@@ -36,7 +36,10 @@ beforeAll(async () => {
   await admin.query(`ALTER ROLE "${role}" SET search_path = "${schema.name}"`);
   bouncer = await startPgBouncer({
     serverUrl: schema.serverDsn,
-    users: [{ name: decodeURIComponent(server.username), password }, { name: role, password }],
+    users: [
+      { name: decodeURIComponent(server.username), password },
+      { name: role, password },
+    ],
   });
   dsn = bouncer.dsn(role);
   console.log(`pooler suite: ${bouncer.version}, pool_mode = transaction, default_pool_size = 6`);
@@ -66,14 +69,16 @@ describe('the harness', () => {
   it('is transaction pooling without prepared-statement tracking: named statements break, unnamed ones do not', async () => {
     const pools = Array.from({ length: 8 }, () => new pg.Pool({ connectionString: dsn, max: 1 }));
     const run = (named: boolean) =>
-      Promise.all(pools.map(async (p, i) => {
-        const errors: string[] = [];
-        for (let k = 0; k < 40; k++) {
-          const q = named ? { name: `q_probe_${i}`, text: 'SELECT $1::int AS n', values: [k] } : { text: 'SELECT $1::int AS n', values: [k] };
-          await p.query(q).catch((e: { code?: string }) => errors.push(e.code ?? 'none'));
-        }
-        return errors;
-      }));
+      Promise.all(
+        pools.map(async (p, i) => {
+          const errors: string[] = [];
+          for (let k = 0; k < 40; k++) {
+            const q = named ? { name: `q_probe_${i}`, text: 'SELECT $1::int AS n', values: [k] } : { text: 'SELECT $1::int AS n', values: [k] };
+            await p.query(q).catch((e: { code?: string }) => errors.push(e.code ?? 'none'));
+          }
+          return errors;
+        }),
+      );
     try {
       const namedErrors = (await run(true)).flat();
       expect(namedErrors.length).toBeGreaterThan(0);
@@ -100,11 +105,17 @@ describe('the harness', () => {
   });
 });
 
-interface Child { proc: ChildProcess; out: () => string; exited: Promise<number | null> }
+interface Child {
+  proc: ChildProcess;
+  out: () => string;
+  exited: Promise<number | null>;
+}
 
 async function spawnJobWorker(id: string): Promise<Child> {
   const proc = spawn(process.execPath, ['--conditions=q-source', '--import', 'tsx', path.join(here, '../src/workers/job-process.ts')], {
-    cwd: repoRoot, env: { ...process.env, Q_DSN: dsn, Q_WORKER_ID: id }, stdio: ['ignore', 'pipe', 'pipe'],
+    cwd: repoRoot,
+    env: { ...process.env, Q_DSN: dsn, Q_WORKER_ID: id },
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
   proc.stdout!.on('data', (d: Buffer) => (out += d.toString()));
@@ -115,7 +126,12 @@ async function spawnJobWorker(id: string): Promise<Child> {
   return { proc, out: () => out, exited };
 }
 
-const jsonLines = (c: Child) => c.out().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
+const jsonLines = (c: Child) =>
+  c
+    .out()
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
 
 describe('through PgBouncer in transaction mode', () => {
   it('leader lease: of two stores on the pooler exactly one leads; release hands over at once; no session state left', async () => {
@@ -157,20 +173,28 @@ describe('through PgBouncer in transaction mode', () => {
       for (let b = 0; b < 3; b++) jobs.push(...(await store.enqueue(Array.from({ length: 100 }, () => ({ queue: 'pooled', type: 'p' })))));
       // A scheduled job is only promoted by the maintenance leader.
       const [scheduled] = await store.enqueue([{ queue: 'pooled', type: 'p', runAt: new Date(Date.now() + 500) }]);
-      await waitFor(async () => {
-        const { rows } = await admin.query<{ n: number }>(
-          `SELECT count(*)::int AS n FROM "${schema.name}".q_jobs WHERE status = 'succeeded'`,
-        );
-        return rows[0]!.n === 301;
-      }, 60_000, 'all jobs succeeded');
+      await waitFor(
+        async () => {
+          const { rows } = await admin.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema.name}".q_jobs WHERE status = 'succeeded'`);
+          return rows[0]!.n === 301;
+        },
+        60_000,
+        'all jobs succeeded',
+      );
       const { rows } = await admin.query<{ attempts: number }>(`SELECT max(attempt)::int AS attempts FROM "${schema.name}".q_jobs`);
       expect(rows[0]!.attempts).toBe(1);
-      const runs = workers.flatMap((w) => jsonLines(w).filter((l) => typeof l.ran === 'string').map((l) => l.ran as string));
+      const runs = workers.flatMap((w) =>
+        jsonLines(w)
+          .filter((l) => typeof l.ran === 'string')
+          .map((l) => l.ran as string),
+      );
       expect(runs).toHaveLength(301);
       expect(new Set(runs).size).toBe(301);
       expect(new Set(runs)).toContain(scheduled!.uuid);
       expect(jobs).toHaveLength(300);
-      const leases = await admin.query<{ owner: string; epoch: number }>(`SELECT owner, epoch::int AS epoch FROM "${schema.name}".q_leader_leases`);
+      const leases = await admin.query<{ owner: string; epoch: number }>(
+        `SELECT owner, epoch::int AS epoch FROM "${schema.name}".q_leader_leases`,
+      );
       expect(leases.rows).toHaveLength(1);
       expect(['pool-a', 'pool-b']).toContain(leases.rows[0]!.owner);
       expect(leases.rows[0]!.epoch).toBe(1);
@@ -196,24 +220,42 @@ describe('through PgBouncer in transaction mode', () => {
     try {
       const deadline = Math.floor(Date.now() / 1000) + 3600;
       for (let b = 0; b < 4; b++) {
-        await producer.enqueue(Array.from({ length: 250 }, (_, i) => ({
-          id: `r-${b}-${i}`, token: randomBytes(8).toString('hex'), queue: 'pooled', deadline, envelope: '{}', payload: Buffer.from(`p${i}`),
-        })));
+        await producer.enqueue(
+          Array.from({ length: 250 }, (_, i) => ({
+            id: `r-${b}-${i}`,
+            token: randomBytes(8).toString('hex'),
+            queue: 'pooled',
+            deadline,
+            envelope: '{}',
+            payload: Buffer.from(`p${i}`),
+          })),
+        );
       }
       const started = Date.now();
       const runs = stores.map((store, i) =>
         runPartitionWorker({
-          store, queue: 'pooled', owner: `disp-${i}`, concurrency: 16, batchSize: 64, leaseTtlMs: 1_500, drainTimeoutMs: 1_000,
-          pollIntervalMs: 50, signal: stop.signal,
+          store,
+          queue: 'pooled',
+          owner: `disp-${i}`,
+          concurrency: 16,
+          batchSize: 64,
+          leaseTtlMs: 1_500,
+          drainTimeoutMs: 1_000,
+          pollIntervalMs: 50,
+          signal: stop.signal,
           async handle(req) {
             return { result: { route: 'pooled-results', payload: req.id } };
           },
         }),
       );
-      await waitFor(async () => {
-        const { rows } = await admin.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema.name}".q_requests WHERE queue = 'pooled'`);
-        return rows[0]!.n === 0;
-      }, 60_000, 'request queue drained');
+      await waitFor(
+        async () => {
+          const { rows } = await admin.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema.name}".q_requests WHERE queue = 'pooled'`);
+          return rows[0]!.n === 0;
+        },
+        60_000,
+        'request queue drained',
+      );
       const tookMs = Date.now() - started;
       stop.abort();
       const stats = await Promise.all(runs);
@@ -238,27 +280,29 @@ describe('through PgBouncer in transaction mode', () => {
       let grants = 0;
       const failures: unknown[] = [];
       const until = Date.now() + 3_000;
-      await Promise.all(Array.from({ length: 24 }, async (_, k) => {
-        const q = clients[k % 2]!;
-        while (Date.now() < until) {
-          try {
-            const release = await q.acquire('pooled-key', 3);
-            if (!release) {
-              await sleep(5);
-              continue;
+      await Promise.all(
+        Array.from({ length: 24 }, async (_, k) => {
+          const q = clients[k % 2]!;
+          while (Date.now() < until) {
+            try {
+              const release = await q.acquire('pooled-key', 3);
+              if (!release) {
+                await sleep(5);
+                continue;
+              }
+              inUse++;
+              grants++;
+              peak = Math.max(peak, inUse);
+              await sleep(2);
+              inUse--;
+              await release();
+            } catch (err) {
+              failures.push(err);
+              await sleep(20);
             }
-            inUse++;
-            grants++;
-            peak = Math.max(peak, inUse);
-            await sleep(2);
-            inUse--;
-            await release();
-          } catch (err) {
-            failures.push(err);
-            await sleep(20);
           }
-        }
-      }));
+        }),
+      );
       expect(failures).toEqual([]);
       expect(peak).toBeLessThanOrEqual(3);
       expect(grants).toBeGreaterThan(50);

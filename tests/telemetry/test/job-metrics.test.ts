@@ -54,20 +54,23 @@ it('a job run produces the completed counter and the duration histogram with typ
   const boom = await queue.enqueue({ type: 'boom', maxAttempts: 1 });
   const flaky = await queue.enqueue({ type: 'flaky', maxAttempts: 2 });
   let flakyRuns = 0;
-  await runWorker((w) => {
-    w.register('ok', async () => {
-      await new Promise((r) => setTimeout(r, 50));
-      return { done: true };
-    });
-    w.register('boom', () => Promise.reject(new Error('boom')));
-    w.register('flaky', async () => {
-      if (++flakyRuns === 1) throw new Error('first try fails');
-      return 'ok';
-    });
-  }, async () => {
-    const jobs = await Promise.all([ok, boom, flaky].map((j) => queue.get(j.uuid)));
-    return jobs.every(finished);
-  });
+  await runWorker(
+    (w) => {
+      w.register('ok', async () => {
+        await new Promise((r) => setTimeout(r, 50));
+        return { done: true };
+      });
+      w.register('boom', () => Promise.reject(new Error('boom')));
+      w.register('flaky', async () => {
+        if (++flakyRuns === 1) throw new Error('first try fails');
+        return 'ok';
+      });
+    },
+    async () => {
+      const jobs = await Promise.all([ok, boom, flaky].map((j) => queue.get(j.uuid)));
+      return jobs.every(finished);
+    },
+  );
   expect((await queue.get(ok.uuid))?.status).toBe('succeeded');
   expect((await queue.get(boom.uuid))?.status).toBe('dead_letter');
   expect((await queue.get(flaky.uuid))?.status).toBe('succeeded');
@@ -91,7 +94,7 @@ it('a job run produces the completed counter and the duration histogram with typ
   expect(claimed.dataPoints).toEqual([expect.objectContaining({ value: 4, attributes: { 'job.queue': 'default' } })]);
 });
 
-it('producer → consumer: the job\'s processing span links to the span that enqueued it', async () => {
+it("producer → consumer: the job's processing span links to the span that enqueued it", async () => {
   const tracer = tel.tracerProvider.getTracer('test');
   tel.resetSpans();
   let producer: { traceId: string; spanId: string } | undefined;
@@ -102,14 +105,17 @@ it('producer → consumer: the job\'s processing span links to the span that enq
     return j;
   });
   let linkedSpanId: string | undefined;
-  await runWorker((w) => {
-    w.register('traced', async (j) => {
-      const { traceparent } = j.payload as { traceparent?: string };
-      const span = tracer.startSpan('send-email', { links: linksFromTraceparent(traceparent) });
-      linkedSpanId = span.spanContext().spanId;
-      span.end();
-    });
-  }, async () => finished(await queue.get(job.uuid)));
+  await runWorker(
+    (w) => {
+      w.register('traced', async (j) => {
+        const { traceparent } = j.payload as { traceparent?: string };
+        const span = tracer.startSpan('send-email', { links: linksFromTraceparent(traceparent) });
+        linkedSpanId = span.spanContext().spanId;
+        span.end();
+      });
+    },
+    async () => finished(await queue.get(job.uuid)),
+  );
 
   const spans = tel.spans();
   const produce = spans.find((s) => s.name === 'produce')!;

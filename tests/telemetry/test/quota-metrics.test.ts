@@ -25,8 +25,10 @@ it('counts grants and refusals by key class, never by raw key', async () => {
   expect(await quota.acquireQuotaSlots('h1', 'user-4711', 1, 0)).toBe(0);
 
   const all = await tel.metrics();
-  const series = (name: string) => Object.fromEntries((all.get(name)?.dataPoints ?? []).map((p) =>
-    [`${p.attributes['quota.kind']}/${p.attributes['quota.key_class']}`, p.value]));
+  const series = (name: string) =>
+    Object.fromEntries(
+      (all.get(name)?.dataPoints ?? []).map((p) => [`${p.attributes['quota.kind']}/${p.attributes['quota.key_class']}`, p.value]),
+    );
   expect(series(METRIC.quotaGrants)).toEqual({ 'rate/tenant': 2, 'slots/model.big': 2 });
   expect(series(METRIC.quotaRefusals)).toEqual({ 'rate/tenant': 1, 'slots/other': 1 });
   expect(JSON.stringify([...all.values()].map((m) => m.dataPoints.map((p) => p.attributes)))).not.toContain('4711');

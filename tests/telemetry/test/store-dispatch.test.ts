@@ -26,9 +26,16 @@ it('a dispatch produces q.store.dispatch with a child statement span carrying th
   const leases = await store.acquirePartitions('q1', 'd1', now, 30_000, 64);
   expect(leases).toHaveLength(64);
   const deadline = Math.floor(now.getTime() / 1000) + 3600;
-  await store.enqueue([{
-    id: 'r1', token: 't1', queue: 'q1', deadline, envelope: JSON.stringify({ note: SECRET }), payload: Buffer.from(SECRET),
-  }]);
+  await store.enqueue([
+    {
+      id: 'r1',
+      token: 't1',
+      queue: 'q1',
+      deadline,
+      envelope: JSON.stringify({ note: SECRET }),
+      payload: Buffer.from(SECRET),
+    },
+  ]);
   tel.resetSpans();
 
   const got = await store.dispatch('q1', 'd1', now, 10);
@@ -64,9 +71,16 @@ it('a dispatch produces q.store.dispatch with a child statement span carrying th
 it('observeBacklog reports pending requests per queue from the Store', async () => {
   const now = await store.now();
   const deadline = Math.floor(now.getTime() / 1000) + 3600;
-  await store.enqueue(['a', 'b', 'c'].map((id) => ({
-    id, token: 't', queue: 'q2', deadline, envelope: '{}', payload: new Uint8Array(),
-  })));
+  await store.enqueue(
+    ['a', 'b', 'c'].map((id) => ({
+      id,
+      token: 't',
+      queue: 'q2',
+      deadline,
+      envelope: '{}',
+      payload: new Uint8Array(),
+    })),
+  );
   const stop = observeBacklog(tel.meterProvider, store, () => ['q1', 'q2']);
   try {
     const points = (await tel.metrics()).get(METRIC.requestsBacklog)?.dataPoints ?? [];

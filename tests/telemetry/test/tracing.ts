@@ -2,11 +2,13 @@ import { waitFor as poll } from '@q/testing';
 import { context } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import {
-  AggregationTemporality, InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader, type MetricData,
+  AggregationTemporality,
+  InMemoryMetricExporter,
+  MeterProvider,
+  PeriodicExportingMetricReader,
+  type MetricData,
 } from '@opentelemetry/sdk-metrics';
-import {
-  BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan,
-} from '@opentelemetry/sdk-trace-base';
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 
 let manager: AsyncLocalStorageContextManager | undefined;
 

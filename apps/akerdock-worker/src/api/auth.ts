@@ -13,7 +13,9 @@ export function bearerChecker(token: string | undefined): (authorization: string
   return (authorization) => {
     const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '');
     if (!m) return 'missing';
-    const got = createHash('sha256').update(m[1] as string).digest();
+    const got = createHash('sha256')
+      .update(m[1] as string)
+      .digest();
     return timingSafeEqual(want, got) ? 'ok' : 'wrong';
   };
 }

@@ -3,7 +3,11 @@ import { isQError } from '@q/schema';
 
 /** An API failure with its HTTP status and stable code; rendered as `{ error: { code, message } }`. */
 export class ApiError extends Error {
-  constructor(readonly statusCode: number, readonly code: string, message: string) {
+  constructor(
+    readonly statusCode: number,
+    readonly code: string,
+    message: string,
+  ) {
     super(message);
     this.name = 'ApiError';
   }

@@ -48,9 +48,10 @@ export function jobToJson(job: Job): JobJson {
     steps: job.steps ?? [],
     result: job.result ?? null,
     // A succeeded job keeps the error of an earlier failed attempt in the table; it is history, not state.
-    error: job.lastError === null || job.status === 'succeeded'
-      ? null
-      : { code: job.status === 'dead_letter' ? 'dead_letter' : 'attempt_failed', message: job.lastError },
+    error:
+      job.lastError === null || job.status === 'succeeded'
+        ? null
+        : { code: job.status === 'dead_letter' ? 'dead_letter' : 'attempt_failed', message: job.lastError },
     retry_of_id: job.retryOfId,
     team_id: job.teamId,
     resource_id: job.resourceId,

@@ -10,15 +10,13 @@ export function openApiDocument(version: string): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {};
   for (const r of Object.values(ROUTES) as RouteDef[]) {
     const path = r.url.replace(/:([a-z_]+)/g, '{$1}');
-    const parameters = [
-      ...params(r.schema.params, 'path'),
-      ...params(r.schema.querystring, 'query'),
-      ...params(r.schema.headers, 'header'),
-    ];
-    const responses = Object.fromEntries(Object.entries(r.schema.response).map(([code, schema]) => [
-      code,
-      { description: describe(Number(code)), content: { 'application/json': { schema } } },
-    ]));
+    const parameters = [...params(r.schema.params, 'path'), ...params(r.schema.querystring, 'query'), ...params(r.schema.headers, 'header')];
+    const responses = Object.fromEntries(
+      Object.entries(r.schema.response).map(([code, schema]) => [
+        code,
+        { description: describe(Number(code)), content: { 'application/json': { schema } } },
+      ]),
+    );
     (paths[path] ??= {})[r.method.toLowerCase()] = {
       operationId: r.operationId,
       summary: r.summary,
@@ -58,9 +56,17 @@ function headerName(lower: string): string {
 
 function describe(code: number): string {
   const text: Record<number, string> = {
-    200: 'OK', 201: 'Created', 202: 'Accepted', 400: 'Bad request', 401: 'No bearer token',
-    403: 'Wrong bearer token', 404: 'No such job', 409: 'Not allowed in the job\'s current state',
-    413: 'Body too large', 415: 'Body is not JSON', 503: 'Not ready',
+    200: 'OK',
+    201: 'Created',
+    202: 'Accepted',
+    400: 'Bad request',
+    401: 'No bearer token',
+    403: 'Wrong bearer token',
+    404: 'No such job',
+    409: "Not allowed in the job's current state",
+    413: 'Body too large',
+    415: 'Body is not JSON',
+    503: 'Not ready',
   };
   return text[code] ?? String(code);
 }

@@ -19,7 +19,8 @@ export const errorSchema = {
       properties: {
         code: {
           type: 'string',
-          description: 'Stable machine-readable code: invalid_request, invalid_cursor, unknown_queue, unauthorized, ' +
+          description:
+            'Stable machine-readable code: invalid_request, invalid_cursor, unknown_queue, unauthorized, ' +
             'forbidden, not_found, invalid_state, payload_too_large, unsupported_media_type, not_ready, internal',
         },
         message: { type: 'string' },
@@ -85,7 +86,9 @@ const idempotencyHeader = {
   type: 'object',
   properties: {
     'idempotency-key': {
-      type: 'string', minLength: 1, maxLength: 200,
+      type: 'string',
+      minLength: 1,
+      maxLength: 200,
       description: 'Repeating a request with the same key returns the job it created, whatever the body',
     },
   },
@@ -127,11 +130,17 @@ export const listQuerySchema = {
 /** Route definitions: Fastify `schema` objects plus the OpenAPI summary. */
 export const ROUTES = {
   enqueue: {
-    method: 'POST', url: '/jobs', summary: 'Enqueue a job', operationId: 'enqueueJob',
+    method: 'POST',
+    url: '/jobs',
+    summary: 'Enqueue a job',
+    operationId: 'enqueueJob',
     schema: { headers: idempotencyHeader, body: enqueueBodySchema, response: { 201: jobSchema, ...errors(400, 401, 403, 413, 415) } },
   },
   list: {
-    method: 'GET', url: '/jobs', summary: 'List jobs, newest first', operationId: 'listJobs',
+    method: 'GET',
+    url: '/jobs',
+    summary: 'List jobs, newest first',
+    operationId: 'listJobs',
     schema: {
       querystring: listQuerySchema,
       response: {
@@ -145,11 +154,17 @@ export const ROUTES = {
     },
   },
   get: {
-    method: 'GET', url: '/jobs/:uuid', summary: 'One job with its steps, attempt, result and error', operationId: 'getJob',
+    method: 'GET',
+    url: '/jobs/:uuid',
+    summary: 'One job with its steps, attempt, result and error',
+    operationId: 'getJob',
     schema: { params: uuidParams, response: { 200: jobSchema, ...errors(400, 401, 403, 404) } },
   },
   retry: {
-    method: 'POST', url: '/jobs/:uuid/retry', summary: 'Retry a dead-letter job as a new job', operationId: 'retryJob',
+    method: 'POST',
+    url: '/jobs/:uuid/retry',
+    summary: 'Retry a dead-letter job as a new job',
+    operationId: 'retryJob',
     schema: {
       params: uuidParams,
       headers: idempotencyHeader,
@@ -164,21 +179,33 @@ export const ROUTES = {
     },
   },
   forget: {
-    method: 'POST', url: '/jobs/:uuid/forget', summary: 'Close a dead-letter job without retrying it (→ cancelled)',
+    method: 'POST',
+    url: '/jobs/:uuid/forget',
+    summary: 'Close a dead-letter job without retrying it (→ cancelled)',
     operationId: 'forgetJob',
     schema: { params: uuidParams, response: { 200: jobSchema, ...errors(400, 401, 403, 404, 409) } },
   },
   cancel: {
-    method: 'POST', url: '/jobs/:uuid/cancel',
-    summary: 'Cancel a job: waiting jobs at once, running ones through their abort signal', operationId: 'cancelJob',
+    method: 'POST',
+    url: '/jobs/:uuid/cancel',
+    summary: 'Cancel a job: waiting jobs at once, running ones through their abort signal',
+    operationId: 'cancelJob',
     schema: { params: uuidParams, response: { 202: jobSchema, ...errors(400, 401, 403, 404, 409) } },
   },
   healthz: {
-    method: 'GET', url: '/healthz', summary: 'Liveness: the process answers', operationId: 'healthz', public: true,
+    method: 'GET',
+    url: '/healthz',
+    summary: 'Liveness: the process answers',
+    operationId: 'healthz',
+    public: true,
     schema: { response: { 200: { type: 'object', properties: { status: { type: 'string' } } } } },
   },
   readyz: {
-    method: 'GET', url: '/readyz', summary: 'Readiness: database reachable and the worker consuming', operationId: 'readyz', public: true,
+    method: 'GET',
+    url: '/readyz',
+    summary: 'Readiness: database reachable and the worker consuming',
+    operationId: 'readyz',
+    public: true,
     schema: {
       response: {
         200: { type: 'object', properties: { status: { type: 'string' } } },
@@ -196,7 +223,10 @@ export interface RouteDef {
   operationId: string;
   public?: boolean;
   schema: {
-    headers?: object; params?: object; querystring?: object; body?: object;
+    headers?: object;
+    params?: object;
+    querystring?: object;
+    body?: object;
     response: Record<number, object>;
   };
 }

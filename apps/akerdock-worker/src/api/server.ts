@@ -28,11 +28,26 @@ export interface AdminServerOptions {
 }
 
 interface EnqueueBody {
-  type: string; queue?: string; payload?: unknown; priority?: number; run_at?: string; max_attempts?: number;
-  lock_key?: string; team_id?: number; resource_id?: number;
+  type: string;
+  queue?: string;
+  payload?: unknown;
+  priority?: number;
+  run_at?: string;
+  max_attempts?: number;
+  lock_key?: string;
+  team_id?: number;
+  resource_id?: number;
 }
-interface ListQuery { status?: JobStatus; queue?: string; type?: string; cursor?: string; limit: number }
-interface UuidParams { uuid: string }
+interface ListQuery {
+  status?: JobStatus;
+  queue?: string;
+  type?: string;
+  cursor?: string;
+  limit: number;
+}
+interface UuidParams {
+  uuid: string;
+}
 
 /**
  * The admin HTTP API: jobs (enqueue, list, get, retry, forget, cancel), /healthz, /readyz and

@@ -3,17 +3,28 @@ import type { JobJson } from '../api/job-json.js';
 
 /** A non-2xx answer of the admin API. */
 export class ApiCallError extends Error {
-  constructor(readonly status: number, readonly code: string, message: string) {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
     super(message);
     this.name = 'ApiCallError';
   }
 }
 
 /** A page of `GET /jobs`. */
-export interface JobPage { data: JobJson[]; next_cursor: string | null }
+export interface JobPage {
+  data: JobJson[];
+  next_cursor: string | null;
+}
 
 /** Answer of `POST /jobs/:uuid/retry`. */
-export interface RetryAnswer { job_uuid: string; status_url: string; job: JobJson }
+export interface RetryAnswer {
+  job_uuid: string;
+  status_url: string;
+  job: JobJson;
+}
 
 /** Thin typed client of the admin API (what `q-jobs` uses; handy in scripts and tests too). */
 export class AdminClient {
@@ -38,8 +49,12 @@ export class AdminClient {
     return this.#call('GET', `/jobs/${encodeURIComponent(uuid)}`);
   }
   retry(uuid: string, idempotencyKey?: string): Promise<RetryAnswer> {
-    return this.#call('POST', `/jobs/${encodeURIComponent(uuid)}/retry`, undefined,
-      idempotencyKey === undefined ? {} : { 'idempotency-key': idempotencyKey });
+    return this.#call(
+      'POST',
+      `/jobs/${encodeURIComponent(uuid)}/retry`,
+      undefined,
+      idempotencyKey === undefined ? {} : { 'idempotency-key': idempotencyKey },
+    );
   }
   forget(uuid: string): Promise<JobJson> {
     return this.#call('POST', `/jobs/${encodeURIComponent(uuid)}/forget`);

@@ -93,7 +93,10 @@ const OPTIONS = {
 } as const;
 
 /** Where the CLI writes. */
-export interface CliIo { out(text: string): void; err(text: string): void }
+export interface CliIo {
+  out(text: string): void;
+  err(text: string): void;
+}
 
 class UsageError extends Error {}
 
@@ -146,7 +149,8 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv, io: CliIo):
         const type = one('job TYPE');
         const body: Record<string, unknown> = { type };
         if (str('payload') !== undefined && str('payload-file') !== undefined) throw new UsageError('use --payload or --payload-file, not both');
-        const payloadText = str('payload') ?? (str('payload-file') === undefined ? undefined : fs.readFileSync(str('payload-file') as string, 'utf8'));
+        const payloadText =
+          str('payload') ?? (str('payload-file') === undefined ? undefined : fs.readFileSync(str('payload-file') as string, 'utf8'));
         if (payloadText !== undefined) {
           try {
             body.payload = JSON.parse(payloadText);
@@ -154,10 +158,17 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv, io: CliIo):
             throw new UsageError('the payload is not valid JSON');
           }
         }
-        for (const [flag, field] of [['queue', 'queue'], ['run-at', 'run_at'], ['lock-key', 'lock_key']] as const) {
+        for (const [flag, field] of [
+          ['queue', 'queue'],
+          ['run-at', 'run_at'],
+          ['lock-key', 'lock_key'],
+        ] as const) {
           if (str(flag) !== undefined) body[field] = str(flag);
         }
-        for (const [flag, field] of [['priority', 'priority'], ['max-attempts', 'max_attempts']] as const) {
+        for (const [flag, field] of [
+          ['priority', 'priority'],
+          ['max-attempts', 'max_attempts'],
+        ] as const) {
           if (str(flag) !== undefined) body[field] = int(flag);
         }
         const job = await client.enqueue(body, str('idempotency-key'));
@@ -214,7 +225,11 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv, io: CliIo):
       return 2;
     }
     if (err instanceof ApiCallError) {
-      io.err(json ? JSON.stringify({ error: { status: err.status, code: err.code, message: err.message } }) : `error: ${err.code} (HTTP ${err.status}): ${err.message}`);
+      io.err(
+        json
+          ? JSON.stringify({ error: { status: err.status, code: err.code, message: err.message } })
+          : `error: ${err.code} (HTTP ${err.status}): ${err.message}`,
+      );
       return 1;
     }
     io.err(`error: ${(err as Error).message}`);

@@ -35,11 +35,7 @@ export async function requireTables(store: Store, modules: MigrationModule[], op
  * Opens a small store on `dsn` without migrating, checks its request tables with
  * {@link requireTables}, runs `fn` and closes it.
  */
-export async function withExistingStore<T>(
-  dsn: string,
-  opts: { command: string; migrate: boolean },
-  fn: (s: Store) => Promise<T>,
-): Promise<T> {
+export async function withExistingStore<T>(dsn: string, opts: { command: string; migrate: boolean }, fn: (s: Store) => Promise<T>): Promise<T> {
   const store = await Store.open(dsn, { maxConns: 2, applicationName: 'q-dispatcher-cli', migrate: false });
   try {
     await requireTables(store, ['requests'], opts);

@@ -1,6 +1,14 @@
 // The producer side (docs/design/dispatcher.md#producer): submit public requests, cancel them, read results.
 import type { NewRequest, Store } from '@q/store';
-import { decodeResult, newRequestToken, splitPayload, validateRequest, validateRoute, type PublicRequest, type ResultMessage } from '../formats.js';
+import {
+  decodeResult,
+  newRequestToken,
+  splitPayload,
+  validateRequest,
+  validateRoute,
+  type PublicRequest,
+  type ResultMessage,
+} from '../formats.js';
 
 /** Where submitted requests go. */
 export interface SubmitTarget {

@@ -12,7 +12,16 @@ import { MetricSources } from '../gates/sources.js';
 import { CONFIG_SCHEMA, secondsToMs, TOP_DEFAULTS, type DispatcherConfig } from './schema.js';
 
 /** Top-level fields that may be overridden by `--kebab-name` flags and `Q_UPPER_NAME` env vars. */
-export const OVERRIDABLE = ['url', 'owner', 'prometheus_url', 'tls_ca_file', 'tls_cert_file', 'tls_key_file', 'tls_server_name', ...Object.keys(TOP_DEFAULTS)] as const;
+export const OVERRIDABLE = [
+  'url',
+  'owner',
+  'prometheus_url',
+  'tls_ca_file',
+  'tls_cert_file',
+  'tls_key_file',
+  'tls_server_name',
+  ...Object.keys(TOP_DEFAULTS),
+] as const;
 const NUMERIC = new Set(
   Object.entries(TOP_DEFAULTS)
     .filter(([, v]) => typeof v === 'number')
@@ -36,7 +45,9 @@ function configError(msg: string): QError {
 }
 
 /** Reads the TLS files named by the config; errors name the field and file, never the content. */
-export function readTlsFiles(cfg: Pick<DispatcherConfig, 'tls_ca_file' | 'tls_cert_file' | 'tls_key_file' | 'tls_server_name' | 'tls_insecure_skip_verify'>): TlsClientOptions | undefined {
+export function readTlsFiles(
+  cfg: Pick<DispatcherConfig, 'tls_ca_file' | 'tls_cert_file' | 'tls_key_file' | 'tls_server_name' | 'tls_insecure_skip_verify'>,
+): TlsClientOptions | undefined {
   const read = (field: string, file: string | undefined) => {
     if (file === undefined) return undefined;
     try {
@@ -168,7 +179,12 @@ export function loadConfig(opts: LoadOptions = {}): DispatcherConfig {
   // Build every gate once (no I/O): unknown types and bad parameters are refused here, by name.
   const sources = new MetricSources({ ttlMs: 0 });
   cfg.queues.forEach((q, i) => {
-    if (q.gate_type !== undefined) createGate({ gate_type: q.gate_type, gate_params: q.gate_params }, { sources, hasPrometheus: cfg.prometheus_url !== undefined }, `queues[${i}]`);
+    if (q.gate_type !== undefined)
+      createGate(
+        { gate_type: q.gate_type, gate_params: q.gate_params },
+        { sources, hasPrometheus: cfg.prometheus_url !== undefined },
+        `queues[${i}]`,
+      );
     else if (q.gate_params !== undefined) throw configError(`queues[${i}].gate_params needs gate_type`);
   });
   const pools = new Set<string>();
@@ -181,11 +197,17 @@ export function loadConfig(opts: LoadOptions = {}): DispatcherConfig {
         if (pl[f] !== undefined) throw configError(`pools[${i}].${f} needs merge_policy tier-priority`);
       }
     }
-    if (pl.gate_type !== undefined) createGate({ gate_type: pl.gate_type, gate_params: pl.gate_params }, { sources, hasPrometheus: cfg.prometheus_url !== undefined }, `pools[${i}]`);
+    if (pl.gate_type !== undefined)
+      createGate(
+        { gate_type: pl.gate_type, gate_params: pl.gate_params },
+        { sources, hasPrometheus: cfg.prometheus_url !== undefined },
+        `pools[${i}]`,
+      );
   });
   cfg.queues.forEach((q, i) => {
     q.gates.forEach((g, j) => {
-      if (g.gating_mode === 'classifying' && g.kind !== 'concurrency') throw configError(`queues[${i}].gates[${j}].gating_mode classifying needs kind concurrency`);
+      if (g.gating_mode === 'classifying' && g.kind !== 'concurrency')
+        throw configError(`queues[${i}].gates[${j}].gating_mode classifying needs kind concurrency`);
     });
     if (q.worker_pool_id === undefined) return;
     if (!cfg.pools) throw configError(`queues[${i}].worker_pool_id needs pools`);

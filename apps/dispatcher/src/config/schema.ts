@@ -142,7 +142,7 @@ export function secondsToMs(seconds: number): number {
 /** The default priority header of a `tier-priority` pool (docs/design/dispatcher.md#headers). */
 export const DEFAULT_PRIORITY_HEADER = 'x-gateway-priority';
 // An HTTP header name (token) or "" (off), and a legal header value (visible ASCII, inner spaces).
-const HEADER_NAME = '^[A-Za-z0-9!#$%&\'*+.^_`|~-]*$';
+const HEADER_NAME = "^[A-Za-z0-9!#$%&'*+.^_`|~-]*$";
 const HEADER_VALUE = '^[\\x21-\\x7e]([\\x20-\\x7e\\t]*[\\x21-\\x7e])?$';
 
 /** Defaults of top-level scalar fields (docs/design/dispatcher.md#configuration-defaults). */

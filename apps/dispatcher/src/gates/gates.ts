@@ -111,7 +111,13 @@ class Params {
   urls(name: string, required: boolean): string[] {
     const v = this.p[name];
     if (v === undefined && !required) return [];
-    const list = typeof v === 'string' ? v.split(',').map((s) => s.trim()).filter(Boolean) : v;
+    const list =
+      typeof v === 'string'
+        ? v
+            .split(',')
+            .map((s) => s.trim())
+            .filter(Boolean)
+        : v;
     if (!Array.isArray(list) || list.length === 0 || list.some((u) => typeof u !== 'string' || !/^https?:\/\//.test(u))) {
       throw bad(this.at, `${name} must be an http(s) URL, a comma-separated list or an array of them`);
     }
@@ -139,7 +145,22 @@ export function createGate(spec: GateSpec, deps: GateDeps, at: string): Gate {
       new Params(pAt, params, []);
       return budgetGate(async () => 1);
     case 'endpoint-scrape':
-      return endpointScrape(new Params(pAt, params, ['url', 'metric', 'labels', 'max_count_per_pod', 'baseline', 'threshold', 'fallback', 'pods_url', 'pods_metric', 'pods_labels', 'pool']), deps);
+      return endpointScrape(
+        new Params(pAt, params, [
+          'url',
+          'metric',
+          'labels',
+          'max_count_per_pod',
+          'baseline',
+          'threshold',
+          'fallback',
+          'pods_url',
+          'pods_metric',
+          'pods_labels',
+          'pool',
+        ]),
+        deps,
+      );
     case 'prometheus-query': {
       const p = new Params(pAt, params, ['query', 'fallback', 'pool']);
       needsPrometheus(deps, at, type);
@@ -147,7 +168,14 @@ export function createGate(spec: GateSpec, deps: GateDeps, at: string): Gate {
       const fallback = p.num('fallback', 0, 0, 1);
       const pool = p.str('pool', '');
       // The query's value is the budget itself; a failing query falls back to `fallback` (closed by default).
-      return metered(deps, pool, 0, async () => deps.sources.query(query), (d) => clamp(d), fallback);
+      return metered(
+        deps,
+        pool,
+        0,
+        async () => deps.sources.query(query),
+        (d) => clamp(d),
+        fallback,
+      );
     }
     case 'prometheus-saturation': {
       const p = new Params(pAt, params, ['pool', 'namespace', 'threshold', 'fallback']);
@@ -159,7 +187,14 @@ export function createGate(spec: GateSpec, deps: GateDeps, at: string): Gate {
       const fallback = p.num('fallback', 0, 0, 1);
       const sel = selector({ inference_pool: pool, ...(ns ? { namespace: ns } : {}) });
       const headroom = 1 - threshold;
-      return metered(deps, pool, threshold, async () => 1 - (await deps.sources.query(`inference_extension_flow_control_pool_saturation${sel}`)), (d) => (d > headroom ? clamp(d - headroom) : 0), 1 - fallback);
+      return metered(
+        deps,
+        pool,
+        threshold,
+        async () => 1 - (await deps.sources.query(`inference_extension_flow_control_pool_saturation${sel}`)),
+        (d) => (d > headroom ? clamp(d - headroom) : 0),
+        1 - fallback,
+      );
     }
     case 'prometheus-budget':
       return prometheusBudget(new Params(pAt, params, ['pool', 'namespace', 'max_concurrency', 'baseline', 'fallback']), deps, at);
@@ -172,7 +207,11 @@ export function createGate(spec: GateSpec, deps: GateDeps, at: string): Gate {
     }
     case 'tier-priority-admission': {
       const p = new Params(pAt, params, ['saturation_gate', 'saturation_gate_params', 'tier_label']);
-      const inner = createGate({ gate_type: p.str('saturation_gate'), gate_params: p.p.saturation_gate_params as Record<string, unknown> | undefined }, deps, `${pAt}.saturation_gate`);
+      const inner = createGate(
+        { gate_type: p.str('saturation_gate'), gate_params: p.p.saturation_gate_params as Record<string, unknown> | undefined },
+        deps,
+        `${pAt}.saturation_gate`,
+      );
       return tierPriorityAdmission(inner, p.str('tier_label', 'tier'));
     }
     case 'composite': {
@@ -191,7 +230,8 @@ export function createGate(spec: GateSpec, deps: GateDeps, at: string): Gate {
 }
 
 function gateSpec(v: unknown, at: string): GateSpec {
-  if (typeof v !== 'object' || v === null || typeof (v as GateSpec).gate_type !== 'string') throw new QError(QErrorCode.CONFIG, `config: ${at} must be { gate_type, gate_params }`);
+  if (typeof v !== 'object' || v === null || typeof (v as GateSpec).gate_type !== 'string')
+    throw new QError(QErrorCode.CONFIG, `config: ${at} must be { gate_type, gate_params }`);
   return v as GateSpec;
 }
 
@@ -218,7 +258,14 @@ function budgetGate(budget: () => Promise<number>): Gate {
  * A budget gate over one metric: `read()` gives D, `toBudget(D)` the budget; a failing read gives
  * `fallback`. Publishes value, threshold and source availability.
  */
-function metered(deps: GateDeps, pool: string, threshold: number, read: () => Promise<number>, toBudget: (d: number) => number, fallback: number): Gate {
+function metered(
+  deps: GateDeps,
+  pool: string,
+  threshold: number,
+  read: () => Promise<number>,
+  toBudget: (d: number) => number,
+  fallback: number,
+): Gate {
   deps.metrics?.threshold(pool, threshold);
   return budgetGate(async () => {
     try {
@@ -238,7 +285,8 @@ function endpointScrape(p: Params, deps: GateDeps): Gate {
   const metric = p.str('metric');
   const labels = p.labels('labels');
   const maxPerPod = p.num('max_count_per_pod', 0, 0);
-  if (p.p.baseline !== undefined && p.p.threshold !== undefined) throw bad(p.at, 'baseline and threshold are exclusive (baseline = 1 - threshold)');
+  if (p.p.baseline !== undefined && p.p.threshold !== undefined)
+    throw bad(p.at, 'baseline and threshold are exclusive (baseline = 1 - threshold)');
   // `threshold` is the saturation at which the budget reaches 0 (a convenience for 1 − baseline).
   const baseline = p.p.threshold !== undefined ? 1 - p.num('threshold', 1, 0, 1) : p.num('baseline', 0, 0, 1);
   // `fallback` is the budget used when no server can be read: 0 fails closed.

@@ -17,7 +17,9 @@ export class GateMetrics {
     this.#attrs = attrs;
     this.#value = m.createGauge('llm_d_async_async_gate_metric_value', { description: 'Metric value read by a metric gate' });
     this.#threshold = m.createGauge('llm_d_async_async_gate_metric_threshold', { description: 'Threshold of a metric gate' });
-    this.#available = m.createGauge('llm_d_async_async_gate_metric_source_available', { description: '1 when the metric source of a gate answered' });
+    this.#available = m.createGauge('llm_d_async_async_gate_metric_source_available', {
+      description: '1 when the metric source of a gate answered',
+    });
     this.#budget = m.createGauge('llm_d_async_async_dispatch_budget', { description: 'Dispatch budget of the last poll' });
   }
 

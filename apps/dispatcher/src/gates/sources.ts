@@ -130,7 +130,12 @@ export class MetricSources {
   }
 
   async #get(url: string): Promise<string> {
-    const res = await request(url, { method: 'GET', dispatcher: (this.#agent ??= new Agent({ connections: 8, keepAliveTimeout: 30_000 })), signal: AbortSignal.timeout(SOURCE_TIMEOUT_MS), headers: { accept: 'text/plain, application/json' } });
+    const res = await request(url, {
+      method: 'GET',
+      dispatcher: (this.#agent ??= new Agent({ connections: 8, keepAliveTimeout: 30_000 })),
+      signal: AbortSignal.timeout(SOURCE_TIMEOUT_MS),
+      headers: { accept: 'text/plain, application/json' },
+    });
     const chunks: Buffer[] = [];
     let size = 0;
     for await (const c of res.body) {

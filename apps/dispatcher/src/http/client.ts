@@ -14,12 +14,27 @@ export type AttemptOutcome =
    * but the body did not (read error, or the attempt deadline cut it); such a response is never
    * a result of its own.
    */
-  | { kind: 'retryable'; category: 'RATE_LIMIT' | 'SERVER_ERROR'; status: number; body: string; retryAfter?: number; message: string; incomplete?: boolean }
+  | {
+      kind: 'retryable';
+      category: 'RATE_LIMIT' | 'SERVER_ERROR';
+      status: number;
+      body: string;
+      retryAfter?: number;
+      message: string;
+      incomplete?: boolean;
+    }
   /**
    * Other 4xx (with `status`/`body`), or a transport error (no status). `timeout` tells which
    * bound ended the attempt: the request's own deadline or the per-attempt request timeout.
    */
-  | { kind: 'fatal'; category: 'INVALID_REQ' | 'UNKNOWN'; status?: number; body?: string; message: string; timeout?: 'deadline' | 'request-timeout' }
+  | {
+      kind: 'fatal';
+      category: 'INVALID_REQ' | 'UNKNOWN';
+      status?: number;
+      body?: string;
+      message: string;
+      timeout?: 'deadline' | 'request-timeout';
+    }
   /** The caller's signal (drain timeout at shutdown) aborted the call: re-enqueue, no result. */
   | { kind: 'aborted' };
 
@@ -133,7 +148,15 @@ export class InferenceClient {
       } catch (err) {
         if (signal?.aborted) return { kind: 'aborted' };
         const why = ac.signal.aborted ? 'context deadline exceeded' : errText(err);
-        return { kind: 'retryable', category: 'SERVER_ERROR', status, body: '', retryAfter, incomplete: true, message: describe('SERVER_ERROR', `reading body: ${why}`, dropped) };
+        return {
+          kind: 'retryable',
+          category: 'SERVER_ERROR',
+          status,
+          body: '',
+          retryAfter,
+          incomplete: true,
+          message: describe('SERVER_ERROR', `reading body: ${why}`, dropped),
+        };
       }
       return classify(status, Buffer.concat(chunks, size).toString('utf8'), retryAfter, dropped);
     } catch (err) {
@@ -154,9 +177,19 @@ export class InferenceClient {
 }
 
 function classify(status: number, body: string, retryAfter: number | undefined, dropped: string | undefined): AttemptOutcome {
-  if (status === 429) return { kind: 'retryable', category: 'RATE_LIMIT', status, body, retryAfter, message: describe('RATE_LIMIT', `status ${status}`, dropped) };
-  if (status >= 500 && status <= 599) return { kind: 'retryable', category: 'SERVER_ERROR', status, body, retryAfter, message: describe('SERVER_ERROR', `status ${status}`, dropped) };
-  if (status >= 400 && status <= 499) return { kind: 'fatal', category: 'INVALID_REQ', status, body, message: describe('INVALID_REQ', `status ${status}`, dropped) };
+  if (status === 429)
+    return { kind: 'retryable', category: 'RATE_LIMIT', status, body, retryAfter, message: describe('RATE_LIMIT', `status ${status}`, dropped) };
+  if (status >= 500 && status <= 599)
+    return {
+      kind: 'retryable',
+      category: 'SERVER_ERROR',
+      status,
+      body,
+      retryAfter,
+      message: describe('SERVER_ERROR', `status ${status}`, dropped),
+    };
+  if (status >= 400 && status <= 499)
+    return { kind: 'fatal', category: 'INVALID_REQ', status, body, message: describe('INVALID_REQ', `status ${status}`, dropped) };
   return { kind: 'success', status, body };
 }
 

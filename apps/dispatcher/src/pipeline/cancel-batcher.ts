@@ -17,11 +17,7 @@ export class CancelBatcher {
   readonly #maxBatch;
   readonly #lingerMs;
 
-  constructor(
-    source: CancelSource,
-    maxBatch = 256,
-    lingerMs = 5,
-  ) {
+  constructor(source: CancelSource, maxBatch = 256, lingerMs = 5) {
     this.#source = source;
     this.#maxBatch = maxBatch;
     this.#lingerMs = lingerMs;

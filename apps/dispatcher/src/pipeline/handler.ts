@@ -5,8 +5,17 @@ import { context, defaultTextMapGetter, ROOT_CONTEXT, SpanKind, SpanStatusCode, 
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import type { DispatcherConfig, GateConfig, QueueConfig } from '../config/schema.js';
 import {
-  cancelledResult, deadlineExceededResult, encodeResult, errorResult, httpResult, invalidDeadlineResult,
-  parseEnvelope, routeProblem, unparsableResult, type Envelope, type ResultMessage,
+  cancelledResult,
+  deadlineExceededResult,
+  encodeResult,
+  errorResult,
+  httpResult,
+  invalidDeadlineResult,
+  parseEnvelope,
+  routeProblem,
+  unparsableResult,
+  type Envelope,
+  type ResultMessage,
 } from '../formats.js';
 import type { InferenceClient } from '../http/client.js';
 import { buildHeaders, joinUrl } from '../http/headers.js';
@@ -269,7 +278,10 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
       signal?.addEventListener('abort', onAbort, { once: true });
       deps.stopping?.addEventListener('abort', onAbort, { once: true });
       if (signal?.aborted || deps.stopping?.aborted) onAbort();
-      const untilDeadline = setTimeout(() => ac.abort(new Error('deadline')), Math.max(0, Math.min(req.deadline * 1000 - Date.now(), 2_147_483_647)));
+      const untilDeadline = setTimeout(
+        () => ac.abort(new Error('deadline')),
+        Math.max(0, Math.min(req.deadline * 1000 - Date.now(), 2_147_483_647)),
+      );
       try {
         gateReleases.push(await deps.pool.acquire(queue.queue_name, msg.labels, ac.signal));
       } catch {
@@ -297,7 +309,16 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
       const parent = W3C.extract(ROOT_CONTEXT, env.data.metadata ?? {}, defaultTextMapGetter);
       const span = deps.tracer.startSpan(
         'process-request',
-        { kind: SpanKind.INTERNAL, attributes: { 'request.id': req.id, 'retry.count': retryCount, 'queue.id': queue.queue_name, 'queue.name': queue.queue_name, 'gen_ai.request.id': req.id } },
+        {
+          kind: SpanKind.INTERNAL,
+          attributes: {
+            'request.id': req.id,
+            'retry.count': retryCount,
+            'queue.id': queue.queue_name,
+            'queue.name': queue.queue_name,
+            'gen_ai.request.id': req.id,
+          },
+        },
         parent,
       );
       try {
@@ -313,7 +334,15 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
   };
 
   /** The send and its classification (docs/design/dispatcher.md#http-classification, #retry-algorithm). */
-  async function attempt(req: QueuedRequest, env: Envelope, labels: Record<string, string>, retryCount: number, pulledAt: number, signal: AbortSignal | undefined, span?: Span): Promise<Outcome> {
+  async function attempt(
+    req: QueuedRequest,
+    env: Envelope,
+    labels: Record<string, string>,
+    retryCount: number,
+    pulledAt: number,
+    signal: AbortSignal | undefined,
+    span?: Span,
+  ): Promise<Outcome> {
     const failed = (category: string, message: string) => {
       span?.setAttribute('error.category', category);
       span?.setStatus({ code: SpanStatusCode.ERROR, message });
@@ -364,7 +393,8 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
           if (secondsToDeadline <= 0) {
             if (out.category === 'RATE_LIMIT') metrics.shedOnly();
             // A response whose body never arrived is no answer: an error, never a success.
-            if (out.incomplete) return finish(env, req, errorResult(req.id, 'INFERENCE_ERROR', `Failed to send request to inference: ${out.message}`));
+            if (out.incomplete)
+              return finish(env, req, errorResult(req.id, 'INFERENCE_ERROR', `Failed to send request to inference: ${out.message}`));
             metrics.exceededOnly();
             return finish(env, req, httpResult(req.id, out.status, out.body));
           }
@@ -389,7 +419,13 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
   }
 
   /** The pool-gate loop (docs/design/dispatcher.md#gates); `undefined` = admitted (releases pushed to `releases`). */
-  async function passPoolGate(req: QueuedRequest, env: Envelope, msg: GateMessage, releases: GateRelease[], signal?: AbortSignal): Promise<Outcome | undefined> {
+  async function passPoolGate(
+    req: QueuedRequest,
+    env: Envelope,
+    msg: GateMessage,
+    releases: GateRelease[],
+    signal?: AbortSignal,
+  ): Promise<Outcome | undefined> {
     const gate = deps.poolGate;
     if (!gate) return undefined; // called only with a pool gate
     const pm = deps.poolMetrics ?? metrics;

@@ -108,7 +108,10 @@ export class Dispatcher {
     // Before anything is opened: an unreadable TLS file fails the start cleanly.
     const tls = readTlsFiles(config);
     if (config.tls_insecure_skip_verify) {
-      logger.warn({}, 'TLS certificate verification is OFF (tls_insecure_skip_verify): endpoint identities are not checked; never use this in production');
+      logger.warn(
+        {},
+        'TLS certificate verification is OFF (tls_insecure_skip_verify): endpoint identities are not checked; never use this in production',
+      );
     }
     let meterProvider = opts.meterProvider;
     let prometheus: PrometheusExporter | undefined;
@@ -120,7 +123,12 @@ export class Dispatcher {
       owned = new SdkMeterProvider({ resource, readers: [prometheus] });
       meterProvider = owned;
     }
-    const store = await Store.open(config.url, { maxConns: config.max_connections, meterProvider, tracerProvider: opts.tracerProvider, applicationName: 'q-dispatcher' });
+    const store = await Store.open(config.url, {
+      maxConns: config.max_connections,
+      meterProvider,
+      tracerProvider: opts.tracerProvider,
+      applicationName: 'q-dispatcher',
+    });
     const gated = config.queues.some((q) => q.gates.length > 0);
     let quota: Quota | undefined;
     try {
@@ -187,8 +195,13 @@ export class Dispatcher {
       // Pool-gate series carry empty queue labels (docs/design/dispatcher.md#metrics).
       const metrics = new DispatcherMetrics(meterProvider, '', p.id);
       const gm = new GateMetrics(meterProvider, { queue_id: '', queue_name: '', pool_name: p.id });
-      const gate = p.gate_type ? createGate({ gate_type: p.gate_type, gate_params: p.gate_params }, { sources: this.sources, hasPrometheus, metrics: gm }, `pools[${i}]`) : undefined;
-      const tierPriority = p.merge_policy === 'tier-priority' ? { header: p.priority_header ?? DEFAULT_PRIORITY_HEADER, laneObjectives: { ...p.lane_objectives } } : undefined;
+      const gate = p.gate_type
+        ? createGate({ gate_type: p.gate_type, gate_params: p.gate_params }, { sources: this.sources, hasPrometheus, metrics: gm }, `pools[${i}]`)
+        : undefined;
+      const tierPriority =
+        p.merge_policy === 'tier-priority'
+          ? { header: p.priority_header ?? DEFAULT_PRIORITY_HEADER, laneObjectives: { ...p.lane_objectives } }
+          : undefined;
       const pool = new WorkerPool(p.id, p.workers, p.merge_policy);
       pools.set(p.id, { pool, gate, metrics, ...(tierPriority ? { tierPriority } : {}) });
       this.pools.set(p.id, pool);
@@ -197,10 +210,18 @@ export class Dispatcher {
       const poolEntry = cfg.pools ? pools.get(queue.worker_pool_id ?? 'default') : undefined;
       const metrics = new DispatcherMetrics(meterProvider, queue.queue_name, poolEntry?.pool.id ?? 'default');
       this.metrics.set(queue.queue_name, metrics);
-      const gateMetrics = new GateMetrics(meterProvider, { queue_id: queue.queue_name, queue_name: queue.queue_name, pool_name: poolEntry?.pool.id ?? 'default' });
+      const gateMetrics = new GateMetrics(meterProvider, {
+        queue_id: queue.queue_name,
+        queue_name: queue.queue_name,
+        pool_name: poolEntry?.pool.id ?? 'default',
+      });
       this.gateMetrics.set(queue.queue_name, gateMetrics);
       const queueGate = queue.gate_type
-        ? createGate({ gate_type: queue.gate_type, gate_params: queue.gate_params }, { sources: this.sources, hasPrometheus, metrics: gateMetrics }, `queues[${cfg.queues.indexOf(queue)}]`)
+        ? createGate(
+            { gate_type: queue.gate_type, gate_params: queue.gate_params },
+            { sources: this.sources, hasPrometheus, metrics: gateMetrics },
+            `queues[${cfg.queues.indexOf(queue)}]`,
+          )
         : undefined;
       const handle = createHandler({
         ...(tracerProvider ? { tracer: tracerProvider.getTracer('q-dispatcher') } : {}),
@@ -221,24 +242,27 @@ export class Dispatcher {
         stopping: this.#stopCtl.signal,
         onResult: onResult ? (r, m) => onResult(queue.queue_name, r, m) : undefined,
       });
-      const gatedStore = queueGate || queue.gates.length > 0 ? admissionStore(this.store, { queue, batchSize: cfg.batch_size, gate: queueGate, load, metrics, gateMetrics, logger: this.#logger }) : this.store;
+      const gatedStore =
+        queueGate || queue.gates.length > 0
+          ? admissionStore(this.store, { queue, batchSize: cfg.batch_size, gate: queueGate, load, metrics, gateMetrics, logger: this.#logger })
+          : this.store;
       const run = runPartitionWorker({
-          store: gatedStore,
-          queue: queue.queue_name,
-          owner: this.owner,
-          concurrency: cfg.concurrency,
-          batchSize: cfg.batch_size,
-          leaseTtlMs: secondsToMs(cfg.lease_ttl_seconds),
-          drainTimeoutMs: secondsToMs(cfg.handoff_timeout_seconds),
-          stopTimeoutMs: cfg.drain_timeout_ms,
-          pollIntervalMs: cfg.poll_interval_ms,
-          ackBatchSize: cfg.result_batch_size,
-          handle,
-          signal: this.#stopCtl.signal,
-          logger: this.#logger,
-          meterProvider,
-          tracerProvider,
-        });
+        store: gatedStore,
+        queue: queue.queue_name,
+        owner: this.owner,
+        concurrency: cfg.concurrency,
+        batchSize: cfg.batch_size,
+        leaseTtlMs: secondsToMs(cfg.lease_ttl_seconds),
+        drainTimeoutMs: secondsToMs(cfg.handoff_timeout_seconds),
+        stopTimeoutMs: cfg.drain_timeout_ms,
+        pollIntervalMs: cfg.poll_interval_ms,
+        ackBatchSize: cfg.result_batch_size,
+        handle,
+        signal: this.#stopCtl.signal,
+        logger: this.#logger,
+        meterProvider,
+        tracerProvider,
+      });
       this.#runs.push(
         run.catch((err: unknown) => {
           // Not expected once start passed; stop serving (readiness off) rather than crash.
@@ -265,11 +289,17 @@ export class Dispatcher {
     const limit = m.createGauge('llm_d_async_async_pool_worker_limit', { description: 'Workers of a pool (HTTP calls in flight at most)' });
     if (cfg.pools) for (const p of this.pools.values()) limit.record(p.workers, { pool_name: p.id });
     else limit.record(cfg.concurrency * cfg.queues.length, { pool_name: 'default' });
-    const depth = m.createObservableGauge('llm_d_async_async_queue_depth', { description: 'Requests waiting for a pool worker (merged channel), not yet pulled' });
+    const depth = m.createObservableGauge('llm_d_async_async_queue_depth', {
+      description: 'Requests waiting for a pool worker (merged channel), not yet pulled',
+    });
     depth.addCallback((r) => {
       for (const q of cfg.queues) {
         const poolName = cfg.pools ? (q.worker_pool_id ?? 'default') : 'default';
-        r.observe(cfg.pools ? (this.pools.get(poolName)?.waitingFor(q.queue_name) ?? 0) : 0, { queue_id: q.queue_name, queue_name: q.queue_name, pool_name: poolName });
+        r.observe(cfg.pools ? (this.pools.get(poolName)?.waitingFor(q.queue_name) ?? 0) : 0, {
+          queue_id: q.queue_name,
+          queue_name: q.queue_name,
+          pool_name: poolName,
+        });
       }
     });
   }
@@ -284,11 +314,15 @@ export class Dispatcher {
     if (every <= 0) return;
     const m = meterProvider.getMeter('@q/dispatcher');
     const gauge = m.createGauge('llm_d_async_async_broker_backlog', { description: 'Pending requests per queue (backlog poller)' });
-    const available = m.createGauge('llm_d_async_async_broker_backlog_source_available', { description: '1 when the last backlog poll succeeded' });
+    const available = m.createGauge('llm_d_async_async_broker_backlog_source_available', {
+      description: '1 when the last backlog poll succeeded',
+    });
     // A snapshot histogram (docs/design/dispatcher.md#loops): cumulative `le` series of the pending requests whose deadline
     // falls within each window, re-measured every poll. A real histogram would accumulate across
     // polls; these gauges read like one (`histogram_quantile` works on them).
-    const proximity = m.createGauge('llm_d_async_async_deadline_proximity_millis_bucket', { description: 'Pending requests whose deadline is within le ms (backlog poller)' });
+    const proximity = m.createGauge('llm_d_async_async_deadline_proximity_millis_bucket', {
+      description: 'Pending requests whose deadline is within le ms (backlog poller)',
+    });
     const poll = async () => {
       const now = Math.floor(Date.now() / 1000);
       await Promise.all(

@@ -19,7 +19,13 @@ process.on('message', (m: Command) => {
     case 'probe-stop':
       return reply(probe?.stop() ?? null);
     case 'stats':
-      return reply({ maxSaturation: server.maxSaturation(), served: server.served(), timeline: server.timeline(), running: server.running(), waiting: server.waiting() });
+      return reply({
+        maxSaturation: server.maxSaturation(),
+        served: server.served(),
+        timeline: server.timeline(),
+        running: server.running(),
+        waiting: server.waiting(),
+      });
     case 'reset':
       server.resetStats();
       return reply(null);

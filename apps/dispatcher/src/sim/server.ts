@@ -96,7 +96,12 @@ export function simulated(opts: SimulationOptions = {}): Behaviour {
     const delayMs = lo + rnd() * Math.max(0, hi - lo);
     const x = rnd();
     if (x < r429) {
-      return { status: 429, delayMs: delayMs / 4, headers: { 'retry-after': String(opts.retryAfterSeconds ?? 1) }, body: JSON.stringify({ error: 'Too Many Requests' }) };
+      return {
+        status: 429,
+        delayMs: delayMs / 4,
+        headers: { 'retry-after': String(opts.retryAfterSeconds ?? 1) },
+        body: JSON.stringify({ error: 'Too Many Requests' }),
+      };
     }
     if (x < r429 + r503) return { status: 503, delayMs: delayMs / 4, body: JSON.stringify({ error: 'Service Unavailable' }) };
     return { status: 200, delayMs, body: completionBody() };

@@ -33,12 +33,7 @@ export class AckBatcher {
   readonly #flushMs: number;
   readonly #log: Logger;
 
-  constructor(
-    consumer: Consumer,
-    size: number,
-    flushMs: number,
-    log: Logger,
-  ) {
+  constructor(consumer: Consumer, size: number, flushMs: number, log: Logger) {
     this.#consumer = consumer;
     this.#size = size;
     this.#flushMs = flushMs;
@@ -74,8 +69,10 @@ export class AckBatcher {
   async #write(batch: Pending[]): Promise<void> {
     const completions = batch.map((p) => p.completion);
     try {
-      const ok = await withRetries(() => this.#consumer.ack(completions), STORE_RETRIES, (err, attempt) =>
-        this.#log.warn({ ...errorFields(err), attempt, count: batch.length }, 'ack failed; retrying'),
+      const ok = await withRetries(
+        () => this.#consumer.ack(completions),
+        STORE_RETRIES,
+        (err, attempt) => this.#log.warn({ ...errorFields(err), attempt, count: batch.length }, 'ack failed; retrying'),
       );
       let fenced = 0;
       batch.forEach((p, i) => {

@@ -9,12 +9,7 @@ const MAX_ENVELOPE_SCAN = 64 * 1024;
  * handler), linked to the producer's span when the envelope is a JSON object with a valid W3C
  * `traceparent` field. A failure records the scrubbed error with status ERROR and is rethrown.
  */
-export function handleSpan<T>(
-  tracer: Tracer,
-  envelope: unknown,
-  attributes: Record<string, string | number>,
-  fn: () => Promise<T>,
-): Promise<T> {
+export function handleSpan<T>(tracer: Tracer, envelope: unknown, attributes: Record<string, string | number>, fn: () => Promise<T>): Promise<T> {
   return withConsumerSpan(tracer, 'q.partition-consumer.handle', fn, { attributes, traceparent: envelopeTraceparent(envelope) });
 }
 

@@ -24,11 +24,7 @@ export function isRetryable(err: unknown): boolean {
  * is not {@link isRetryable}; rethrows the last error. `onRetry` is told about each failure that
  * is retried.
  */
-export async function withRetries<T>(
-  fn: () => Promise<T>,
-  policy: RetryPolicy,
-  onRetry?: (err: unknown, attempt: number) => void,
-): Promise<T> {
+export async function withRetries<T>(fn: () => Promise<T>, policy: RetryPolicy, onRetry?: (err: unknown, attempt: number) => void): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await fn();

@@ -30,9 +30,7 @@ import { Waker } from './waker.js';
  * "no valid outcome" (see `handle`): it is logged and fails that request alone.
  */
 export type Outcome =
-  | { result: { route: string; payload: string; expiresAt?: number } }
-  | { retryAt: number; envelope?: string }
-  | { defer: number };
+  { result: { route: string; payload: string; expiresAt?: number } } | { retryAt: number; envelope?: string } | { defer: number };
 
 /** Options of {@link runPartitionWorker}. */
 export interface PartitionWorkerOptions {

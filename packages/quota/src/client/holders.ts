@@ -84,27 +84,29 @@ export class Holders {
    */
   async heartbeat(): Promise<void> {
     await Promise.all(
-      [...this.#all].filter((h) => !h.deleting && !h.lapsed).map(async (h) => {
-        // The new lease runs from when the database ran the renewal: no earlier than this.
-        const sentAt = performance.now();
-        try {
-          if (await this.#store.renewQuotaHolder(h.name, this.#ttlMs)) {
-            h.renewedAt = sentAt;
-            return;
+      [...this.#all]
+        .filter((h) => !h.deleting && !h.lapsed)
+        .map(async (h) => {
+          // The new lease runs from when the database ran the renewal: no earlier than this.
+          const sentAt = performance.now();
+          try {
+            if (await this.#store.renewQuotaHolder(h.name, this.#ttlMs)) {
+              h.renewedAt = sentAt;
+              return;
+            }
+            h.lapsed = true;
+            if (h.known > 0) {
+              this.#log.warn(
+                { holder: h.name, outstanding: h.known },
+                'quota holder lapsed with grants in use: limits may be exceeded until they are released',
+              );
+            }
+            this.retire(h, 'lapsed');
+          } catch (err) {
+            if (performance.now() - h.renewedAt >= this.#ttlMs) this.retire(h, 'renew failing for a whole ttl');
+            this.#log.warn({ holder: h.name, ...errorFields(err) }, 'quota holder renewal failed');
           }
-          h.lapsed = true;
-          if (h.known > 0) {
-            this.#log.warn(
-              { holder: h.name, outstanding: h.known },
-              'quota holder lapsed with grants in use: limits may be exceeded until they are released',
-            );
-          }
-          this.retire(h, 'lapsed');
-        } catch (err) {
-          if (performance.now() - h.renewedAt >= this.#ttlMs) this.retire(h, 'renew failing for a whole ttl');
-          this.#log.warn({ holder: h.name, ...errorFields(err) }, 'quota holder renewal failed');
-        }
-      }),
+        }),
     );
     for (const h of this.#all) this.#maybeDelete(h);
   }

@@ -94,8 +94,14 @@ export async function createQuota(opts: QuotaOptions): Promise<Quota> {
   const maxPersistentFailures = checkInt('maxPersistentFailures', opts.maxPersistentFailures ?? 5, 1, MAX_INT4);
   if (opts.onError !== undefined && typeof opts.onError !== 'function') throw invalidArgument('onError must be a function');
   return new Quota(store, {
-    ttlMs, reapIntervalMs, reapLimit, holderPrefix, logger: opts.logger ?? silentLogger, ownsStore: true,
-    onError: opts.onError, maxPersistentFailures,
+    ttlMs,
+    reapIntervalMs,
+    reapLimit,
+    holderPrefix,
+    logger: opts.logger ?? silentLogger,
+    ownsStore: true,
+    onError: opts.onError,
+    maxPersistentFailures,
   });
 }
 

@@ -7,15 +7,20 @@ import { DB_NOW_MS, type Queryable } from './queryable.js';
 // a key or window row that a reap deleted between their insert and their lock.
 
 // 1. Lock windows that hold expired admissions (same lock as q_quota_admit)...
-const lockExpiredWindows = statement('q_quota_reap_lock_windows', `
+const lockExpiredWindows = statement(
+  'q_quota_reap_lock_windows',
+  `
 SELECT w.key, w.window_ms::text AS window_ms FROM __q_schema__.q_quota_windows w
  WHERE EXISTS (SELECT 1 FROM __q_schema__.q_quota_admits a
                 WHERE a.key = w.key AND a.window_ms = w.window_ms AND a.at_ms <= ${DB_NOW_MS} - w.window_ms)
- LIMIT $1 FOR UPDATE OF w SKIP LOCKED`);
+ LIMIT $1 FOR UPDATE OF w SKIP LOCKED`,
+);
 
 // 2. ...then, under those locks, delete up to $3 expired admissions and subtract them from the
 // windows' running counts, so `used` stays the sum of the live admissions.
-const expireAdmits = statement('q_quota_reap_admits', `
+const expireAdmits = statement(
+  'q_quota_reap_admits',
+  `
 WITH now AS (SELECT ${DB_NOW_MS} AS ms),
 picked AS (
   SELECT a.ctid AS id FROM __q_schema__.q_quota_admits a
@@ -30,11 +35,14 @@ picked AS (
   UPDATE __q_schema__.q_quota_windows w SET used = w.used - s.n FROM sums s
    WHERE w.key = s.key AND w.window_ms = s.window_ms RETURNING 1
 )
-SELECT (SELECT count(*) FROM gone)::int + (SELECT count(*) FROM windows)::int AS n`);
+SELECT (SELECT count(*) FROM gone)::int + (SELECT count(*) FROM windows)::int AS n`,
+);
 
 // 3. Windows that admit nothing any more. The outer `used = 0` is re-checked on the newest row
 // version, so a window an admit just used survives.
-const deleteEmptyWindows = statement('q_quota_reap_windows', `
+const deleteEmptyWindows = statement(
+  'q_quota_reap_windows',
+  `
 WITH gone AS (
   DELETE FROM __q_schema__.q_quota_windows w WHERE (w.key, w.window_ms) IN (
     SELECT e.key, e.window_ms FROM __q_schema__.q_quota_windows e
@@ -44,12 +52,15 @@ WITH gone AS (
    AND w.used = 0
   RETURNING 1
 )
-SELECT count(*)::int AS n FROM gone`);
+SELECT count(*)::int AS n FROM gone`,
+);
 
 // 4. Slot rows that hold nothing (used = 0, or their holder is gone), under their key's lock.
 // The outer condition is re-checked on the newest row version: a slot an acquire just filled
 // survives even though the snapshot showed it empty.
-const deleteIdleSlots = statement('q_quota_reap_slots', `
+const deleteIdleSlots = statement(
+  'q_quota_reap_slots',
+  `
 WITH gone AS (
   DELETE FROM __q_schema__.q_quota_slots s WHERE (s.key, s.holder) IN (
     SELECT z.key, z.holder FROM __q_schema__.q_quota_slots z JOIN __q_schema__.q_quota_keys k ON k.key = z.key
@@ -58,10 +69,13 @@ WITH gone AS (
    AND (s.used = 0 OR NOT EXISTS (SELECT 1 FROM __q_schema__.q_quota_holders h WHERE h.holder = s.holder))
   RETURNING 1
 )
-SELECT count(*)::int AS n FROM gone`);
+SELECT count(*)::int AS n FROM gone`,
+);
 
 // 5. Key rows no slot row names.
-const deleteUnusedKeys = statement('q_quota_reap_keys', `
+const deleteUnusedKeys = statement(
+  'q_quota_reap_keys',
+  `
 WITH gone AS (
   DELETE FROM __q_schema__.q_quota_keys k WHERE k.key IN (
     SELECT u.key FROM __q_schema__.q_quota_keys u
@@ -69,7 +83,8 @@ WITH gone AS (
      LIMIT $1 FOR UPDATE SKIP LOCKED)
   RETURNING 1
 )
-SELECT count(*)::int AS n FROM gone`);
+SELECT count(*)::int AS n FROM gone`,
+);
 
 /**
  * Deletes up to `limit` rows of each kind that no longer count: expired admissions (keeping the
@@ -87,9 +102,7 @@ export async function reapQuota(scope: StatementScope, pool: pg.Pool, limit: num
 function expireAdmissions(scope: StatementScope, pool: pg.Pool, limit: number): Promise<number> {
   return withTransaction(pool, async (client) => {
     const { rows } = await scope.run<{ key: string; window_ms: string }>(client, lockExpiredWindows, [limit]);
-    return rows.length === 0
-      ? 0
-      : count(scope, client, expireAdmits, [rows.map((r) => r.key), rows.map((r) => r.window_ms), limit]);
+    return rows.length === 0 ? 0 : count(scope, client, expireAdmits, [rows.map((r) => r.key), rows.map((r) => r.window_ms), limit]);
   });
 }
 

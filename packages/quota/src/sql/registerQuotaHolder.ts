@@ -1,7 +1,10 @@
 import { statement, type StatementScope } from '@q/schema';
 import { DB_NOW_MS, type Queryable } from './queryable.js';
 
-const stmt = statement('q_quota_register_holder', `INSERT INTO __q_schema__.q_quota_holders (holder, expires_ms) VALUES ($1, ${DB_NOW_MS} + $2::bigint)`);
+const stmt = statement(
+  'q_quota_register_holder',
+  `INSERT INTO __q_schema__.q_quota_holders (holder, expires_ms) VALUES ($1, ${DB_NOW_MS} + $2::bigint)`,
+);
 
 /** Inserts a holder whose lease ends `ttlMs` from now (database clock). A taken name fails with 23505. */
 export async function registerQuotaHolder(scope: StatementScope, db: Queryable, holder: string, ttlMs: number): Promise<void> {

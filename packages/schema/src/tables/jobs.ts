@@ -1,11 +1,16 @@
 import { sql } from 'drizzle-orm';
-import {
-  bigint, index, integer, jsonb, pgEnum, pgTable, text, timestamp, uniqueIndex, uuid,
-} from 'drizzle-orm/pg-core';
+import { bigint, index, integer, jsonb, pgEnum, pgTable, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
 
 /** Job states, in declaration order. There is no `failed`: see `retry_wait` and `dead_letter`. */
 export const jobStatus = pgEnum('q_job_status', [
-  'scheduled', 'queued', 'leased', 'running', 'retry_wait', 'succeeded', 'cancelled', 'dead_letter',
+  'scheduled',
+  'queued',
+  'leased',
+  'running',
+  'retry_wait',
+  'succeeded',
+  'cancelled',
+  'dead_letter',
 ]);
 
 /** The durable job queue. */
@@ -16,7 +21,9 @@ export const jobs = pgTable(
     uuid: uuid('uuid').notNull().unique('q_jobs_uuid_key').defaultRandom(),
     queue: text('queue').notNull().default('default'),
     jobType: text('job_type').notNull(),
-    payload: jsonb('payload').notNull().default(sql`'{}'::jsonb`),
+    payload: jsonb('payload')
+      .notNull()
+      .default(sql`'{}'::jsonb`),
     status: jobStatus('status').notNull().default('queued'),
     /** Higher is dequeued first. */
     priority: integer('priority').notNull().default(0),
@@ -32,7 +39,9 @@ export const jobs = pgTable(
     heartbeatAt: timestamp('heartbeat_at', { withTimezone: true }),
     cancelRequestedAt: timestamp('cancel_requested_at', { withTimezone: true }),
     lastError: text('last_error'),
-    steps: jsonb('steps').notNull().default(sql`'[]'::jsonb`),
+    steps: jsonb('steps')
+      .notNull()
+      .default(sql`'[]'::jsonb`),
     result: jsonb('result'),
     retryOfId: bigint('retry_of_id', { mode: 'number' }),
     teamId: bigint('team_id', { mode: 'number' }),
@@ -45,17 +54,31 @@ export const jobs = pgTable(
     resumeCount: integer('resume_count').notNull().default(0),
   },
   (t) => [
-    uniqueIndex('q_jobs_idempotency_key_key').on(t.idempotencyKey).where(sql`idempotency_key IS NOT NULL`),
+    uniqueIndex('q_jobs_idempotency_key_key')
+      .on(t.idempotencyKey)
+      .where(sql`idempotency_key IS NOT NULL`),
     // Partial on what each index serves, so a job's hot-path updates (queued → running →
     // succeeded, all non-HOT since status is in index predicates) add no entries it cannot use.
-    uniqueIndex('q_jobs_lock_key_active_key').on(t.lockKey).where(sql`status IN ('leased', 'running') AND lock_key IS NOT NULL`),
-    index('q_jobs_dequeue_idx').on(t.queue, t.priority.desc(), t.runAt, t.id).where(sql`status = 'queued'`),
-    index('q_jobs_lease_expiry_idx').on(t.leaseExpiresAt).where(sql`status IN ('leased', 'running')`),
-    index('q_jobs_waiting_run_at_idx').on(t.runAt).where(sql`status IN ('scheduled', 'retry_wait')`),
-    index('q_jobs_team_id_id_idx').on(t.teamId, t.id.desc()).where(sql`team_id IS NOT NULL`),
+    uniqueIndex('q_jobs_lock_key_active_key')
+      .on(t.lockKey)
+      .where(sql`status IN ('leased', 'running') AND lock_key IS NOT NULL`),
+    index('q_jobs_dequeue_idx')
+      .on(t.queue, t.priority.desc(), t.runAt, t.id)
+      .where(sql`status = 'queued'`),
+    index('q_jobs_lease_expiry_idx')
+      .on(t.leaseExpiresAt)
+      .where(sql`status IN ('leased', 'running')`),
+    index('q_jobs_waiting_run_at_idx')
+      .on(t.runAt)
+      .where(sql`status IN ('scheduled', 'retry_wait')`),
+    index('q_jobs_team_id_id_idx')
+      .on(t.teamId, t.id.desc())
+      .where(sql`team_id IS NOT NULL`),
     // For `list` by a rare status (a dead-letter listing would otherwise walk the primary key
     // through every finished job). Queued and succeeded rows are found by that walk at once,
     // leased/running ones through jobs_lease_expiry_idx, so the hot statuses stay out of it.
-    index('q_jobs_status_id_idx').on(t.status, t.id.desc()).where(sql`status IN ('scheduled', 'retry_wait', 'dead_letter', 'cancelled')`),
+    index('q_jobs_status_id_idx')
+      .on(t.status, t.id.desc())
+      .where(sql`status IN ('scheduled', 'retry_wait', 'dead_letter', 'cancelled')`),
   ],
 );

@@ -24,8 +24,12 @@ export const qRequests = pgTable(
   },
   (t) => [
     primaryKey({ columns: [t.id, t.requestToken] }),
-    index('q_requests_pending').on(t.queue, t.deadline, t.createdAt).where(sql`dispatch_epoch = 0`),
-    index('q_requests_inflight').on(t.queue, t.partitionId).where(sql`dispatch_epoch > 0`),
+    index('q_requests_pending')
+      .on(t.queue, t.deadline, t.createdAt)
+      .where(sql`dispatch_epoch = 0`),
+    index('q_requests_inflight')
+      .on(t.queue, t.partitionId)
+      .where(sql`dispatch_epoch > 0`),
   ],
 );
 
@@ -72,8 +76,12 @@ export const qResults = pgTable(
   },
   (t) => [
     index('q_results_route_seq').on(t.route, t.seq),
-    index('q_results_expiry').on(t.route, t.expiresAt).where(sql`expires_at > 0`),
-    index('q_results_expires_at').on(t.expiresAt).where(sql`expires_at > 0`),
+    index('q_results_expiry')
+      .on(t.route, t.expiresAt)
+      .where(sql`expires_at > 0`),
+    index('q_results_expires_at')
+      .on(t.expiresAt)
+      .where(sql`expires_at > 0`),
   ],
 );
 

@@ -69,8 +69,6 @@ export function chunkIndices(order: number[], sizes: readonly number[], maxCount
   return chunks;
 }
 
-
-
 /** The key of one lease in a `written` set (Postgres returns tokens in lower case). */
 export function leaseKey(id: number | string, token: string): string {
   return `${id}/${token.toLowerCase()}`;
@@ -117,9 +115,11 @@ export function prepareOutcomes(outcomes: readonly JobOutcome[]): PreparedOutcom
     }
   });
   checkCallSize('complete', 'result JSON and error text', sizes);
-  const chunks = chunkIndices(b.ids.map((_, i) => i), sizes, COMPLETE_CHUNK).map(
-    (c): [number, number] => [at(c, 0), at(c, c.length - 1) + 1],
-  );
+  const chunks = chunkIndices(
+    b.ids.map((_, i) => i),
+    sizes,
+    COMPLETE_CHUNK,
+  ).map((c): [number, number] => [at(c, 0), at(c, c.length - 1) + 1]);
   return {
     batch: b,
     chunks,
@@ -127,14 +127,16 @@ export function prepareOutcomes(outcomes: readonly JobOutcome[]): PreparedOutcom
   };
 }
 
-
-
 /** Outcomes `[from, to)` of `b` (the batch itself when that is all of it). */
 export function sliceBatch(b: CompletionBatch, from: number, to: number): CompletionBatch {
   if (from === 0 && to === b.ids.length) return b;
   return {
-    ids: b.ids.slice(from, to), tokens: b.tokens.slice(from, to), statuses: b.statuses.slice(from, to),
-    results: b.results.slice(from, to), errors: b.errors.slice(from, to),
-    retryDelaysMs: b.retryDelaysMs.slice(from, to), steps: b.steps.slice(from, to),
+    ids: b.ids.slice(from, to),
+    tokens: b.tokens.slice(from, to),
+    statuses: b.statuses.slice(from, to),
+    results: b.results.slice(from, to),
+    errors: b.errors.slice(from, to),
+    retryDelaysMs: b.retryDelaysMs.slice(from, to),
+    steps: b.steps.slice(from, to),
   };
 }

@@ -1,5 +1,13 @@
 export {
-  JobStore, JOBS_BACKLOG_METRIC, DEFAULT_MAX_RESUMES, ENQUEUE_CHUNK, COMPLETE_CHUNK, STATEMENT_TEXT_BUDGET, CALL_TEXT_LIMIT, type MaintenanceResult, type CompleteAndClaimResult,
+  JobStore,
+  JOBS_BACKLOG_METRIC,
+  DEFAULT_MAX_RESUMES,
+  ENQUEUE_CHUNK,
+  COMPLETE_CHUNK,
+  STATEMENT_TEXT_BUDGET,
+  CALL_TEXT_LIMIT,
+  type MaintenanceResult,
+  type CompleteAndClaimResult,
 } from './job-store.js';
 export { MAINTENANCE_LEADERSHIP, type LeaderLease, type LeaderMaintenanceResult } from './leadership.js';
 export type { JobStoreFromPoolOptions, JobStoreOpenOptions, JobStoreSchemaOptions } from './options.js';
@@ -9,6 +17,18 @@ export { DEFAULT_MAX_ATTEMPTS, outcomeProblem } from './validate.js';
 export { claimOrder } from './claim-order.js';
 export {
   JOB_STATUSES,
-  type CancelOutcome, type ClaimOptions, type Job, type JobLease, type JobListFilter, type JobOutcome, type JobPage, type JobStatus,
-  type LeaseState, type LeasedJob, type NewJob, type ReapedJob, type Step, type StepStatus,
+  type CancelOutcome,
+  type ClaimOptions,
+  type Job,
+  type JobLease,
+  type JobListFilter,
+  type JobOutcome,
+  type JobPage,
+  type JobStatus,
+  type LeaseState,
+  type LeasedJob,
+  type NewJob,
+  type ReapedJob,
+  type Step,
+  type StepStatus,
 } from './types.js';

@@ -3,8 +3,18 @@ import type { Tracer } from '@opentelemetry/api';
 import type { MeterProvider } from '@opentelemetry/api';
 import { instrumentPool, observeGauge, qTracer, withOperation } from '@q/otel';
 import {
-  QError, QErrorCode, StatementScope, checkName, checkPlacement, databaseError, invalidArgument,
-  namedStatements, openPool, withTransaction, type ConnectionPlacement, at,
+  QError,
+  QErrorCode,
+  StatementScope,
+  checkName,
+  checkPlacement,
+  databaseError,
+  invalidArgument,
+  namedStatements,
+  openPool,
+  withTransaction,
+  type ConnectionPlacement,
+  at,
 } from '@q/schema';
 import type pg from 'pg';
 import type { JobStoreFromPoolOptions, JobStoreOpenOptions, JobStoreSchemaOptions } from './options.js';
@@ -37,11 +47,32 @@ import { reapExpiredLeases } from './sql/reap-expired-leases.js';
 import { releaseJobs } from './sql/release-jobs.js';
 import { updateJobSteps } from './sql/update-job-steps.js';
 import type {
-  ClaimOptions, CancelOutcome, Job, JobLease, JobStatus, JobListFilter, JobOutcome, JobPage, LeaseState, LeasedJob, NewJob, ReapedJob, Step,
+  ClaimOptions,
+  CancelOutcome,
+  Job,
+  JobLease,
+  JobStatus,
+  JobListFilter,
+  JobOutcome,
+  JobPage,
+  LeaseState,
+  LeasedJob,
+  NewJob,
+  ReapedJob,
+  Step,
 } from './types.js';
 import {
-  MAX_DELAY_MS, checkCallSize, checkClaim, checkLease, checkLeaseMs, checkMaxResumes, checkStatus, checkUuid,
-  splitLeases, stepsJson, toEnqueueBatch,
+  MAX_DELAY_MS,
+  checkCallSize,
+  checkClaim,
+  checkLease,
+  checkLeaseMs,
+  checkMaxResumes,
+  checkStatus,
+  checkUuid,
+  splitLeases,
+  stepsJson,
+  toEnqueueBatch,
 } from './validate.js';
 import { claimOrder } from './claim-order.js';
 import { STATEMENT_TEXT_BUDGET, chunkIndices, keyOrder, leaseKey, prepareOutcomes, retryDeadlock, sliceBatch } from './batches.js';
@@ -99,7 +130,11 @@ export class JobStore {
   #ownsPool = true;
 
   private constructor(
-    pool: pg.Pool, dsn: string | pg.ClientConfig, schema: string, tracer: Tracer | undefined, applicationName: string,
+    pool: pg.Pool,
+    dsn: string | pg.ClientConfig,
+    schema: string,
+    tracer: Tracer | undefined,
+    applicationName: string,
     opts: JobStoreSchemaOptions & ConnectionPlacement & { meterProvider?: MeterProvider | undefined },
   ) {
     this.pool = pool;
@@ -221,19 +256,24 @@ export class JobStore {
     // One statement orders its rows itself; several are given them in key order.
     const chunks = fitsOne ? [] : chunkIndices(keyOrder(batch.idempotencyKeys), sizes, ENQUEUE_CHUNK);
     if (client) return this.#enqueueThrough(client, batch, fitsOne ? null : chunks);
-    return this.#op('enqueue', () => retryDeadlock(async () => {
-      if (fitsOne) return this.#enqueueChunk(this.pool, batch, null);
-      return this.#transaction(async (client) => {
-        // Ids in input order (see enqueue-jobs.ts), the rows inserted in key order across statements.
-        const ids = await drawJobIds(this.#scope, client, jobs.length);
-        const out = new Array<Job>(jobs.length);
-        for (const chunk of chunks) {
-          const got = await this.#enqueueChunk(client, { ...batch, ids }, chunk);
-          chunk.forEach((pos, k) => (out[pos] = at(got, k)));
-        }
-        return out;
-      });
-    }), { 'job.count': jobs.length });
+    return this.#op(
+      'enqueue',
+      () =>
+        retryDeadlock(async () => {
+          if (fitsOne) return this.#enqueueChunk(this.pool, batch, null);
+          return this.#transaction(async (client) => {
+            // Ids in input order (see enqueue-jobs.ts), the rows inserted in key order across statements.
+            const ids = await drawJobIds(this.#scope, client, jobs.length);
+            const out = new Array<Job>(jobs.length);
+            for (const chunk of chunks) {
+              const got = await this.#enqueueChunk(client, { ...batch, ids }, chunk);
+              chunk.forEach((pos, k) => (out[pos] = at(got, k)));
+            }
+            return out;
+          });
+        }),
+      { 'job.count': jobs.length },
+    );
   }
 
   /**
@@ -243,33 +283,45 @@ export class JobStore {
    */
   #enqueueThrough(client: Queryable, batch: ReturnType<typeof toEnqueueBatch>, chunks: number[][] | null): Promise<Job[]> {
     const n = batch.uuids.length;
-    return this.#op('enqueue', async () => {
-      try {
-        return await inCallerTransaction('enqueue', client, async () => {
-          // Every statement names the store's schema: the client's search_path does not matter.
-          if (chunks === null) return this.#enqueueChunk(client, batch, null);
-          const ids = await drawJobIds(this.#scope, client, n);
-          const out = new Array<Job>(n);
-          for (const chunk of chunks) {
-            const got = await this.#enqueueChunk(client, { ...batch, ids }, chunk);
-            chunk.forEach((pos, k) => (out[pos] = at(got, k)));
-          }
-          return out;
-        });
-      } catch (err) {
-        throw transactionWriteError(err);
-      }
-    }, { 'job.count': n, 'job.in_transaction': true });
+    return this.#op(
+      'enqueue',
+      async () => {
+        try {
+          return await inCallerTransaction('enqueue', client, async () => {
+            // Every statement names the store's schema: the client's search_path does not matter.
+            if (chunks === null) return this.#enqueueChunk(client, batch, null);
+            const ids = await drawJobIds(this.#scope, client, n);
+            const out = new Array<Job>(n);
+            for (const chunk of chunks) {
+              const got = await this.#enqueueChunk(client, { ...batch, ids }, chunk);
+              chunk.forEach((pos, k) => (out[pos] = at(got, k)));
+            }
+            return out;
+          });
+        } catch (err) {
+          throw transactionWriteError(err);
+        }
+      },
+      { 'job.count': n, 'job.in_transaction': true },
+    );
   }
 
   /** Inserts the jobs at `indices` of `b` (all, ids drawn by the statement, when null); returns them in that order. */
   async #enqueueChunk(db: Queryable, b: ReturnType<typeof toEnqueueBatch>, indices: number[] | null): Promise<Job[]> {
     const pick = <T>(a: T[]) => (indices === null ? a : indices.map((i) => at(a, i)));
     const chunk = {
-      uuids: pick(b.uuids), queues: pick(b.queues), types: pick(b.types), payloads: pick(b.payloads),
-      priorities: pick(b.priorities), runAts: pick(b.runAts), maxAttempts: pick(b.maxAttempts),
-      idempotencyKeys: pick(b.idempotencyKeys), lockKeys: pick(b.lockKeys), teamIds: pick(b.teamIds),
-      resourceIds: pick(b.resourceIds), retryOfIds: pick(b.retryOfIds),
+      uuids: pick(b.uuids),
+      queues: pick(b.queues),
+      types: pick(b.types),
+      payloads: pick(b.payloads),
+      priorities: pick(b.priorities),
+      runAts: pick(b.runAts),
+      maxAttempts: pick(b.maxAttempts),
+      idempotencyKeys: pick(b.idempotencyKeys),
+      lockKeys: pick(b.lockKeys),
+      teamIds: pick(b.teamIds),
+      resourceIds: pick(b.resourceIds),
+      retryOfIds: pick(b.retryOfIds),
       ids: indices === null ? b.uuids.map(() => null) : pick(b.ids),
     };
     let rows: EnqueueRow[];
@@ -384,29 +436,33 @@ export class JobStore {
     const prepared = prepareOutcomes(outcomes);
     const claim = checkClaim(opts);
     if (outcomes.length === 0) return { written: [], jobs: await this.claim(opts) };
-    return this.#op('complete_claim', async () => {
-      const written = new Set<string>();
-      const { batch, chunks } = prepared;
-      // Rare (a worker submits fewer): the older outcomes alone first, the last chunk with the claim.
-      for (const [from, to] of chunks.slice(0, -1)) {
-        for (const r of await completeJobs(this.#scope, this.pool, sliceBatch(batch, from, to))) written.add(leaseKey(r.id, r.token));
-      }
-      const [from, to] = at(chunks, chunks.length - 1);
-      const last = sliceBatch(batch, from, to);
-      for (let attempt = 0; ; attempt++) {
-        try {
-          const r = await completeAndClaimJobs(this.#scope, this.pool, last, claim);
-          for (const c of r.completed) written.add(leaseKey(c.id, c.token));
-          return { written: prepared.report(written), jobs: r.claimed.map(toLeasedJob).sort(claimOrder) };
-        } catch (err) {
-          if (!isLockKeyRace(err)) throw err;
-          if (attempt >= CLAIM_RACE_RETRIES) {
-            for (const r of await completeJobs(this.#scope, this.pool, last)) written.add(leaseKey(r.id, r.token));
-            return { written: prepared.report(written), jobs: [] };
+    return this.#op(
+      'complete_claim',
+      async () => {
+        const written = new Set<string>();
+        const { batch, chunks } = prepared;
+        // Rare (a worker submits fewer): the older outcomes alone first, the last chunk with the claim.
+        for (const [from, to] of chunks.slice(0, -1)) {
+          for (const r of await completeJobs(this.#scope, this.pool, sliceBatch(batch, from, to))) written.add(leaseKey(r.id, r.token));
+        }
+        const [from, to] = at(chunks, chunks.length - 1);
+        const last = sliceBatch(batch, from, to);
+        for (let attempt = 0; ; attempt++) {
+          try {
+            const r = await completeAndClaimJobs(this.#scope, this.pool, last, claim);
+            for (const c of r.completed) written.add(leaseKey(c.id, c.token));
+            return { written: prepared.report(written), jobs: r.claimed.map(toLeasedJob).sort(claimOrder) };
+          } catch (err) {
+            if (!isLockKeyRace(err)) throw err;
+            if (attempt >= CLAIM_RACE_RETRIES) {
+              for (const r of await completeJobs(this.#scope, this.pool, last)) written.add(leaseKey(r.id, r.token));
+              return { written: prepared.report(written), jobs: [] };
+            }
           }
         }
-      }
-    }, { 'job.count': outcomes.length });
+      },
+      { 'job.count': outcomes.length },
+    );
   }
 
   /** leased → running for the leases still held (fenced by token); returns them with their cancel flag. */
@@ -447,13 +503,17 @@ export class JobStore {
     if (!Array.isArray(outcomes)) throw invalidArgument('outcomes must be an array');
     const prepared = prepareOutcomes(outcomes);
     if (outcomes.length === 0) return [];
-    return this.#op('complete', async () => {
-      const written = new Set<string>();
-      for (const [from, to] of prepared.chunks) {
-        for (const r of await completeJobs(this.#scope, this.pool, sliceBatch(prepared.batch, from, to))) written.add(leaseKey(r.id, r.token));
-      }
-      return prepared.report(written);
-    }, { 'job.count': outcomes.length });
+    return this.#op(
+      'complete',
+      async () => {
+        const written = new Set<string>();
+        for (const [from, to] of prepared.chunks) {
+          for (const r of await completeJobs(this.#scope, this.pool, sliceBatch(prepared.batch, from, to))) written.add(leaseKey(r.id, r.token));
+        }
+        return prepared.report(written);
+      },
+      { 'job.count': outcomes.length },
+    );
   }
 
   /** Records a success (see {@link JobStore.complete}); false when fenced. */
@@ -641,7 +701,6 @@ export class JobStore {
   #transaction<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
     return withTransaction(this.pool, fn);
   }
-
 }
 
 /** Name of the jobs backlog gauge (`{job}` count per `queue` and `status`). */

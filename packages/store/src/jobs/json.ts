@@ -44,8 +44,14 @@ export function sizeProblem(what: string, bytes: number): string {
 // typed array an object of indices, an Error loses its message. (A Buffer or Date has toJSON,
 // which runs first, so they never reach the check.)
 const LOSSY: Array<[new (...args: never[]) => object, string]> = [
-  [Map, 'a Map'], [Set, 'a Set'], [WeakMap, 'a WeakMap'], [WeakSet, 'a WeakSet'], [RegExp, 'a RegExp'],
-  [Promise, 'a Promise'], [Error, 'an Error'], [ArrayBuffer, 'an ArrayBuffer'],
+  [Map, 'a Map'],
+  [Set, 'a Set'],
+  [WeakMap, 'a WeakMap'],
+  [WeakSet, 'a WeakSet'],
+  [RegExp, 'a RegExp'],
+  [Promise, 'a Promise'],
+  [Error, 'an Error'],
+  [ArrayBuffer, 'an ArrayBuffer'],
 ];
 
 class JsonProblem extends Error {}

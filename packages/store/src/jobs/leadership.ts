@@ -75,7 +75,12 @@ export function release(scope: StatementScope, pool: pg.Pool, lease: LeaderLease
 
 /** See {@link JobStore.maintainAsLeader}. */
 export function maintainFenced(
-  scope: StatementScope, pool: pg.Pool, channel: string, lease: LeaderLease, ttlMs: number, maxResumes: number,
+  scope: StatementScope,
+  pool: pg.Pool,
+  channel: string,
+  lease: LeaderLease,
+  ttlMs: number,
+  maxResumes: number,
 ): Promise<LeaderMaintenanceResult | null> {
   return withTransaction(pool, async (client) => {
     await scope.run(client, IDLE_TIMEOUT, [`${Math.max(ttlMs, MIN_IDLE_TIMEOUT_MS)}ms`]);

@@ -1,7 +1,5 @@
 /** Job states, in the order the `q_job_status` enum declares them. */
-export const JOB_STATUSES = [
-  'scheduled', 'queued', 'leased', 'running', 'retry_wait', 'succeeded', 'cancelled', 'dead_letter',
-] as const;
+export const JOB_STATUSES = ['scheduled', 'queued', 'leased', 'running', 'retry_wait', 'succeeded', 'cancelled', 'dead_letter'] as const;
 
 /**
  * Where a job is in its life: `scheduled` (future `runAt`), `queued` (eligible), `leased` (claimed
@@ -101,11 +99,11 @@ export type JobOutcome = JobLease & {
   /** Final timeline of the attempt; absent keeps the stored one. */
   steps?: Step[];
 } & (
-  | { status: 'succeeded'; result?: unknown }
-  | { status: 'retry_wait'; error: string; retryDelayMs: number }
-  | { status: 'dead_letter'; error: string }
-  | { status: 'cancelled'; error?: string }
-);
+    | { status: 'succeeded'; result?: unknown }
+    | { status: 'retry_wait'; error: string; retryDelayMs: number }
+    | { status: 'dead_letter'; error: string }
+    | { status: 'cancelled'; error?: string }
+  );
 
 /** State of a lease after a fenced write: still held, and whether a cancel was requested. */
 export interface LeaseState {

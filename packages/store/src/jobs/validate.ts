@@ -55,8 +55,19 @@ function int32(v: unknown, what: string, min = INT32_MIN): number {
  */
 export function toEnqueueBatch(jobs: readonly NewJob[]): EnqueueBatch {
   const b: EnqueueBatch = {
-    uuids: [], queues: [], types: [], payloads: [], priorities: [], runAts: [], maxAttempts: [],
-    idempotencyKeys: [], lockKeys: [], teamIds: [], resourceIds: [], retryOfIds: [], ids: [],
+    uuids: [],
+    queues: [],
+    types: [],
+    payloads: [],
+    priorities: [],
+    runAts: [],
+    maxAttempts: [],
+    idempotencyKeys: [],
+    lockKeys: [],
+    teamIds: [],
+    resourceIds: [],
+    retryOfIds: [],
+    ids: [],
   };
   jobs.forEach((job, i) => {
     const at = jobs.length > 1 ? ` (job ${i})` : '';
@@ -131,7 +142,11 @@ export function checkMaxResumes(maxResumes: number): void {
 
 /** Checks {@link ClaimOptions}; returns them normalised (status `running` for `start: true`). */
 export function checkClaim(opts: ClaimOptions): {
-  queues: string[]; workerId: string; limit: number; leaseMs: number; status: 'leased' | 'running';
+  queues: string[];
+  workerId: string;
+  limit: number;
+  leaseMs: number;
+  status: 'leased' | 'running';
 } {
   if (!opts || typeof opts !== 'object') throw invalidArgument('claim takes ClaimOptions');
   const queues = checkQueues(opts.queues);

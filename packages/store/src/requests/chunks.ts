@@ -30,7 +30,12 @@ export function quickTextCost(s: string): number {
  * Index ranges `[start, end)` of `n` items in order, each range's summed `cost` at most `budget`
  * (an item costlier than `budget` alone gets a range of its own) and at most `maxItems` long.
  */
-export function chunkRanges(n: number, cost: (i: number) => number, budget: number, maxItems = Number.POSITIVE_INFINITY): Array<[number, number]> {
+export function chunkRanges(
+  n: number,
+  cost: (i: number) => number,
+  budget: number,
+  maxItems = Number.POSITIVE_INFINITY,
+): Array<[number, number]> {
   const out: Array<[number, number]> = [];
   let start = 0;
   let sum = 0;

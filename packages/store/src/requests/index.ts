@@ -5,6 +5,15 @@ export { partitionOf } from './partition.js';
 export { Store } from './store.js';
 export type { OwnerPartitions } from './sql/partition-owners.js';
 export {
-  MAX_VALUE_BYTES, PARTITIONS, keyOf, stampOf,
-  type Completion, type Key, type Lease, type NewRequest, type Request, type Result, type Stamp,
+  MAX_VALUE_BYTES,
+  PARTITIONS,
+  keyOf,
+  stampOf,
+  type Completion,
+  type Key,
+  type Lease,
+  type NewRequest,
+  type Request,
+  type Result,
+  type Stamp,
 } from './types.js';

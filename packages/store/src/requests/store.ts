@@ -1,7 +1,16 @@
 import type { Tracer } from '@opentelemetry/api';
 import { instrumentPool, qTracer, requestMetrics, withOperation, type RequestMetrics } from '@q/otel';
 import {
-  QError, QErrorCode, databaseError, invalidArgument, migrate, openPool, resolveMaxConns, withTransaction, type StatementScope, at,
+  QError,
+  QErrorCode,
+  databaseError,
+  invalidArgument,
+  migrate,
+  openPool,
+  resolveMaxConns,
+  withTransaction,
+  type StatementScope,
+  at,
 } from '@q/schema';
 import type pg from 'pg';
 import type { FromPoolOptions, OpenOptions } from '../options.js';
@@ -20,9 +29,7 @@ import type { Db } from './sql/db.js';
 import { dispatchRequests } from './sql/dispatch.js';
 import { ENQUEUE_CHUNK, insertRequests, type EnqueueRows } from './sql/enqueue.js';
 import { inFlightStamps } from './sql/inFlight.js';
-import {
-  acquirePartitionRows, ensurePartitionRows, heartbeatRows, leaveQueue, releasePartitionRows, setDrainingRows,
-} from './sql/partitions.js';
+import { acquirePartitionRows, ensurePartitionRows, heartbeatRows, leaveQueue, releasePartitionRows, setDrainingRows } from './sql/partitions.js';
 import { selectPartitionOwners, type OwnerPartitions } from './sql/partition-owners.js';
 import { resetStaleRequests } from './sql/resetStale.js';
 import { countResults, expireAnyResults, popRouteResults } from './sql/results.js';
@@ -172,7 +179,10 @@ export class Store {
     // At most ENQUEUE_CHUNK rows, and no more data than one statement can carry.
     const ranges = chunkRanges(
       list.length,
-      (i) => { const r = at(list, i); return cost(r.envelope) + bytesCost(r.payload) + cost(r.id) + cost(r.token) + cost(r.queue) + 64; },
+      (i) => {
+        const r = at(list, i);
+        return cost(r.envelope) + bytesCost(r.payload) + cost(r.id) + cost(r.token) + cost(r.queue) + 64;
+      },
       STATEMENT_BUDGET,
       ENQUEUE_CHUNK,
     );
@@ -196,9 +206,10 @@ export class Store {
           for (const chunk of chunks) await insertRequests(this.#scope, client as Db, chunk);
         });
       } else if (chunks.length === 1) await insertRequests(this.#scope, this.pool, at(chunks, 0));
-      else await withTransaction(this.pool, async (c) => {
-        for (const chunk of chunks) await insertRequests(this.#scope, c, chunk);
-      });
+      else
+        await withTransaction(this.pool, async (c) => {
+          for (const chunk of chunks) await insertRequests(this.#scope, c, chunk);
+        });
     });
     const perQueue = new Map<string, number>();
     for (const r of list) perQueue.set(r.queue, (perQueue.get(r.queue) ?? 0) + 1);
@@ -224,7 +235,9 @@ export class Store {
     const ttl = v.count(op, 'ttlMs', ttlMs);
     const n = v.limit(op, limit);
     if (n === 0) return [];
-    return this.#op(op, { 'q.queue': queue, 'q.limit': n }, () => acquirePartitionRows(this.#scope, this.pool, queue, owner, nowMs, nowMs + ttl, n));
+    return this.#op(op, { 'q.queue': queue, 'q.limit': n }, () =>
+      acquirePartitionRows(this.#scope, this.pool, queue, owner, nowMs, nowMs + ttl, n),
+    );
   }
 
   /**
@@ -270,7 +283,9 @@ export class Store {
     const parts = v.partitions(op, partitions);
     v.bool(op, 'draining', draining);
     if (parts.length === 0) return;
-    await this.#op(op, { 'q.queue': queue, 'q.batch': parts.length }, () => setDrainingRows(this.#scope, this.pool, queue, owner, parts, draining));
+    await this.#op(op, { 'q.queue': queue, 'q.batch': parts.length }, () =>
+      setDrainingRows(this.#scope, this.pool, queue, owner, parts, draining),
+    );
   }
 
   /**
@@ -286,7 +301,9 @@ export class Store {
     const nowSeconds = Math.floor(v.instant(op, 'now', now) / 1000);
     const n = v.limit(op, limit);
     if (n === 0) return [];
-    const rows = await this.#op(op, { 'q.queue': queue, 'q.limit': n }, () => dispatchRequests(this.#scope, this.pool, owner, queue, nowSeconds, n));
+    const rows = await this.#op(op, { 'q.queue': queue, 'q.limit': n }, () =>
+      dispatchRequests(this.#scope, this.pool, owner, queue, nowSeconds, n),
+    );
     if (rows.length > 0) this.#metrics.dispatched.add(rows.length, { queue });
     return rows;
   }
@@ -343,7 +360,10 @@ export class Store {
     // Results too large together for one statement go in several, in order, in one transaction.
     const parts = chunkRanges(
       picked.length,
-      (j) => { const c = at(list, at(picked, j)); return cost(c.payload) + cost(c.route) + cost(c.id) + cost(c.token) + 64; },
+      (j) => {
+        const c = at(list, at(picked, j));
+        return cost(c.payload) + cost(c.route) + cost(c.id) + cost(c.token) + 64;
+      },
       STATEMENT_BUDGET,
     ).map(([start, end]) => picked.slice(start, end));
     const nowMs = Date.now();
@@ -424,7 +444,9 @@ export class Store {
     const list = v.list<unknown>(op, 'keys', keys).map((k, i) => v.key(op, k, i));
     if (list.length === 0) return [];
     const distinct = [...new Map(list.map((k) => [keyId(k), k])).values()];
-    const found = new Set((await this.#op(op, { 'q.batch': distinct.length }, () => selectCancelledKeys(this.#scope, this.pool, distinct))).map(keyId));
+    const found = new Set(
+      (await this.#op(op, { 'q.batch': distinct.length }, () => selectCancelledKeys(this.#scope, this.pool, distinct))).map(keyId),
+    );
     return distinct.filter((k) => found.has(keyId(k)));
   }
 

@@ -33,7 +33,8 @@ export async function capturePlans(client: pg.PoolClient): Promise<{ take(): Pla
     `SET auto_explain.log_format = 'json'`,
     `SET auto_explain.log_level = 'notice'`,
     `SET client_min_messages = 'notice'`,
-  ]) await client.query(s);
+  ])
+    await client.query(s);
   return {
     take() {
       const out = plans;
@@ -69,7 +70,9 @@ export async function leadingColumns(db: pg.Pool, tables: string[]): Promise<Map
  * walk the whole index, whatever their row counts say.
  */
 export function rowsRead(
-  plans: PlanNode[], tables: string[], leading: Map<string, string>,
+  plans: PlanNode[],
+  tables: string[],
+  leading: Map<string, string>,
 ): { rows: number; seqScans: number; unkeyed: string[]; scans: string[] } {
   let rows = 0;
   let seqScans = 0;

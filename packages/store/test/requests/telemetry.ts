@@ -1,6 +1,16 @@
 // Minimal recording tracer and meter providers for asserting span names and counter adds.
 // They implement just what @q/otel calls; no SDK is needed.
-import { INVALID_SPAN_CONTEXT, context, trace, type Context, type MeterProvider, type Span, type SpanOptions, type Tracer, type TracerProvider } from '@opentelemetry/api';
+import {
+  INVALID_SPAN_CONTEXT,
+  context,
+  trace,
+  type Context,
+  type MeterProvider,
+  type Span,
+  type SpanOptions,
+  type Tracer,
+  type TracerProvider,
+} from '@opentelemetry/api';
 
 export class RecordingTracerProvider implements TracerProvider {
   readonly spans: Array<{ name: string; attributes: SpanOptions['attributes'] }> = [];

@@ -27,11 +27,15 @@ worker.register('chaos.lease', async (job, { signal }) => {
   try {
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(resolve, ms);
-      signal.addEventListener('abort', () => {
-        clearTimeout(timer);
-        aborted = true;
-        reject(signal.reason);
-      }, { once: true });
+      signal.addEventListener(
+        'abort',
+        () => {
+          clearTimeout(timer);
+          aborted = true;
+          reject(signal.reason);
+        },
+        { once: true },
+      );
     });
     return { pid: process.pid, attempt: job.attempt };
   } finally {

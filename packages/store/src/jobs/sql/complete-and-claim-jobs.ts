@@ -41,7 +41,14 @@ export async function completeAndClaimJobs(
   outcomes: CompletionBatch,
   claim: { queues: string[]; limit: number; workerId: string; leaseMs: number; status: 'leased' | 'running' },
 ): Promise<CompleteAndClaimRows> {
-  const { rows } = await scope.run<ClaimedRow & { completed_id: string | null }>(db, TEXT_STMT, [...completionValues(outcomes), claim.queues, claim.limit, claim.workerId, claim.leaseMs, claim.status]);
+  const { rows } = await scope.run<ClaimedRow & { completed_id: string | null }>(db, TEXT_STMT, [
+    ...completionValues(outcomes),
+    claim.queues,
+    claim.limit,
+    claim.workerId,
+    claim.leaseMs,
+    claim.status,
+  ]);
   const out: CompleteAndClaimRows = { completed: [], claimed: [] };
   for (const r of rows) {
     if (r.completed_id !== null) out.completed.push({ id: r.completed_id, token: r.lease_token });

@@ -74,8 +74,20 @@ const TEXT_STMT = statement('q_jobs_enqueue', TEXT);
 /** Inserts a batch (`unnest`), skipping idempotency conflicts; notifies `channel` for queued jobs. */
 export async function enqueueJobs(scope: StatementScope, db: Queryable, b: EnqueueBatch, channel: string): Promise<EnqueueRow[]> {
   const { rows } = await scope.run<EnqueueRow>(db, TEXT_STMT, [
-      b.uuids, b.queues, b.types, b.payloads, b.priorities, b.runAts, b.maxAttempts, b.idempotencyKeys,
-      b.lockKeys, b.teamIds, b.resourceIds, b.retryOfIds, channel, b.ids,
-    ]);
+    b.uuids,
+    b.queues,
+    b.types,
+    b.payloads,
+    b.priorities,
+    b.runAts,
+    b.maxAttempts,
+    b.idempotencyKeys,
+    b.lockKeys,
+    b.teamIds,
+    b.resourceIds,
+    b.retryOfIds,
+    channel,
+    b.ids,
+  ]);
   return rows;
 }

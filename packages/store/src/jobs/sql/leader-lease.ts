@@ -43,14 +43,25 @@ export interface LeaseRow {
 }
 
 /** Takes `name` for `owner` for `ttlMs` if it is free, expired or already `owner`'s; null otherwise. */
-export async function acquireLeaderLease(scope: StatementScope, db: Queryable, name: string, owner: string, ttlMs: number): Promise<LeaseRow | null> {
+export async function acquireLeaderLease(
+  scope: StatementScope,
+  db: Queryable,
+  name: string,
+  owner: string,
+  ttlMs: number,
+): Promise<LeaseRow | null> {
   const { rows } = await scope.run<LeaseRow>(db, ACQUIRE, [name, owner, ttlMs]);
   return rows[0] ?? null;
 }
 
 /** Extends the lease held as (`owner`, `epoch`) by `ttlMs` from now; null when it expired or was taken over. */
 export async function renewLeaderLease(
-  scope: StatementScope, db: Queryable, name: string, owner: string, epoch: number, ttlMs: number,
+  scope: StatementScope,
+  db: Queryable,
+  name: string,
+  owner: string,
+  epoch: number,
+  ttlMs: number,
 ): Promise<LeaseRow | null> {
   const { rows } = await scope.run<LeaseRow>(db, RENEW, [name, owner, epoch, ttlMs]);
   return rows[0] ?? null;

@@ -11,7 +11,10 @@ export async function databaseNow(scope: StatementScope, db: Db): Promise<Date> 
   return now;
 }
 
-export const truncateStatement = statement('q_store_truncate', `TRUNCATE __q_schema__.q_requests, __q_schema__.q_partitions, __q_schema__.q_dispatchers, __q_schema__.q_results`);
+export const truncateStatement = statement(
+  'q_store_truncate',
+  `TRUNCATE __q_schema__.q_requests, __q_schema__.q_partitions, __q_schema__.q_dispatchers, __q_schema__.q_results`,
+);
 
 /** Empties every table of the request queue. */
 export async function truncateAll(scope: StatementScope, db: Db): Promise<void> {

@@ -13,12 +13,16 @@ export async function cancelRequests(scope: StatementScope, db: Db, ids: string[
   return [...new Set(rows.map((r) => r.id))];
 }
 
-export const cancelledKeysStatement = statement('q_store_cancelled_keys', `SELECT cancelled_id, cancelled_token FROM __q_schema__.q_cancelled_keys($1::text[], $2::text[])`);
+export const cancelledKeysStatement = statement(
+  'q_store_cancelled_keys',
+  `SELECT cancelled_id, cancelled_token FROM __q_schema__.q_cancelled_keys($1::text[], $2::text[])`,
+);
 
 /** The subset of (distinct) `keys` whose request is cancelled. */
 export async function selectCancelledKeys(scope: StatementScope, db: Db, keys: Key[]): Promise<Key[]> {
   const { rows } = await scope.run<{ cancelled_id: string; cancelled_token: string }>(db, cancelledKeysStatement, [
-    keys.map((k) => k.id), keys.map((k) => k.token),
+    keys.map((k) => k.id),
+    keys.map((k) => k.token),
   ]);
   return rows.map((r) => ({ id: r.cancelled_id, token: r.cancelled_token }));
 }

@@ -2,8 +2,11 @@ import { statement, type StatementScope } from '@q/schema';
 import type { Request } from '../types.js';
 import { num, type Db } from './db.js';
 
-export const dispatchStatement = statement('q_store_dispatch', `SELECT id, request_token, queue, partition_id, deadline, dispatch_epoch, dispatch_attempt, cancelled, envelope, payload
-  FROM __q_schema__.q_dispatch($1, $2, $3, $4) ORDER BY deadline, created_at`);
+export const dispatchStatement = statement(
+  'q_store_dispatch',
+  `SELECT id, request_token, queue, partition_id, deadline, dispatch_epoch, dispatch_attempt, cancelled, envelope, payload
+  FROM __q_schema__.q_dispatch($1, $2, $3, $4) ORDER BY deadline, created_at`,
+);
 
 interface Row {
   id: string;
@@ -19,7 +22,14 @@ interface Row {
 }
 
 /** Stamps up to `limit` due pending requests of `owner`'s active partitions (see `__q_schema__.q_dispatch`). */
-export async function dispatchRequests(scope: StatementScope, db: Db, owner: string, queue: string, nowSeconds: number, limit: number): Promise<Request[]> {
+export async function dispatchRequests(
+  scope: StatementScope,
+  db: Db,
+  owner: string,
+  queue: string,
+  nowSeconds: number,
+  limit: number,
+): Promise<Request[]> {
   const { rows } = await scope.run<Row>(db, dispatchStatement, [owner, queue, nowSeconds, limit]);
   return rows.map((r) => ({
     id: r.id,

@@ -32,11 +32,14 @@ export const partitionOwnersStatement = statement(
 
 /** The ownership of `queue`'s partitions, one row per owner. */
 export async function selectPartitionOwners(scope: StatementScope, db: Queryable, queue: string): Promise<OwnerPartitions[]> {
-  const { rows } = await scope.run<{ owner: string; partitions: number; draining: number; min_epoch: number; max_epoch: number; live: boolean | null }>(
-    db,
-    partitionOwnersStatement,
-    [queue],
-  );
+  const { rows } = await scope.run<{
+    owner: string;
+    partitions: number;
+    draining: number;
+    min_epoch: number;
+    max_epoch: number;
+    live: boolean | null;
+  }>(db, partitionOwnersStatement, [queue]);
   return rows.map((r) => ({
     owner: r.owner,
     partitions: r.partitions,

@@ -2,19 +2,28 @@ import { statement, type StatementScope } from '@q/schema';
 import type { Result } from '../types.js';
 import { num, type Db } from './db.js';
 
-export const popResultsStatement = statement('q_store_pop_results', `SELECT seq, route, id, request_token, payload FROM __q_schema__.q_pop_results($1, $2, $3) ORDER BY seq`);
+export const popResultsStatement = statement(
+  'q_store_pop_results',
+  `SELECT seq, route, id, request_token, payload FROM __q_schema__.q_pop_results($1, $2, $3) ORDER BY seq`,
+);
 
 /** Deletes and returns up to `limit` live results of `route` in seq order, dropping expired ones it meets. */
 export async function popRouteResults(scope: StatementScope, db: Db, route: string, nowSeconds: number, limit: number): Promise<Result[]> {
-  const { rows } = await scope.run<{ seq: string; route: string; id: string; request_token: string; payload: string }>(db, popResultsStatement, [route, nowSeconds, limit],
-  );
+  const { rows } = await scope.run<{ seq: string; route: string; id: string; request_token: string; payload: string }>(db, popResultsStatement, [
+    route,
+    nowSeconds,
+    limit,
+  ]);
   return rows.map((r) => ({ seq: num(r.seq), route: r.route, id: r.id, token: r.request_token, payload: r.payload }));
 }
 
-export const expireResultsStatement = statement('q_store_expire_results', `DELETE FROM __q_schema__.q_results x
+export const expireResultsStatement = statement(
+  'q_store_expire_results',
+  `DELETE FROM __q_schema__.q_results x
  WHERE x.ctid = ANY (ARRAY(SELECT e.ctid FROM __q_schema__.q_results e
                             WHERE e.expires_at > 0 AND e.expires_at < $1
-                            LIMIT $2 FOR UPDATE SKIP LOCKED))`);
+                            LIMIT $2 FOR UPDATE SKIP LOCKED))`,
+);
 
 /** Deletes up to `limit` results of any route whose TTL ended before `nowSeconds`; returns how many. */
 export async function expireAnyResults(scope: StatementScope, db: Db, nowSeconds: number, limit: number): Promise<number> {
