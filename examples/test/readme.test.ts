@@ -27,9 +27,11 @@ interface Block {
 
 function readmeFiles(): string[] {
   const out = [path.join(repoRoot, 'README.md')];
-  for (const dir of fs.readdirSync(path.join(repoRoot, 'packages')).sort()) {
-    const f = path.join(repoRoot, 'packages', dir, 'README.md');
-    if (fs.existsSync(f)) out.push(f);
+  for (const group of ['packages', 'apps']) {
+    for (const dir of fs.readdirSync(path.join(repoRoot, group)).sort()) {
+      const f = path.join(repoRoot, group, dir, 'README.md');
+      if (fs.existsSync(f)) out.push(f);
+    }
   }
   return out;
 }
