@@ -111,13 +111,15 @@ export async function startPg13(bins: Pg13Binaries, log: (line: string) => void 
   const onExit = () => child.exitCode === null && child.kill('SIGINT');
   process.on('exit', onExit);
   const dsn = `postgres://postgres@127.0.0.1:${port}/postgres`;
+  const stopped = () => child.exitCode !== null || child.signalCode !== null;
+  const within = (ms: number) => Promise.race([exited.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), ms).unref())]);
   const stop = async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGINT');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
-      await exited;
-      clearTimeout(timer);
-    }
+    // Smart shutdown first: it waits for sessions to end instead of terminating them, so a pool
+    // whose end() returned before its sockets closed gets no FATAL 57P01 as an uncaught error.
+    if (!stopped()) child.kill('SIGTERM');
+    if (!stopped() && !(await within(5_000))) child.kill('SIGINT');
+    if (!stopped() && !(await within(20_000))) child.kill('SIGKILL');
+    await exited;
     process.off('exit', onExit);
     fs.rmSync(root, { recursive: true, force: true });
   };
