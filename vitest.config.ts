@@ -5,7 +5,8 @@ import SummaryReporter from './scripts/summary-reporter.mjs';
 export default defineConfig({
   test: {
     // tests/chaos runs on its own (pnpm test:chaos): it starts, kills and restarts servers;
-    // tests/pooler too (pnpm test:pooler): it needs Debian's pgbouncer.
+    // tests/pooler too (pnpm test:pooler): it needs Debian's pgbouncer; and tests/versions
+    // (pnpm test:versions): it starts its own PostgreSQL 13.
     projects: ['packages/*', 'apps/*', 'bench', 'examples', 'tests/telemetry', 'tests/consumers'],
     reporters: ['default', new SummaryReporter()],
     passWithNoTests: false,
