@@ -22,3 +22,21 @@ export function timerOption(v: number | undefined, dflt: number, what: string, m
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, Math.min(Math.max(ms, 0), MAX_TIMER_MS)));
 }
+
+/**
+ * Resolves true if `work` has not settled within `ms`, false once it has. A bound of
+ * {@link MAX_TIMER_MS} or more is no bound (Node would fire such a timer at once).
+ */
+export async function timesOut(work: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      work.then(() => false),
+      new Promise<boolean>((resolve) => {
+        if (ms < MAX_TIMER_MS) timer = setTimeout(() => resolve(true), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

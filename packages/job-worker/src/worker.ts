@@ -7,13 +7,14 @@ import { Completer } from './completer.js';
 import { JobAbortedError } from './errors.js';
 import { Execution } from './execution.js';
 import { FailureWatch } from './failure-watch.js';
+import { InFlight } from './in-flight.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { LocalQueue } from './local-queue.js';
 import { LocalQueueSize } from './local-queue-size.js';
 import { errorFields, type Logger } from './logger.js';
 import { Maintenance } from './maintenance.js';
 import { resolveOptions, type HandlerFunc, type WorkerOptions } from './options.js';
-import { MAX_TIMER_MS } from './timers.js';
+import { timesOut } from './timers.js';
 
 export type { HandlerContext, HandlerFunc, WorkerOptions } from './options.js';
 
@@ -32,7 +33,7 @@ type State = 'new' | 'running' | 'stopping' | 'stopped';
  * promotes due jobs.
  *
  * The facade of the claim loop, local queue (and its size), one attempt (with the pure retry
- * policy), lease keeping and maintenance (one file each); it owns the executions and their slots.
+ * policy), lease keeping, maintenance and the attempts in flight (one file each); it owns the slots.
  */
 export class Worker {
   /** The id stored in `leased_by` of the jobs this worker holds. */
@@ -46,10 +47,8 @@ export class Worker {
   readonly #metrics: JobMetrics | undefined;
   readonly #leaseMs: number;
   readonly #handlers = new Map<string, HandlerFunc>();
-  /** Every attempt in flight, by lease token: a stale attempt stays here until it settles. */
-  readonly #executions = new Map<string, Execution>();
-  /** The latest attempt of each job in flight (cancel notifications name the job). */
-  readonly #current = new Map<number, Execution>();
+  /** Every attempt in flight: a stale attempt stays tracked until it settles. */
+  readonly #inFlight = new InFlight();
   readonly #completer: Completer;
   readonly #leases: LeaseKeeper;
   readonly #claims: ClaimLoop;
@@ -64,8 +63,6 @@ export class Worker {
   readonly #maintenance: Maintenance;
   readonly #watch: FailureWatch;
   #loop: Promise<void> | undefined;
-  /** Callers of wait() waiting for the last execution to settle. */
-  #drainWaiters: Array<() => void> = [];
   #shutdown: Promise<void> | undefined;
 
   constructor(store: JobStore, opts: WorkerOptions) {
@@ -124,7 +121,7 @@ export class Worker {
     );
     this.#metrics = opts.metrics;
     this.#leases = new LeaseKeeper(store, this.#leaseMs, this.#logger, {
-      held: () => [...this.#executions.values()].filter((e) => e.held),
+      held: () => this.#inFlight.held(),
       lost: (e, unrenewed) => this.#leaseLost(e, unrenewed),
       cancelRequested: (e) => this.#cancel(e),
     });
@@ -165,7 +162,7 @@ export class Worker {
     await this.#loop;
     // Nothing left in flight: release the listener and timers now (so the process can exit even
     // if nobody calls wait()); otherwise the last job to finish does it.
-    if (this.#executions.size === 0) await this.#finish();
+    if (this.#inFlight.size === 0) await this.#finish();
     if (this.#watch.fatal) throw this.#watch.fatal;
   }
 
@@ -184,23 +181,13 @@ export class Worker {
     }
     if (this.#state === 'new') return;
     this.#requestStop();
-    let timer: NodeJS.Timeout | undefined;
     const drained = (async () => {
       await this.#loop;
-      await this.#whenDrained();
-      return false;
+      await this.#inFlight.whenDrained();
     })();
-    const timedOut = await Promise.race([
-      drained,
-      new Promise<boolean>((resolve) => {
-        // Beyond the timer range Node would fire at once: such a bound is no bound.
-        if (timeoutMs < MAX_TIMER_MS) timer = setTimeout(() => resolve(true), timeoutMs);
-      }),
-    ]);
-    clearTimeout(timer);
-    if (timedOut) {
+    if (await timesOut(drained, timeoutMs)) {
       await this.#giveBack();
-      await this.#whenDrained();
+      await this.#inFlight.whenDrained();
     }
     await this.#finish();
   }
@@ -208,7 +195,7 @@ export class Worker {
   #requestStop(): void {
     if (this.#state !== 'running') return;
     this.#state = 'stopping';
-    this.#logger.info({ worker_id: this.id, in_flight: this.#executions.size }, 'worker stopping');
+    this.#logger.info({ worker_id: this.id, in_flight: this.#inFlight.size }, 'worker stopping');
     void this.#maintenance.stop();
     this.#claims.poke();
     this.#completer.kick();
@@ -289,10 +276,9 @@ export class Worker {
     const e = new Execution(job, sentAt + this.#leaseMs, (l) => (steps) => this.#store.updateSteps(l, steps).catch(() => false));
     // The job is ours again under a new lease: the earlier one lapsed, so an attempt still running
     // under it is stale. It is aborted now and stays tracked (for wait()) until it settles.
-    const stale = this.#current.get(job.id);
+    const stale = this.#inFlight.latest(job.id);
     if (stale) this.#leaseLost(stale);
-    this.#executions.set(job.leaseToken, e);
-    this.#current.set(job.id, e);
+    this.#inFlight.add(e);
     return e;
   }
 
@@ -314,12 +300,7 @@ export class Worker {
     if (e.state === 'done') return;
     this.#free(e);
     e.state = 'done';
-    this.#executions.delete(e.job.leaseToken);
-    if (this.#current.get(e.job.id) === e) this.#current.delete(e.job.id);
-    if (this.#executions.size === 0) {
-      for (const resolve of this.#drainWaiters.splice(0)) resolve();
-      if (this.#state === 'stopping' && this.#claims.done) void this.#finish();
-    }
+    if (this.#inFlight.forget(e) && this.#state === 'stopping' && this.#claims.done) void this.#finish();
   }
 
   // --- leases ---------------------------------------------------------------------------------
@@ -357,7 +338,7 @@ export class Worker {
   }
 
   #cancelRequested(id: number): void {
-    const e = this.#current.get(id);
+    const e = this.#inFlight.latest(id);
     if (e?.held) this.#cancel(e);
   }
 
@@ -381,18 +362,13 @@ export class Worker {
 
   // --- drain ----------------------------------------------------------------------------------
 
-  #whenDrained(): Promise<void> {
-    if (this.#executions.size === 0) return Promise.resolve();
-    return new Promise((resolve) => this.#drainWaiters.push(resolve));
-  }
-
   /**
    * Aborts the handlers that still run and returns their jobs to the queue at once (attempt
    * given back). An attempt whose handler has finished keeps its lease: its outcome is being
    * written, and giving the job back would run it again.
    */
   async #giveBack(): Promise<void> {
-    const unfinished = [...this.#executions.values()].filter((e) => e.state === 'running' || e.state === 'buffered');
+    const unfinished = this.#inFlight.unfinished();
     // A stale attempt (lease lost) has nothing to give back or record: stop waiting for it.
     for (const e of unfinished) if (e.leaseLost) this.#settle(e);
     const left = unfinished.filter((e) => e.held);

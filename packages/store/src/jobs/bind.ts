@@ -1,6 +1,8 @@
-import { QError, QErrorCode, checkSchemaName, invalidArgument, migrate } from '@q/schema';
+import { instrumentPool } from '@q/otel';
+import { QError, QErrorCode, checkSchemaName, databaseError, invalidArgument, migrate, openPool } from '@q/schema';
 import type pg from 'pg';
-import type { JobStoreSchemaOptions } from './options.js';
+import { poolError } from './from-pool.js';
+import type { JobStoreOpenOptions, JobStoreSchemaOptions } from './options.js';
 
 /** Checks the `schema` and `pooler` options; returns the schema asked for, if any. */
 export function checkSchemaOptions(op: string, opts: JobStoreSchemaOptions): string | undefined {
@@ -23,4 +25,37 @@ export async function bindSchema(pool: pg.Pool, asked: string | undefined, migra
   const schema = rows[0]?.schema;
   if (!schema) throw new QError(QErrorCode.CONFIG, 'the connection has no current schema (check search_path)');
   return schema;
+}
+
+/**
+ * The pool of `JobStore.open` on `dsn`, bound to its schema (see {@link bindSchema}). Whatever
+ * fails after the pool opened ends it (a `QError` of `open`), so no connection is left behind.
+ */
+export async function openBoundPool(
+  dsn: string,
+  opts: JobStoreOpenOptions,
+  asked: string | undefined,
+  applicationName: string,
+): Promise<{ pool: pg.Pool; schema: string }> {
+  const pool = await openPool(dsn, {
+    maxConns: opts.maxConns,
+    ...(opts.idleTimeoutMillis !== undefined ? { idleTimeoutMillis: opts.idleTimeoutMillis } : {}),
+    applicationName,
+    instrument: (p) => instrumentPool(p, opts.tracerProvider),
+  });
+  try {
+    return { pool, schema: await bindSchema(pool, asked, opts.migrate !== false) };
+  } catch (err) {
+    await pool.end().catch(() => undefined);
+    throw databaseError('open', err);
+  }
+}
+
+/** {@link bindSchema} through an application's pool (`JobStore.fromPool`): a failure other than `CONFIG` is a pool error. */
+export async function bindAppPool(pool: pg.Pool, asked: string | undefined, migrating: boolean): Promise<string> {
+  try {
+    return await bindSchema(pool, asked, migrating);
+  } catch (err) {
+    throw err instanceof QError && err.code === QErrorCode.CONFIG ? err : poolError(err);
+  }
 }

@@ -1,51 +1,17 @@
 import { createHash } from 'node:crypto';
 import type { Tracer } from '@opentelemetry/api';
 import type { MeterProvider } from '@opentelemetry/api';
-import { instrumentPool, observeGauge, qTracer, withOperation } from '@q/otel';
-import {
-  QError,
-  QErrorCode,
-  StatementScope,
-  checkName,
-  checkPlacement,
-  databaseError,
-  invalidArgument,
-  namedStatements,
-  openPool,
-  withTransaction,
-  type ConnectionPlacement,
-  at,
-} from '@q/schema';
+import { qTracer } from '@q/otel';
+import { StatementScope, checkPlacement, namedStatements, type ConnectionPlacement } from '@q/schema';
 import type pg from 'pg';
 import type { JobStoreFromPoolOptions, JobStoreOpenOptions, JobStoreSchemaOptions } from './options.js';
-import { countBacklog } from './sql/count-backlog.js';
-import { checkInTransaction, inCallerTransaction, type InTransaction } from '../transaction.js';
-import { decodeCursor, encodeCursor } from './cursor.js';
+import type { InTransaction } from '../transaction.js';
 import * as leadership from './leadership.js';
 import { MAINTENANCE_LEADERSHIP, checkLeaderLease, checkLeadership, type LeaderLease, type LeaderMaintenanceResult } from './leadership.js';
 import { JobListener, type JobListenerHandlers } from './listener.js';
-import { toJob, toLeasedJob, type JobRow } from './row.js';
-import { cancelJob } from './sql/cancel-job.js';
-import { claimJobs } from './sql/claim-jobs.js';
-import { completeAndClaimJobs } from './sql/complete-and-claim-jobs.js';
-import { completeJobs } from './sql/complete-jobs.js';
+import { countBacklog } from './sql/count-backlog.js';
 import { dbNow } from './sql/db-now.js';
-import { drawJobIds } from './sql/draw-job-ids.js';
-import { enqueueJobs, type EnqueueRow } from './sql/enqueue-jobs.js';
-import type { Queryable } from './sql/db.js';
-import { checkJobPool, listenerConnection, poolError, transactionWriteError } from './from-pool.js';
-import { forgetDeadLetter } from './sql/forget-dead-letter.js';
-import { getJobById, getJobByUuid } from './sql/get-job.js';
-import { getJobsByIdempotencyKey } from './sql/get-jobs-by-idempotency-key.js';
-import { heartbeatJobs } from './sql/heartbeat-jobs.js';
-import { listJobs } from './sql/list-jobs.js';
-import { tryMaintenanceXactLock } from './sql/maintenance-lock.js';
-import { markJobsRunning } from './sql/mark-jobs-running.js';
-import { promoteDueJobs } from './sql/promote-due-jobs.js';
-import { purgeFinished } from './sql/purge-finished.js';
-import { reapExpiredLeases } from './sql/reap-expired-leases.js';
-import { releaseJobs } from './sql/release-jobs.js';
-import { updateJobSteps } from './sql/update-job-steps.js';
+import { checkJobPool, listenerConnection } from './from-pool.js';
 import type {
   ClaimOptions,
   CancelOutcome,
@@ -61,56 +27,35 @@ import type {
   ReapedJob,
   Step,
 } from './types.js';
-import {
-  MAX_DELAY_MS,
-  checkCallSize,
-  checkClaim,
-  checkLease,
-  checkLeaseMs,
-  checkMaxResumes,
-  checkStatus,
-  checkUuid,
-  splitLeases,
-  stepsJson,
-  toEnqueueBatch,
-} from './validate.js';
-import { claimOrder } from './claim-order.js';
-import { STATEMENT_TEXT_BUDGET, chunkIndices, keyOrder, leaseKey, prepareOutcomes, retryDeadlock, sliceBatch } from './batches.js';
-import { bindSchema, checkSchemaOptions } from './bind.js';
+import { checkMaxResumes } from './validate.js';
+import { bindAppPool, checkSchemaOptions, openBoundPool } from './bind.js';
+import { observeBacklog } from './ops/backlog-gauge.js';
+import type { CompleteAndClaimResult } from './ops/claim-complete.js';
+import * as claimComplete from './ops/claim-complete.js';
+import { closedError, runOperation, type JobStoreContext } from './ops/context.js';
+import * as enqueueOps from './ops/enqueue.js';
+import * as leaseOps from './ops/leases.js';
+import type { MaintenanceResult } from './ops/maintenance.js';
+import * as maintenance from './ops/maintenance.js';
+import * as read from './ops/read.js';
 
 /** Crashes a job survives before the reaper dead-letters it (the 4th crash). */
 export const DEFAULT_MAX_RESUMES = 3;
-/** Jobs per enqueue statement; larger batches are split, in one transaction. */
-export const ENQUEUE_CHUNK = 2_000;
+export { ENQUEUE_CHUNK } from './ops/enqueue.js';
+export type { CompleteAndClaimResult } from './ops/claim-complete.js';
+export type { MaintenanceResult } from './ops/maintenance.js';
+export { JOBS_BACKLOG_METRIC } from './ops/backlog-gauge.js';
 export { COMPLETE_CHUNK, STATEMENT_TEXT_BUDGET } from './batches.js';
 export { CALL_TEXT_LIMIT } from './validate.js';
-
-const DEFAULT_LIST_LIMIT = 25;
-// A lock-key race (two claimers saw one key free) is retried at once, a bounded number of times.
-const CLAIM_RACE_RETRIES = 8;
-// Attempts of a call that lost a deadlock (the database rolled it back: safe to run again).
-const UNIQUE_VIOLATION = '23505';
-const FOREIGN_KEY_VIOLATION = '23503';
-const LOCK_KEY_INDEX = 'q_jobs_lock_key_active_key';
-
-/** Result of {@link JobStore.completeAndClaim}. */
-export interface CompleteAndClaimResult {
-  /** Per outcome, in input order: whether it was written (false = fenced). */
-  written: boolean[];
-  /** The jobs leased, in claim order. */
-  jobs: LeasedJob[];
-}
-
-/** Result of {@link JobStore.maintain}. */
-export interface MaintenanceResult {
-  reaped: ReapedJob[];
-  promoted: number;
-}
 
 /**
  * The job table's narrow driver: every operation is one parameterised statement (batched with
  * `unnest` where it takes many jobs), and every write of a lease holder is fenced by the lease's
  * token. `JobQueue` and `Worker` (`@q/job-worker`) are built on it.
+ *
+ * A thin facade: it owns the connection, listeners and lifecycle, and delegates each operation
+ * family to its module under ops/ (enqueue, claim/complete, leases, read, maintenance), which
+ * checks the input and runs the statements through the store's context.
  */
 export class JobStore {
   /** The pool the store queries through (closed by {@link JobStore.close} unless it came from {@link JobStore.fromPool}). */
@@ -125,6 +70,8 @@ export class JobStore {
   readonly #scope: StatementScope;
   readonly #listeners = new Set<JobListener>();
   readonly #placement: ConnectionPlacement;
+  /** What the operation modules under ops/ run with. */
+  readonly #ctx: JobStoreContext;
   #unobserve: (() => void) | undefined;
   #closed = false;
   #ownsPool = true;
@@ -146,20 +93,8 @@ export class JobStore {
     this.channel = `q_jobs_${createHash('sha256').update(schema).digest('hex').slice(0, 24)}`;
     this.#tracer = tracer;
     this.#applicationName = applicationName;
-    this.#unobserve = observeGauge(
-      opts.meterProvider,
-      JOBS_BACKLOG_METRIC,
-      { unit: '{job}', description: 'Jobs per queue and status (scheduled, queued, leased, running, retry_wait, dead_letter)' },
-      async () => {
-        if (this.#closed) return [];
-        try {
-          return (await countBacklog(this.#scope, this.pool)).map((r) => ({ value: r.count, attributes: { queue: r.queue, status: r.status } }));
-        } catch {
-          // A collection must not fail the exporter: this one reports nothing.
-          return [];
-        }
-      },
-    );
+    this.#ctx = { pool, scope: this.#scope, channel: this.channel, op: (name, fn, attrs) => this.#op(name, fn, attrs) };
+    this.#unobserve = observeBacklog(opts.meterProvider, this.#ctx, () => this.#closed);
   }
 
   /**
@@ -171,19 +106,8 @@ export class JobStore {
     checkPlacement('JobStore.open', opts);
     const asked = checkSchemaOptions('JobStore.open', opts);
     const applicationName = opts.applicationName ?? 'q-jobs';
-    const pool = await openPool(dsn, {
-      maxConns: opts.maxConns,
-      ...(opts.idleTimeoutMillis !== undefined ? { idleTimeoutMillis: opts.idleTimeoutMillis } : {}),
-      applicationName,
-      instrument: (p) => instrumentPool(p, opts.tracerProvider),
-    });
-    try {
-      const schema = await bindSchema(pool, asked, opts.migrate !== false);
-      return new JobStore(pool, dsn, schema, qTracer(opts.tracerProvider), applicationName, { ...opts, schema });
-    } catch (err) {
-      await pool.end().catch(() => undefined);
-      throw databaseError('open', err);
-    }
+    const { pool, schema } = await openBoundPool(dsn, opts, asked, applicationName);
+    return new JobStore(pool, dsn, schema, qTracer(opts.tracerProvider), applicationName, { ...opts, schema });
   }
 
   /**
@@ -197,12 +121,7 @@ export class JobStore {
     checkJobPool(pool, opts);
     checkPlacement('JobStore.fromPool', opts);
     const asked = checkSchemaOptions('JobStore.fromPool', opts);
-    let schema: string;
-    try {
-      schema = await bindSchema(pool, asked, opts.migrate !== false);
-    } catch (err) {
-      throw err instanceof QError && err.code === QErrorCode.CONFIG ? err : poolError(err);
-    }
+    const schema = await bindAppPool(pool, asked, opts.migrate !== false);
     const applicationName = opts.applicationName ?? 'q-jobs';
     const store = new JobStore(pool, listenerConnection(pool), schema, qTracer(opts.tracerProvider), applicationName, { ...opts, schema });
     store.#ownsPool = false;
@@ -246,125 +165,17 @@ export class JobStore {
    * job, and a failure rolls back only q's savepoint, leaving the caller's transaction usable.
    */
   async enqueue(jobs: readonly NewJob[], tx?: InTransaction): Promise<Job[]> {
-    if (!Array.isArray(jobs)) throw invalidArgument('jobs must be an array');
-    const client = tx === undefined ? undefined : checkInTransaction('enqueue', tx);
-    const batch = toEnqueueBatch(jobs);
-    if (jobs.length === 0) return [];
-    const sizes = batch.payloads.map((p) => p.length);
-    const total = checkCallSize('enqueue', 'payload JSON', sizes);
-    const fitsOne = jobs.length <= ENQUEUE_CHUNK && total <= STATEMENT_TEXT_BUDGET;
-    // One statement orders its rows itself; several are given them in key order.
-    const chunks = fitsOne ? [] : chunkIndices(keyOrder(batch.idempotencyKeys), sizes, ENQUEUE_CHUNK);
-    if (client) return this.#enqueueThrough(client, batch, fitsOne ? null : chunks);
-    return this.#op(
-      'enqueue',
-      () =>
-        retryDeadlock(async () => {
-          if (fitsOne) return this.#enqueueChunk(this.pool, batch, null);
-          return this.#transaction(async (client) => {
-            // Ids in input order (see enqueue-jobs.ts), the rows inserted in key order across statements.
-            const ids = await drawJobIds(this.#scope, client, jobs.length);
-            const out = new Array<Job>(jobs.length);
-            for (const chunk of chunks) {
-              const got = await this.#enqueueChunk(client, { ...batch, ids }, chunk);
-              chunk.forEach((pos, k) => (out[pos] = at(got, k)));
-            }
-            return out;
-          });
-        }),
-      { 'job.count': jobs.length },
-    );
-  }
-
-  /**
-   * Writes through the caller's connection, inside its transaction and behind a savepoint: the
-   * same statements as {@link JobStore.enqueue}, in the same key order (`chunks` null = one
-   * statement). No deadlock retry here: a deadlock belongs to the caller's transaction.
-   */
-  #enqueueThrough(client: Queryable, batch: ReturnType<typeof toEnqueueBatch>, chunks: number[][] | null): Promise<Job[]> {
-    const n = batch.uuids.length;
-    return this.#op(
-      'enqueue',
-      async () => {
-        try {
-          return await inCallerTransaction('enqueue', client, async () => {
-            // Every statement names the store's schema: the client's search_path does not matter.
-            if (chunks === null) return this.#enqueueChunk(client, batch, null);
-            const ids = await drawJobIds(this.#scope, client, n);
-            const out = new Array<Job>(n);
-            for (const chunk of chunks) {
-              const got = await this.#enqueueChunk(client, { ...batch, ids }, chunk);
-              chunk.forEach((pos, k) => (out[pos] = at(got, k)));
-            }
-            return out;
-          });
-        } catch (err) {
-          throw transactionWriteError(err);
-        }
-      },
-      { 'job.count': n, 'job.in_transaction': true },
-    );
-  }
-
-  /** Inserts the jobs at `indices` of `b` (all, ids drawn by the statement, when null); returns them in that order. */
-  async #enqueueChunk(db: Queryable, b: ReturnType<typeof toEnqueueBatch>, indices: number[] | null): Promise<Job[]> {
-    const pick = <T>(a: T[]) => (indices === null ? a : indices.map((i) => at(a, i)));
-    const chunk = {
-      uuids: pick(b.uuids),
-      queues: pick(b.queues),
-      types: pick(b.types),
-      payloads: pick(b.payloads),
-      priorities: pick(b.priorities),
-      runAts: pick(b.runAts),
-      maxAttempts: pick(b.maxAttempts),
-      idempotencyKeys: pick(b.idempotencyKeys),
-      lockKeys: pick(b.lockKeys),
-      teamIds: pick(b.teamIds),
-      resourceIds: pick(b.resourceIds),
-      retryOfIds: pick(b.retryOfIds),
-      ids: indices === null ? b.uuids.map(() => null) : pick(b.ids),
-    };
-    let rows: EnqueueRow[];
-    try {
-      rows = await enqueueJobs(this.#scope, db, chunk, this.channel);
-    } catch (err) {
-      throw mapWriteError(err);
-    }
-    const byUuid = new Map<string, JobRow>();
-    const byKey = new Map<string, JobRow>();
-    for (const r of rows) {
-      if (r.inserted) byUuid.set(r.uuid, r);
-      // At most one row per key: an original committed before the statement, or the row this
-      // batch inserted first (a later duplicate in the batch resolves to it).
-      if (r.idempotency_key !== null) byKey.set(r.idempotency_key, r);
-    }
-    const missing = chunk.uuids.flatMap((u, i) => {
-      const key = chunk.idempotencyKeys[i];
-      return !byUuid.has(u) && key !== null && key !== undefined && !byKey.has(key) ? [key] : [];
-    });
-    if (missing.length > 0) {
-      // A concurrent producer committed the key while this statement ran: read its row now.
-      for (const r of await getJobsByIdempotencyKey(this.#scope, db, missing)) if (r.idempotency_key) byKey.set(r.idempotency_key, r);
-    }
-    return chunk.uuids.map((u, i) => {
-      const row = byUuid.get(u) ?? byKey.get(chunk.idempotencyKeys[i] ?? '');
-      if (!row) throw new QError(QErrorCode.NOT_FOUND, 'the job holding this idempotency key was deleted meanwhile');
-      return toJob(row);
-    });
+    return enqueueOps.enqueue(this.#ctx, jobs, tx);
   }
 
   /** The job with this uuid, or `null`. */
   async get(uuid: string): Promise<Job | null> {
-    checkUuid(uuid);
-    const row = await this.#op('get', () => getJobByUuid(this.#scope, this.pool, uuid));
-    return row ? toJob(row) : null;
+    return read.get(this.#ctx, uuid);
   }
 
   /** The job with this id, or `null`. */
   async getById(id: number): Promise<Job | null> {
-    if (!Number.isSafeInteger(id)) throw invalidArgument('id must be a safe integer');
-    const row = await this.#op('get', () => getJobById(this.#scope, this.pool, id));
-    return row ? toJob(row) : null;
+    return read.getById(this.#ctx, id);
   }
 
   /**
@@ -372,27 +183,7 @@ export class JobStore {
    * 1–100 (default 25); a bad limit or cursor is `INVALID_ARGUMENT`.
    */
   async list(filter: JobListFilter = {}): Promise<JobPage> {
-    const limit = filter.limit ?? DEFAULT_LIST_LIMIT;
-    if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw invalidArgument('limit must be between 1 and 100');
-    const status = filter.status === undefined ? null : checkStatus(filter.status);
-    for (const k of ['queue', 'type'] as const) {
-      if (filter[k] !== undefined) checkName('list', k, filter[k], { allowEmpty: true });
-    }
-    if (filter.teamId !== undefined && !Number.isSafeInteger(filter.teamId)) throw invalidArgument('teamId must be a safe integer');
-    const beforeId = filter.cursor === undefined || filter.cursor === null ? null : decodeCursor(filter.cursor);
-    const rows = await this.#op('list', () =>
-      listJobs(this.#scope, this.pool, {
-        status,
-        queue: filter.queue ?? null,
-        type: filter.type ?? null,
-        teamId: filter.teamId ?? null,
-        beforeId,
-        limit: limit + 1,
-      }),
-    );
-    const jobs = rows.slice(0, limit).map(toJob);
-    const last = jobs[jobs.length - 1];
-    return { jobs, nextCursor: rows.length > limit && last ? encodeCursor(last.id) : null };
+    return read.list(this.#ctx, filter);
   }
 
   /**
@@ -405,20 +196,7 @@ export class JobStore {
    * starts them at once — one write instead of two.
    */
   async claim(opts: ClaimOptions): Promise<LeasedJob[]> {
-    const claim = checkClaim(opts);
-    return this.#op('claim', async () => {
-      for (let attempt = 0; ; attempt++) {
-        try {
-          const rows = await claimJobs(this.#scope, this.pool, claim.queues, claim.limit, claim.workerId, claim.leaseMs, claim.status);
-          return rows.map(toLeasedJob).sort(claimOrder);
-        } catch (err) {
-          if (!isLockKeyRace(err) || attempt >= CLAIM_RACE_RETRIES) {
-            if (isLockKeyRace(err)) return [];
-            throw err;
-          }
-        }
-      }
-    });
+    return claimComplete.claim(this.#ctx, opts);
   }
 
   /**
@@ -432,45 +210,12 @@ export class JobStore {
    * error rejects with nothing written. With no outcomes it is a plain claim.
    */
   async completeAndClaim(outcomes: readonly JobOutcome[], opts: ClaimOptions): Promise<CompleteAndClaimResult> {
-    if (!Array.isArray(outcomes)) throw invalidArgument('outcomes must be an array');
-    const prepared = prepareOutcomes(outcomes);
-    const claim = checkClaim(opts);
-    if (outcomes.length === 0) return { written: [], jobs: await this.claim(opts) };
-    return this.#op(
-      'complete_claim',
-      async () => {
-        const written = new Set<string>();
-        const { batch, chunks } = prepared;
-        // Rare (a worker submits fewer): the older outcomes alone first, the last chunk with the claim.
-        for (const [from, to] of chunks.slice(0, -1)) {
-          for (const r of await completeJobs(this.#scope, this.pool, sliceBatch(batch, from, to))) written.add(leaseKey(r.id, r.token));
-        }
-        const [from, to] = at(chunks, chunks.length - 1);
-        const last = sliceBatch(batch, from, to);
-        for (let attempt = 0; ; attempt++) {
-          try {
-            const r = await completeAndClaimJobs(this.#scope, this.pool, last, claim);
-            for (const c of r.completed) written.add(leaseKey(c.id, c.token));
-            return { written: prepared.report(written), jobs: r.claimed.map(toLeasedJob).sort(claimOrder) };
-          } catch (err) {
-            if (!isLockKeyRace(err)) throw err;
-            if (attempt >= CLAIM_RACE_RETRIES) {
-              for (const r of await completeJobs(this.#scope, this.pool, last)) written.add(leaseKey(r.id, r.token));
-              return { written: prepared.report(written), jobs: [] };
-            }
-          }
-        }
-      },
-      { 'job.count': outcomes.length },
-    );
+    return claimComplete.completeAndClaim(this.#ctx, outcomes, opts);
   }
 
   /** leased → running for the leases still held (fenced by token); returns them with their cancel flag. */
   async markRunning(leases: readonly JobLease[]): Promise<LeaseState[]> {
-    const { ids, tokens } = splitLeases(leases);
-    if (ids.length === 0) return [];
-    const rows = await this.#op('mark_running', () => markJobsRunning(this.#scope, this.pool, ids, tokens));
-    return rows.map((r) => ({ id: Number(r.id), cancelRequested: r.cancel_requested }));
+    return leaseOps.markRunning(this.#ctx, leases);
   }
 
   /**
@@ -478,11 +223,7 @@ export class JobStore {
    * the result was lost (reaped, cancelled out or finished). Carries the cancel flag.
    */
   async heartbeat(leases: readonly JobLease[], leaseMs: number): Promise<LeaseState[]> {
-    const { ids, tokens } = splitLeases(leases);
-    checkLeaseMs(leaseMs);
-    if (ids.length === 0) return [];
-    const rows = await this.#op('heartbeat', () => heartbeatJobs(this.#scope, this.pool, ids, tokens, leaseMs));
-    return rows.map((r) => ({ id: Number(r.id), cancelRequested: r.cancel_requested }));
+    return leaseOps.heartbeat(this.#ctx, leases, leaseMs);
   }
 
   /**
@@ -500,20 +241,7 @@ export class JobStore {
    * NUL or a lone surrogate, a result or error over 64 MiB, a `retryDelayMs` over 100 years.
    */
   async complete(outcomes: readonly JobOutcome[]): Promise<boolean[]> {
-    if (!Array.isArray(outcomes)) throw invalidArgument('outcomes must be an array');
-    const prepared = prepareOutcomes(outcomes);
-    if (outcomes.length === 0) return [];
-    return this.#op(
-      'complete',
-      async () => {
-        const written = new Set<string>();
-        for (const [from, to] of prepared.chunks) {
-          for (const r of await completeJobs(this.#scope, this.pool, sliceBatch(prepared.batch, from, to))) written.add(leaseKey(r.id, r.token));
-        }
-        return prepared.report(written);
-      },
-      { 'job.count': outcomes.length },
-    );
+    return claimComplete.complete(this.#ctx, outcomes);
   }
 
   /** Records a success (see {@link JobStore.complete}); false when fenced. */
@@ -537,9 +265,7 @@ export class JobStore {
 
   /** Replaces the step timeline of a held lease; false when fenced. */
   async updateSteps(lease: JobLease, steps: readonly Step[]): Promise<boolean> {
-    checkLease(lease);
-    const json = stepsJson(steps);
-    return this.#op('update_steps', () => updateJobSteps(this.#scope, this.pool, lease.id, lease.leaseToken, json));
+    return leaseOps.updateSteps(this.#ctx, lease, steps);
   }
 
   /**
@@ -547,14 +273,12 @@ export class JobStore {
    * given back, their place in line kept; idle workers are woken. Returns the ids released.
    */
   async release(leases: readonly JobLease[]): Promise<number[]> {
-    const { ids, tokens } = splitLeases(leases);
-    if (ids.length === 0) return [];
-    return this.#op('release', () => releaseJobs(this.#scope, this.pool, ids, tokens, this.channel));
+    return leaseOps.release(this.#ctx, leases);
   }
 
   /** `scheduled`/`retry_wait` → `queued` once due; wakes idle workers. Returns the count. */
   promoteDue(): Promise<number> {
-    return this.#op('promote', () => promoteDueJobs(this.#scope, this.pool, this.channel));
+    return maintenance.promoteDue(this.#ctx);
   }
 
   /**
@@ -563,9 +287,7 @@ export class JobStore {
    * `cancelled` if a cancel was requested.
    */
   async reapExpired(maxResumes = DEFAULT_MAX_RESUMES): Promise<ReapedJob[]> {
-    checkMaxResumes(maxResumes);
-    const rows = await this.#op('reap', () => reapExpiredLeases(this.#scope, this.pool, maxResumes));
-    return rows.map((r) => ({ id: Number(r.id), uuid: r.uuid, status: r.status }));
+    return maintenance.reapExpired(this.#ctx, maxResumes);
   }
 
   /**
@@ -574,15 +296,7 @@ export class JobStore {
    * session-level lock held by their listener; this is the fallback without one.
    */
   async maintain(maxResumes = DEFAULT_MAX_RESUMES): Promise<MaintenanceResult | null> {
-    checkMaxResumes(maxResumes);
-    return this.#op('maintain', () =>
-      this.#transaction(async (client) => {
-        if (!(await tryMaintenanceXactLock(this.#scope, client))) return null;
-        const reaped = await reapExpiredLeases(this.#scope, client, maxResumes);
-        const promoted = await promoteDueJobs(this.#scope, client, this.channel);
-        return { reaped: reaped.map((r) => ({ id: Number(r.id), uuid: r.uuid, status: r.status })), promoted };
-      }),
-    );
+    return maintenance.maintain(this.#ctx, maxResumes);
   }
 
   /**
@@ -590,24 +304,17 @@ export class JobStore {
    * to abort it (it then ends `cancelled`).
    */
   async cancel(uuid: string): Promise<CancelOutcome> {
-    checkUuid(uuid);
-    const row = await this.#op('cancel', () => cancelJob(this.#scope, this.pool, uuid, this.channel));
-    if (!row) return 'not_cancellable';
-    return row.status === 'cancelled' ? 'cancelled' : 'cancel_requested';
+    return maintenance.cancel(this.#ctx, uuid);
   }
 
   /** `dead_letter` → `cancelled`; false when the job is missing or not in the dead letter. */
   async forgetDeadLetter(uuid: string): Promise<boolean> {
-    checkUuid(uuid);
-    return this.#op('forget', () => forgetDeadLetter(this.#scope, this.pool, uuid));
+    return maintenance.forgetDeadLetter(this.#ctx, uuid);
   }
 
   /** Deletes `succeeded`/`cancelled` jobs finished more than `olderThanMs` ago; returns the count. */
   async purgeFinished(olderThanMs: number): Promise<number> {
-    if (typeof olderThanMs !== 'number' || !Number.isFinite(olderThanMs) || olderThanMs < 0 || olderThanMs > MAX_DELAY_MS) {
-      throw invalidArgument('olderThanMs must be a non-negative number of milliseconds, at most 100 years');
-    }
-    return this.#op('purge', () => purgeFinished(this.#scope, this.pool, olderThanMs));
+    return maintenance.purgeFinished(this.#ctx, olderThanMs);
   }
 
   /**
@@ -683,42 +390,6 @@ export class JobStore {
 
   /** Runs `fn` as operation `name`: traced, and every failure a {@link QError} (see `databaseError`). */
   #op<T>(name: string, fn: () => Promise<T>, attributes?: Record<string, string | number | boolean>): Promise<T> {
-    if (this.#closed) return Promise.reject(closedError());
-    return withOperation(
-      this.#tracer,
-      `q.jobs.${name}`,
-      async () => {
-        try {
-          return await fn();
-        } catch (err) {
-          throw this.#closed ? closedError() : databaseError(name, err);
-        }
-      },
-      attributes,
-    );
+    return runOperation(this.#tracer, () => this.#closed, name, fn, attributes);
   }
-
-  #transaction<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-    return withTransaction(this.pool, fn);
-  }
-}
-
-/** Name of the jobs backlog gauge (`{job}` count per `queue` and `status`). */
-export const JOBS_BACKLOG_METRIC = 'q.jobs.backlog';
-
-function closedError(): QError {
-  return new QError(QErrorCode.CLOSED, 'the job store is closed');
-}
-
-function isLockKeyRace(err: unknown): boolean {
-  const e = err as { code?: string; constraint?: string };
-  return e?.code === UNIQUE_VIOLATION && e.constraint === LOCK_KEY_INDEX;
-}
-
-function mapWriteError(err: unknown): unknown {
-  const e = err as { code?: string; constraint?: string };
-  if (e?.code === FOREIGN_KEY_VIOLATION) {
-    return invalidArgument('retryOfId refers to a job that does not exist');
-  }
-  return err;
 }

@@ -2,6 +2,9 @@
 // a string at about 2^29 UTF-16 units) and Postgres caps one message at 1 GiB, so a batch whose
 // values add up to a few hundred MB cannot go in one statement. A row is at most
 // MAX_VALUE_BYTES (checked up front); a statement carries at most STATEMENT_BUDGET.
+import { at, withTransaction } from '@q/schema';
+import type pg from 'pg';
+import type { Db } from './sql/db.js';
 import { MAX_VALUE_BYTES } from './types.js';
 
 /**
@@ -50,4 +53,17 @@ export function chunkRanges(
   }
   if (n > start) out.push([start, n]);
   return out;
+}
+
+/**
+ * Writes `chunks` in order with `write`: a single chunk as one statement on the pool, several in
+ * one transaction, so a batch split for size is still stored all or none.
+ */
+export async function writeChunks<C, R>(pool: pg.Pool, chunks: C[], write: (db: Db, chunk: C) => Promise<R>): Promise<R[]> {
+  if (chunks.length === 1) return [await write(pool, at(chunks, 0))];
+  return withTransaction(pool, async (c) => {
+    const out: R[] = [];
+    for (const chunk of chunks) out.push(await write(c, chunk));
+    return out;
+  });
 }

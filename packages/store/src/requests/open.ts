@@ -1,4 +1,16 @@
-import { QError, QErrorCode, StatementScope, checkSchemaName, invalidArgument, type Queryable } from '@q/schema';
+import { instrumentPool } from '@q/otel';
+import {
+  QError,
+  QErrorCode,
+  StatementScope,
+  checkSchemaName,
+  databaseError,
+  invalidArgument,
+  openPool,
+  resolveMaxConns,
+  type Queryable,
+} from '@q/schema';
+import type pg from 'pg';
 import type { FromPoolOptions, OpenOptions } from '../options.js';
 import * as v from './validate.js';
 
@@ -32,4 +44,41 @@ export async function resolveScope(op: string, db: Queryable, opts: { schema?: s
     );
   }
   return new StatementScope(schema, { named });
+}
+
+/** {@link resolveScope} for `op`, a failure of the query reported as a `QError`. */
+export function scopeOf(op: string, db: Queryable, opts: { schema?: string; pooler?: 'transaction' }): Promise<StatementScope> {
+  return resolveScope(op, db, opts).catch((err: unknown) => {
+    throw databaseError(op, err);
+  });
+}
+
+/**
+ * Opens the pool of `Store.open` (`maxConns`, default 10; idle connections closed after 30 s),
+ * resolves the store's scope and hands both to `init`. Whatever fails after the pool opened ends
+ * it, so it (and its connections) is never left behind.
+ */
+export async function withOwnedPool<T>(dsn: string, opts: OpenOptions, init: (pool: pg.Pool, scope: StatementScope) => Promise<T>): Promise<T> {
+  const pool = await openPool(dsn, {
+    maxConns: resolveMaxConns(opts.maxConns),
+    ...(opts.idleTimeoutMillis !== undefined ? { idleTimeoutMillis: opts.idleTimeoutMillis } : {}),
+    applicationName: opts.applicationName ?? 'q-store',
+    // An idle connection whose backend went away is dropped by pg and replaced on demand.
+    onIdleError: () => undefined,
+    instrument: (p) => instrumentPool(p, opts.tracerProvider),
+  });
+  try {
+    return await init(pool, await scopeOf('Store.open', pool, opts));
+  } catch (err) {
+    await pool.end().catch(() => undefined);
+    throw err;
+  }
+}
+
+/** Throws `INVALID_ARGUMENT` unless `pool` looks like a `pg.Pool` (for `Store.fromPool`). */
+export function checkPool(pool: unknown): asserts pool is pg.Pool {
+  const p = pool as { query?: unknown; connect?: unknown } | null;
+  if (typeof pool !== 'object' || p === null || typeof p.query !== 'function' || typeof p.connect !== 'function') {
+    throw invalidArgument('Store.fromPool needs a pg.Pool');
+  }
 }

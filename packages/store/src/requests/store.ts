@@ -1,44 +1,32 @@
 import type { Tracer } from '@opentelemetry/api';
-import { instrumentPool, qTracer, requestMetrics, withOperation, type RequestMetrics } from '@q/otel';
-import {
-  QError,
-  QErrorCode,
-  databaseError,
-  invalidArgument,
-  migrate,
-  openPool,
-  resolveMaxConns,
-  withTransaction,
-  type StatementScope,
-  at,
-} from '@q/schema';
+import { qTracer, requestMetrics, withOperation, type RequestMetrics } from '@q/otel';
+import { databaseError, migrate, type StatementScope } from '@q/schema';
 import type pg from 'pg';
 import type { FromPoolOptions, OpenOptions } from '../options.js';
 import { checkInTransaction, inCallerTransaction, type InTransaction } from '../transaction.js';
-import { bytesCost, chunkRanges, STATEMENT_BUDGET } from './chunks.js';
-import { submissionClock } from './clock.js';
+import { ackedPositions, planAck } from './ack-plan.js';
+import { writeChunks } from './chunks.js';
+import { enqueueChunks } from './enqueue-plan.js';
 import { closedError, DUPLICATE_REQUEST } from './errors.js';
-import { cost, distinctStamps, keyId, toBuffer } from './keys.js';
-import { checkStoreOptions, resolveScope } from './open.js';
-import { partitionOf } from './partition.js';
-import { ackRequests, type AckRows } from './sql/ack.js';
+import { keyId } from './keys.js';
+import type { Attrs, StoreContext } from './context.js';
+import { checkPool, checkStoreOptions, scopeOf, withOwnedPool } from './open.js';
+import { ackRequests } from './sql/ack.js';
 import { databaseNow, truncateAll } from './sql/admin.js';
 import { anyPending, pendingBacklog } from './sql/backlog.js';
 import { cancelRequests, selectCancelledKeys } from './sql/cancel.js';
 import type { Db } from './sql/db.js';
 import { dispatchRequests } from './sql/dispatch.js';
-import { ENQUEUE_CHUNK, insertRequests, type EnqueueRows } from './sql/enqueue.js';
+import { insertRequests } from './sql/enqueue.js';
 import { inFlightStamps } from './sql/inFlight.js';
-import { acquirePartitionRows, ensurePartitionRows, heartbeatRows, leaveQueue, releasePartitionRows, setDrainingRows } from './sql/partitions.js';
+import * as leases from './partition-leases.js';
+import * as putBack from './put-back.js';
+import { ensurePartitionRows, leaveQueue } from './sql/partitions.js';
 import { selectPartitionOwners, type OwnerPartitions } from './sql/partition-owners.js';
 import { resetStaleRequests } from './sql/resetStale.js';
 import { countResults, expireAnyResults, popRouteResults } from './sql/results.js';
-import { retryRequest } from './sql/retry.js';
-import { undispatchRequests } from './sql/undispatch.js';
 import { PARTITIONS, type Completion, type Key, type Lease, type NewRequest, type Request, type Result, type Stamp } from './types.js';
 import * as v from './validate.js';
-
-type Attrs = Record<string, string | number | boolean>;
 
 /**
  * The partitioned request queue on Postgres.
@@ -64,6 +52,7 @@ export class Store {
   readonly #tracer: Tracer | undefined;
   readonly #metrics: RequestMetrics;
   readonly #ownsPool: boolean;
+  readonly #ctx: StoreContext;
   #closed = false;
 
   private constructor(pool: pg.Pool, scope: StatementScope, opts: OpenOptions, ownsPool: boolean) {
@@ -74,6 +63,7 @@ export class Store {
     this.#ownsPool = ownsPool;
     this.#tracer = qTracer(opts.tracerProvider);
     this.#metrics = requestMetrics(opts.meterProvider);
+    this.#ctx = { pool, scope, metrics: this.#metrics, op: (name, attrs, fn) => this.#op(name, attrs, fn) };
   }
 
   /**
@@ -84,27 +74,11 @@ export class Store {
    */
   static async open(dsn: string, opts: OpenOptions = {}): Promise<Store> {
     checkStoreOptions('Store.open', opts);
-    const maxConns = resolveMaxConns(opts.maxConns);
-    const pool = await openPool(dsn, {
-      maxConns,
-      ...(opts.idleTimeoutMillis !== undefined ? { idleTimeoutMillis: opts.idleTimeoutMillis } : {}),
-      applicationName: opts.applicationName ?? 'q-store',
-      // An idle connection whose backend went away is dropped by pg and replaced on demand.
-      onIdleError: () => undefined,
-      instrument: (p) => instrumentPool(p, opts.tracerProvider),
-    });
-    try {
-      const scope = await resolveScope('Store.open', pool, opts).catch((err: unknown) => {
-        throw databaseError('Store.open', err);
-      });
+    return withOwnedPool(dsn, opts, async (pool, scope) => {
       const store = new Store(pool, scope, opts, true);
       if (opts.migrate !== false) await store.migrate();
       return store;
-    } catch (err) {
-      // Whatever fails after the pool opened must not leave it (and its connections) behind.
-      await pool.end().catch(() => undefined);
-      throw err;
-    }
+    });
   }
 
   /**
@@ -114,14 +88,9 @@ export class Store {
    * (`@q/otel`) on the pool.
    */
   static async fromPool(pool: pg.Pool, opts: FromPoolOptions = {}): Promise<Store> {
-    const p = pool as { query?: unknown; connect?: unknown } | null;
-    if (typeof pool !== 'object' || p === null || typeof p.query !== 'function' || typeof p.connect !== 'function') {
-      throw invalidArgument('Store.fromPool needs a pg.Pool');
-    }
+    checkPool(pool);
     checkStoreOptions('Store.fromPool', opts);
-    const scope = await resolveScope('Store.fromPool', pool, opts).catch((err: unknown) => {
-      throw databaseError('Store.fromPool', err);
-    });
+    const scope = await scopeOf('Store.fromPool', pool, opts);
     const store = new Store(pool, scope, opts, false);
     if (opts.migrate !== false) await store.migrate();
     return store;
@@ -168,48 +137,14 @@ export class Store {
     const client = tx === undefined ? undefined : checkInTransaction(op, tx);
     const list = v.list<unknown>(op, 'requests', reqs).map((r, i) => v.newRequest(op, r, i));
     if (list.length === 0) return;
-    const seen = new Set<string>();
-    for (const r of list) {
-      const k = keyId(r);
-      if (seen.has(k)) throw new QError(QErrorCode.DUPLICATE, `${op}: request "${r.id}" appears twice with the same token`);
-      seen.add(k);
-    }
-    const first = submissionClock.reserve(list.length);
-    const chunks: EnqueueRows[] = [];
-    // At most ENQUEUE_CHUNK rows, and no more data than one statement can carry.
-    const ranges = chunkRanges(
-      list.length,
-      (i) => {
-        const r = at(list, i);
-        return cost(r.envelope) + bytesCost(r.payload) + cost(r.id) + cost(r.token) + cost(r.queue) + 64;
-      },
-      STATEMENT_BUDGET,
-      ENQUEUE_CHUNK,
-    );
-    for (const [start, end] of ranges) {
-      const part = list.slice(start, end);
-      chunks.push({
-        ids: part.map((r) => r.id),
-        tokens: part.map((r) => r.token),
-        queues: part.map((r) => r.queue),
-        partitions: part.map((r) => partitionOf(r.id)),
-        deadlines: part.map((r) => r.deadline),
-        envelopes: part.map((r) => r.envelope),
-        payloads: part.map((r) => toBuffer(r.payload)),
-        createdAt: part.map((_, i) => first + start + i),
-      });
-    }
+    const chunks = enqueueChunks(op, list);
     await this.#op(op, { 'q.batch': list.length }, async () => {
       if (client) {
         await inCallerTransaction(op, client, async () => {
           // The statements only call query(config), which is all a TransactionClient promises.
           for (const chunk of chunks) await insertRequests(this.#scope, client as Db, chunk);
         });
-      } else if (chunks.length === 1) await insertRequests(this.#scope, this.pool, at(chunks, 0));
-      else
-        await withTransaction(this.pool, async (c) => {
-          for (const chunk of chunks) await insertRequests(this.#scope, c, chunk);
-        });
+      } else await writeChunks(this.pool, chunks, (db, chunk) => insertRequests(this.#scope, db, chunk));
     });
     const perQueue = new Map<string, number>();
     for (const r of list) perQueue.set(r.queue, (perQueue.get(r.queue) ?? 0) + 1);
@@ -228,16 +163,7 @@ export class Store {
    * taken, not even by its own owner.
    */
   async acquirePartitions(queue: string, owner: string, now: Date, ttlMs: number, limit: number): Promise<Lease[]> {
-    const op = 'acquirePartitions';
-    v.text(op, 'queue', queue);
-    v.text(op, 'owner', owner);
-    const nowMs = v.instant(op, 'now', now);
-    const ttl = v.count(op, 'ttlMs', ttlMs);
-    const n = v.limit(op, limit);
-    if (n === 0) return [];
-    return this.#op(op, { 'q.queue': queue, 'q.limit': n }, () =>
-      acquirePartitionRows(this.#scope, this.pool, queue, owner, nowMs, nowMs + ttl, n),
-    );
+    return leases.acquirePartitions(this.#ctx, queue, owner, now, ttlMs, limit);
   }
 
   /**
@@ -246,29 +172,17 @@ export class Store {
    * its leases but no longer counts, so peers take over its share). Lapsed members disappear.
    */
   async heartbeat(queue: string, owner: string, now: Date, ttlMs: number, member: boolean): Promise<{ leases: Lease[]; members: number }> {
-    const op = 'heartbeat';
-    v.text(op, 'queue', queue);
-    v.text(op, 'owner', owner);
-    const nowMs = v.instant(op, 'now', now);
-    const ttl = v.count(op, 'ttlMs', ttlMs);
-    v.bool(op, 'member', member);
-    return this.#op(op, { 'q.queue': queue }, () => heartbeatRows(this.#scope, this.pool, queue, owner, nowMs, nowMs + ttl, member));
+    return leases.heartbeat(this.#ctx, queue, owner, now, ttlMs, member);
   }
 
   /** Releases the listed partitions `owner` holds, at once (others' partitions are untouched). */
   async releasePartitions(queue: string, owner: string, partitions: number[]): Promise<void> {
-    const op = 'releasePartitions';
-    v.text(op, 'queue', queue);
-    v.text(op, 'owner', owner);
-    const parts = v.partitions(op, partitions);
-    if (parts.length === 0) return;
-    await this.#op(op, { 'q.queue': queue, 'q.batch': parts.length }, () => releasePartitionRows(this.#scope, this.pool, queue, owner, parts));
+    await leases.releasePartitions(this.#ctx, queue, owner, partitions);
   }
 
   /** Releases every partition `owner` holds on `queue` and drops its membership, atomically. */
   async leave(queue: string, owner: string): Promise<void> {
-    v.text('leave', 'queue', queue);
-    v.text('leave', 'owner', owner);
+    v.queueOwner('leave', queue, owner);
     await this.#op('leave', { 'q.queue': queue }, () => leaveQueue(this.#scope, this.pool, queue, owner));
   }
 
@@ -277,15 +191,7 @@ export class Store {
    * — acks, retries and undispatches work — but dispatches nothing new.
    */
   async setDraining(queue: string, owner: string, partitions: number[], draining: boolean): Promise<void> {
-    const op = 'setDraining';
-    v.text(op, 'queue', queue);
-    v.text(op, 'owner', owner);
-    const parts = v.partitions(op, partitions);
-    v.bool(op, 'draining', draining);
-    if (parts.length === 0) return;
-    await this.#op(op, { 'q.queue': queue, 'q.batch': parts.length }, () =>
-      setDrainingRows(this.#scope, this.pool, queue, owner, parts, draining),
-    );
+    await leases.setDraining(this.#ctx, queue, owner, partitions, draining);
   }
 
   /**
@@ -296,8 +202,7 @@ export class Store {
    */
   async dispatch(queue: string, owner: string, now: Date, limit: number): Promise<Request[]> {
     const op = 'dispatch';
-    v.text(op, 'queue', queue);
-    v.text(op, 'owner', owner);
+    v.queueOwner(op, queue, owner);
     const nowSeconds = Math.floor(v.instant(op, 'now', now) / 1000);
     const n = v.limit(op, limit);
     if (n === 0) return [];
@@ -310,8 +215,7 @@ export class Store {
 
   /** Stamps of `owner`'s requests in flight on `queue` under the current epochs of its partitions. */
   async inFlight(queue: string, owner: string): Promise<Stamp[]> {
-    v.text('inFlight', 'queue', queue);
-    v.text('inFlight', 'owner', owner);
+    v.queueOwner('inFlight', queue, owner);
     return this.#op('inFlight', { 'q.queue': queue }, () => inFlightStamps(this.#scope, this.pool, owner, queue));
   }
 
@@ -322,8 +226,7 @@ export class Store {
    */
   async resetStale(queue: string, owner: string, partitions?: number[]): Promise<void> {
     const op = 'resetStale';
-    v.text(op, 'queue', queue);
-    v.text(op, 'owner', owner);
+    v.queueOwner(op, queue, owner);
     const parts = partitions === undefined ? null : v.partitions(op, partitions);
     if (parts !== null && parts.length === 0) return;
     await this.#op(op, { 'q.queue': queue }, () => resetStaleRequests(this.#scope, this.pool, owner, queue, parts));
@@ -339,49 +242,15 @@ export class Store {
     const op = 'ack';
     v.text(op, 'owner', owner);
     const list = v.list<unknown>(op, 'completions', completions).map((c, i) => v.completion(op, c, i));
-    const out = list.map(() => false);
-    if (list.length === 0) return out;
-    const chosen = new Map<string, number>();
-    list.forEach((c, i) => {
-      const k = keyId(c);
-      const prev = chosen.get(k);
-      if (prev === undefined || c.attempt > at(list, prev).attempt) chosen.set(k, i);
-    });
-    const picked = [...chosen.values()].sort((a, b) => a - b);
-    const rowsOf = (part: number[]): AckRows => ({
-      ids: part.map((i) => at(list, i).id),
-      tokens: part.map((i) => at(list, i).token),
-      attempts: part.map((i) => at(list, i).attempt),
-      routes: part.map((i) => at(list, i).route),
-      payloads: part.map((i) => at(list, i).payload),
-      expiresAt: part.map((i) => at(list, i).expiresAt),
-      ords: part,
-    });
-    // Results too large together for one statement go in several, in order, in one transaction.
-    const parts = chunkRanges(
-      picked.length,
-      (j) => {
-        const c = at(list, at(picked, j));
-        return cost(c.payload) + cost(c.route) + cost(c.id) + cost(c.token) + 64;
-      },
-      STATEMENT_BUDGET,
-    ).map(([start, end]) => picked.slice(start, end));
+    if (list.length === 0) return [];
+    const { chosen, statements } = planAck(list);
     const nowMs = Date.now();
-    const acked = await this.#op(op, { 'q.batch': list.length }, async () => {
-      if (parts.length === 1) return ackRequests(this.#scope, this.pool, owner, rowsOf(at(parts, 0)), nowMs);
-      const keys: Key[] = [];
-      await withTransaction(this.pool, async (c) => {
-        for (const part of parts) keys.push(...(await ackRequests(this.#scope, c, owner, rowsOf(part), nowMs)));
-      });
-      return keys;
-    });
-    for (const k of acked) {
-      const i = chosen.get(keyId(k));
-      if (i !== undefined) out[i] = true;
-    }
+    const acked = await this.#op(op, { 'q.batch': list.length }, async () =>
+      (await writeChunks(this.pool, statements, (db, rows) => ackRequests(this.#scope, db, owner, rows, nowMs))).flat(),
+    );
     if (acked.length > 0) this.#metrics.acked.add(acked.length);
     if (acked.length < list.length) this.#metrics.fenced.add(list.length - acked.length);
-    return out;
+    return ackedPositions(list.length, chosen, acked);
   }
 
   /**
@@ -390,23 +259,12 @@ export class Store {
    * unknown) are skipped.
    */
   async undispatch(owner: string, stamps: Stamp[]): Promise<void> {
-    const op = 'undispatch';
-    v.text(op, 'owner', owner);
-    const list = distinctStamps(v.list<unknown>(op, 'stamps', stamps).map((s, i) => v.stamp(op, s, i)));
-    if (list.length === 0) return;
-    const n = await this.#op(op, { 'q.batch': list.length }, () => undispatchRequests(this.#scope, this.pool, owner, list, null));
-    if (n < list.length) this.#metrics.fenced.add(list.length - n);
+    await putBack.undispatch(this.#ctx, owner, stamps);
   }
 
   /** {@link Store.undispatch}, and the requests are not dispatched again before `notBefore` (Unix s). */
   async defer(owner: string, stamps: Stamp[], notBefore: number): Promise<void> {
-    const op = 'defer';
-    v.text(op, 'owner', owner);
-    const list = distinctStamps(v.list<unknown>(op, 'stamps', stamps).map((s, i) => v.stamp(op, s, i)));
-    const at = v.count(op, 'notBefore', notBefore);
-    if (list.length === 0) return;
-    const n = await this.#op(op, { 'q.batch': list.length }, () => undispatchRequests(this.#scope, this.pool, owner, list, at));
-    if (n < list.length) this.#metrics.fenced.add(list.length - n);
+    await putBack.defer(this.#ctx, owner, stamps, notBefore);
   }
 
   /**
@@ -414,15 +272,7 @@ export class Store {
    * payload is kept. `false` when fenced (older attempt, other owner, not in flight, unknown).
    */
   async retry(owner: string, stamp: Stamp, notBefore: number, envelope: string): Promise<boolean> {
-    const op = 'retry';
-    v.text(op, 'owner', owner);
-    const s = v.stamp(op, stamp, 0);
-    const at = v.count(op, 'notBefore', notBefore);
-    v.envelope(op, 'envelope', envelope);
-    const ok = await this.#op(op, undefined, () => retryRequest(this.#scope, this.pool, owner, s, at, envelope));
-    if (ok) this.#metrics.retried.add(1);
-    else this.#metrics.fenced.add(1);
-    return ok;
+    return putBack.retry(this.#ctx, owner, stamp, notBefore, envelope);
   }
 
   /**

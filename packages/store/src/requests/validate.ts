@@ -24,6 +24,12 @@ export function text(op: string, what: string, v: unknown): string {
   return checkName(op, what, v);
 }
 
+/** The queue and owner that the partition and dispatch calls name: both {@link text}. */
+export function queueOwner(op: string, queue: unknown, owner: unknown): void {
+  text(op, 'queue', queue);
+  text(op, 'owner', owner);
+}
+
 /** Any string Postgres stores verbatim (possibly empty). */
 export function anyText(op: string, what: string, v: unknown): string {
   return checkText(op, what, v);

@@ -1,0 +1,68 @@
+// What the operation modules under ops/ share with the store facade: its connection, statement
+// scope and channel, the traced `op` wrapper, and the classification of the errors they retry.
+import type { Tracer } from '@opentelemetry/api';
+import { withOperation } from '@q/otel';
+import { QError, QErrorCode, databaseError, invalidArgument, type StatementScope } from '@q/schema';
+import type pg from 'pg';
+
+/** What an operation of the job store needs from it. */
+export interface JobStoreContext {
+  readonly pool: pg.Pool;
+  readonly scope: StatementScope;
+  /** The LISTEN/NOTIFY channel that statements waking workers notify. */
+  readonly channel: string;
+  /** Runs `fn` as operation `name`: traced, and every failure a `QError` (`CLOSED` once closed). */
+  op<T>(name: string, fn: () => Promise<T>, attributes?: Record<string, string | number | boolean>): Promise<T>;
+}
+
+/**
+ * Runs `fn` as operation `name` of a job store: traced (span `q.jobs.<name>`), and every failure
+ * a `QError` (see `databaseError`), `CLOSED` once `closed()`.
+ */
+export function runOperation<T>(
+  tracer: Tracer | undefined,
+  closed: () => boolean,
+  name: string,
+  fn: () => Promise<T>,
+  attributes?: Record<string, string | number | boolean>,
+): Promise<T> {
+  if (closed()) return Promise.reject(closedError());
+  return withOperation(
+    tracer,
+    `q.jobs.${name}`,
+    async () => {
+      try {
+        return await fn();
+      } catch (err) {
+        throw closed() ? closedError() : databaseError(name, err);
+      }
+    },
+    attributes,
+  );
+}
+
+/** A lock-key race (two claimers saw one key free) is retried at once, this many times. */
+export const CLAIM_RACE_RETRIES = 8;
+const UNIQUE_VIOLATION = '23505';
+const FOREIGN_KEY_VIOLATION = '23503';
+const LOCK_KEY_INDEX = 'q_jobs_lock_key_active_key';
+
+/** The error of any call on a closed store. */
+export function closedError(): QError {
+  return new QError(QErrorCode.CLOSED, 'the job store is closed');
+}
+
+/** Whether `err` is a lock-key race lost to another claimer (safe to retry at once). */
+export function isLockKeyRace(err: unknown): boolean {
+  const e = err as { code?: string; constraint?: string };
+  return e?.code === UNIQUE_VIOLATION && e.constraint === LOCK_KEY_INDEX;
+}
+
+/** An enqueue's `retryOfId` naming no job is the caller's mistake, not a database failure. */
+export function mapWriteError(err: unknown): unknown {
+  const e = err as { code?: string; constraint?: string };
+  if (e?.code === FOREIGN_KEY_VIOLATION) {
+    return invalidArgument('retryOfId refers to a job that does not exist');
+  }
+  return err;
+}

@@ -1,0 +1,132 @@
+// Enqueueing jobs: the one operation of the store that writes many rows of user data, so it owns
+// statement sizing, key-ordered chunks across a transaction, idempotency-key resolution and the
+// caller's-transaction path. Kept apart from the store facade for that weight alone.
+import { QError, QErrorCode, at, invalidArgument, withTransaction } from '@q/schema';
+import { checkInTransaction, inCallerTransaction, type InTransaction } from '../../transaction.js';
+import { STATEMENT_TEXT_BUDGET, chunkIndices, keyOrder, retryDeadlock } from '../batches.js';
+import { transactionWriteError } from '../from-pool.js';
+import { toJob, type JobRow } from '../row.js';
+import type { Queryable } from '../sql/db.js';
+import { drawJobIds } from '../sql/draw-job-ids.js';
+import { enqueueJobs, type EnqueueRow } from '../sql/enqueue-jobs.js';
+import { getJobsByIdempotencyKey } from '../sql/get-jobs-by-idempotency-key.js';
+import type { Job, NewJob } from '../types.js';
+import { checkCallSize, toEnqueueBatch } from '../validate.js';
+import { mapWriteError, type JobStoreContext } from './context.js';
+
+/** Jobs per enqueue statement; larger batches are split, in one transaction. */
+export const ENQUEUE_CHUNK = 2_000;
+
+/** `JobStore.enqueue`: checks the batch, sizes its statements, writes it through the pool or the caller's transaction. */
+export async function enqueue(ctx: JobStoreContext, jobs: readonly NewJob[], tx?: InTransaction): Promise<Job[]> {
+  if (!Array.isArray(jobs)) throw invalidArgument('jobs must be an array');
+  const client = tx === undefined ? undefined : checkInTransaction('enqueue', tx);
+  const batch = toEnqueueBatch(jobs);
+  if (jobs.length === 0) return [];
+  const sizes = batch.payloads.map((p) => p.length);
+  const total = checkCallSize('enqueue', 'payload JSON', sizes);
+  const fitsOne = jobs.length <= ENQUEUE_CHUNK && total <= STATEMENT_TEXT_BUDGET;
+  // One statement orders its rows itself; several are given them in key order.
+  const chunks = fitsOne ? [] : chunkIndices(keyOrder(batch.idempotencyKeys), sizes, ENQUEUE_CHUNK);
+  if (client) return enqueueThrough(ctx, client, batch, fitsOne ? null : chunks);
+  return ctx.op(
+    'enqueue',
+    () =>
+      retryDeadlock(async () => {
+        if (fitsOne) return enqueueChunk(ctx, ctx.pool, batch, null);
+        return withTransaction(ctx.pool, async (client) => {
+          // Ids in input order (see enqueue-jobs.ts), the rows inserted in key order across statements.
+          const ids = await drawJobIds(ctx.scope, client, jobs.length);
+          const out = new Array<Job>(jobs.length);
+          for (const chunk of chunks) {
+            const got = await enqueueChunk(ctx, client, { ...batch, ids }, chunk);
+            chunk.forEach((pos, k) => (out[pos] = at(got, k)));
+          }
+          return out;
+        });
+      }),
+    { 'job.count': jobs.length },
+  );
+}
+
+/**
+ * Writes through the caller's connection, inside its transaction and behind a savepoint: the
+ * same statements as {@link JobStore.enqueue}, in the same key order (`chunks` null = one
+ * statement). No deadlock retry here: a deadlock belongs to the caller's transaction.
+ */
+function enqueueThrough(
+  ctx: JobStoreContext,
+  client: Queryable,
+  batch: ReturnType<typeof toEnqueueBatch>,
+  chunks: number[][] | null,
+): Promise<Job[]> {
+  const n = batch.uuids.length;
+  return ctx.op(
+    'enqueue',
+    async () => {
+      try {
+        return await inCallerTransaction('enqueue', client, async () => {
+          // Every statement names the store's schema: the client's search_path does not matter.
+          if (chunks === null) return enqueueChunk(ctx, client, batch, null);
+          const ids = await drawJobIds(ctx.scope, client, n);
+          const out = new Array<Job>(n);
+          for (const chunk of chunks) {
+            const got = await enqueueChunk(ctx, client, { ...batch, ids }, chunk);
+            chunk.forEach((pos, k) => (out[pos] = at(got, k)));
+          }
+          return out;
+        });
+      } catch (err) {
+        throw transactionWriteError(err);
+      }
+    },
+    { 'job.count': n, 'job.in_transaction': true },
+  );
+}
+
+/** Inserts the jobs at `indices` of `b` (all, ids drawn by the statement, when null); returns them in that order. */
+async function enqueueChunk(ctx: JobStoreContext, db: Queryable, b: ReturnType<typeof toEnqueueBatch>, indices: number[] | null): Promise<Job[]> {
+  const pick = <T>(a: T[]) => (indices === null ? a : indices.map((i) => at(a, i)));
+  const chunk = {
+    uuids: pick(b.uuids),
+    queues: pick(b.queues),
+    types: pick(b.types),
+    payloads: pick(b.payloads),
+    priorities: pick(b.priorities),
+    runAts: pick(b.runAts),
+    maxAttempts: pick(b.maxAttempts),
+    idempotencyKeys: pick(b.idempotencyKeys),
+    lockKeys: pick(b.lockKeys),
+    teamIds: pick(b.teamIds),
+    resourceIds: pick(b.resourceIds),
+    retryOfIds: pick(b.retryOfIds),
+    ids: indices === null ? b.uuids.map(() => null) : pick(b.ids),
+  };
+  let rows: EnqueueRow[];
+  try {
+    rows = await enqueueJobs(ctx.scope, db, chunk, ctx.channel);
+  } catch (err) {
+    throw mapWriteError(err);
+  }
+  const byUuid = new Map<string, JobRow>();
+  const byKey = new Map<string, JobRow>();
+  for (const r of rows) {
+    if (r.inserted) byUuid.set(r.uuid, r);
+    // At most one row per key: an original committed before the statement, or the row this
+    // batch inserted first (a later duplicate in the batch resolves to it).
+    if (r.idempotency_key !== null) byKey.set(r.idempotency_key, r);
+  }
+  const missing = chunk.uuids.flatMap((u, i) => {
+    const key = chunk.idempotencyKeys[i];
+    return !byUuid.has(u) && key !== null && key !== undefined && !byKey.has(key) ? [key] : [];
+  });
+  if (missing.length > 0) {
+    // A concurrent producer committed the key while this statement ran: read its row now.
+    for (const r of await getJobsByIdempotencyKey(ctx.scope, db, missing)) if (r.idempotency_key) byKey.set(r.idempotency_key, r);
+  }
+  return chunk.uuids.map((u, i) => {
+    const row = byUuid.get(u) ?? byKey.get(chunk.idempotencyKeys[i] ?? '');
+    if (!row) throw new QError(QErrorCode.NOT_FOUND, 'the job holding this idempotency key was deleted meanwhile');
+    return toJob(row);
+  });
+}

@@ -1,0 +1,41 @@
+// Lease upkeep of a worker: leased -> running, renewals, the step timeline and giving leases
+// back. Kept apart from the store facade because every write here is fenced by the lease token
+// and takes a batch of leases (`unnest`), never an outcome.
+import { heartbeatJobs } from '../sql/heartbeat-jobs.js';
+import { markJobsRunning } from '../sql/mark-jobs-running.js';
+import { releaseJobs } from '../sql/release-jobs.js';
+import { updateJobSteps } from '../sql/update-job-steps.js';
+import type { JobLease, LeaseState, Step } from '../types.js';
+import { checkLease, checkLeaseMs, splitLeases, stepsJson } from '../validate.js';
+import type { JobStoreContext } from './context.js';
+
+/** `JobStore.markRunning`. */
+export async function markRunning(ctx: JobStoreContext, leases: readonly JobLease[]): Promise<LeaseState[]> {
+  const { ids, tokens } = splitLeases(leases);
+  if (ids.length === 0) return [];
+  const rows = await ctx.op('mark_running', () => markJobsRunning(ctx.scope, ctx.pool, ids, tokens));
+  return rows.map((r) => ({ id: Number(r.id), cancelRequested: r.cancel_requested }));
+}
+
+/** `JobStore.heartbeat`. */
+export async function heartbeat(ctx: JobStoreContext, leases: readonly JobLease[], leaseMs: number): Promise<LeaseState[]> {
+  const { ids, tokens } = splitLeases(leases);
+  checkLeaseMs(leaseMs);
+  if (ids.length === 0) return [];
+  const rows = await ctx.op('heartbeat', () => heartbeatJobs(ctx.scope, ctx.pool, ids, tokens, leaseMs));
+  return rows.map((r) => ({ id: Number(r.id), cancelRequested: r.cancel_requested }));
+}
+
+/** `JobStore.updateSteps`. */
+export async function updateSteps(ctx: JobStoreContext, lease: JobLease, steps: readonly Step[]): Promise<boolean> {
+  checkLease(lease);
+  const json = stepsJson(steps);
+  return ctx.op('update_steps', () => updateJobSteps(ctx.scope, ctx.pool, lease.id, lease.leaseToken, json));
+}
+
+/** `JobStore.release`. */
+export async function release(ctx: JobStoreContext, leases: readonly JobLease[]): Promise<number[]> {
+  const { ids, tokens } = splitLeases(leases);
+  if (ids.length === 0) return [];
+  return ctx.op('release', () => releaseJobs(ctx.scope, ctx.pool, ids, tokens, ctx.channel));
+}

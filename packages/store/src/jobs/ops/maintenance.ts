@@ -1,0 +1,66 @@
+// Maintenance and administration of the job table: reaping lapsed leases, promoting due jobs
+// (alone or as one locked round), cancelling, forgetting dead letters and purging finished jobs.
+// Kept apart from the store facade: none of it runs on a worker's hot path.
+import { invalidArgument, withTransaction } from '@q/schema';
+import { cancelJob } from '../sql/cancel-job.js';
+import { forgetDeadLetter as forgetDeadLetterRow } from '../sql/forget-dead-letter.js';
+import { tryMaintenanceXactLock } from '../sql/maintenance-lock.js';
+import { promoteDueJobs } from '../sql/promote-due-jobs.js';
+import { purgeFinished as purgeFinishedRows } from '../sql/purge-finished.js';
+import { reapExpiredLeases } from '../sql/reap-expired-leases.js';
+import type { CancelOutcome, ReapedJob } from '../types.js';
+import { MAX_DELAY_MS, checkMaxResumes, checkUuid } from '../validate.js';
+import type { JobStoreContext } from './context.js';
+
+/** Result of `JobStore.maintain`. */
+export interface MaintenanceResult {
+  reaped: ReapedJob[];
+  promoted: number;
+}
+
+/** `JobStore.promoteDue`. */
+export function promoteDue(ctx: JobStoreContext): Promise<number> {
+  return ctx.op('promote', () => promoteDueJobs(ctx.scope, ctx.pool, ctx.channel));
+}
+
+/** `JobStore.reapExpired`. */
+export async function reapExpired(ctx: JobStoreContext, maxResumes: number): Promise<ReapedJob[]> {
+  checkMaxResumes(maxResumes);
+  const rows = await ctx.op('reap', () => reapExpiredLeases(ctx.scope, ctx.pool, maxResumes));
+  return rows.map((r) => ({ id: Number(r.id), uuid: r.uuid, status: r.status }));
+}
+
+/** `JobStore.maintain`. */
+export async function maintain(ctx: JobStoreContext, maxResumes: number): Promise<MaintenanceResult | null> {
+  checkMaxResumes(maxResumes);
+  return ctx.op('maintain', () =>
+    withTransaction(ctx.pool, async (client) => {
+      if (!(await tryMaintenanceXactLock(ctx.scope, client))) return null;
+      const reaped = await reapExpiredLeases(ctx.scope, client, maxResumes);
+      const promoted = await promoteDueJobs(ctx.scope, client, ctx.channel);
+      return { reaped: reaped.map((r) => ({ id: Number(r.id), uuid: r.uuid, status: r.status })), promoted };
+    }),
+  );
+}
+
+/** `JobStore.cancel`. */
+export async function cancel(ctx: JobStoreContext, uuid: string): Promise<CancelOutcome> {
+  checkUuid(uuid);
+  const row = await ctx.op('cancel', () => cancelJob(ctx.scope, ctx.pool, uuid, ctx.channel));
+  if (!row) return 'not_cancellable';
+  return row.status === 'cancelled' ? 'cancelled' : 'cancel_requested';
+}
+
+/** `JobStore.forgetDeadLetter`. */
+export async function forgetDeadLetter(ctx: JobStoreContext, uuid: string): Promise<boolean> {
+  checkUuid(uuid);
+  return ctx.op('forget', () => forgetDeadLetterRow(ctx.scope, ctx.pool, uuid));
+}
+
+/** `JobStore.purgeFinished`. */
+export async function purgeFinished(ctx: JobStoreContext, olderThanMs: number): Promise<number> {
+  if (typeof olderThanMs !== 'number' || !Number.isFinite(olderThanMs) || olderThanMs < 0 || olderThanMs > MAX_DELAY_MS) {
+    throw invalidArgument('olderThanMs must be a non-negative number of milliseconds, at most 100 years');
+  }
+  return ctx.op('purge', () => purgeFinishedRows(ctx.scope, ctx.pool, olderThanMs));
+}
