@@ -1,7 +1,12 @@
+// The Consumer is the facade: it validates, serialises `poll`/`rebalance`/`close` and keeps the
+// public surface; the bookkeeping lives in consumer/ledger.ts and the rebalance algorithm in
+// consumer/rebalance.ts.
 import type { MeterProvider, TracerProvider } from '@opentelemetry/api';
 import { METRIC, observeGauge, qTracer, withOperation, type Tracer } from '@q/otel';
 import { QError, QErrorCode, isQError } from '@q/schema';
-import { PARTITIONS, type Completion, type Lease, type Request, type Stamp, type Store } from '@q/store';
+import type { Completion, Request, Stamp, Store } from '@q/store';
+import { Ledger } from './consumer/ledger.js';
+import { Rebalancer } from './consumer/rebalance.js';
 import { joinErrors } from './errors.js';
 import { silentLogger, type Logger } from './logger.js';
 import { Serial } from './serial.js';
@@ -35,23 +40,6 @@ export interface ConsumerState {
   leases: Array<{ partition: number; epoch: number; draining: boolean; inFlight: number }>;
 }
 
-interface PartitionState {
-  epoch: number;
-  acquiredAtMs: number;
-  draining: boolean;
-  drainSinceMs: number;
-  inFlight: number;
-}
-
-interface Tracked extends Stamp {
-  partition: number;
-  epoch: number;
-}
-
-// Postgres text cannot hold NUL, so it cannot occur inside an id or a token.
-const keyString = (k: { id: string; token: string }): string => `${k.id}\u0000${k.token}`;
-const ascending = (a: number, b: number): number => a - b;
-
 /**
  * One dispatcher's view of one queue: which of the queue's 64 partitions it leases, what it has
  * dispatched and not yet settled, and the rebalance that shares partitions evenly between live
@@ -70,22 +58,16 @@ export class Consumer {
   readonly owner: string;
 
   readonly #store: Store;
-  readonly #ttlMs: number;
-  readonly #drainTimeoutMs: number;
   readonly #log: Logger;
   readonly #tracer: Tracer | undefined;
   readonly #cycle = new Serial();
   readonly #meterProvider: MeterProvider | undefined;
   #unobserve: (() => void) | undefined;
 
-  #seeded = false;
   #stopping = false;
   #closed = false;
-  #reconcile = false;
-  #beats = 0;
-  #leases = new Map<number, PartitionState>();
-  readonly #inflight = new Map<string, Tracked>();
-  readonly #orphans = new Map<string, Stamp>();
+  readonly #ledger = new Ledger();
+  readonly #rebalancer: Rebalancer;
 
   constructor(store: Store, queue: string, owner: string, opts: ConsumerOptions) {
     if (!store || typeof store !== 'object') throw new QError(QErrorCode.INVALID_ARGUMENT, 'new Consumer: store is required');
@@ -101,11 +83,20 @@ export class Consumer {
     this.#store = store;
     this.queue = queue;
     this.owner = owner;
-    this.#ttlMs = opts.leaseTtlMs;
-    this.#drainTimeoutMs = opts.drainTimeoutMs;
     this.#log = opts.logger ?? silentLogger;
     this.#tracer = qTracer(opts.tracerProvider);
     this.#meterProvider = opts.meterProvider;
+    this.#rebalancer = new Rebalancer({
+      store,
+      queue,
+      owner,
+      ttlMs: opts.leaseTtlMs,
+      drainTimeoutMs: opts.drainTimeoutMs,
+      log: this.#log,
+      ledger: this.#ledger,
+      isStopping: () => this.#stopping,
+      onSeeded: () => this.#observe(),
+    });
   }
 
   /** True once {@link Consumer.stop} (or close) was called. */
@@ -142,12 +133,12 @@ export class Consumer {
           try {
             rows = signal ? await raceAbort(dispatching, signal) : await dispatching;
           } catch (err) {
-            this.#reconcile = true;
+            this.#ledger.reconcile = true;
             hold(dispatching.catch(() => undefined));
             this.#log.warn({ queue: this.queue, aborted: signal?.aborted ?? false }, 'dispatch outcome unknown; reconciling on next rebalance');
             throw err;
           }
-          for (const r of rows) this.#track(r);
+          for (const r of rows) this.#ledger.track(r);
           return rows;
         },
         { 'q.queue': this.queue },
@@ -163,7 +154,7 @@ export class Consumer {
   async ack(completions: Completion[]): Promise<boolean[]> {
     requireArray('Consumer.ack', completions, 'completions');
     const res = await this.#store.ack(this.owner, completions);
-    for (const c of completions) this.#done(c);
+    for (const c of completions) this.#ledger.done(c);
     return res;
   }
 
@@ -173,7 +164,7 @@ export class Consumer {
    */
   async retry(stamp: Stamp, notBefore: number, envelope: string): Promise<boolean> {
     const ok = await this.#store.retry(this.owner, stamp, notBefore, envelope);
-    this.#done(stamp);
+    this.#ledger.done(stamp);
     return ok;
   }
 
@@ -191,7 +182,7 @@ export class Consumer {
       if (!isQError(err, QErrorCode.INVALID_ARGUMENT)) this.abandon(...stamps);
       throw err;
     }
-    for (const s of stamps) this.#done(s);
+    for (const s of stamps) this.#ledger.done(s);
   }
 
   /**
@@ -207,7 +198,7 @@ export class Consumer {
       if (!isQError(err, QErrorCode.INVALID_ARGUMENT)) this.abandon(...stamps);
       throw err;
     }
-    for (const s of stamps) this.#done(s);
+    for (const s of stamps) this.#ledger.done(s);
   }
 
   /**
@@ -218,13 +209,7 @@ export class Consumer {
    */
   abandon(...stamps: Stamp[]): void {
     stamps.forEach((s, i) => requireStamp('Consumer.abandon', s, `stamps[${i}]`));
-    for (const s of stamps) {
-      const k = keyString(s);
-      const t = this.#inflight.get(k);
-      if (!t || t.attempt !== s.attempt) continue;
-      this.#orphans.set(k, { id: t.id, token: t.token, attempt: t.attempt });
-      this.#untrack(k, t);
-    }
+    for (const s of stamps) this.#ledger.abandon(s);
   }
 
   /**
@@ -254,7 +239,7 @@ export class Consumer {
           this.#unobserve = undefined;
           const errors: unknown[] = [];
           try {
-            await this.#undispatchOrphans();
+            await this.#rebalancer.undispatchOrphans();
           } catch (err) {
             errors.push(err);
           }
@@ -263,7 +248,7 @@ export class Consumer {
           } catch (err) {
             errors.push(err);
           }
-          this.#leases.clear();
+          this.#ledger.leases.clear();
           this.#log.info({ queue: this.queue, owner: this.owner, failed: errors.length }, 'consumer closed');
           const err = joinErrors(errors, 'close');
           if (err) throw err;
@@ -290,118 +275,19 @@ export class Consumer {
 
   /** A read-only snapshot of the consumer's bookkeeping. */
   inspect(): ConsumerState {
-    const parts = [...this.#leases.keys()].sort(ascending);
-    const leases = parts.map((partition) => {
-      const st = this.#leases.get(partition) as PartitionState;
-      return { partition, epoch: st.epoch, draining: st.draining, inFlight: st.inFlight };
-    });
+    const leases = this.#ledger.leaseList();
     return {
       active: leases.filter((l) => !l.draining).map((l) => l.partition),
       draining: leases.filter((l) => l.draining).map((l) => l.partition),
-      beats: this.#beats,
-      tracked: [...this.#inflight.values()].map((t) => ({ id: t.id, token: t.token, attempt: t.attempt })),
+      beats: this.#rebalancer.beats,
+      tracked: this.#ledger.tracked(),
       leases,
     };
   }
 
-  // ---- rebalance steps (docs/design/requests.md#rebalance-algorithm) ----
-
   async #rebalanceLocked(now: Date): Promise<void> {
     this.#assertOpen();
-    const nowMs = now.getTime();
-    // 1. Partition rows exist (once; retried next time on error).
-    if (!this.#seeded) {
-      await this.#store.ensurePartitions(this.queue);
-      this.#seeded = true;
-      this.#observe();
-    }
-    // 2. Settle what this consumer could not: abandoned work, unknown dispatches.
-    const errors: unknown[] = [];
-    try {
-      await this.#undispatchOrphans();
-    } catch (err) {
-      errors.push(err);
-    }
-    try {
-      await this.#reconcileInFlight();
-    } catch (err) {
-      errors.push(err);
-    }
-    // 3. Heartbeat: membership (withdrawn once stopped) and lease renewal.
-    try {
-      const beat = await this.#store.heartbeat(this.queue, this.owner, now, this.#ttlMs, !this.#stopping);
-      // 4. Mirror what the database says is held.
-      this.#syncLeases(beat.leases, nowMs);
-      // 5. Redeliver rows left in flight under older epochs.
-      this.#beats++;
-      if (this.#beats % 10 !== 0) {
-        const recent = [...this.#leases].filter(([, st]) => nowMs - st.acquiredAtMs < 2 * this.#ttlMs).map(([p]) => p);
-        if (recent.length > 0) await this.#store.resetStale(this.queue, this.owner, recent.sort(ascending));
-      } else {
-        await this.#store.resetStale(this.queue, this.owner);
-      }
-      // 6. Hand over drained partitions.
-      await this.#releaseDrained(nowMs);
-      // 7–9. Move towards the share.
-      await this.#moveTowardsShare(now, beat.members);
-    } catch (err) {
-      // Steps 3–9 stop at their first error; earlier step errors are reported with it.
-      throw joinErrors([...errors, err], 'rebalance');
-    }
-    const err = joinErrors(errors, 'rebalance');
-    if (err) throw err;
-  }
-
-  async #moveTowardsShare(now: Date, members: number): Promise<void> {
-    const nowMs = now.getTime();
-    const target = this.#stopping ? 0 : Math.ceil(PARTITIONS / Math.max(1, members));
-    const active: number[] = [];
-    const draining: number[] = [];
-    for (const [p, st] of [...this.#leases].sort((a, b) => a[0] - b[0])) (st.draining ? draining : active).push(p);
-
-    if (active.length < target) {
-      let need = target - active.length;
-      // Undrain before acquiring: keeps work where it is and needs no epoch bump.
-      const undrain = draining.slice(0, Math.min(need, draining.length));
-      if (undrain.length > 0) {
-        await this.#store.setDraining(this.queue, this.owner, undrain, false);
-        for (const p of undrain) {
-          const st = this.#leases.get(p);
-          if (st) {
-            st.draining = false;
-            st.drainSinceMs = 0;
-          }
-        }
-        need -= undrain.length;
-      }
-      if (need > 0) {
-        const got = await this.#store.acquirePartitions(this.queue, this.owner, now, this.#ttlMs, need);
-        for (const l of got) this.#leases.set(l.partition, this.#freshState(l, nowMs));
-        if (got.length > 0) {
-          this.#log.info({ queue: this.queue, partitions: got.map((l) => l.partition) }, 'partitions acquired');
-          // Redeliver what the previous owner left in flight.
-          await this.#store.resetStale(this.queue, this.owner, got.map((l) => l.partition).sort(ascending));
-        }
-      }
-    } else if (active.length > target) {
-      // Fewest in flight first (they hand over soonest), ties to the highest partition.
-      const surplus = active
-        .map((p) => ({ p, n: (this.#leases.get(p) as PartitionState).inFlight }))
-        .sort((a, b) => a.n - b.n || b.p - a.p)
-        .slice(0, active.length - target)
-        .map((c) => c.p)
-        .sort(ascending);
-      await this.#store.setDraining(this.queue, this.owner, surplus, true);
-      for (const p of surplus) {
-        const st = this.#leases.get(p);
-        if (st) {
-          st.draining = true;
-          st.drainSinceMs = nowMs;
-        }
-      }
-      this.#log.info({ queue: this.queue, partitions: surplus, target }, 'partitions draining');
-      await this.#releaseDrained(nowMs);
-    }
+    await this.#rebalancer.run(now);
   }
 
   /** Registers the partitions-owned gauge (from the first rebalance until close). */
@@ -412,98 +298,14 @@ export class Consumer {
       { unit: '{partition}', description: 'Partitions leased by this dispatcher, by state (active | draining)' },
       () => {
         let draining = 0;
-        for (const st of this.#leases.values()) if (st.draining) draining++;
+        const leases = this.#ledger.leases;
+        for (const st of leases.values()) if (st.draining) draining++;
         return [
-          { value: this.#leases.size - draining, attributes: { queue: this.queue, state: 'active' } },
+          { value: leases.size - draining, attributes: { queue: this.queue, state: 'active' } },
           { value: draining, attributes: { queue: this.queue, state: 'draining' } },
         ];
       },
     );
-  }
-
-  #syncLeases(held: Lease[], nowMs: number): void {
-    const next = new Map<number, PartitionState>();
-    for (const l of held) {
-      const cur = this.#leases.get(l.partition);
-      const st = cur && cur.epoch === l.epoch ? cur : this.#freshState(l, nowMs);
-      if (l.draining && !st.draining) st.drainSinceMs = nowMs;
-      st.draining = l.draining;
-      next.set(l.partition, st);
-    }
-    for (const p of this.#leases.keys()) {
-      if (!next.has(p)) this.#log.warn({ queue: this.queue, partition: p }, 'partition lost');
-    }
-    this.#leases = next;
-  }
-
-  /**
-   * State of a lease seen for the first time at this epoch. Its in-flight count is normally 0;
-   * it is recounted from the tracked stamps in case a dispatch ran before the lease was known
-   * locally (an acquire whose reply was lost).
-   */
-  #freshState(l: Lease, nowMs: number): PartitionState {
-    let inFlight = 0;
-    for (const t of this.#inflight.values()) if (t.partition === l.partition && t.epoch === l.epoch) inFlight++;
-    return { epoch: l.epoch, acquiredAtMs: nowMs, draining: l.draining, drainSinceMs: l.draining ? nowMs : 0, inFlight };
-  }
-
-  async #releaseDrained(nowMs: number): Promise<void> {
-    const done = [...this.#leases]
-      .filter(([, st]) => st.draining && (st.inFlight === 0 || nowMs - st.drainSinceMs >= this.#drainTimeoutMs))
-      .map(([p]) => p)
-      .sort(ascending);
-    if (done.length === 0) return;
-    await this.#store.releasePartitions(this.queue, this.owner, done);
-    for (const p of done) this.#leases.delete(p);
-    this.#log.info({ queue: this.queue, partitions: done }, 'partitions released');
-  }
-
-  async #undispatchOrphans(): Promise<void> {
-    if (this.#orphans.size === 0) return;
-    const stamps = [...this.#orphans.values()];
-    await this.#store.undispatch(this.owner, stamps);
-    for (const s of stamps) {
-      const k = keyString(s);
-      // A newer abandon of the same request (after a re-dispatch) stays for the next round.
-      if (this.#orphans.get(k)?.attempt === s.attempt) this.#orphans.delete(k);
-    }
-  }
-
-  async #reconcileInFlight(): Promise<void> {
-    if (!this.#reconcile) return;
-    const stamps = await this.#store.inFlight(this.queue, this.owner);
-    const unknown = stamps.filter((s) => this.#inflight.get(keyString(s))?.attempt !== s.attempt);
-    if (unknown.length > 0) {
-      await this.#store.undispatch(this.owner, unknown);
-      this.#log.info({ queue: this.queue, count: unknown.length }, 'untracked dispatches returned to pending');
-    }
-    this.#reconcile = false;
-  }
-
-  // ---- bookkeeping primitives (docs/design/requests.md#consumer-bookkeeping) ----
-
-  #track(r: Request): void {
-    const k = keyString(r);
-    const prev = this.#inflight.get(k);
-    if (prev) this.#untrack(k, prev);
-    this.#orphans.delete(k);
-    this.#inflight.set(k, { id: r.id, token: r.token, attempt: r.attempt, partition: r.partition, epoch: r.epoch });
-    const st = this.#leases.get(r.partition);
-    if (st && st.epoch === r.epoch) st.inFlight++;
-  }
-
-  #untrack(k: string, t: Tracked): void {
-    this.#inflight.delete(k);
-    const st = this.#leases.get(t.partition);
-    // A stale outcome never uncounts work dispatched under a newer epoch.
-    if (st && st.epoch === t.epoch && st.inFlight > 0) st.inFlight--;
-  }
-
-  /** Forgets `s` only if it is the tracked attempt: an older attempt's outcome never forgets a newer one. */
-  #done(s: Stamp): void {
-    const k = keyString(s);
-    const t = this.#inflight.get(k);
-    if (t && t.attempt === s.attempt) this.#untrack(k, t);
   }
 
   #assertOpen(): void {

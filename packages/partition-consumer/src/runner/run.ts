@@ -1,117 +1,22 @@
+// The partition worker: the loops (rebalance, poll), the handlers with bounded concurrency, and
+// the writing of their outcomes. Options and their checks live in options.ts, the outcome checks
+// in outcome.ts; the pieces it drives (AckBatcher, FailureGuard, Waker, retries) beside it.
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import type { MeterProvider, TracerProvider } from '@opentelemetry/api';
 import { qTracer, type Tracer } from '@q/otel';
-import { invalidArgument, isQError } from '@q/schema';
-import { checkCompletion, checkEnvelope, stampOf, type Completion, type Request, type Stamp, type Store } from '@q/store';
+import { stampOf, type Request, type Stamp } from '@q/store';
 import { Consumer } from '../consumer.js';
 import { errorFields, silentLogger, type Logger } from '../logger.js';
-import { requireInt, requireMs, requireName, requireOptionalObject } from '../validate.js';
 import { AckBatcher } from './ack-batcher.js';
-import { FailureGuard, MAX_PERSISTENT_FAILURES, type PartitionWorkerFailure } from './failure-guard.js';
+import { FailureGuard } from './failure-guard.js';
 import { handleSpan } from './handle-span.js';
+import { resolveOptions, type PartitionWorkerOptions, type PartitionWorkerStats } from './options.js';
+import { settlementOf, type Settlement } from './outcome.js';
 import { STORE_RETRIES, withRetries } from './retries.js';
 import { Waker } from './waker.js';
 
-/**
- * What a handler decided for one request:
- * - `{ result }` — done: the result is written to `result.route` (acked), `expiresAt` in Unix s
- *   (0 or absent = never expires);
- * - `{ retryAt, envelope? }` — run it again, not before `retryAt` (Unix s), optionally with a new
- *   envelope (e.g. a retry counter); the payload is kept;
- * - `{ defer }` — put it back unchanged, not dispatched again before `defer` (Unix s).
- *
- * Times may be fractional (`Date.now() / 1000 + 2`): they are rounded up to the next whole
- * second, so "not before" and "kept until" still hold; a `retryAt`/`defer` in the past (or
- * negative) means at once. The rest is checked exactly as the store checks it (`checkCompletion`,
- * `checkEnvelope` of `@q/store`): a route must be non-empty text without NUL or lone surrogates
- * of at most 2,048 bytes, a payload or envelope text without NUL or lone surrogates of at most
- * `MAX_VALUE_BYTES`, `expiresAt` not negative. An outcome that fails these checks counts as
- * "no valid outcome" (see `handle`): it is logged and fails that request alone.
- */
-export type Outcome =
-  { result: { route: string; payload: string; expiresAt?: number } } | { retryAt: number; envelope?: string } | { defer: number };
-
-/** Options of {@link runPartitionWorker}. */
-export interface PartitionWorkerOptions {
-  /** An open store (the caller closes it after the worker returned). */
-  store: Store;
-  /** The queue to serve. */
-  queue: string;
-  /** This dispatcher's unique lease-owner name. Default: `<hostname>-<8 hex>`. */
-  owner?: string;
-  /** Most handlers running at once (and most outcome writes pending before polling pauses). */
-  concurrency: number;
-  /** Most requests dispatched per poll. */
-  batchSize: number;
-  /** Lease and membership lifetime (ms); rebalance runs every `max(100, leaseTtlMs / 3)` ms. */
-  leaseTtlMs: number;
-  /** How long (ms) a partition being handed over waits for its work in flight. */
-  drainTimeoutMs: number;
-  /**
-   * Handles one request. Cancelled requests are handed over too (`req.cancelled`), so the handler
-   * can answer them. `signal` aborts when the request is no longer this worker's (its partition
-   * was lost) or when a graceful stop timed out; whatever it returns then is fenced or put back.
-   * A handler that throws (or returns no valid outcome, see {@link Outcome}) gets its request
-   * retried after `errorRetryDelayMs`, with its envelope unchanged. A request dispatched again
-   * while an older dispatch of it is still being handled here (its partition moved away and
-   * back) aborts the older handler at once.
-   */
-  handle(req: Request, signal: AbortSignal): Promise<Outcome>;
-  /** Aborting it stops the worker gracefully: stop → keep settling until drained or `stopTimeoutMs` → close. */
-  signal: AbortSignal;
-  /** Pino-compatible logger. Default: silent. */
-  logger?: Logger;
-  /**
-   * Spans `q.partition-consumer.*`. Each request's `q.partition-consumer.handle` span starts its
-   * own trace, linked to the producer's span when the envelope is a JSON object with a W3C
-   * `traceparent` field (a malformed envelope or traceparent just means no link). Absent: none.
-   */
-  tracerProvider?: TracerProvider;
-  /** Metrics (partitions owned). Absent: the global meter provider. */
-  meterProvider?: MeterProvider;
-  /** Wait (ms) after a poll that found less than it could take. Default 1000. */
-  pollIntervalMs?: number;
-  /** Results written per ack transaction at most. Default `batchSize` (capped at `concurrency`). */
-  ackBatchSize?: number;
-  /** Longest wait (ms) of a result for its batch to fill. Default 5. */
-  ackFlushMs?: number;
-  /** How long (ms) a graceful stop waits for work in flight. Default `drainTimeoutMs`. */
-  stopTimeoutMs?: number;
-  /** Delay (ms, rounded up to whole seconds) before a request whose handler threw runs again. Default 1000. */
-  // Every duration above is at most 2^31 - 1 ms (the longest Node timer); longer ones are INVALID_ARGUMENT.
-  errorRetryDelayMs?: number;
-  /** Called for every failed rebalance or poll (see {@link PartitionWorkerFailure}); persistent ones are also logged at error level. */
-  onError?: (failure: PartitionWorkerFailure) => void;
-  /**
-   * Identical persistent failures in a row (permission denied, undefined table, read-only,
-   * prepared-statement errors) after which the worker stops as if aborted and rejects with that
-   * error. Default 5.
-   */
-  maxPersistentFailures?: number;
-}
-
-/** Counters of one {@link runPartitionWorker} run. */
-export interface PartitionWorkerStats {
-  /** The owner name the worker leased under. */
-  owner: string;
-  /** Requests handed to `handle`. */
-  dispatched: number;
-  /** Results written. */
-  acked: number;
-  /** Outcomes refused because the request was no longer this worker's. */
-  fenced: number;
-  /** Requests put back by `{ retryAt }` or a failed handler. */
-  retried: number;
-  /** Requests put back by `{ defer }`. */
-  deferred: number;
-  /** Requests returned to pending because their handler was aborted. */
-  undispatched: number;
-  /** Requests whose outcome could not be written (redelivered by the next rebalance or close). */
-  abandoned: number;
-  /** Handlers that threw or returned no valid outcome. */
-  failed: number;
-}
+export type { PartitionWorkerOptions, PartitionWorkerStats } from './options.js';
+export type { Outcome } from './outcome.js';
 
 /** Fastest rebalance beat, used while partitions are moving. */
 const RAPID_BEAT_MS = 100;
@@ -124,16 +29,6 @@ interface Job {
   ctrl: AbortController;
   detached: boolean;
 }
-
-/**
- * A handler's outcome, checked and in the store's terms. `reason` of `invalid` says what was
- * wrong (it names fields, never values).
- */
-type Settlement =
-  | { kind: 'result'; completion: Completion }
-  | { kind: 'retry'; at: number; envelope: string }
-  | { kind: 'defer'; at: number }
-  | { kind: 'invalid'; reason: string };
 
 /** Identity of a request generation in the runner's maps (ids and tokens cannot contain NUL). */
 const keyOfReq = (r: Request): string => `${r.id}\u0000${r.token}`;
@@ -187,39 +82,14 @@ class PartitionWorker {
 
   constructor(opts: PartitionWorkerOptions) {
     this.#opts = opts;
-    if (!opts || typeof opts !== 'object') throw invalidArgument('runPartitionWorker: options are required');
-    if (!opts.store || typeof opts.store !== 'object') throw invalidArgument('runPartitionWorker: store is required');
-    requireName('runPartitionWorker', opts.queue, 'queue');
-    if (opts.owner !== undefined) requireName('runPartitionWorker', opts.owner, 'owner');
-    requireInt('runPartitionWorker', opts.concurrency, 'concurrency', 1);
-    requireInt('runPartitionWorker', opts.batchSize, 'batchSize', 1);
-    // Durations drive timers (rebalance every leaseTtlMs / 3, polls, flushes, stop waits): a Node
-    // timer longer than 2^31 - 1 ms fires after 1 ms, so such values are refused.
-    requireMs('runPartitionWorker', opts.leaseTtlMs, 'leaseTtlMs', 1);
-    requireMs('runPartitionWorker', opts.drainTimeoutMs, 'drainTimeoutMs', 0);
-    if (typeof opts.handle !== 'function') throw invalidArgument('runPartitionWorker: handle must be a function');
-    if (!(opts.signal instanceof AbortSignal)) throw invalidArgument('runPartitionWorker: signal must be an AbortSignal');
-    requireOptionalObject('runPartitionWorker', opts.logger, 'logger', 'debug', 'info', 'warn', 'error');
-    requireOptionalObject('runPartitionWorker', opts.tracerProvider, 'tracerProvider', 'getTracer');
-    requireOptionalObject('runPartitionWorker', opts.meterProvider, 'meterProvider', 'getMeter');
-    this.#pollIntervalMs = opts.pollIntervalMs ?? 1000;
-    requireMs('runPartitionWorker', this.#pollIntervalMs, 'pollIntervalMs', 1);
-    // One ack transaction per dispatched batch by default: a commit per result batch is the cost.
-    const ackBatchSize = opts.ackBatchSize ?? opts.batchSize;
-    requireInt('runPartitionWorker', ackBatchSize, 'ackBatchSize', 1);
-    const ackFlushMs = opts.ackFlushMs ?? 5;
-    requireMs('runPartitionWorker', ackFlushMs, 'ackFlushMs', 0);
-    this.#stopTimeoutMs = opts.stopTimeoutMs ?? opts.drainTimeoutMs;
-    requireMs('runPartitionWorker', this.#stopTimeoutMs, 'stopTimeoutMs', 0);
-    this.#errorRetryDelayMs = opts.errorRetryDelayMs ?? 1000;
-    requireMs('runPartitionWorker', this.#errorRetryDelayMs, 'errorRetryDelayMs', 0);
-    const maxPersistent = opts.maxPersistentFailures ?? MAX_PERSISTENT_FAILURES;
-    requireInt('runPartitionWorker', maxPersistent, 'maxPersistentFailures', 1);
-    if (opts.onError !== undefined && typeof opts.onError !== 'function') throw invalidArgument('runPartitionWorker: onError must be a function');
+    const settings = resolveOptions(opts);
+    this.#pollIntervalMs = settings.pollIntervalMs;
+    this.#stopTimeoutMs = settings.stopTimeoutMs;
+    this.#errorRetryDelayMs = settings.errorRetryDelayMs;
 
     const owner = opts.owner ?? defaultOwner();
     this.#log = opts.logger ?? silentLogger;
-    this.#guard = new FailureGuard(this.#log, opts.queue, maxPersistent, opts.onError, () => this.#halt.abort());
+    this.#guard = new FailureGuard(this.#log, opts.queue, settings.maxPersistentFailures, opts.onError, () => this.#halt.abort());
     this.#tracer = qTracer(opts.tracerProvider);
     this.#consumer = new Consumer(opts.store, opts.queue, owner, {
       leaseTtlMs: opts.leaseTtlMs,
@@ -229,7 +99,7 @@ class PartitionWorker {
       ...(opts.meterProvider ? { meterProvider: opts.meterProvider } : {}),
     });
     // A batch larger than `concurrency` could never fill (a request keeps its slot until written).
-    this.#acks = new AckBatcher(this.#consumer, Math.min(ackBatchSize, opts.concurrency), ackFlushMs, this.#log);
+    this.#acks = new AckBatcher(this.#consumer, Math.min(settings.ackBatchSize, opts.concurrency), settings.ackFlushMs, this.#log);
     this.#firstRebalance = new Promise<void>((r) => (this.#resolveFirst = r));
     this.#stats = { owner, dispatched: 0, acked: 0, fenced: 0, retried: 0, deferred: 0, undispatched: 0, abandoned: 0, failed: 0 };
   }
@@ -493,62 +363,4 @@ class PartitionWorker {
   async #waitSettled(deadline: number): Promise<void> {
     while (this.#running.size + this.#settling > 0 && Date.now() < deadline) await this.#settleWaker.wait(Math.min(100, deadline - Date.now()));
   }
-}
-
-/** A Unix-seconds time of an outcome: a finite number, rounded up to a whole second. */
-function seconds(v: unknown): number | undefined {
-  if (typeof v !== 'number' || !Number.isFinite(v)) return undefined;
-  const s = Math.ceil(v);
-  return Number.isSafeInteger(s) ? s : undefined;
-}
-
-/** Why a store check refused a value (its message names the field, never the value). */
-function refusal(err: unknown): string {
-  if (isQError(err)) return err.message;
-  throw err;
-}
-
-/** Checks a handler's return value and puts it in the store's terms. */
-function settlementOf(v: unknown, req: Request): Settlement {
-  const invalid = (reason: string): Settlement => ({ kind: 'invalid', reason });
-  if (!v || typeof v !== 'object') return invalid('not an outcome object');
-  const o = v as Record<string, unknown>;
-  if ('result' in o) {
-    const r = o.result as Record<string, unknown> | null;
-    if (!r || typeof r !== 'object') return invalid('result must be an object');
-    let expiresAt = 0;
-    if (r.expiresAt !== undefined && r.expiresAt !== null) {
-      const s = seconds(r.expiresAt);
-      if (s === undefined || s < 0) return invalid('result.expiresAt must be a non-negative number of Unix seconds');
-      expiresAt = s;
-    }
-    try {
-      const completion = checkCompletion(
-        { id: req.id, token: req.token, attempt: req.attempt, route: r.route, payload: r.payload, expiresAt },
-        'result',
-      );
-      return { kind: 'result', completion };
-    } catch (err) {
-      return invalid(refusal(err));
-    }
-  }
-  if ('retryAt' in o) {
-    const at = seconds(o.retryAt);
-    if (at === undefined) return invalid('retryAt must be a finite number of Unix seconds');
-    let envelope = req.envelope;
-    if (o.envelope !== undefined) {
-      try {
-        envelope = checkEnvelope(o.envelope, 'envelope');
-      } catch (err) {
-        return invalid(refusal(err));
-      }
-    }
-    return { kind: 'retry', at: Math.max(0, at), envelope };
-  }
-  if ('defer' in o) {
-    const at = seconds(o.defer);
-    if (at === undefined) return invalid('defer must be a finite number of Unix seconds');
-    return { kind: 'defer', at: Math.max(0, at) };
-  }
-  return invalid('no result, retryAt or defer');
 }

@@ -1,0 +1,103 @@
+// One HTTP attempt of a request and its classification (docs/design/dispatcher.md#http-request,
+// #http-classification, #retry-algorithm): the last cancellation look, the send, then a result, a
+// retry parked in place, or back to pending. Apart from the gates because it is the only stage
+// that talks to the inference endpoint.
+import { SpanStatusCode, type Span } from '@opentelemetry/api';
+import { cancelledResult, errorResult, httpResult, type Envelope } from '../formats.js';
+import { buildHeaders, joinUrl } from '../http/headers.js';
+import { retryBackoffSeconds } from '../http/retry.js';
+import { CANCEL_CHECK_THROTTLE_MS, nowSec, type HandlerContext, type HandlerDeps } from './handler-context.js';
+import { laneOf } from './pool.js';
+import type { Outcome, QueuedRequest } from './ports.js';
+
+/** The send and its classification (docs/design/dispatcher.md#http-classification, #retry-algorithm). */
+export async function attempt(
+  ctx: HandlerContext,
+  req: QueuedRequest,
+  env: Envelope,
+  labels: Record<string, string>,
+  retryCount: number,
+  pulledAt: number,
+  signal: AbortSignal | undefined,
+  span?: Span,
+): Promise<Outcome> {
+  const { deps, finish, atDeadline, backToPending, checkCancelled } = ctx;
+  const { queue, config, metrics, logger } = deps;
+  const failed = (category: string, message: string) => {
+    span?.setAttribute('error.category', category);
+    span?.setStatus({ code: SpanStatusCode.ERROR, message });
+  };
+  // Right before the send: a request cancelled while it waited must not reach the endpoint.
+  // Throttled (one real check per second per message): the dispatch itself
+  // read the flag, so a request that did not wait needs no second look.
+  if (Date.now() - pulledAt >= CANCEL_CHECK_THROTTLE_MS) {
+    const c = await checkCancelled(req);
+    if (c === 'error') return { retryAt: Math.ceil(nowSec() + 1) }; // fail closed, docs/design/dispatcher.md#retry-algorithm
+    if (c) return finish(env, req, cancelledResult(req.id));
+  }
+
+  const url = joinUrl(queue.igw_base_url, env.data.endpoint || queue.request_path_url);
+  const headers = buildHeaders({
+    objective: queue.inference_objective,
+    headers: env.data.headers,
+    metadata: env.data.metadata,
+    fairnessHeader: config.fairness_header,
+    fairnessAttribute: config.fairness_attribute,
+    ...(deps.tierPriority ? { priority: priorityOf(deps.tierPriority, laneOf(labels)) } : {}),
+  });
+  metrics.inflight(1);
+  const t0 = performance.now();
+  let out;
+  try {
+    out = await deps.client.send(url, req.payload, headers, req.deadline * 1000, signal);
+  } finally {
+    metrics.inflight(-1);
+  }
+  metrics.attempt(performance.now() - t0);
+
+  switch (out.kind) {
+    case 'success':
+      return finish(env, req, httpResult(req.id, out.status, out.body));
+    case 'aborted':
+      return backToPending();
+    case 'fatal':
+      failed(out.category, out.message);
+      if (out.timeout === 'deadline') return atDeadline(env, req);
+      if (out.status !== undefined) return finish(env, req, httpResult(req.id, out.status, out.body ?? ''));
+      return finish(env, req, errorResult(req.id, 'INFERENCE_ERROR', `Failed to send request to inference: ${out.message}`));
+    case 'retryable': {
+      span?.setAttribute('error.category', out.category);
+      const now = nowSec();
+      const secondsToDeadline = req.deadline - Math.floor(now);
+      if (secondsToDeadline <= 0) {
+        if (out.category === 'RATE_LIMIT') metrics.shedOnly();
+        // A response whose body never arrived is no answer: an error, never a success.
+        if (out.incomplete)
+          return finish(env, req, errorResult(req.id, 'INFERENCE_ERROR', `Failed to send request to inference: ${out.message}`));
+        metrics.exceededOnly();
+        return finish(env, req, httpResult(req.id, out.status, out.body));
+      }
+      const backoff = retryBackoffSeconds({
+        retryCount,
+        secondsToDeadline,
+        retryAfter: out.retryAfter,
+        baseSeconds: config.retry_base_ms / 1000,
+        capSeconds: config.retry_cap_ms / 1000,
+        random: ctx.random,
+      });
+      metrics.retry(out.category === 'RATE_LIMIT');
+      // Keep the last complete response: if the deadline ends the retries, it is the result.
+      const internal = { ...env.internal, retry_count: retryCount + 1 };
+      if (!out.incomplete) internal.last_response = { status_code: out.status, payload: out.body };
+      const next: Envelope = { ...env, internal };
+      logger.debug({ queue: queue.queue_name, id: req.id, backoff, category: out.category }, 'retry scheduled');
+      return { retryAt: Math.ceil(now + backoff), envelope: JSON.stringify(next) };
+    }
+  }
+}
+
+/** The priority stamp of a request in `lane` (docs/design/dispatcher.md#headers). */
+function priorityOf(tp: NonNullable<HandlerDeps['tierPriority']>, lane: number): { lane: number; header: string; objective?: string } {
+  const objective = Object.hasOwn(tp.laneObjectives, String(lane)) ? tp.laneObjectives[String(lane)] : undefined;
+  return { lane, header: tp.header, ...(objective !== undefined ? { objective } : {}) };
+}

@@ -1,0 +1,134 @@
+// The options of a partition worker and their checks: every duration and count is validated and
+// defaulted here, once, so the worker itself only reads settled values.
+import type { MeterProvider, TracerProvider } from '@opentelemetry/api';
+import { invalidArgument } from '@q/schema';
+import type { Request, Store } from '@q/store';
+import type { Logger } from '../logger.js';
+import { requireInt, requireMs, requireName, requireOptionalObject } from '../validate.js';
+import { MAX_PERSISTENT_FAILURES, type PartitionWorkerFailure } from './failure-guard.js';
+import type { Outcome } from './outcome.js';
+
+/** Options of {@link runPartitionWorker}. */
+export interface PartitionWorkerOptions {
+  /** An open store (the caller closes it after the worker returned). */
+  store: Store;
+  /** The queue to serve. */
+  queue: string;
+  /** This dispatcher's unique lease-owner name. Default: `<hostname>-<8 hex>`. */
+  owner?: string;
+  /** Most handlers running at once (and most outcome writes pending before polling pauses). */
+  concurrency: number;
+  /** Most requests dispatched per poll. */
+  batchSize: number;
+  /** Lease and membership lifetime (ms); rebalance runs every `max(100, leaseTtlMs / 3)` ms. */
+  leaseTtlMs: number;
+  /** How long (ms) a partition being handed over waits for its work in flight. */
+  drainTimeoutMs: number;
+  /**
+   * Handles one request. Cancelled requests are handed over too (`req.cancelled`), so the handler
+   * can answer them. `signal` aborts when the request is no longer this worker's (its partition
+   * was lost) or when a graceful stop timed out; whatever it returns then is fenced or put back.
+   * A handler that throws (or returns no valid outcome, see {@link Outcome}) gets its request
+   * retried after `errorRetryDelayMs`, with its envelope unchanged. A request dispatched again
+   * while an older dispatch of it is still being handled here (its partition moved away and
+   * back) aborts the older handler at once.
+   */
+  handle(req: Request, signal: AbortSignal): Promise<Outcome>;
+  /** Aborting it stops the worker gracefully: stop → keep settling until drained or `stopTimeoutMs` → close. */
+  signal: AbortSignal;
+  /** Pino-compatible logger. Default: silent. */
+  logger?: Logger;
+  /**
+   * Spans `q.partition-consumer.*`. Each request's `q.partition-consumer.handle` span starts its
+   * own trace, linked to the producer's span when the envelope is a JSON object with a W3C
+   * `traceparent` field (a malformed envelope or traceparent just means no link). Absent: none.
+   */
+  tracerProvider?: TracerProvider;
+  /** Metrics (partitions owned). Absent: the global meter provider. */
+  meterProvider?: MeterProvider;
+  /** Wait (ms) after a poll that found less than it could take. Default 1000. */
+  pollIntervalMs?: number;
+  /** Results written per ack transaction at most. Default `batchSize` (capped at `concurrency`). */
+  ackBatchSize?: number;
+  /** Longest wait (ms) of a result for its batch to fill. Default 5. */
+  ackFlushMs?: number;
+  /** How long (ms) a graceful stop waits for work in flight. Default `drainTimeoutMs`. */
+  stopTimeoutMs?: number;
+  /** Delay (ms, rounded up to whole seconds) before a request whose handler threw runs again. Default 1000. */
+  // Every duration above is at most 2^31 - 1 ms (the longest Node timer); longer ones are INVALID_ARGUMENT.
+  errorRetryDelayMs?: number;
+  /** Called for every failed rebalance or poll (see {@link PartitionWorkerFailure}); persistent ones are also logged at error level. */
+  onError?: (failure: PartitionWorkerFailure) => void;
+  /**
+   * Identical persistent failures in a row (permission denied, undefined table, read-only,
+   * prepared-statement errors) after which the worker stops as if aborted and rejects with that
+   * error. Default 5.
+   */
+  maxPersistentFailures?: number;
+}
+
+/** Counters of one {@link runPartitionWorker} run. */
+export interface PartitionWorkerStats {
+  /** The owner name the worker leased under. */
+  owner: string;
+  /** Requests handed to `handle`. */
+  dispatched: number;
+  /** Results written. */
+  acked: number;
+  /** Outcomes refused because the request was no longer this worker's. */
+  fenced: number;
+  /** Requests put back by `{ retryAt }` or a failed handler. */
+  retried: number;
+  /** Requests put back by `{ defer }`. */
+  deferred: number;
+  /** Requests returned to pending because their handler was aborted. */
+  undispatched: number;
+  /** Requests whose outcome could not be written (redelivered by the next rebalance or close). */
+  abandoned: number;
+  /** Handlers that threw or returned no valid outcome. */
+  failed: number;
+}
+
+/** The optional settings of {@link PartitionWorkerOptions}, defaulted. */
+export interface ResolvedSettings {
+  pollIntervalMs: number;
+  ackBatchSize: number;
+  ackFlushMs: number;
+  stopTimeoutMs: number;
+  errorRetryDelayMs: number;
+  maxPersistentFailures: number;
+}
+
+/** Checks `opts` (`INVALID_ARGUMENT` naming the first bad field) and defaults the optional settings. */
+export function resolveOptions(opts: PartitionWorkerOptions): ResolvedSettings {
+  if (!opts || typeof opts !== 'object') throw invalidArgument('runPartitionWorker: options are required');
+  if (!opts.store || typeof opts.store !== 'object') throw invalidArgument('runPartitionWorker: store is required');
+  requireName('runPartitionWorker', opts.queue, 'queue');
+  if (opts.owner !== undefined) requireName('runPartitionWorker', opts.owner, 'owner');
+  requireInt('runPartitionWorker', opts.concurrency, 'concurrency', 1);
+  requireInt('runPartitionWorker', opts.batchSize, 'batchSize', 1);
+  // Durations drive timers (rebalance every leaseTtlMs / 3, polls, flushes, stop waits): a Node
+  // timer longer than 2^31 - 1 ms fires after 1 ms, so such values are refused.
+  requireMs('runPartitionWorker', opts.leaseTtlMs, 'leaseTtlMs', 1);
+  requireMs('runPartitionWorker', opts.drainTimeoutMs, 'drainTimeoutMs', 0);
+  if (typeof opts.handle !== 'function') throw invalidArgument('runPartitionWorker: handle must be a function');
+  if (!(opts.signal instanceof AbortSignal)) throw invalidArgument('runPartitionWorker: signal must be an AbortSignal');
+  requireOptionalObject('runPartitionWorker', opts.logger, 'logger', 'debug', 'info', 'warn', 'error');
+  requireOptionalObject('runPartitionWorker', opts.tracerProvider, 'tracerProvider', 'getTracer');
+  requireOptionalObject('runPartitionWorker', opts.meterProvider, 'meterProvider', 'getMeter');
+  const pollIntervalMs = opts.pollIntervalMs ?? 1000;
+  requireMs('runPartitionWorker', pollIntervalMs, 'pollIntervalMs', 1);
+  // One ack transaction per dispatched batch by default: a commit per result batch is the cost.
+  const ackBatchSize = opts.ackBatchSize ?? opts.batchSize;
+  requireInt('runPartitionWorker', ackBatchSize, 'ackBatchSize', 1);
+  const ackFlushMs = opts.ackFlushMs ?? 5;
+  requireMs('runPartitionWorker', ackFlushMs, 'ackFlushMs', 0);
+  const stopTimeoutMs = opts.stopTimeoutMs ?? opts.drainTimeoutMs;
+  requireMs('runPartitionWorker', stopTimeoutMs, 'stopTimeoutMs', 0);
+  const errorRetryDelayMs = opts.errorRetryDelayMs ?? 1000;
+  requireMs('runPartitionWorker', errorRetryDelayMs, 'errorRetryDelayMs', 0);
+  const maxPersistent = opts.maxPersistentFailures ?? MAX_PERSISTENT_FAILURES;
+  requireInt('runPartitionWorker', maxPersistent, 'maxPersistentFailures', 1);
+  if (opts.onError !== undefined && typeof opts.onError !== 'function') throw invalidArgument('runPartitionWorker: onError must be a function');
+  return { pollIntervalMs, ackBatchSize, ackFlushMs, stopTimeoutMs, errorRetryDelayMs, maxPersistentFailures: maxPersistent };
+}
