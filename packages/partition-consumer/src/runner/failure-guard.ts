@@ -28,14 +28,16 @@ export const MAX_PERSISTENT_FAILURES = 5;
 export class FailureGuard {
   readonly #trackers: Record<PartitionWorkerFailure['operation'], FailureTracker>;
   #fatal: QError | undefined;
+  readonly #log: Logger;
+  readonly #queue: string;
+  readonly #onError: ((f: PartitionWorkerFailure) => void) | undefined;
+  readonly #stop: () => void;
 
-  constructor(
-    private readonly log: Logger,
-    private readonly queue: string,
-    max: number,
-    private readonly onError: ((f: PartitionWorkerFailure) => void) | undefined,
-    private readonly stop: () => void,
-  ) {
+  constructor(log: Logger, queue: string, max: number, onError: ((f: PartitionWorkerFailure) => void) | undefined, stop: () => void) {
+    this.#log = log;
+    this.#queue = queue;
+    this.#onError = onError;
+    this.#stop = stop;
     this.#trackers = { rebalance: new FailureTracker({ maxPersistent: max }), poll: new FailureTracker({ maxPersistent: max }) };
   }
 
@@ -54,13 +56,13 @@ export class FailureGuard {
     // Only the first failure that stops the worker is fatal (the other loop may reach its bound too).
     const fatal = v.stop && !this.#fatal;
     const error = err instanceof QError ? err : databaseError(op, err);
-    const fields = { ...errorFields(error), queue: this.queue, kind: v.kind, reason: v.reason, sqlstate: v.sqlState, count: v.count };
-    if (v.kind === 'persistent') this.log.error(fields, fatal ? `${message}; persistent, partition worker stopping` : `${message}; persistent`);
-    else this.log.warn(fields, message);
+    const fields = { ...errorFields(error), queue: this.#queue, kind: v.kind, reason: v.reason, sqlstate: v.sqlState, count: v.count };
+    if (v.kind === 'persistent') this.#log.error(fields, fatal ? `${message}; persistent, partition worker stopping` : `${message}; persistent`);
+    else this.#log.warn(fields, message);
     try {
-      this.onError?.({ operation: op, error, kind: v.kind, sqlState: v.sqlState, count: v.count, fatal });
+      this.#onError?.({ operation: op, error, kind: v.kind, sqlState: v.sqlState, count: v.count, fatal });
     } catch (cbErr) {
-      this.log.warn(errorFields(cbErr), 'onError callback threw');
+      this.#log.warn(errorFields(cbErr), 'onError callback threw');
     }
     if (!fatal) return;
     this.#fatal = new QError(
@@ -68,6 +70,6 @@ export class FailureGuard {
       `partition worker stopped after ${v.count} identical ${op} failures: ${v.reason}: ${error.message}`,
       { cause: error },
     );
-    this.stop();
+    this.#stop();
   }
 }

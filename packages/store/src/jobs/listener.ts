@@ -34,16 +34,27 @@ export class JobListener {
   #retryMs = RECONNECT_MIN_MS;
   #timer: NodeJS.Timeout | undefined;
   #connecting: Promise<void> | undefined;
+  /** null: never connects (a transaction pooler without a direct listenDsn). */
+  readonly #dsn: string | pg.ClientConfig | null;
+  readonly #channel: string;
+  readonly #applicationName: string;
+  readonly #handlers: JobListenerHandlers;
+  readonly #scope: StatementScope;
 
   /** @internal Created by `JobStore.listen`. */
   constructor(
-    /** null: never connects (a transaction pooler without a direct listenDsn). */
-    private readonly dsn: string | pg.ClientConfig | null,
-    private readonly channel: string,
-    private readonly applicationName: string,
-    private readonly handlers: JobListenerHandlers,
-    private readonly scope: StatementScope,
-  ) {}
+    dsn: string | pg.ClientConfig | null,
+    channel: string,
+    applicationName: string,
+    handlers: JobListenerHandlers,
+    scope: StatementScope,
+  ) {
+    this.#dsn = dsn;
+    this.#channel = channel;
+    this.#applicationName = applicationName;
+    this.#handlers = handlers;
+    this.#scope = scope;
+  }
 
   /** True while the LISTEN connection is up. */
   get connected(): boolean {
@@ -75,7 +86,7 @@ export class JobListener {
     if (!client) return false;
     if (this.#leader) return true;
     try {
-      this.#leader = await tryMaintenanceSessionLock(this.scope, client);
+      this.#leader = await tryMaintenanceSessionLock(this.#scope, client);
     } catch (err) {
       this.#fail(client, err);
     }
@@ -94,20 +105,20 @@ export class JobListener {
   }
 
   async #connect(): Promise<void> {
-    if (this.#closed || this.#client || this.dsn === null) return;
-    const settings = typeof this.dsn === 'string' ? { connectionString: this.dsn } : this.dsn;
-    const client = new pg.Client({ ...settings, application_name: this.applicationName });
+    if (this.#closed || this.#client || this.#dsn === null) return;
+    const settings = typeof this.#dsn === 'string' ? { connectionString: this.#dsn } : this.#dsn;
+    const client = new pg.Client({ ...settings, application_name: this.#applicationName });
     client.on('error', (err) => this.#fail(client, err));
     client.on('end', () => this.#fail(client, new Error('listener connection ended')));
     client.on('notification', (msg) => {
-      if (msg.channel !== this.channel || !msg.payload) return;
+      if (msg.channel !== this.#channel || !msg.payload) return;
       const n = parse(msg.payload);
-      if (n) this.handlers.onNotification(n);
+      if (n) this.#handlers.onNotification(n);
     });
     try {
       await client.connect();
       // The channel is derived from the schema name (hex digest): a safe identifier.
-      await client.query(`LISTEN ${client.escapeIdentifier(this.channel)}`);
+      await client.query(`LISTEN ${client.escapeIdentifier(this.#channel)}`);
     } catch (err) {
       client.removeAllListeners('end');
       await client.end().catch(() => undefined);
@@ -121,7 +132,7 @@ export class JobListener {
     }
     this.#client = client;
     this.#retryMs = RECONNECT_MIN_MS;
-    this.handlers.onConnected?.();
+    this.#handlers.onConnected?.();
   }
 
   #fail(client: pg.Client, err: unknown): void {
@@ -136,7 +147,7 @@ export class JobListener {
   }
 
   #report(err: unknown): void {
-    this.handlers.onError?.(databaseError('listen', err));
+    this.#handlers.onError?.(databaseError('listen', err));
   }
 
   #schedule(): void {
