@@ -2,9 +2,9 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { spawnTs, waitFor, type Exit, type TsProcess } from '@q/testing';
 import { afterEach } from 'vitest';
-import type { Logger, Worker } from '../src/index.js';
+import type { Worker } from '../src/index.js';
 
-export { waitFor } from '@q/testing';
+export { memoryLogger, waitFor } from '@q/testing';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repoRoot = path.resolve(here, '../../..');
@@ -52,11 +52,4 @@ export function stopWorkersAfterEach(running: RunningWorker[], cleanups: Array<(
     );
     running.length = 0;
   });
-}
-
-/** A logger that keeps every line (level, message, fields) for assertions. */
-export function memoryLogger(): Logger & { lines: Array<{ level: string; msg?: string; fields: Record<string, unknown> }> } {
-  const lines: Array<{ level: string; msg?: string; fields: Record<string, unknown> }> = [];
-  const at = (level: string) => (fields: Record<string, unknown>, msg?: string) => lines.push({ level, msg, fields });
-  return { lines, debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
 }

@@ -3,46 +3,26 @@
 // with that error instead of retrying silently forever.
 import { QError } from '@q/schema';
 import { Store } from '@q/store';
-import type { TestSchema } from '@q/testing';
-import pg from 'pg';
+import { type TestSchema, memoryLogger, testRoles, type TestRoles } from '@q/testing';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { runPartitionWorker, type Logger, type PartitionWorkerFailure } from '../src/index.js';
+import { runPartitionWorker, type PartitionWorkerFailure } from '../src/index.js';
 import { ids, openTestStore, requests } from './helpers.js';
 
 let schema: TestSchema;
 let owner: Store;
-let admin: pg.Pool;
-const roles: string[] = [];
+let roles: TestRoles;
 
 beforeAll(async () => {
   ({ schema, store: owner } = await openTestStore('pc_loud', 4));
-  admin = new pg.Pool({ connectionString: schema.serverDsn, max: 2 });
+  roles = testRoles(schema);
 });
 afterAll(async () => {
   await owner?.close();
-  for (const r of roles) {
-    await admin.query(`DROP OWNED BY "${r}" CASCADE`);
-    await admin.query(`DROP ROLE "${r}"`);
-  }
-  await admin?.end();
+  await roles?.drop();
   await schema?.drop();
 });
 
-async function roleDsn(suffix: string, grants: (r: string) => string[]): Promise<string> {
-  const role = `${schema.name}_${suffix}`;
-  await admin.query(`CREATE ROLE "${role}" LOGIN`);
-  roles.push(role);
-  for (const g of grants(role)) await admin.query(g);
-  const u = new URL(schema.dsn);
-  u.username = role;
-  return u.toString();
-}
-
-function memoryLogger(): Logger & { lines: Array<{ level: string; msg?: string; fields: Record<string, unknown> }> } {
-  const lines: Array<{ level: string; msg?: string; fields: Record<string, unknown> }> = [];
-  const at = (level: string) => (fields: Record<string, unknown>, msg?: string) => void lines.push({ level, msg, fields });
-  return { lines, debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
-}
+const roleDsn = (suffix: string, grants: (role: string) => string[]): Promise<string> => roles.dsn(suffix, grants);
 
 async function runOn(dsn: string, queue: string) {
   const store = await Store.open(dsn, { maxConns: 2, migrate: false });

@@ -1,9 +1,9 @@
 // Issue #14 for the consumer and runner: items 10, 18, 20, 25 and the lease bounce ("Also").
-import type { TestSchema } from '@q/testing';
+import { type TestSchema, memoryLogger } from '@q/testing';
 import type { Store } from '@q/store';
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { Consumer, runPartitionWorker, type Logger, type Outcome, type PartitionWorkerOptions } from '../src/index.js';
+import { Consumer, runPartitionWorker, type Outcome, type PartitionWorkerOptions } from '../src/index.js';
 import { idInPartition, ids, requests, trackUnhandledRejections, useTestStore, waitFor } from './helpers.js';
 
 let schema: TestSchema;
@@ -15,13 +15,6 @@ useTestStore('pc_rel', 6, (t) => {
   ({ schema, store } = t);
   db = schema.pool();
 });
-
-type Line = { level: string; msg?: string; fields: Record<string, unknown> };
-function memoryLogger(): Logger & { lines: Line[] } {
-  const lines: Line[] = [];
-  const at = (level: string) => (fields: Record<string, unknown>, msg?: string) => void lines.push({ level, msg, fields });
-  return { lines, debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
-}
 
 function base(queue: string, ac: AbortController, handle: PartitionWorkerOptions['handle']): PartitionWorkerOptions {
   return { store, queue, concurrency: 8, batchSize: 8, leaseTtlMs: 1500, drainTimeoutMs: 3000, pollIntervalMs: 50, handle, signal: ac.signal };

@@ -1,8 +1,8 @@
-import type { TestSchema } from '@q/testing';
+import { type TestSchema, memoryLogger } from '@q/testing';
 import type { Request, Store } from '@q/store';
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { runPartitionWorker, type Logger, type Outcome, type PartitionWorkerOptions } from '../src/index.js';
+import { runPartitionWorker, type Outcome, type PartitionWorkerOptions } from '../src/index.js';
 import { idInPartition, ids, requests, trackUnhandledRejections, useTestStore, waitFor } from './helpers.js';
 
 let schema: TestSchema;
@@ -30,12 +30,6 @@ const results = (route: string) => count('SELECT count(*) AS n FROM q_results WH
 const left = (queue: string) => count('SELECT count(*) AS n FROM q_requests WHERE queue = $1', [queue]);
 
 /** A logger that keeps every line. */
-function memoryLogger(): Logger & { lines: Array<{ level: string; msg?: string; fields: Record<string, unknown> }> } {
-  const lines: Array<{ level: string; msg?: string; fields: Record<string, unknown> }> = [];
-  const at = (level: string) => (fields: Record<string, unknown>, msg?: string) => void lines.push({ level, msg, fields });
-  return { lines, debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
-}
-
 describe('runPartitionWorker', () => {
   it('handles every request once with bounded concurrency, batches acks, and stops cleanly', async () => {
     const q = 'rw-basic';

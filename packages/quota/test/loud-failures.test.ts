@@ -2,45 +2,25 @@
 // role, no grants) logs at error level at once, reports through onError, and after a bounded
 // number of identical failures stops: every call then rejects with that error.
 import { QError } from '@q/schema';
-import { createTestSchema, type TestSchema } from '@q/testing';
-import pg from 'pg';
+import { createTestSchema, type TestSchema, memoryLogger, testRoles, type TestRoles } from '@q/testing';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { createQuota, type Logger, type QuotaFailure } from '../src/index.js';
+import { createQuota, type QuotaFailure } from '../src/index.js';
 
 let schema: TestSchema;
-let admin: pg.Pool;
-const roles: string[] = [];
+let roles: TestRoles;
 
 beforeAll(async () => {
   schema = await createTestSchema('qloud');
   const owner = await createQuota({ dsn: schema.dsn, ttlMs: 5_000 });
   await owner.close();
-  admin = new pg.Pool({ connectionString: schema.serverDsn, max: 2 });
+  roles = testRoles(schema);
 });
 afterAll(async () => {
-  for (const r of roles) {
-    await admin.query(`DROP OWNED BY "${r}" CASCADE`);
-    await admin.query(`DROP ROLE "${r}"`);
-  }
-  await admin?.end();
+  await roles?.drop();
   await schema?.drop();
 });
 
-async function roleDsn(suffix: string, grants: (r: string) => string[]): Promise<string> {
-  const role = `${schema.name}_${suffix}`;
-  await admin.query(`CREATE ROLE "${role}" LOGIN`);
-  roles.push(role);
-  for (const g of grants(role)) await admin.query(g);
-  const u = new URL(schema.dsn);
-  u.username = role;
-  return u.toString();
-}
-
-function memoryLogger(): Logger & { lines: Array<{ level: string; msg?: string; fields: Record<string, unknown> }> } {
-  const lines: Array<{ level: string; msg?: string; fields: Record<string, unknown> }> = [];
-  const at = (level: string) => (fields: Record<string, unknown>, msg?: string) => void lines.push({ level, msg, fields });
-  return { lines, debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
-}
+const roleDsn = (suffix: string, grants: (role: string) => string[]): Promise<string> => roles.dsn(suffix, grants);
 
 async function expectStops(dsn: string, sqlState: string, reason: RegExp, call: 'acquire' | 'admit'): Promise<void> {
   const logger = memoryLogger();

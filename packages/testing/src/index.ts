@@ -17,3 +17,5 @@ export {
 } from './lifecycle.js';
 export { idInPartition, ids, newJob, newRequest, newRequests, token, type RequestInput } from './factories.js';
 export { inTransaction } from './transaction.js';
+export { memoryLogger, type LogLine, type MemoryLogger } from './logger.js';
+export { testRoles, type TestRoles } from './roles.js';
