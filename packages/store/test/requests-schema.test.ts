@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { JOURNAL_TABLE, QErrorCode, bundledMigrations, isQError, quoteIdent } from '@q/schema';
-import { dsnWithSchema, testDatabaseUrl } from '@q/testing';
+import { dsnWithSchema, testDatabaseUrl, migrateAsOlderBuild } from '@q/testing';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Store, partitionOf, stampOf } from '../src/index.js';
@@ -25,23 +25,13 @@ afterAll(async () => {
 });
 
 /** Applies the `module` migrations before `beforeTag` into `schema`, as an older build did. */
-async function migrateBefore(schema: string, module: 'requests' | 'quota', beforeTag: string): Promise<void> {
-  const c = await admin.connect();
-  try {
-    await c.query('BEGIN');
-    await c.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(schema)}`);
-    await c.query(`SET LOCAL search_path TO ${quoteIdent(schema)}`);
-    await c.query(`CREATE TABLE IF NOT EXISTS ${JOURNAL_TABLE} (module text NOT NULL, tag text NOT NULL, hash text NOT NULL,
-      applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (module, tag))`);
-    for (const m of bundledMigrations(module).filter((x) => x.tag < beforeTag)) {
-      for (const s of m.statements) await c.query(s);
-      await c.query(`INSERT INTO ${JOURNAL_TABLE} (module, tag, hash) VALUES ($1, $2, $3)`, [m.module, m.tag, m.hash]);
-    }
-    await c.query('COMMIT');
-  } finally {
-    c.release();
-  }
-}
+const migrateBefore = (schema: string, module: 'requests' | 'quota', beforeTag: string): Promise<void> =>
+  migrateAsOlderBuild(
+    admin,
+    schema,
+    bundledMigrations(module).filter((m) => m.tag < beforeTag),
+    JOURNAL_TABLE,
+  );
 
 describe('Store schema placement', () => {
   it('migrating a database at the previous schema keeps its requests, results, partitions and sequences usable under the q_ names', async () => {

@@ -19,3 +19,4 @@ export { idInPartition, ids, newJob, newRequest, newRequests, token, type Reques
 export { inTransaction } from './transaction.js';
 export { memoryLogger, type LogLine, type MemoryLogger } from './logger.js';
 export { testRoles, type TestRoles } from './roles.js';
+export { migrateAsOlderBuild, type ShippedMigration } from './older-build.js';
