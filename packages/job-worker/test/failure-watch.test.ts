@@ -3,7 +3,7 @@
 // failures stops, run() rejecting with that error; a transient error keeps being retried.
 import { QError } from '@q/schema';
 import { JobStore } from '@q/store';
-import { createTestSchema, type TestSchema } from '@q/testing';
+import { createTestSchema, testRoles, type TestRoles, type TestSchema } from '@q/testing';
 import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { Worker, type Logger, type WorkerFailure } from '../src/index.js';
@@ -12,20 +12,18 @@ import { waitFor } from './helpers.js';
 let schema: TestSchema;
 let owner: JobStore;
 let admin: pg.Pool;
-const roles: string[] = [];
+let roles: TestRoles;
 const extraSchemas: string[] = [];
 
 beforeAll(async () => {
   schema = await createTestSchema('jwfail');
   owner = await JobStore.open(schema.dsn, { maxConns: 4 });
   admin = new pg.Pool({ connectionString: schema.serverDsn, max: 2 });
+  roles = testRoles(schema);
 });
 afterAll(async () => {
   await owner?.close();
-  for (const r of roles) {
-    await admin.query(`DROP OWNED BY "${r}" CASCADE`);
-    await admin.query(`DROP ROLE "${r}"`);
-  }
+  await roles?.drop();
   for (const s of extraSchemas) await admin.query(`DROP SCHEMA "${s}" CASCADE`);
   await admin?.end();
   await schema?.drop();
@@ -43,15 +41,7 @@ function recorder(): Logger & { lines: Line[] } {
 }
 
 /** A login role with `grants` run for it; its DSN on the test schema. */
-async function roleDsn(suffix: string, grants: (role: string) => string[]): Promise<string> {
-  const role = `${schema.name}_${suffix}`;
-  await admin.query(`CREATE ROLE "${role}" LOGIN`);
-  roles.push(role);
-  for (const g of grants(role)) await admin.query(g);
-  const u = new URL(schema.dsn);
-  u.username = role;
-  return u.toString();
-}
+const roleDsn = (suffix: string, grants: (role: string) => string[]): Promise<string> => roles.dsn(suffix, grants);
 
 /** Runs a worker on `dsn` until run() settles; returns how it settled, what it logged and reported. */
 async function runUntilStopped(dsn: string, opts: { migrate?: boolean } = {}) {
