@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { QError, QErrorCode, invalidArgument } from './errors.js';
 import { checkSchemaName } from './statement.js';
 import { checkResolvedSchema, checkSchemaGrants, checkServerVersion, readSession } from './schema-check.js';
-import { MIGRATION_MODULES, bundledMigrations, type BundledMigration, type MigrationModule } from './migrations.js';
+import { MIGRATION_MODULES, bundledBaseline, bundledMigrations, type BundledMigration, type MigrationModule } from './migrations.js';
 
 /** Name of the journal table, created in the connection's current schema. */
 export const JOURNAL_TABLE = 'q_schema_migrations';
@@ -72,9 +72,16 @@ export async function migrate(pool: pg.Pool, opts: MigrateOptions): Promise<void
       );
       // Another process may have migrated while we waited for the lock.
       const pending = pendingAfterCheck(wanted, await readJournal(client, schema, modules));
-      for (const m of pending) {
-        for (const statement of m.statements) await client.query(statement);
-        await client.query(`INSERT INTO ${ident(schema)}.${JOURNAL_TABLE} (module, tag, hash) VALUES ($1, $2, $3)`, [m.module, m.tag, m.hash]);
+      for (const module of modules) {
+        const mine = pending.filter((m) => m.module === module);
+        // A module none of whose migrations ran yet starts from its baseline: the same objects,
+        // without ever creating the old unprefixed names an application's tables may hold.
+        const base = mine.length === bundledMigrations(module).length ? bundledBaseline(module) : undefined;
+        if (base) await client.query(base.sql);
+        for (const m of mine) {
+          if (!base || m.tag > base.through) for (const statement of m.statements) await client.query(statement);
+          await client.query(`INSERT INTO ${ident(schema)}.${JOURNAL_TABLE} (module, tag, hash) VALUES ($1, $2, $3)`, [m.module, m.tag, m.hash]);
+        }
       }
       await client.query('COMMIT');
     } catch (err) {

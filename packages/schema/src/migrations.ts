@@ -47,3 +47,36 @@ export function bundledMigrations(module: MigrationModule): BundledMigration[] {
   cache.set(module, list);
   return list;
 }
+
+/**
+ * A module's consolidated starting point: one script creating what its migrations up to and
+ * including `through` leave. `migrate()` runs it instead of those migrations on a schema that has
+ * none of the module's migrations yet, so a fresh install goes straight to the current names.
+ */
+export interface MigrationBaseline {
+  module: MigrationModule;
+  /** The last migration tag the script stands for. */
+  through: string;
+  /** The script: several statements, run in one simple-protocol query. */
+  sql: string;
+}
+
+const baselines = new Map<MigrationModule, MigrationBaseline | null>();
+
+/** The baseline shipped for `module` (`drizzle/<module>/baseline.sql`), if any. Read once per process. */
+export function bundledBaseline(module: MigrationModule): MigrationBaseline | undefined {
+  if (!baselines.has(module)) {
+    const file = path.join(migrationsRoot, module, 'baseline.sql');
+    let found: MigrationBaseline | null = null;
+    if (fs.existsSync(file)) {
+      const sql = fs.readFileSync(file, 'utf8');
+      const through = /^-- q-baseline through (\S+)/.exec(sql)?.[1];
+      if (!through || !bundledMigrations(module).some((m) => m.tag === through)) {
+        throw new Error(`${file}: the first line must be "-- q-baseline through <a shipped tag>"`);
+      }
+      found = { module, through, sql };
+    }
+    baselines.set(module, found);
+  }
+  return baselines.get(module) ?? undefined;
+}
