@@ -59,7 +59,8 @@ async function catalog(schema: string): Promise<Record<string, string[]>> {
 describe('migration baselines', () => {
   for (const module of ['jobs', 'requests', 'quota'] as MigrationModule[]) {
     it(`${module}: the baseline leaves the same objects as every migration run one by one, and journals them all`, async () => {
-      expect(bundledBaseline(module)?.through).toBe(bundledMigrations(module).at(-1)?.tag);
+      // A baseline may stand for fewer migrations than are shipped: the later ones run after it.
+      expect(bundledMigrations(module).map((m) => m.tag)).toContain(bundledBaseline(module)?.through);
       const stepped = schemaName(`${module}_steps`);
       await migrateAsOlderBuild(admin, stepped, bundledMigrations(module), JOURNAL_TABLE);
       const fresh = schemaName(`${module}_base`);
