@@ -228,4 +228,4 @@ CREATE INDEX q_jobs_waiting_run_at_idx ON q_jobs USING btree (run_at) WHERE (sta
 ALTER TABLE ONLY q_jobs
     ADD CONSTRAINT q_jobs_retry_of_id_fkey FOREIGN KEY (retry_of_id) REFERENCES q_jobs(id) ON DELETE SET NULL;
 
-RESET check_function_bodies;
+SET LOCAL check_function_bodies = true;

@@ -159,4 +159,4 @@ CREATE INDEX q_quota_admits_key ON q_quota_admits USING btree (key, window_ms, a
 
 CREATE INDEX q_quota_slots_holder ON q_quota_slots USING btree (holder);
 
-RESET check_function_bodies;
+SET LOCAL check_function_bodies = true;

@@ -285,4 +285,4 @@ CREATE INDEX q_results_expiry ON q_results USING btree (route, expires_at) WHERE
 
 CREATE INDEX q_results_route_seq ON q_results USING btree (route, seq);
 
-RESET check_function_bodies;
+SET LOCAL check_function_bodies = true;
