@@ -41,9 +41,11 @@ async function catalog(schema: string): Promise<Record<string, string[]>> {
       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
       WHERE n.nspname = $1 AND c.relname NOT LIKE '${JOURNAL_TABLE}%'`),
     indexes: await q(`SELECT indexdef AS x FROM pg_indexes WHERE schemaname = $1 AND tablename <> '${JOURNAL_TABLE}'`),
+    // NOT NULL is compared through attnotnull above: PostgreSQL 18 also records it as a constraint
+    // named after the table it was created on, which a later rename keeps.
     constraints: await q(`SELECT conrelid::regclass::text || ' ' || conname || ' ' || pg_get_constraintdef(c.oid) AS x
       FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace
-      WHERE n.nspname = $1 AND conrelid::regclass::text NOT LIKE '%${JOURNAL_TABLE}'`),
+      WHERE n.nspname = $1 AND c.contype <> 'n' AND conrelid::regclass::text NOT LIKE '%${JOURNAL_TABLE}'`),
     functions: await q(`SELECT p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ') ' || pg_get_function_result(p.oid)
         || ' ' || p.provolatile::text || ' ' || coalesce(array_to_string(p.proconfig, ','), '') || ' ' || md5(p.prosrc) AS x
       FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1`),
