@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { QError, QErrorCode, invalidArgument } from './errors.js';
-import { checkSchemaName } from './statement.js';
+import { checkSchemaName, quoteIdent } from './statement.js';
 import { checkResolvedSchema, checkSchemaGrants, checkServerVersion, readSession } from './schema-check.js';
 import { MIGRATION_MODULES, bundledBaseline, bundledMigrations, type BundledMigration, type MigrationModule } from './migrations.js';
 
@@ -64,9 +64,9 @@ export async function migrate(pool: pg.Pool, opts: MigrateOptions): Promise<void
       // The migration files name their objects unqualified: they land in the first schema of the
       // search_path, set for this transaction only (functions created with `SET search_path FROM
       // CURRENT` keep it).
-      if (asked !== undefined) await client.query(`SET LOCAL search_path TO ${ident(asked)}`);
+      if (asked !== undefined) await client.query(`SET LOCAL search_path TO ${quoteIdent(asked)}`);
       await client.query(
-        `CREATE TABLE IF NOT EXISTS ${ident(schema)}.${JOURNAL_TABLE} (
+        `CREATE TABLE IF NOT EXISTS ${quoteIdent(schema)}.${JOURNAL_TABLE} (
            module text NOT NULL, tag text NOT NULL, hash text NOT NULL,
            applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (module, tag))`,
       );
@@ -80,7 +80,11 @@ export async function migrate(pool: pg.Pool, opts: MigrateOptions): Promise<void
         if (base) await client.query(base.sql);
         for (const m of mine) {
           if (!base || m.tag > base.through) for (const statement of m.statements) await client.query(statement);
-          await client.query(`INSERT INTO ${ident(schema)}.${JOURNAL_TABLE} (module, tag, hash) VALUES ($1, $2, $3)`, [m.module, m.tag, m.hash]);
+          await client.query(`INSERT INTO ${quoteIdent(schema)}.${JOURNAL_TABLE} (module, tag, hash) VALUES ($1, $2, $3)`, [
+            m.module,
+            m.tag,
+            m.hash,
+          ]);
         }
       }
       await client.query('COMMIT');
@@ -110,11 +114,11 @@ function checkModules(modules: unknown): MigrationModule[] {
 
 async function readJournal(client: pg.PoolClient, schema: string, modules: MigrationModule[]): Promise<JournalRow[]> {
   const { rows } = await client.query<{ present: boolean }>('SELECT to_regclass($1) IS NOT NULL AS present', [
-    `${ident(schema)}.${JOURNAL_TABLE}`,
+    `${quoteIdent(schema)}.${JOURNAL_TABLE}`,
   ]);
   if (!rows[0]?.present) return [];
   const journal = await client.query<JournalRow>(
-    `SELECT module, tag, hash FROM ${ident(schema)}.${JOURNAL_TABLE} WHERE module = ANY($1::text[]) ORDER BY module, tag`,
+    `SELECT module, tag, hash FROM ${quoteIdent(schema)}.${JOURNAL_TABLE} WHERE module = ANY($1::text[]) ORDER BY module, tag`,
     [modules],
   );
   return journal.rows;
@@ -161,7 +165,7 @@ async function ensureSchema(client: pg.PoolClient, schema: string): Promise<void
   const { rows } = await client.query<{ present: boolean }>('SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1) AS present', [schema]);
   if (rows[0]?.present) return;
   try {
-    await client.query(`CREATE SCHEMA IF NOT EXISTS ${ident(schema)}`);
+    await client.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(schema)}`);
   } catch (err) {
     const code = (err as { code?: string }).code;
     if (code === '42501') {
@@ -176,8 +180,4 @@ async function ensureSchema(client: pg.PoolClient, schema: string): Promise<void
       throw new QError(QErrorCode.MIGRATION_FAILED, `migrate: cannot create schema "${schema}": ${(err as Error).message}`, { cause: err });
     }
   }
-}
-
-function ident(name: string): string {
-  return `"${name.replaceAll('"', '""')}"`;
 }

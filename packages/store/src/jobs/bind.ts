@@ -1,12 +1,11 @@
 import { instrumentPool } from '@q/otel';
-import { QError, QErrorCode, checkSchemaName, databaseError, invalidArgument, migrate, openPool } from '@q/schema';
+import { QError, QErrorCode, checkSchemaName, databaseError, migrate, openPool } from '@q/schema';
 import type pg from 'pg';
 import { poolError } from './from-pool.js';
 import type { JobStoreOpenOptions, JobStoreSchemaOptions } from './options.js';
 
-/** Checks the `schema` and `pooler` options; returns the schema asked for, if any. */
+/** Checks the `schema` option (`pooler` is `checkPlacement`'s); returns the schema asked for, if any. */
 export function checkSchemaOptions(op: string, opts: JobStoreSchemaOptions): string | undefined {
-  if (opts.pooler !== undefined && opts.pooler !== 'transaction') throw invalidArgument(`${op}: pooler must be 'transaction' or absent`);
   return opts.schema === undefined ? undefined : checkSchemaName(op, opts.schema);
 }
 
