@@ -70,7 +70,14 @@ export class AttemptRunner {
     try {
       const run = async (): Promise<unknown> => {
         try {
-          return await handler(job, { signal: e.controller.signal, steps: e.recorder });
+          // The signal is made when the handler first reads it (an AbortController per job is
+          // a measurable share of a no-op job's cost); one aborted before is aborted when made.
+          return await handler(job, {
+            get signal() {
+              return e.controller.signal;
+            },
+            steps: e.recorder,
+          });
         } catch (err) {
           // Postgres text holds no NUL and UTF-8 no lone surrogate: replaced, so the error is kept.
           error = storableText(err instanceof Error ? err.message : String(err));

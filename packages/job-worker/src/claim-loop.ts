@@ -1,5 +1,5 @@
 import type { JobStore, LeasedJob } from '@q/store/jobs';
-import type { Completer } from './completer.js';
+import type { Completer, PendingOutcome } from './completer.js';
 import type { FailureWatch } from './failure-watch.js';
 import type { LocalQueueSize } from './local-queue-size.js';
 import { errorFields, type Logger } from './logger.js';
@@ -38,10 +38,22 @@ export interface ClaimLoopConfig {
 }
 
 /**
- * A worker's claim loop: one round trip at a time claims jobs for the free slots (and the local
- * queue), carrying the outcomes that finished meanwhile; idle, it waits for a wake-up
+ * Round trips a worker with a local queue keeps in flight at once. Two: while one statement
+ * commits (a WAL flush the worker would otherwise wait out), the next already claims, so the
+ * database and the handlers work side by side. Without a local queue it is one, so a worker never
+ * holds more leases than slots (a freed slot's outcome and its replacement share a statement).
+ */
+export const MAX_ROUND_TRIPS = 2;
+
+/** Why the loop stopped sending claims until its outstanding round trips are back. */
+type Pause = { kind: 'drained' } | { kind: 'backoff'; ms: number } | { kind: 'stop' };
+
+/**
+ * A worker's claim loop: round trips that claim jobs for the free slots (and the local queue),
+ * carrying the outcomes that finished meanwhile; idle, it waits for a wake-up
  * ({@link ClaimLoop.wake}: a notification, a promotion), a freed slot ({@link ClaimLoop.poke}) or
- * its poll interval.
+ * its poll interval. With a local queue up to {@link MAX_ROUND_TRIPS} are in flight; the jobs they
+ * will bring count against the room of the next.
  */
 export class ClaimLoop {
   readonly #c: ClaimLoopConfig;
@@ -51,6 +63,16 @@ export class ClaimLoop {
   /** The loop waits for work (or after an error): it will not take outcomes soon. */
   #waitingForWork = false;
   #done = false;
+  /** Round trips in flight. */
+  #trips = 0;
+  /** Jobs the round trips in flight may bring (the sum of their limits). */
+  #onOrder = 0;
+  /** Set by a round trip that came back short or failed: no claim is sent until it is handled. */
+  #pause: Pause | undefined;
+  /** The next round trip claims without outcomes (the last combined one failed). */
+  #soloClaim = false;
+  /** A short round trip that also wrote outcomes is looked at once more before idling. */
+  #retryShort = false;
 
   constructor(config: ClaimLoopConfig, host: ClaimLoopHost) {
     this.#c = config;
@@ -81,84 +103,132 @@ export class ClaimLoop {
   /** Runs until the worker stops. */
   async run(): Promise<void> {
     const c = this.#c;
-    let soloClaim = false;
-    let retryShort = false;
+    const trips = new Set<Promise<void>>();
     while (!this.#host.stopping()) {
+      if (this.#pause !== undefined) {
+        // What a round trip reported is handled once none is in flight: the waits below are
+        // the same as with one round trip at a time.
+        if (this.#trips > 0) {
+          await this.#idle(() => this.#trips === 0);
+          continue;
+        }
+        const pause = this.#pause;
+        this.#pause = undefined;
+        if (pause.kind === 'stop') break;
+        if (pause.kind === 'backoff') await this.#idleNotTaking(() => false, pause.ms);
+        else await this.#idleNotTaking(() => this.#workSignal, c.pollMs);
+        continue;
+      }
       const prefetch = c.prefetch.size;
+      const maxTrips = prefetch > 0 ? MAX_ROUND_TRIPS : 1;
+      if (this.#trips >= maxTrips) {
+        await this.#idle(() => this.#trips < maxTrips || this.#pause !== undefined);
+        continue;
+      }
       if (prefetch > 0) {
         if (!this.#roundDue(prefetch)) {
           const waitStarted = performance.now();
-          await this.#idle(() => this.#roundDue(prefetch), PREFETCH_FLUSH_MS);
+          await this.#idle(() => this.#roundDue(prefetch) || this.#pause !== undefined, PREFETCH_FLUSH_MS);
           if (this.#host.stopping()) break;
+          if (this.#pause !== undefined) continue;
           // Outcomes waited long enough: write them (and refill what room there is).
           const flush = performance.now() - waitStarted >= PREFETCH_FLUSH_MS && c.completer.pending > 0;
           if (!this.#roundDue(prefetch) && !flush) continue;
         }
-      } else if (c.concurrency - this.#host.busy() <= 0) {
-        await this.#idle(() => this.#host.busy() < c.concurrency);
+      } else if (this.#room(0) <= 0) {
+        await this.#idle(() => this.#room(0) > 0 || this.#pause !== undefined);
         continue;
       }
       // Let every handler that settles in this turn free its slot and hand in its outcome, so one
       // round trip carries them all and claims all their replacements.
       await nextTurn();
       if (this.#host.stopping()) break;
-      const limit = Math.min(this.#room(prefetch), c.batch ?? c.concurrency + prefetch);
-      if (limit <= 0 && (prefetch === 0 || c.completer.pending === 0)) continue;
-      this.#workSignal = false;
-      const taken = soloClaim ? [] : c.completer.take();
-      soloClaim = false;
-      let jobs: LeasedJob[];
-      // The leases start no earlier than the statement is sent (the database times them).
-      const sentAt = performance.now();
-      try {
-        // Claimed straight into `running`: handlers start at once, so a separate mark-running
-        // write would only add a commit. The finished attempts' outcomes ride along: the steady
-        // state costs one statement (one commit) per batch, not a claim plus a completion.
-        const claim = { queues: c.queues, workerId: c.workerId, limit, leaseMs: c.leaseMs, start: true };
-        if (taken.length > 0 && limit <= 0) {
-          const written = await c.store.complete(taken.map((p) => p.outcome));
-          c.completer.settle(taken, written);
-          jobs = [];
-        } else if (taken.length > 0) {
-          const r = await c.store.completeAndClaim(
-            taken.map((p) => p.outcome),
-            claim,
-          );
-          c.completer.settle(taken, r.written);
-          jobs = r.jobs;
-        } else {
-          jobs = await c.store.claim(claim);
-        }
-        c.prefetch.roundTrip(performance.now() - sentAt);
-      } catch (err) {
-        if (taken.length > 0) {
-          // The outcomes are written on their own (one by one if need be); claim alone next.
-          c.completer.restore(taken);
-          soloClaim = true;
-          if (!this.#host.stopping()) c.logger.warn(errorFields(err), 'complete-and-claim failed, writing outcomes alone');
-          continue;
-        }
-        if (this.#host.stopping()) break;
-        const retryMs = c.watch.failed('claim', err);
-        if (retryMs === null) break;
-        await this.#idleNotTaking(() => false, retryMs);
+      if (this.#pause !== undefined || this.#trips >= maxTrips) continue;
+      const limit = Math.max(0, Math.min(this.#room(prefetch), c.batch ?? c.concurrency + prefetch));
+      if (limit <= 0 && (prefetch === 0 || c.completer.pending === 0)) {
+        // Nothing to claim and nothing to write: wait for a change instead of spinning.
+        await this.#idle(() => this.#room(prefetch) > 0 || c.completer.pending > 0 || this.#pause !== undefined, PREFETCH_FLUSH_MS);
         continue;
       }
-      c.watch.succeeded('claim');
-      if (jobs.length > 0) await this.#host.start(jobs, sentAt);
-      // A short batch means the queues are drained: wait for a notification or the poll. After a
-      // round that also wrote outcomes, look once more first: a lock key an outcome released was
-      // still held in that round's snapshot.
-      if (limit > 0 && jobs.length < limit) {
-        if (taken.length > 0 && !retryShort) retryShort = true;
-        else {
-          retryShort = false;
-          await this.#idleNotTaking(() => this.#workSignal, c.pollMs);
-        }
-      } else retryShort = false;
+      this.#workSignal = false;
+      const taken = this.#soloClaim ? [] : c.completer.take();
+      this.#soloClaim = false;
+      this.#trips++;
+      this.#onOrder += limit;
+      const trip = this.#roundTrip(limit, taken).finally(() => {
+        trips.delete(trip);
+        this.poke();
+      });
+      trips.add(trip);
     }
+    await Promise.all(trips);
     this.#done = true;
     c.completer.kick();
+  }
+
+  /** One round trip: writes `taken` outcomes and claims up to `limit` jobs, then hands them over. */
+  async #roundTrip(limit: number, taken: PendingOutcome[]): Promise<void> {
+    const c = this.#c;
+    let jobs: LeasedJob[];
+    // The leases start no earlier than the statement is sent (the database times them).
+    const sentAt = performance.now();
+    try {
+      // Claimed straight into `running`: handlers start at once, so a separate mark-running
+      // write would only add a commit. The finished attempts' outcomes ride along: the steady
+      // state costs one statement (one commit) per batch, not a claim plus a completion.
+      const claim = { queues: c.queues, workerId: c.workerId, limit, leaseMs: c.leaseMs, start: true };
+      if (taken.length > 0 && limit <= 0) {
+        const written = await c.store.complete(taken.map((p) => p.outcome));
+        c.completer.settle(taken, written);
+        jobs = [];
+      } else if (taken.length > 0) {
+        const r = await c.store.completeAndClaim(
+          taken.map((p) => p.outcome),
+          claim,
+        );
+        c.completer.settle(taken, r.written);
+        jobs = r.jobs;
+      } else {
+        jobs = await c.store.claim(claim);
+      }
+      c.prefetch.roundTrip(performance.now() - sentAt);
+    } catch (err) {
+      this.#onOrder -= limit;
+      this.#trips--;
+      if (taken.length > 0) {
+        // The outcomes are written on their own (one by one if need be); claim alone next.
+        c.completer.restore(taken);
+        this.#soloClaim = true;
+        if (!this.#host.stopping()) c.logger.warn(errorFields(err), 'complete-and-claim failed, writing outcomes alone');
+        return;
+      }
+      if (this.#host.stopping()) return;
+      const retryMs = c.watch.failed('claim', err);
+      this.#pause = retryMs === null ? { kind: 'stop' } : { kind: 'backoff', ms: retryMs };
+      return;
+    }
+    c.watch.succeeded('claim');
+    // The jobs stop being on order in the same step as they become the host's (buffered or busy).
+    this.#onOrder -= limit;
+    try {
+      if (jobs.length > 0) await this.#host.start(jobs, sentAt);
+    } finally {
+      this.#trips--;
+    }
+    // A short batch means the queues are drained: wait for a notification or the poll. After a
+    // round that also wrote outcomes, look once more first: a lock key an outcome released was
+    // still held in that round's snapshot.
+    if (limit > 0 && jobs.length < limit) {
+      if (taken.length > 0 && !this.#retryShort) this.#retryShort = true;
+      else {
+        this.#retryShort = false;
+        this.#pause ??= { kind: 'drained' };
+      }
+    } else {
+      this.#retryShort = false;
+      // A full batch after a short one (jobs enqueued in between): there is work after all.
+      if (limit > 0 && this.#pause?.kind === 'drained') this.#pause = undefined;
+    }
   }
 
   /**
@@ -191,9 +261,9 @@ export class ClaimLoop {
     });
   }
 
-  /** Slots free plus local-queue room: how many jobs the next claim may take. */
+  /** Slots free plus local-queue room, less what round trips in flight bring: how many jobs the next claim may take. */
   #room(prefetch: number): number {
-    return this.#c.concurrency - this.#host.busy() + prefetch - this.#host.buffered();
+    return this.#c.concurrency - this.#host.busy() + prefetch - this.#host.buffered() - this.#onOrder;
   }
 
   /**
@@ -203,7 +273,7 @@ export class ClaimLoop {
    */
   #roundDue(prefetch: number): boolean {
     const half = Math.max(1, Math.ceil(prefetch / 2));
-    if (this.#host.busy() < this.#c.concurrency && this.#host.buffered() === 0) return true;
+    if (this.#host.busy() < this.#c.concurrency && this.#host.buffered() === 0 && this.#onOrder === 0) return true;
     return this.#room(prefetch) >= half || this.#c.completer.pending >= half;
   }
 }

@@ -18,7 +18,8 @@ export type ExecutionState = 'buffered' | 'running' | 'recording' | 'done';
 export class Execution {
   readonly job: LeasedJob;
   readonly lease: JobLease;
-  readonly controller = new AbortController();
+  /** Created on first use: most handlers never look at their signal. */
+  #controller: AbortController | undefined;
   readonly recorder: StepRecorder;
   state: ExecutionState = 'buffered';
   /** A cancel was requested: the outcome is `cancelled`. */
@@ -44,6 +45,12 @@ export class Execution {
     this.lease = { id: job.id, leaseToken: job.leaseToken };
     this.leaseUntil = leaseUntil;
     this.recorder = new StepRecorder(writeSteps(this.lease));
+  }
+
+  /** Aborts the handler's signal (with `reason`); a signal asked for later starts aborted. */
+  get controller(): AbortController {
+    this.#controller ??= new AbortController();
+    return this.#controller;
   }
 
   /** The lease is still ours as far as this process knows: renew it, and write its outcome. */

@@ -188,6 +188,8 @@ export function splitLeases(leases: readonly JobLease[]): { ids: number[]; token
 /** A step timeline as stored JSON; over 64 MiB is `INVALID_ARGUMENT`. */
 export function stepsJson(steps: readonly Step[]): string {
   if (!Array.isArray(steps)) throw invalidArgument('steps must be an array');
+  // Most attempts record no step: their timeline needs no serialising.
+  if (steps.length === 0) return '[]';
   const json = repairJson(tryStringify(steps) ?? '[]');
   const bytes = overLimit(json);
   if (bytes !== undefined) throw invalidArgument(sizeProblem('steps', bytes));
@@ -197,6 +199,8 @@ export function stepsJson(steps: readonly Step[]): string {
 /** Result as stored: JSON text, or null for `undefined` and values JSON.stringify refuses or omits. */
 export function resultJson(result: unknown): string | null {
   if (result === undefined) return null;
+  // Most handlers return nothing worth a walk of the value (a no-op job's null).
+  if (result === null) return 'null';
   const json = jsonText(result, 'result', 'result');
   if ('problem' in json) throw invalidArgument(json.problem);
   return json.text;

@@ -110,8 +110,10 @@ async function enqueueChunk(ctx: JobStoreContext, db: Queryable, b: ReturnType<t
   }
   const byUuid = new Map<string, JobRow>();
   const byKey = new Map<string, JobRow>();
-  for (const r of rows) {
-    if (r.inserted) byUuid.set(r.uuid, r);
+  const position = rows.some((r) => r.inserted) ? new Map(chunk.uuids.map((u, i) => [u, i])) : undefined;
+  for (const returned of rows) {
+    const r = returned.inserted && position ? insertedRow(returned, chunk, position.get(returned.uuid)) : returned;
+    if (returned.inserted) byUuid.set(r.uuid, r);
     // At most one row per key: an original committed before the statement, or the row this
     // batch inserted first (a later duplicate in the batch resolves to it).
     if (r.idempotency_key !== null) byKey.set(r.idempotency_key, r);
@@ -129,4 +131,36 @@ async function enqueueChunk(ctx: JobStoreContext, db: Queryable, b: ReturnType<t
     if (!row) throw new QError(QErrorCode.NOT_FOUND, 'the job holding this idempotency key was deleted meanwhile');
     return toJob(row);
   });
+}
+
+/** The statement columns of one chunk (see enqueueChunk). */
+type EnqueueChunk = Omit<ReturnType<typeof toEnqueueBatch>, 'ids'>;
+
+/**
+ * The whole row of a job this chunk inserted (input `i`): the columns the statement returned
+ * (INSERTED_COLUMNS) and, for the rest, the chunk's input and the table's column defaults.
+ */
+function insertedRow(r: EnqueueRow, chunk: EnqueueChunk, i: number | undefined): JobRow {
+  if (i === undefined) throw new QError(QErrorCode.INVALID_STATE, 'an inserted job is not in its batch');
+  const id = (v: number | null | undefined) => (v === null || v === undefined ? null : String(v));
+  return {
+    ...r,
+    job_type: at(chunk.types, i),
+    priority: at(chunk.priorities, i),
+    attempt: 0,
+    max_attempts: at(chunk.maxAttempts, i),
+    lock_key: chunk.lockKeys[i] ?? null,
+    leased_by: null,
+    lease_expires_at: null,
+    cancel_requested_at: null,
+    last_error: null,
+    steps: [],
+    result: null,
+    retry_of_id: id(chunk.retryOfIds[i]),
+    team_id: id(chunk.teamIds[i]),
+    resource_id: id(chunk.resourceIds[i]),
+    resume_count: 0,
+    finished_at: null,
+    dead_lettered_at: null,
+  };
 }

@@ -1,5 +1,5 @@
 import { statement, type StatementScope } from '@q/schema';
-import { jobColumns, type JobRow } from '../row.js';
+import { jobColumns, someJobColumns, type JobRow } from '../row.js';
 import { MAX_NOTIFY_QUEUE_BYTES, type Queryable } from './db.js';
 
 /** Column arrays of one enqueue batch; index i of every array is job i. */
@@ -20,10 +20,31 @@ export interface EnqueueBatch {
   ids: Array<number | null>;
 }
 
-/** Rows inserted, plus the stored originals of the batch's idempotency keys. */
+/**
+ * Rows inserted, plus the stored originals of the batch's idempotency keys. An inserted row
+ * carries only {@link INSERTED_COLUMNS} (the other columns are NULL: they are the batch's input
+ * or the table's defaults, see ops/enqueue.ts); an original carries every column.
+ */
 export interface EnqueueRow extends JobRow {
   inserted: boolean;
 }
+
+/**
+ * What the database decides for a new job: its id, the status and run_at the database clock
+ * chose, the timestamps, and the payload as jsonb normalised it (key order). The rest of the row
+ * is the input or a column default, which a parse of 27 columns per job would only read back.
+ */
+export const INSERTED_COLUMNS: ReadonlySet<string> = new Set([
+  'id',
+  'uuid',
+  'queue',
+  'payload',
+  'status',
+  'run_at',
+  'idempotency_key',
+  'created_at',
+  'updated_at',
+]);
 
 // One statement per batch. The database clock decides queued vs scheduled, so a queued job is
 // eligible at once whatever the producer's clock says. Idempotency conflicts are skipped and the
@@ -58,9 +79,9 @@ WITH input AS (
          max_attempts, idempotency_key, lock_key, team_id, resource_id, retry_of_id
   FROM input ORDER BY idempotency_key COLLATE "C" NULLS LAST, ord
   ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-  RETURNING ${jobColumns('j')}
+  RETURNING ${[...INSERTED_COLUMNS].map((c) => `j.${c}`).join(', ')}
 )
-SELECT ins.*, true AS inserted,
+SELECT ${someJobColumns('ins', INSERTED_COLUMNS)}, true AS inserted,
        (SELECT count(*) FROM (SELECT pg_notify($13, 'q:' || d.queue)
                               FROM (SELECT DISTINCT queue FROM ins WHERE status = 'queued') d
                               WHERE octet_length(d.queue) < ${MAX_NOTIFY_QUEUE_BYTES}) n) AS notified

@@ -1,0 +1,51 @@
+// enqueue returns each new job as stored: the statement sends back only what the database
+// decided and the store completes the row from its input, so every field is checked here
+// against a read of the stored row.
+import { useJobStore } from '@q/testing';
+import { expect, it } from 'vitest';
+import { JobStore, type NewJob } from '../src/index.js';
+
+let store: JobStore;
+
+useJobStore(JobStore, { prefix: 'jobenqres', maxConns: 4, truncate: ['q_jobs'] }, (t) => ({ store } = t));
+
+it('every field of an enqueued job equals the stored row, with every option set or left out', async () => {
+  const [parent] = await store.enqueue([{ queue: 'default', type: 'parent' }]);
+  const jobs: NewJob[] = [
+    { queue: 'default', type: 'plain' },
+    { queue: 'other', type: '', payload: null },
+    {
+      queue: 'mail',
+      type: 'send',
+      payload: { zeta: 1, a: [1, { y: 'x', b: null }], nested: { deep: true }, n: 1.5 },
+      priority: -7,
+      runAt: new Date(Date.now() + 3_600_000),
+      maxAttempts: 9,
+      idempotencyKey: 'enq-result-key',
+      lockKey: 'enq-result-lock',
+      teamId: 42,
+      resourceId: 9_007_199_254_740_991,
+      retryOfId: parent!.id,
+    },
+    { queue: 'default', type: 'past', runAt: new Date(Date.now() - 60_000), priority: 3, payload: 'a string' },
+  ];
+  const returned = await store.enqueue(jobs);
+  expect(returned).toHaveLength(jobs.length);
+  for (const job of returned) expect(job).toStrictEqual(await store.get(job.uuid));
+  expect(returned.map((j) => j.status)).toEqual(['queued', 'queued', 'scheduled', 'queued']);
+  expect(returned[1]!.payload).toEqual({});
+});
+
+it('a key repeated in the batch and a key stored before both return the one stored job, whole', async () => {
+  const [original] = await store.enqueue([{ queue: 'default', type: 'first', idempotencyKey: 'k-before', payload: { v: 1 }, priority: 5 }]);
+  const returned = await store.enqueue([
+    { queue: 'default', type: 'dup-in-batch', idempotencyKey: 'k-batch', payload: { v: 2 }, lockKey: 'l1' },
+    { queue: 'default', type: 'ignored', idempotencyKey: 'k-batch', payload: { v: 3 } },
+    { queue: 'default', type: 'ignored', idempotencyKey: 'k-before', payload: { v: 4 } },
+  ]);
+  expect(returned[1]).toStrictEqual(returned[0]);
+  expect(returned[0]).toStrictEqual(await store.get(returned[0]!.uuid));
+  expect(returned[0]).toMatchObject({ queue: 'default', type: 'dup-in-batch', payload: { v: 2 }, lockKey: 'l1' });
+  expect(returned[2]).toStrictEqual(await store.get(original!.uuid));
+  expect(returned[2]).toMatchObject({ queue: 'default', type: 'first', priority: 5 });
+});
