@@ -1,0 +1,18 @@
+import { expect, it } from 'vitest';
+import { uuidV7 } from '../src/jobs/uuid.js';
+
+const V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
+it('job uuids are version 7: the creation millisecond first, then random bits', () => {
+  const at = Date.UTC(2026, 11, 1, 12, 0, 0, 123);
+  const id = uuidV7(at);
+  expect(id).toMatch(V7);
+  expect(parseInt(id.slice(0, 8) + id.slice(9, 13), 16)).toBe(at);
+  // Later milliseconds sort after earlier ones (as text and as Postgres' uuid order).
+  const ids = [0, 1, 2, 1_000, 86_400_000].map((d) => uuidV7(at + d));
+  expect([...ids].sort()).toEqual(ids);
+  // Within one millisecond they differ in the random bits.
+  const same = new Set(Array.from({ length: 10_000 }, () => uuidV7(at)));
+  expect(same.size).toBe(10_000);
+  for (const u of same) expect(u).toMatch(V7);
+});
