@@ -4,7 +4,7 @@ import type { Job, JobOutcome } from '@q/store';
 import type { Completer } from './completer.js';
 import { DeadLetterError } from './errors.js';
 import type { Execution } from './execution.js';
-import { firstLine, type Logger } from './logger.js';
+import { firstLine, silentLogger, type Logger } from './logger.js';
 import type { HandlerFunc } from './options.js';
 import { processSpan } from './process-span.js';
 import { failureOutcome, refusedOutcome, storableOutcome, storableText } from './retry-policy.js';
@@ -31,6 +31,8 @@ export interface AttemptConfig {
   /** Told how long each handler ran (sizes an adaptive local queue). */
   handlerTime?: (ms: number) => void;
 }
+
+const NO_FIELDS: Record<string, unknown> = Object.freeze({});
 
 /** The log fields naming one attempt of `job` on worker `workerId`. */
 export function jobFields(job: Job, workerId: string): Record<string, unknown> {
@@ -97,9 +99,11 @@ export class AttemptRunner {
     outcome = storableOutcome(e, outcome, c.retryBaseMs);
     if ('error' in outcome && outcome.error !== undefined) error = outcome.error;
     const status = outcome.status === 'retry_wait' ? 'failed' : outcome.status;
-    const attrs = { 'job.type': job.type, 'job.status': status };
-    c.metrics?.completed.add(1, attrs);
-    c.metrics?.duration.record((performance.now() - started) / 1000, attrs);
+    if (c.metrics) {
+      const attrs = { 'job.type': job.type, 'job.status': status };
+      c.metrics.completed.add(1, attrs);
+      c.metrics.duration.record((performance.now() - started) / 1000, attrs);
+    }
     await this.record(e, outcome, status, error);
     this.#hooks.settle(e);
   }
@@ -111,7 +115,8 @@ export class AttemptRunner {
   async record(e: Execution, outcome: JobOutcome, status: string | undefined, error: string | undefined): Promise<void> {
     if (e.released) return;
     const c = this.#c;
-    const fields = jobFields(e.job, c.workerId);
+    // Built for the log line only, and a silent logger (the default) has none to write.
+    const fields = c.logger === silentLogger ? NO_FIELDS : jobFields(e.job, c.workerId);
     // Should the store still refuse the outcome when it is written (a timeline over 64 MiB), a
     // failed attempt saying why is recorded instead, without the timeline.
     const submitted = outcome;

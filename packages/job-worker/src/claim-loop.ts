@@ -144,14 +144,24 @@ export class ClaimLoop {
       await nextTurn();
       if (this.#host.stopping()) break;
       if (this.#pause !== undefined || this.#trips >= maxTrips) continue;
-      const limit = Math.max(0, Math.min(this.#room(prefetch), c.batch ?? c.concurrency + prefetch));
+      let limit = Math.max(0, Math.min(this.#room(prefetch), c.batch ?? c.concurrency + prefetch));
+      // Short handlers empty the local queue between two round trips, so the room is all free
+      // when the loop looks: split it over two round trips sent together (each with half the
+      // outcomes), so two statements run and commit side by side instead of one after the other.
+      // Only with outcomes to write, i.e. while jobs flow: a poll of idle queues stays one claim
+      // (and one connection).
+      let takeMax: number | undefined;
+      if (maxTrips > 1 && this.#trips === 0 && c.completer.pending > 1 && limit >= 2 * Math.max(1, Math.ceil(prefetch / 2))) {
+        limit = Math.ceil(limit / 2);
+        takeMax = Math.ceil(c.completer.pending / 2);
+      }
       if (limit <= 0 && (prefetch === 0 || c.completer.pending === 0)) {
         // Nothing to claim and nothing to write: wait for a change instead of spinning.
         await this.#idle(() => this.#room(prefetch) > 0 || c.completer.pending > 0 || this.#pause !== undefined, PREFETCH_FLUSH_MS);
         continue;
       }
       this.#workSignal = false;
-      const taken = this.#soloClaim ? [] : c.completer.take();
+      const taken = this.#soloClaim ? [] : c.completer.take(takeMax);
       this.#soloClaim = false;
       this.#trips++;
       this.#onOrder += limit;

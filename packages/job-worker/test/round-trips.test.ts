@@ -62,3 +62,49 @@ it('a drain completes and claims in one round trip per batch; every job runs onc
   expect(calls.completeAndClaim).toBeGreaterThan(0);
   expect(calls.combinedOutcomes).toBeGreaterThan(n / 2);
 });
+
+it('with a local queue two round trips run side by side (each job still once); without one, never two', async () => {
+  const queue = new JobQueue(store, { knownQueues: ['default'] });
+  const s = store as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>;
+  const originals = { claim: s.claim!, complete: s.complete!, completeAndClaim: s.completeAndClaim! };
+  const drain = async (prefetch: number, n: number) => {
+    await queue.enqueueMany(Array.from({ length: n }, (_, i) => ({ type: 'noop', payload: { i } })));
+    let inFlight = 0;
+    let maxInFlight = 0;
+    for (const m of ['claim', 'complete', 'completeAndClaim'] as const) {
+      s[m] = async (...a) => {
+        maxInFlight = Math.max(maxInFlight, ++inFlight);
+        try {
+          return await originals[m].apply(store, a);
+        } finally {
+          inFlight--;
+        }
+      };
+    }
+    const seen = new Map<number, number>();
+    const worker = new Worker(store, { queues: ['default'], concurrency: 4, prefetch, pollIntervalMs: 100, maintenanceIntervalMs: 60_000 });
+    worker.register('noop', async (job) => {
+      const i = (job.payload as { i: number }).i;
+      seen.set(i, (seen.get(i) ?? 0) + 1);
+      return null;
+    });
+    const ac = new AbortController();
+    const run = worker.run(ac.signal);
+    try {
+      await waitFor(async () => {
+        const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs WHERE status <> 'succeeded'`);
+        return rows[0]!.n === 0 && seen.size === n;
+      }, 60_000);
+    } finally {
+      ac.abort();
+      await run;
+      await worker.wait(5_000);
+      Object.assign(s, originals);
+    }
+    expect(seen.size).toBe(n);
+    expect([...seen.values()].every((c) => c === 1)).toBe(true);
+    return maxInFlight;
+  };
+  expect(await drain(64, 2_000)).toBe(2);
+  expect(await drain(0, 200)).toBe(1);
+});

@@ -112,5 +112,7 @@ export function toJob(r: JobRow): Job {
 
 /** Maps a claimed row (with its `lease_token`). */
 export function toLeasedJob(r: JobRow & { lease_token: string }): LeasedJob {
-  return { ...toJob(r), leaseToken: r.lease_token };
+  const job = toJob(r) as LeasedJob;
+  job.leaseToken = r.lease_token;
+  return job;
 }
