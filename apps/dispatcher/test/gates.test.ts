@@ -173,6 +173,35 @@ describe('formulas', () => {
     expect(await build('endpoint-scrape', { url: urls[1], metric: 'vllm:kv_cache_usage_perc' }).budget()).toBeCloseTo(0.1, 9);
   });
 
+  it('endpoint-scrape: requests it let through count until they finish, so a lagging scrape cannot let a burst past the threshold', async () => {
+    // The server reports 0 running (the requests have not reached it yet) on every scrape.
+    pods[0]!.page = 'vllm:num_requests_running 0\n';
+    const g = build('endpoint-scrape', {
+      url: `${pods[0]!.url}/metrics`,
+      metric: 'vllm:num_requests_running',
+      max_count_per_pod: 10,
+      threshold: 0.8,
+    });
+    // 20 handlers ask at once, reading the same figure: the first 7 take the servers to 0.7 and
+    // pass; an 8th would reach the threshold.
+    const releases: GateRelease[] = [];
+    const verdicts = await Promise.all(Array.from({ length: 20 }, () => g.apply(msg(), releases)));
+    expect(verdicts.filter((v) => v.kind === 'continue')).toHaveLength(7);
+    expect(verdicts.filter((v) => v.kind === 'refuse')).toHaveLength(13);
+    expect(releases).toHaveLength(7);
+    expect(await g.budget()).toBeCloseTo(0.1, 9);
+    // Finished requests free their share (a release run twice frees it once).
+    releases[0]!();
+    releases[0]!();
+    expect(await g.budget()).toBeCloseTo(0.2, 9);
+    for (const r of releases.slice(1)) r();
+    expect(await g.budget()).toBeCloseTo(0.8, 9);
+    // The scrape still counts when it is the larger figure: 9 running of 10.
+    pods[0]!.page = 'vllm:num_requests_running 9\n';
+    expect(await g.budget()).toBe(0);
+    expect((await g.apply(msg(), [])).kind).toBe('refuse');
+  });
+
   it('parses the Prometheus text format (labels with escapes, timestamps, NaN, comments)', () => {
     const s = parsePrometheusText('# HELP x y\nx{a="1",b="q\\"uote"} 3 1700000000\ny NaN\nz +Inf\nbad line\n');
     expect(s).toEqual([

@@ -23,6 +23,25 @@ export function budgetGate(budget: () => Promise<number>): Gate {
 }
 
 /**
+ * One metric read for a budget gate: D, or undefined when the source fails or gives no number.
+ * Publishes value, threshold and source availability.
+ */
+function meteredRead(deps: GateDeps, pool: string, threshold: number, read: () => Promise<number>): () => Promise<number | undefined> {
+  deps.metrics?.threshold(pool, threshold);
+  return async () => {
+    try {
+      const d = await read();
+      if (!Number.isFinite(d)) throw new Error('no number');
+      deps.metrics?.value(pool, d, true);
+      return d;
+    } catch {
+      deps.metrics?.value(pool, undefined, false);
+      return undefined;
+    }
+  };
+}
+
+/**
  * A budget gate over one metric: `read()` gives D, `toBudget(D)` the budget; a failing read gives
  * `fallback`. Publishes value, threshold and source availability.
  */
@@ -34,17 +53,10 @@ function metered(
   toBudget: (d: number) => number,
   fallback: number,
 ): Gate {
-  deps.metrics?.threshold(pool, threshold);
+  const d = meteredRead(deps, pool, threshold, read);
   return budgetGate(async () => {
-    try {
-      const d = await read();
-      if (!Number.isFinite(d)) throw new Error('no number');
-      deps.metrics?.value(pool, d, true);
-      return toBudget(d);
-    } catch {
-      deps.metrics?.value(pool, undefined, false);
-      return clamp(fallback);
-    }
+    const v = await d();
+    return v === undefined ? clamp(fallback) : toBudget(v);
   });
 }
 
@@ -101,6 +113,8 @@ export function endpointScrape(p: Params, deps: GateDeps): Gate {
   const podsMetric = podsUrls.length ? p.str('pods_metric') : '';
   const podsLabels = p.labels('pods_labels');
   const pool = p.str('pool', '');
+  /** Slots of the servers at the last read (max_count_per_pod × ready pods); undefined: unknown. */
+  let capacity: number | undefined;
   /** Saturation = Σ value ÷ (max_count_per_pod × ready pods); 0 = the value already is one. */
   const read = async (): Promise<number> => {
     const pages = await Promise.allSettled(urls.map((u) => deps.sources.scrape(u)));
@@ -114,7 +128,10 @@ export function endpointScrape(p: Params, deps: GateDeps): Gate {
       sum = (sum ?? 0) + v;
     }
     if (sum === undefined) throw new Error('no server reported the metric');
-    if (maxPerPod === 0) return answered > 1 ? sum / answered : sum;
+    if (maxPerPod === 0) {
+      capacity = undefined;
+      return answered > 1 ? sum / answered : sum;
+    }
     let pods = answered;
     if (podsUrls.length) {
       const pp = await Promise.allSettled(podsUrls.map((u) => deps.sources.scrape(u)));
@@ -123,10 +140,44 @@ export function endpointScrape(p: Params, deps: GateDeps): Gate {
       if (n === undefined) throw new Error('ready pods unavailable');
       pods = n;
     }
-    if (pods <= 0) return 1; // no ready pod: saturated
-    return sum / (maxPerPod * pods);
+    if (pods <= 0) {
+      capacity = undefined;
+      return 1; // no ready pod: saturated
+    }
+    capacity = maxPerPod * pods;
+    return sum / capacity;
   };
-  return metered(deps, pool, 1 - baseline, read, (sat) => clamp(1 - sat - baseline), fallback);
+  const saturation = meteredRead(deps, pool, 1 - baseline, read);
+  // A scrape lags the requests this dispatcher has just sent: those admitted on the same page
+  // (polls and handlers that read it together) or still on their way to the server are not in it
+  // yet, and each of them would pass the threshold on the old figure; the saturation then
+  // overshot the threshold by a batch or more. So the gate counts the requests it let through
+  // until they finish, and takes the saturation as at least what they alone make: its own traffic
+  // never takes the servers past the threshold, whatever the scrape's lag. (Other clients'
+  // traffic shows in the scrape; taking the larger figure never undercounts either.)
+  let ownInFlight = 0;
+  const budgetAt = (sat: number | undefined, extra: number): number => {
+    if (sat === undefined) return clamp(fallback);
+    const own = capacity === undefined ? 0 : (ownInFlight + extra) / capacity;
+    return clamp(1 - Math.max(sat, own) - baseline);
+  };
+  return {
+    budget: async () => budgetAt(await saturation(), 0),
+    async apply(_msg, releases) {
+      // Check and count in one step after the read: concurrent applies cannot both take the last slot.
+      if (budgetAt(await saturation(), 1) <= 0) return { kind: 'refuse' };
+      if (capacity !== undefined) {
+        ownInFlight++;
+        let released = false;
+        releases.push(() => {
+          if (released) return;
+          released = true;
+          ownInFlight--;
+        });
+      }
+      return CONTINUE;
+    },
+  };
 }
 
 /** `prometheus-budget`: headroom from a cascade of queries, the first one answering wins. */
