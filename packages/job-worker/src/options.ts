@@ -80,8 +80,8 @@ export interface WorkerOptions {
   maxPersistentFailures?: number;
   /**
    * Jobs kept leased ahead of the free slots (a local queue). Default `'auto'`: sized from the
-   * measured handler and round-trip times, `2 × concurrency × roundTrip / handler`, at most 32
-   * per slot (64–512; see local-queue-size.ts) — no-op jobs get a deep queue, jobs that take
+   * measured handler and round-trip times, `2 × concurrency × roundTrip / handler` (at most 128
+   * per slot, 1,024 in all; see local-queue-size.ts) — no-op jobs get a deep queue, jobs that take
    * long against a round trip none — so a job waits locally about two round trips at most and an
    * idle worker is never starved. `0`: claim only for free slots. With N > 0 one round trip claims up to `concurrency + N` jobs; a slot that frees up
    * starts the next prefetched job at once, without a round trip, and the finished outcomes and

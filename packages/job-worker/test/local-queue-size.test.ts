@@ -13,7 +13,7 @@ it('a fixed prefetch stays as given; auto is 0 until both times are measured', (
   expect(s.size).toBe(0); // 2 × 8 × 2 / 100 = 0.32: long jobs are claimed only for free slots
 });
 
-it('sizes two round trips of work: 2 × concurrency × roundTrip / handler, capped at 32 per slot (64–512)', () => {
+it('sizes two round trips of work: 2 × concurrency × roundTrip / handler, capped at 128 per slot (1,024 in all)', () => {
   const s = new LocalQueueSize(8, 'auto');
   s.roundTrip(4);
   s.handler(2);
@@ -22,7 +22,7 @@ it('sizes two round trips of work: 2 × concurrency × roundTrip / handler, capp
   fast.roundTrip(4);
   fast.handler(0);
   expect(fast.size).toBe(autoPrefetchMax(8));
-  expect([autoPrefetchMax(1), autoPrefetchMax(8), autoPrefetchMax(32)]).toEqual([64, 256, 512]);
+  expect([autoPrefetchMax(1), autoPrefetchMax(8), autoPrefetchMax(32)]).toEqual([128, 1024, 1024]);
 });
 
 it('a stall counts as handler time: blocked slots stop the local queue from filling', () => {
