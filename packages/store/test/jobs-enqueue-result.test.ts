@@ -49,3 +49,29 @@ it('a key repeated in the batch and a key stored before both return the one stor
   expect(returned[2]).toStrictEqual(await store.get(original!.uuid));
   expect(returned[2]).toMatchObject({ queue: 'default', type: 'first', priority: 5 });
 });
+
+it('a job enqueued alone (its own statement) returns as stored too, and its key returns the original after', async () => {
+  const [parent] = await store.enqueue([{ queue: 'default', type: 'parent' }]);
+  expect(parent).toStrictEqual(await store.get(parent!.uuid));
+  const alone: NewJob = {
+    queue: 'mail',
+    type: 'send',
+    payload: { b: [1, 2], a: { c: 'x' } },
+    priority: 4,
+    runAt: new Date(Date.now() + 60_000),
+    maxAttempts: 2,
+    idempotencyKey: 'alone-key',
+    lockKey: 'alone-lock',
+    teamId: 7,
+    resourceId: 8,
+    retryOfId: parent!.id,
+  };
+  const [first] = await store.enqueue([alone]);
+  expect(first).toStrictEqual(await store.get(first!.uuid));
+  expect(first).toMatchObject({ status: 'scheduled', priority: 4, maxAttempts: 2, teamId: 7, resourceId: 8, retryOfId: parent!.id });
+  const [again] = await store.enqueue([{ ...alone, payload: { other: true }, priority: 9 }]);
+  expect(again).toStrictEqual(first);
+  // A retryOfId naming no job is refused as it is in a batch, and nothing is written.
+  await expect(store.enqueue([{ queue: 'default', type: 'orphan', retryOfId: 987_654_321 }])).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+  expect((await store.list({ type: 'orphan' })).jobs).toHaveLength(0);
+});

@@ -8,6 +8,7 @@ import { transactionWriteError } from '../from-pool.js';
 import { toJob, type JobRow } from '../row.js';
 import type { Queryable } from '../sql/db.js';
 import { drawJobIds } from '../sql/draw-job-ids.js';
+import { enqueueJob } from '../sql/enqueue-job.js';
 import { enqueueJobs, type EnqueueRow } from '../sql/enqueue-jobs.js';
 import { getJobsByIdempotencyKey } from '../sql/get-jobs-by-idempotency-key.js';
 import type { Job, NewJob } from '../types.js';
@@ -104,7 +105,11 @@ async function enqueueChunk(ctx: JobStoreContext, db: Queryable, b: ReturnType<t
   };
   let rows: EnqueueRow[];
   try {
-    rows = await enqueueJobs(ctx.scope, db, chunk, ctx.channel);
+    // A single job with its id left to the table (not part of a split batch) takes the scalar statement.
+    rows =
+      chunk.uuids.length === 1 && chunk.ids[0] === null
+        ? await enqueueJob(ctx.scope, db, chunk, 0, ctx.channel)
+        : await enqueueJobs(ctx.scope, db, chunk, ctx.channel);
   } catch (err) {
     throw mapWriteError(err);
   }

@@ -1,0 +1,57 @@
+import { statement, type StatementScope } from '@q/schema';
+import { jobColumns, someJobColumns } from '../row.js';
+import { MAX_NOTIFY_QUEUE_BYTES, type Queryable } from './db.js';
+import { INSERTED_COLUMNS, type EnqueueBatch, type EnqueueRow } from './enqueue-jobs.js';
+
+// One job: the batch statement's rules (enqueue-jobs.ts) for a single row, with scalar
+// parameters. A batch of one paid for the arrays (each parameter an array literal parsed, then
+// unnested), the id-drawing join, the key-order sort and the DISTINCT of the notification; the
+// single enqueue is most applications' hot path and mostly waits for its commit, so those were a
+// large share of it. Same result rows: the job inserted (only what the database decided, see
+// INSERTED_COLUMNS), or the original holding its idempotency key, committed before this statement.
+const TEXT = `
+WITH ins AS (
+  INSERT INTO __q_schema__.q_jobs AS j (uuid, queue, job_type, payload, priority, run_at, status, max_attempts,
+                         idempotency_key, lock_key, team_id, resource_id, retry_of_id)
+  VALUES ($1::uuid, $2::text, $3::text, $4::jsonb, $5::int4,
+          CASE WHEN $6::timestamptz > now() THEN $6::timestamptz ELSE now() END,
+          CASE WHEN $6::timestamptz > now() THEN 'scheduled'::__q_schema__.q_job_status ELSE 'queued'::__q_schema__.q_job_status END,
+          $7::int4, $8::text, $9::text, $10::int8, $11::int8, $12::int8)
+  ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+  RETURNING ${[...INSERTED_COLUMNS].map((c) => `j.${c}`).join(', ')}
+)
+SELECT ${someJobColumns('ins', INSERTED_COLUMNS)}, true AS inserted,
+       (SELECT count(*) FROM (SELECT pg_notify($13, 'q:' || ins.queue)
+                              WHERE ins.status = 'queued' AND octet_length(ins.queue) < ${MAX_NOTIFY_QUEUE_BYTES}) n) AS notified
+FROM ins
+UNION ALL
+SELECT ${jobColumns('o')}, false, 0 FROM __q_schema__.q_jobs o
+WHERE $8::text IS NOT NULL AND o.idempotency_key = $8::text`;
+
+const TEXT_STMT = statement('q_jobs_enqueue_one', TEXT);
+
+/** Inserts job `i` of `b` alone (see above); rows as {@link enqueueJobs} returns them. */
+export async function enqueueJob(
+  scope: StatementScope,
+  db: Queryable,
+  b: Omit<EnqueueBatch, 'ids'>,
+  i: number,
+  channel: string,
+): Promise<EnqueueRow[]> {
+  const { rows } = await scope.run<EnqueueRow>(db, TEXT_STMT, [
+    b.uuids[i],
+    b.queues[i],
+    b.types[i],
+    b.payloads[i],
+    b.priorities[i],
+    b.runAts[i],
+    b.maxAttempts[i],
+    b.idempotencyKeys[i],
+    b.lockKeys[i],
+    b.teamIds[i],
+    b.resourceIds[i],
+    b.retryOfIds[i],
+    channel,
+  ]);
+  return rows;
+}
