@@ -1,0 +1,149 @@
+/**
+ * Where a default-options drain spends its CPU: `N` no-op jobs enqueued up front, then one
+ * `Worker` (default options, `concurrency` C) drains them. Prints the rate, the CPU seconds of
+ * this Node process and of the database backends that served it (read from /proc, so the server
+ * must run on this machine), both per job, and the worker's round trips (count, jobs per trip,
+ * mean time, most in flight at once).
+ *
+ *   DSN=postgres://… node bench/dist/cpu-split.js [--jobs 50000] [--concurrency 8] [--reps 3]
+ *
+ * It runs on a fresh schema of its own (dropped at the end); nothing else should run meanwhile.
+ */
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { performance } from 'node:perf_hooks';
+import pg from 'pg';
+import { JobStore } from '@q/store';
+import { JobQueue, Worker } from '@q/job-worker';
+
+const args = process.argv.slice(2);
+const arg = (name: string, dflt: number): number => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 ? Number(args[i + 1]) : dflt;
+};
+const dsn = process.env.DSN ?? process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const JOBS = arg('jobs', 50_000);
+const CONCURRENCY = arg('concurrency', 8);
+const REPS = arg('reps', 3);
+const QUEUE = 'cpu-split';
+/** Clock ticks per second of /proc/<pid>/stat (USER_HZ, 100 on Linux). */
+const TICKS = 100;
+
+/** utime + stime of a process in seconds, or 0 when it has gone. */
+function cpuSeconds(pid: number): number {
+  try {
+    // Fields after the command (which may hold spaces) start after the last ')'.
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(')').pop()?.trim().split(' ') ?? [];
+    return (Number(fields[11]) + Number(fields[12])) / TICKS;
+  } catch {
+    return 0;
+  }
+}
+
+interface TripStats {
+  trips: number;
+  jobs: number;
+  ms: number;
+  inFlight: number;
+  maxInFlight: number;
+}
+
+/** Counts the worker's round trips by wrapping the store's hot-path methods. */
+function countTrips(store: JobStore): TripStats {
+  const stats: TripStats = { trips: 0, jobs: 0, ms: 0, inFlight: 0, maxInFlight: 0 };
+  const methods = store as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>;
+  for (const name of ['claim', 'complete', 'completeAndClaim']) {
+    const original = methods[name]?.bind(store);
+    if (!original) continue;
+    methods[name] = async (...a: unknown[]) => {
+      stats.trips++;
+      stats.maxInFlight = Math.max(stats.maxInFlight, ++stats.inFlight);
+      const t0 = performance.now();
+      try {
+        const r = await original(...a);
+        if (name === 'claim' && Array.isArray(r)) stats.jobs += r.length;
+        if (name === 'completeAndClaim') stats.jobs += (r as { jobs: unknown[] }).jobs.length;
+        return r;
+      } finally {
+        stats.inFlight--;
+        stats.ms += performance.now() - t0;
+      }
+    };
+  }
+  return stats;
+}
+
+async function run(admin: pg.Pool): Promise<Record<string, number>> {
+  const schema = `cpu_split_${randomBytes(4).toString('hex')}`;
+  const app = `q-cpu-split-${randomBytes(4).toString('hex')}`;
+  const store = await JobStore.open(dsn, { schema, maxConns: CONCURRENCY + 2, applicationName: app });
+  try {
+    const queue = new JobQueue(store, { knownQueues: [QUEUE] });
+    for (let from = 0; from < JOBS; from += 1_000) {
+      await queue.enqueueMany(
+        Array.from({ length: Math.min(1_000, JOBS - from) }, (_, k) => ({ queue: QUEUE, type: 'noop', payload: { i: from + k } })),
+      );
+    }
+    const trips = countTrips(store);
+    let done = 0;
+    let finished: () => void = () => undefined;
+    const allRan = new Promise<void>((resolve) => (finished = resolve));
+    const worker = new Worker(store, { queues: [QUEUE], concurrency: CONCURRENCY });
+    worker.register('noop', async () => {
+      if (++done === JOBS) finished();
+      return null;
+    });
+    const backends = async (): Promise<number[]> =>
+      (await admin.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE application_name = $1', [app])).rows.map((r) => r.pid);
+    // Every backend the drain may use exists before it starts (the pool opens them on demand).
+    await Promise.all(Array.from({ length: CONCURRENCY + 2 }, () => store.pool.query('SELECT pg_sleep(0.05)')));
+    const pids = await backends();
+    const dbBefore = pids.map(cpuSeconds).reduce((a, b) => a + b, 0);
+    const nodeBefore = process.cpuUsage();
+    const t0 = performance.now();
+    const abort = new AbortController();
+    const running = worker.run(abort.signal);
+    await allRan;
+    // Until the database shows every job finished (the last outcomes are written after the handlers).
+    for (;;) {
+      const { rows } = await admin.query<{ n: string }>(`SELECT count(*) AS n FROM "${schema}".q_jobs WHERE status <> 'succeeded'`);
+      if (Number(rows[0]?.n) === 0) break;
+    }
+    const seconds = (performance.now() - t0) / 1000;
+    const node = process.cpuUsage(nodeBefore);
+    const db = pids.map(cpuSeconds).reduce((a, b) => a + b, 0) - dbBefore;
+    abort.abort();
+    await running;
+    await worker.wait(10_000);
+    const nodeSeconds = (node.user + node.system) / 1e6;
+    return {
+      rate: Math.round(JOBS / seconds),
+      seconds: Number(seconds.toFixed(2)),
+      nodeCpuSeconds: Number(nodeSeconds.toFixed(2)),
+      dbCpuSeconds: Number(db.toFixed(2)),
+      nodeMicrosPerJob: Math.round((nodeSeconds / JOBS) * 1e6),
+      dbMicrosPerJob: Math.round((db / JOBS) * 1e6),
+      roundTrips: trips.trips,
+      jobsPerTrip: Math.round(trips.jobs / Math.max(1, trips.trips)),
+      msPerTrip: Number((trips.ms / Math.max(1, trips.trips)).toFixed(2)),
+      maxTripsInFlight: trips.maxInFlight,
+    };
+  } finally {
+    await store.close();
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  }
+}
+
+async function main(): Promise<void> {
+  const admin = new pg.Pool({ connectionString: dsn, max: 1 });
+  try {
+    for (let r = 0; r < REPS; r++) console.log(JSON.stringify({ jobs: JOBS, concurrency: CONCURRENCY, ...(await run(admin)) }));
+  } finally {
+    await admin.end();
+  }
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exitCode = 1;
+});
