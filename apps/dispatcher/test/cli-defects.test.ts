@@ -1,7 +1,6 @@
 // The q-dispatcher defects of issue 17, each as a real process: an unreachable database, cancel's
 // report, submit's all-or-nothing, commands that would create tables, help and version, log format.
 import { spawn } from 'node:child_process';
-import fs from 'node:fs';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -58,8 +57,7 @@ describe('q-dispatcher cancel', () => {
     expect(none.out()).toContain('not cancelled  does-not-exist');
     expect(none.out()).toContain('cancelled 0 of 2 request id(s)');
 
-    const file = path.join(f.tmp, 'cancel.jsonl');
-    fs.writeFileSync(file, `${JSON.stringify({ id: 'cx-1', deadline: deadline(), payload: {} })}\n`);
+    const file = f.tmpFile('cancel.jsonl', `${JSON.stringify({ id: 'cx-1', deadline: deadline(), payload: {} })}\n`);
     const s = f.startCli(['submit', '--queue', 'cancelq', '--route', 'cancel-out', '--file', file], env);
     expect(await s.exit).toBe(0);
     const some = f.startCli(['cancel', 'cx-1', 'never-2', 'cx-1'], env);
@@ -74,11 +72,10 @@ describe('q-dispatcher cancel', () => {
 
 describe('q-dispatcher submit', () => {
   it('a bad line 700 of 800 writes nothing, whatever the batch size', async () => {
-    const file = path.join(f.tmp, 'bad-700.jsonl');
     const lines = Array.from({ length: 800 }, (_, i) =>
       i === 699 ? JSON.stringify({ id: `b-${i}`, payload: {} }) : JSON.stringify({ id: `b-${i}`, deadline: deadline(), payload: { i } }),
     );
-    fs.writeFileSync(file, `${lines.join('\n')}\n`);
+    const file = f.tmpFile('bad-700.jsonl', `${lines.join('\n')}\n`);
     const s = f.startCli(['submit', '--queue', 'bad700', '--route', 'bad-out', '--file', file, '--batch-size', '100'], { Q_DSN: f.schema.dsn });
     expect(await s.exit).toBe(2);
     expect(s.err()).toContain('submit: line 700: request "b-699": deadline must be Unix seconds > 0; nothing was submitted');
@@ -87,15 +84,16 @@ describe('q-dispatcher submit', () => {
 
   it('a line that is not JSON is refused by number; a good file is written whole in batches', async () => {
     const env = { Q_DSN: f.schema.dsn };
-    const bad = path.join(f.tmp, 'not-json.jsonl');
-    fs.writeFileSync(bad, `${JSON.stringify({ id: 'nj-1', deadline: deadline() })}\n{oops\n`);
+    const bad = f.tmpFile('not-json.jsonl', `${JSON.stringify({ id: 'nj-1', deadline: deadline() })}\n{oops\n`);
     const b = f.startCli(['submit', '--queue', 'nj', '--route', 'nj-out', '--file', bad], env);
     expect(await b.exit).toBe(2);
     expect(b.err()).toContain('submit: line 2: not valid JSON; nothing was submitted');
     expect(await count(`SELECT count(*) AS n FROM q_requests WHERE queue = 'nj'`)).toBe(0);
 
-    const good = path.join(f.tmp, 'good.jsonl');
-    fs.writeFileSync(good, `${Array.from({ length: 250 }, (_, i) => JSON.stringify({ id: `g-${i}`, deadline: deadline() })).join('\n')}\n`);
+    const good = f.tmpFile(
+      'good.jsonl',
+      `${Array.from({ length: 250 }, (_, i) => JSON.stringify({ id: `g-${i}`, deadline: deadline() })).join('\n')}\n`,
+    );
     const g = f.startCli(['submit', '--queue', 'goodq', '--route', 'good-out', '--file', good, '--batch-size', '100'], env);
     expect(await g.exit).toBe(0);
     expect(g.out()).toContain('submitted 250 requests to queue goodq');
