@@ -14,11 +14,9 @@ let faults: Results;
 let gated: Results;
 let rated: Results;
 
-// Per-request scripts, keyed by the payload's `scenario`; `n` is the attempt number from 1.
-function act(scenario: string, id: string, n: number): Action {
+// Per-request scripts, keyed by the payload's `scenario`; `n` is the attempt number from 1 (`ok` and unknown scenarios: `scripted`).
+function act(scenario: string, id: string, n: number): Action | undefined {
   switch (scenario) {
-    case 'ok':
-      return ok(id);
     case 'retry-after-seconds':
       return n === 1 ? { status: 429, headers: { 'retry-after': '2' }, body: 'later' } : ok(id);
     case 'retry-after-date':
@@ -37,7 +35,7 @@ function act(scenario: string, id: string, n: number): Action {
     case 'gated':
       return ok(id, 150);
     default:
-      return { status: 500, body: 'unknown scenario' };
+      return undefined;
   }
 }
 

@@ -221,12 +221,19 @@ describe('combinators and admission gates', () => {
   it('composite: budget is the minimum; a refusal releases the partial grants of earlier gates', async () => {
     prom.queries.set('toggle', 0);
     prom.queries.set('open', 0.7);
-    const lmc = { gate_type: 'local-max-concurrency', gate_params: { limit: 1 } };
-    const toggled = build(
-      'composite',
-      { gates: [lmc, { gate_type: 'prometheus-query', gate_params: { query: 'toggle' } }] },
-      { prometheusUrl: prom.url },
-    );
+    // A limit-1 slot gate, then a Prometheus query gate.
+    const slotThenQuery = (query: string) =>
+      build(
+        'composite',
+        {
+          gates: [
+            { gate_type: 'local-max-concurrency', gate_params: { limit: 1 } },
+            { gate_type: 'prometheus-query', gate_params: { query } },
+          ],
+        },
+        { prometheusUrl: prom.url },
+      );
+    const toggled = slotThenQuery('toggle');
     expect(await toggled.budget()).toBe(0);
     const rel: GateRelease[] = [];
     // Refused by the second gate: the slot the first gate granted goes back at once.
@@ -236,11 +243,7 @@ describe('combinators and admission gates', () => {
     // Had the slot leaked, the limit-1 gate would refuse now.
     expect(await toggled.apply(msg(), rel)).toEqual({ kind: 'continue' });
     expect(rel).toHaveLength(1);
-    const open = build(
-      'composite',
-      { gates: [lmc, { gate_type: 'prometheus-query', gate_params: { query: 'open' } }] },
-      { prometheusUrl: prom.url },
-    );
+    const open = slotThenQuery('open');
     expect(await open.budget()).toBe(0.7);
     const held: GateRelease[] = [];
     expect(await open.apply(msg(), held)).toEqual({ kind: 'continue' });

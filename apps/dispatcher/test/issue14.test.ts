@@ -20,10 +20,8 @@ let fallback: Results;
 let persistDeadline = 0;
 const MAX_BODY = 4096;
 
-function act(scenario: string, id: string, n: number): Action {
+function act(scenario: string, id: string, n: number): Action | undefined {
   switch (scenario) {
-    case 'ok':
-      return ok(id);
     case 'stall-body':
       // The head and half the body arrive; the rest never does.
       return { status: 200, body: JSON.stringify({ ok: id, pad: 'x'.repeat(200) }), partial: { bytes: 50, then: 'stall' } };
@@ -35,7 +33,7 @@ function act(scenario: string, id: string, n: number): Action {
       // Answered within the last second before the deadline, so the retry is due only after it.
       return { status: 429, body: `{"error":"busy ${id} #${n}"}`, delayMs: Math.max(0, (persistDeadline - 1) * 1000 + 300 - Date.now()) };
     default:
-      return { status: 500, body: 'unknown scenario' };
+      return undefined;
   }
 }
 

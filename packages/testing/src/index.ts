@@ -19,4 +19,5 @@ export { idInPartition, ids, newJob, newRequest, newRequests, token, type Reques
 export { inTransaction } from './transaction.js';
 export { memoryLogger, type LogLine, type MemoryLogger } from './logger.js';
 export { testRoles, type TestRoles } from './roles.js';
-export { migrateAsOlderBuild, type ShippedMigration } from './older-build.js';
+export { migrateAsOlderBuild, useScratchSchemas, type SchemaNaming, type ScratchSchemas, type ShippedMigration } from './older-build.js';
+export { runUnderTerminal, stripAnsi, textSink, type RunUnderTerminalOptions, type TerminalRun, type TextSink } from './terminal.js';

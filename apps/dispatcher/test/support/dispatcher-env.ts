@@ -81,14 +81,18 @@ export function answerOk(delayMs: (scenario: string) => number = () => 0): Behav
   return (call) => ok(scenarioOf(call).id, delayMs(scenarioOf(call).scenario));
 }
 
-/** A behaviour scripted per request: `act(scenario, id, n)`, `n` the request's attempt number from 1. */
-export function scripted(act: (scenario: string, id: string, n: number) => Action): Behaviour {
+/**
+ * A behaviour scripted per request: `act(scenario, id, n)`, `n` the request's attempt number from
+ * 1. Scenario `ok` answers 200 unless `act` scripts it; a scenario `act` does not know (it returns
+ * `undefined`) is answered 500, so a typo fails the test instead of passing as a success.
+ */
+export function scripted(act: (scenario: string, id: string, n: number) => Action | undefined): Behaviour {
   const attempts = new Map<string, number>();
   return (call) => {
     const { scenario, id } = scenarioOf(call);
     const n = (attempts.get(id) ?? 0) + 1;
     attempts.set(id, n);
-    return act(scenario, id, n);
+    return act(scenario, id, n) ?? (scenario === 'ok' ? ok(id) : { status: 500, body: 'unknown scenario' });
   };
 }
 
