@@ -25,3 +25,4 @@ export { testRoles, type TestRoles } from './roles.js';
 export { migrateAsOlderBuild, useScratchSchemas, type SchemaNaming, type ScratchSchemas, type ShippedMigration } from './older-build.js';
 export { runUnderTerminal, stripAnsi, textSink, type RunUnderTerminalOptions, type TerminalRun, type TextSink } from './terminal.js';
 export { thrownBy } from './thrown.js';
+export { buildIfStale, newestMtime } from './build.js';
