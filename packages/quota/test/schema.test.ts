@@ -52,12 +52,7 @@ describe('QuotaStore schema placement', () => {
       expect(release).not.toBeNull();
       await release!();
       expect(await quota.store.schema()).toBe(target);
-      const where = await admin.query<{ schema: string; n: number }>(
-        `SELECT table_schema AS schema, count(*)::int AS n FROM information_schema.tables
-          WHERE table_schema = ANY($1::text[]) GROUP BY 1 ORDER BY 1`,
-        [[decoy, target]],
-      );
-      expect(where.rows).toEqual([{ schema: target, n: 6 }]); // 5 tables + the journal, none in the decoy
+      expect(await scratch.tableCounts([decoy, target])).toEqual([{ schema: target, n: 6 }]); // 5 tables + the journal, none in the decoy
       const admits = await admin.query(`SELECT sum(n)::int AS n FROM ${quoteIdent(target)}.q_quota_admits WHERE key = 'r'`);
       expect(admits.rows[0].n).toBe(1);
     } finally {

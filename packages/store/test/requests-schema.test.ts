@@ -90,12 +90,7 @@ describe('Store schema placement', () => {
         got.map((r) => ({ ...stampOf(r), route: 'r', payload: r.id })),
       );
       expect((await store.popResults('r', 10, 10)).map((r) => r.payload)).toEqual(['x1', 'x2', 'x3']);
-      const where = await admin.query<{ schema: string; n: number }>(
-        `SELECT table_schema AS schema, count(*)::int AS n FROM information_schema.tables
-          WHERE table_schema = ANY($1::text[]) GROUP BY 1 ORDER BY 1`,
-        [[decoy, target]],
-      );
-      expect(where.rows).toEqual([{ schema: target, n: 5 }]); // 4 tables + the journal, none in the decoy
+      expect(await scratch.tableCounts([decoy, target])).toEqual([{ schema: target, n: 5 }]); // 4 tables + the journal, none in the decoy
     } finally {
       await store.close();
     }

@@ -61,6 +61,8 @@ export interface ScratchSchemas {
   readonly admin: pg.Pool;
   /** A fresh schema name `<prefix>_<random>`; the schema (if created) is dropped in `afterAll`. */
   name(prefix: string): string;
+  /** How many tables each of `schemas` holds (the journal included), by schema name; schemas with none are absent. */
+  tableCounts(schemas: readonly string[]): Promise<Array<{ schema: string; n: number }>>;
   /** {@link migrateAsOlderBuild} on the admin pool, of the `migrations` whose tag sorts before `beforeTag` (all without it). */
   migrateAsOlderBuild(schema: string, migrations: readonly ShippedMigration[], beforeTag?: string): Promise<void>;
 }
@@ -84,6 +86,14 @@ export function useScratchSchemas(naming: SchemaNaming): ScratchSchemas {
       const n = `${prefix}_${randomBytes(5).toString('hex')}`;
       made.push(n);
       return n;
+    },
+    async tableCounts(schemas) {
+      const { rows } = await admin.query<{ schema: string; n: number }>(
+        `SELECT table_schema AS schema, count(*)::int AS n FROM information_schema.tables
+          WHERE table_schema = ANY($1::text[]) GROUP BY 1 ORDER BY 1`,
+        [schemas],
+      );
+      return rows;
     },
     migrateAsOlderBuild: (schema, migrations, beforeTag) =>
       migrateAsOlderBuild(
