@@ -1,10 +1,8 @@
 // The bins as real processes: exit statuses, help and version texts, and the log format a
 // terminal gets (run under a pseudo-terminal with `script`).
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestSchema, type TestSchema } from '@q/testing';
+import { createTestSchema, runUnderTerminal, textSink, type TestSchema } from '@q/testing';
 import { COMMAND_USAGE, CLI_USAGE, runCli } from '../src/cli/q-jobs.js';
 import { USAGE } from '../src/config.js';
 import { createLogger, usePrettyLogs } from '../src/logger.js';
@@ -75,30 +73,19 @@ describe('q-jobs help', () => {
 });
 
 describe('log format', () => {
-  const capture = () => {
-    let text = '';
-    const sink = new Writable({
-      write(chunk: Buffer, _enc, cb) {
-        text += chunk.toString();
-        cb();
-      },
-    });
-    return { sink, text: () => text };
-  };
-
   it('pretty on a terminal, JSON on a pipe, unless forced', () => {
     expect(usePrettyLogs('auto', true)).toBe(true);
     expect(usePrettyLogs('auto', false)).toBe(false);
     expect(usePrettyLogs('json', true)).toBe(false);
     expect(usePrettyLogs('pretty', false)).toBe(true);
 
-    const tty = capture();
+    const tty = textSink();
     createLogger('info', { destination: tty.sink, format: 'auto', isTTY: true }).info({ job: 7, token: 'tok-secret' }, 'hello there');
     expect(tty.text()).toMatch(/^\S*\[\d{2}:\d{2}:\d{2}\.\d{3}\]\S* \S*INFO\S*.*hello there/);
     expect(tty.text()).not.toMatch(/^\{/);
     expect(tty.text()).not.toContain('tok-secret'); // redaction applies to pretty lines too
 
-    const pipe = capture();
+    const pipe = textSink();
     createLogger('info', { destination: pipe.sink, format: 'auto', isTTY: false }).info({ job: 7 }, 'hello there');
     const line = JSON.parse(pipe.text()) as { msg: string; time: number };
     expect(line.msg).toBe('hello there');
@@ -128,29 +115,14 @@ describe('log format', () => {
       '--purge-interval',
       '0',
     ];
-    // `script` gives the child a pty as stdout; its output is copied to our pipe.
-    const quoted = [process.execPath, ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
-    const child = spawn('script', ['-q', '-e', '-c', quoted, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'] });
-    let out = '';
-    child.stdout.on('data', (b: Buffer) => (out += b.toString()));
-    const started = await new Promise<boolean>((resolve) => {
-      const timer = setTimeout(() => resolve(false), 45_000);
-      const check = () => {
-        if (out.includes('akerdock-worker started')) {
-          clearTimeout(timer);
-          resolve(true);
-        }
-      };
-      child.stdout.on('data', check);
-      child.once('exit', () => resolve(false));
+    const { matched, output } = await runUnderTerminal([process.execPath, ...args], {
+      until: (out) => out.includes('akerdock-worker started'),
+      timeoutMs: 45_000,
     });
-    child.kill('SIGTERM');
-    await new Promise((r) => child.once('exit', r));
-    expect(started, out).toBe(true);
-    const line = out.split(/\r?\n/).find((l) => l.includes('akerdock-worker started')) as string;
+    expect(matched, output).toBe(true);
+    const line = output.split(/\r?\n/).find((l) => l.includes('akerdock-worker started')) as string;
     expect(line.trimStart().startsWith('{')).toBe(false);
-    // eslint-disable-next-line no-control-regex
-    expect(line.replace(/\x1b\[[0-9;]*m/g, '')).toMatch(/^\[\d{2}:\d{2}:\d{2}\.\d{3}\] INFO:? .*akerdock-worker started/);
+    expect(line).toMatch(/^\[\d{2}:\d{2}:\d{2}\.\d{3}\] INFO:? .*akerdock-worker started/);
 
     // The same command with stdout a pipe: JSON lines with epoch-ms times.
     const piped = spawnWorker(args.slice(NODE_ARGS.length + 1));

@@ -3,11 +3,11 @@
 // server's saturation over time drawn in the terminal and the latency of interactive requests
 // sent straight to the server.
 import { Store } from '@q/store';
-import { loadConfig } from './config/load.js';
 import { popResults, submitRequests } from './client/producer.js';
 import { freshSchema, startEmbedded } from './embedded.js';
 import { Dispatcher } from './service/dispatcher.js';
 import { Probe, startModelServer, type SaturationPoint } from './sim/model-server.js';
+import { saturationConfig } from './sim/saturation-config.js';
 
 /** Options of {@link runSaturationDemo}. */
 export interface SaturationDemoOptions {
@@ -65,38 +65,15 @@ export async function runSaturationDemo(opts: SaturationDemoOptions): Promise<{ 
         }));
         await submitRequests(producer, chunk, { queue, route: `${queue}-out` });
       }
-      const config = loadConfig({
-        env: {},
-        document: {
-          url: dsn,
-          lease_ttl_seconds: 10,
-          poll_interval_ms: 10,
-          batch_size: 32,
-          concurrency: 2 * CAPACITY,
-          result_batch_size: 64,
-          max_connections: 8,
-          health_port: -1,
-          metrics_port: -1,
-          prometheus_cache_ttl_ms: 0,
-          queues: [
-            {
-              queue_name: queue,
-              igw_base_url: server.url,
-              result_queue_name: `${queue}-out`,
-              ...(gated
-                ? {
-                    gate_type: 'endpoint-scrape',
-                    gate_params: {
-                      url: `${server.url}/metrics`,
-                      metric: 'vllm:num_requests_running',
-                      max_count_per_pod: CAPACITY,
-                      threshold: THRESHOLD,
-                    },
-                  }
-                : {}),
-            },
-          ],
-        },
+      const config = saturationConfig({
+        dsn,
+        queue,
+        serverUrl: server.url,
+        capacity: CAPACITY,
+        threshold: THRESHOLD,
+        gated,
+        leaseTtlSeconds: 10,
+        batchSize: 32,
       });
       server.resetStats();
       const probe = new Probe();

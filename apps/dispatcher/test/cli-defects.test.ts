@@ -1,11 +1,8 @@
 // The q-dispatcher defects of issue 17, each as a real process: an unreachable database, cancel's
 // report, submit's all-or-nothing, commands that would create tables, help and version, log format.
-import { spawn } from 'node:child_process';
-import fs from 'node:fs';
 import path from 'node:path';
-import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestSchema, type TestSchema } from '@q/testing';
+import { createTestSchema, runUnderTerminal, stripAnsi, textSink, TS_NODE_ARGS, type TestSchema } from '@q/testing';
 import { createCliLogger, usePrettyLogs } from '../src/cli/log.js';
 import { COMMAND_USAGE, USAGE } from '../src/cli/usage.js';
 import { VERSION } from '../src/version.js';
@@ -58,8 +55,7 @@ describe('q-dispatcher cancel', () => {
     expect(none.out()).toContain('not cancelled  does-not-exist');
     expect(none.out()).toContain('cancelled 0 of 2 request id(s)');
 
-    const file = path.join(f.tmp, 'cancel.jsonl');
-    fs.writeFileSync(file, `${JSON.stringify({ id: 'cx-1', deadline: deadline(), payload: {} })}\n`);
+    const file = f.tmpFile('cancel.jsonl', `${JSON.stringify({ id: 'cx-1', deadline: deadline(), payload: {} })}\n`);
     const s = f.startCli(['submit', '--queue', 'cancelq', '--route', 'cancel-out', '--file', file], env);
     expect(await s.exit).toBe(0);
     const some = f.startCli(['cancel', 'cx-1', 'never-2', 'cx-1'], env);
@@ -74,11 +70,10 @@ describe('q-dispatcher cancel', () => {
 
 describe('q-dispatcher submit', () => {
   it('a bad line 700 of 800 writes nothing, whatever the batch size', async () => {
-    const file = path.join(f.tmp, 'bad-700.jsonl');
     const lines = Array.from({ length: 800 }, (_, i) =>
       i === 699 ? JSON.stringify({ id: `b-${i}`, payload: {} }) : JSON.stringify({ id: `b-${i}`, deadline: deadline(), payload: { i } }),
     );
-    fs.writeFileSync(file, `${lines.join('\n')}\n`);
+    const file = f.tmpFile('bad-700.jsonl', `${lines.join('\n')}\n`);
     const s = f.startCli(['submit', '--queue', 'bad700', '--route', 'bad-out', '--file', file, '--batch-size', '100'], { Q_DSN: f.schema.dsn });
     expect(await s.exit).toBe(2);
     expect(s.err()).toContain('submit: line 700: request "b-699": deadline must be Unix seconds > 0; nothing was submitted');
@@ -87,15 +82,16 @@ describe('q-dispatcher submit', () => {
 
   it('a line that is not JSON is refused by number; a good file is written whole in batches', async () => {
     const env = { Q_DSN: f.schema.dsn };
-    const bad = path.join(f.tmp, 'not-json.jsonl');
-    fs.writeFileSync(bad, `${JSON.stringify({ id: 'nj-1', deadline: deadline() })}\n{oops\n`);
+    const bad = f.tmpFile('not-json.jsonl', `${JSON.stringify({ id: 'nj-1', deadline: deadline() })}\n{oops\n`);
     const b = f.startCli(['submit', '--queue', 'nj', '--route', 'nj-out', '--file', bad], env);
     expect(await b.exit).toBe(2);
     expect(b.err()).toContain('submit: line 2: not valid JSON; nothing was submitted');
     expect(await count(`SELECT count(*) AS n FROM q_requests WHERE queue = 'nj'`)).toBe(0);
 
-    const good = path.join(f.tmp, 'good.jsonl');
-    fs.writeFileSync(good, `${Array.from({ length: 250 }, (_, i) => JSON.stringify({ id: `g-${i}`, deadline: deadline() })).join('\n')}\n`);
+    const good = f.tmpFile(
+      'good.jsonl',
+      `${Array.from({ length: 250 }, (_, i) => JSON.stringify({ id: `g-${i}`, deadline: deadline() })).join('\n')}\n`,
+    );
     const g = f.startCli(['submit', '--queue', 'goodq', '--route', 'good-out', '--file', good, '--batch-size', '100'], env);
     expect(await g.exit).toBe(0);
     expect(g.out()).toContain('submitted 250 requests to queue goodq');
@@ -157,27 +153,15 @@ describe('help and version', () => {
 });
 
 describe('log format', () => {
-  const capture = () => {
-    let text = '';
-    const sink = new Writable({
-      write(chunk: Buffer, _enc, cb) {
-        text += chunk.toString();
-        cb();
-      },
-    });
-    return { sink, text: () => text };
-  };
-
   it('pretty on a terminal, JSON otherwise, unless forced', () => {
     expect(usePrettyLogs('auto', true)).toBe(true);
     expect(usePrettyLogs('auto', false)).toBe(false);
     expect(usePrettyLogs('json', true)).toBe(false);
     expect(usePrettyLogs('pretty', false)).toBe(true);
-    const tty = capture();
+    const tty = textSink();
     createCliLogger({ level: 'info', format: 'auto', isTTY: true, destination: tty.sink as never }).info({ owner: 'o' }, 'ready');
-    // eslint-disable-next-line no-control-regex
-    expect(tty.text().replace(/\x1b\[[0-9;]*m/g, '')).toMatch(/^\[\d{2}:\d{2}:\d{2}\.\d{3}\] INFO.*ready/);
-    const pipe = capture();
+    expect(stripAnsi(tty.text())).toMatch(/^\[\d{2}:\d{2}:\d{2}\.\d{3}\] INFO.*ready/);
+    const pipe = textSink();
     createCliLogger({ level: 'info', format: 'auto', isTTY: false, destination: pipe.sink as never }).info({ owner: 'o' }, 'ready');
     expect(JSON.parse(pipe.text())).toMatchObject({ level: 30, msg: 'ready', svc: 'q-dispatcher' });
   });
@@ -185,28 +169,14 @@ describe('log format', () => {
   it('`run` under a pseudo-terminal logs human lines; through a pipe, JSON with epoch-ms times', async () => {
     const args = ['run', '--dsn', f.schema.dsn, '--igw-base-url', f.server.url, '--queue', 'logq', '--health-port=-1', '--metrics-port=-1'];
     const cli = path.join(path.dirname(new URL(import.meta.url).pathname), '..', 'src', 'cli.ts');
-    const quoted = [process.execPath, '--conditions=q-source', '--import', 'tsx', cli, ...args]
-      .map((a) => `'${a.replace(/'/g, `'\\''`)}'`)
-      .join(' ');
-    // `script` gives the child a terminal as stdout and stderr; its output is copied to our pipe.
-    const child = spawn('script', ['-q', '-e', '-c', quoted, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'], cwd: path.dirname(cli) });
-    let out = '';
-    // eslint-disable-next-line no-control-regex
-    child.stdout.on('data', (b: Buffer) => (out += b.toString().replace(/\x1b\[[0-9;]*m/g, '')));
-    const ready = await new Promise<boolean>((resolve) => {
-      const timer = setTimeout(() => resolve(false), 60_000);
-      child.stdout.on('data', () => {
-        if (/\bready\b/.test(out)) {
-          clearTimeout(timer);
-          resolve(true);
-        }
-      });
-      child.once('exit', () => resolve(false));
+    // A pseudo-terminal as stdout and stderr; the output comes to us through a pipe.
+    const { matched, output } = await runUnderTerminal([process.execPath, ...TS_NODE_ARGS, cli, ...args], {
+      cwd: path.dirname(cli),
+      until: (out) => /\bready\b/.test(out),
+      timeoutMs: 60_000,
     });
-    child.kill('SIGTERM');
-    await new Promise((r) => child.once('exit', r));
-    expect(ready, out).toBe(true);
-    const line = out.split(/\r?\n/).find((l) => /\bready\b/.test(l)) as string;
+    expect(matched, output).toBe(true);
+    const line = output.split(/\r?\n/).find((l) => /\bready\b/.test(l)) as string;
     expect(line.trimStart().startsWith('{')).toBe(false);
     expect(line).toMatch(/^\[\d{2}:\d{2}:\d{2}\.\d{3}\] INFO: ready$/);
 

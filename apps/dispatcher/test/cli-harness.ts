@@ -29,6 +29,8 @@ export interface CliFixture {
   server: InferenceServer;
   store: Store;
   startCli(args: string[], env?: NodeJS.ProcessEnv): CliProcess;
+  /** Writes `text` to `name` in `tmp`; returns its path. */
+  tmpFile(name: string, text: string): string;
 }
 
 /** Registers beforeAll/afterAll hooks and returns the fixture (filled in by beforeAll). */
@@ -39,6 +41,11 @@ export function useCliFixture(): CliFixture {
       const p = spawnTs(cli, { args, cwd: appDir, env });
       children.push(p.child);
       return { child: p.child, out: p.stdout, err: p.stderr, exit: p.exited.then((e) => e.code) };
+    },
+    tmpFile(name: string, text: string): string {
+      const file = path.join(f.tmp, name);
+      fs.writeFileSync(file, text);
+      return file;
     },
   } as CliFixture;
   beforeAll(async () => {

@@ -1,6 +1,4 @@
 // The CLI commands as child processes: a bad config, submit, status, cancel.
-import fs from 'node:fs';
-import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { useCliFixture } from './cli-harness.js';
 
@@ -8,9 +6,8 @@ const f = useCliFixture();
 
 describe('CLI', () => {
   it('a bad config is refused with a clear error naming the field', async () => {
-    const cfg = path.join(f.tmp, 'bad.yaml');
-    fs.writeFileSync(
-      cfg,
+    const cfg = f.tmpFile(
+      'bad.yaml',
       'queues:\n  - queue_name: q\n    igw_base_url: http://127.0.0.1:1\n    gates:\n      - kind: concurrency\n        limit: -2\n',
     );
     const p = f.startCli(['run', '--config', cfg]);
@@ -19,9 +16,11 @@ describe('CLI', () => {
   }, 90_000);
 
   it('submit, status and cancel against a database', async () => {
-    const file = path.join(f.tmp, 'reqs.jsonl');
     const deadline = Math.floor(Date.now() / 1000) + 600;
-    fs.writeFileSync(file, [1, 2, 3].map((i) => JSON.stringify({ id: `cli-${i}`, deadline, payload: { prompt: i } })).join('\n') + '\n');
+    const file = f.tmpFile(
+      'reqs.jsonl',
+      [1, 2, 3].map((i) => JSON.stringify({ id: `cli-${i}`, deadline, payload: { prompt: i } })).join('\n') + '\n',
+    );
     const env = { Q_DSN: f.schema.dsn };
     const s = f.startCli(['submit', '--queue', 'cliq', '--route', 'cli-out', '--file', file], env);
     expect(await s.exit).toBe(0);
@@ -36,8 +35,10 @@ describe('CLI', () => {
   }, 150_000);
 
   it('submit --route of 3,000 characters is refused before anything is written (issue #14 item 19)', async () => {
-    const file = path.join(f.tmp, 'long-route.jsonl');
-    fs.writeFileSync(file, `${JSON.stringify({ id: 'cli-long', deadline: Math.floor(Date.now() / 1000) + 600, payload: {} })}\n`);
+    const file = f.tmpFile(
+      'long-route.jsonl',
+      `${JSON.stringify({ id: 'cli-long', deadline: Math.floor(Date.now() / 1000) + 600, payload: {} })}\n`,
+    );
     const s = f.startCli(['submit', '--queue', 'cliq-long', '--route', 'r'.repeat(3000), '--file', file], { Q_DSN: f.schema.dsn });
     expect(await s.exit).toBe(2);
     expect(s.err()).toContain('submit: --route must be at most 2048 bytes (got 3000)');

@@ -1,28 +1,24 @@
 // Two dispatcher processes on one queue; one is SIGKILLed mid-run.
-import fs from 'node:fs';
-import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Results, submit, waitFor } from './helpers.js';
 import { useCliFixture } from './cli-harness.js';
+import { testDocument } from './support/dispatcher-env.js';
 
 const f = useCliFixture();
 
 describe('two dispatcher processes', () => {
   it('one SIGKILLed mid-run: every request ends with exactly one result', async () => {
-    const cfg = path.join(f.tmp, 'two.json');
-    fs.writeFileSync(
-      cfg,
-      JSON.stringify({
-        url: f.schema.dsn,
-        lease_ttl_seconds: 2,
-        poll_interval_ms: 100,
-        concurrency: 8,
-        batch_size: 8,
-        max_connections: 4,
-        health_port: -1,
-        metrics_port: -1,
-        queues: [{ queue_name: 'crash', igw_base_url: f.server.url, result_queue_name: 'crash-out' }],
-      }),
+    const cfg = f.tmpFile(
+      'two.json',
+      JSON.stringify(
+        testDocument(f.schema.dsn, {
+          lease_ttl_seconds: 2,
+          concurrency: 8,
+          batch_size: 8,
+          max_connections: 4,
+          queues: [{ queue_name: 'crash', igw_base_url: f.server.url, result_queue_name: 'crash-out' }],
+        }),
+      ),
     );
     const a = f.startCli(['run', '--config', cfg, '--log-level', 'warn']);
     const b = f.startCli(['run', '--config', cfg, '--log-level', 'warn']);

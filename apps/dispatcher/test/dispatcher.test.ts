@@ -1,27 +1,22 @@
 // The pipeline end to end: real Postgres (own schema), a real fake inference server on loopback,
 // one in-process dispatcher serving a fault queue, a concurrency-gated queue and a rate-gated queue.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestSchema, type TestSchema } from '@q/testing';
-import { Store } from '@q/store';
-import { loadConfig } from '../src/config/load.js';
-import { Dispatcher } from '../src/service/dispatcher.js';
-import { startInferenceServer, type Action, type InferenceServer } from '../src/sim/server.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { Store } from '@q/store';
+import type { Dispatcher } from '../src/service/dispatcher.js';
+import type { Action, InferenceServer } from '../src/sim/server.js';
 import { ok, Results, scenarioOf, submit, waitFor } from './helpers.js';
+import { metricsText, scripted, useDispatcherEnv } from './support/dispatcher-env.js';
 
-let schema: TestSchema;
 let server: InferenceServer;
 let store: Store;
 let dispatcher: Dispatcher;
 let faults: Results;
 let gated: Results;
 let rated: Results;
-const attempts = new Map<string, number>();
 
-// Per-request scripts, keyed by the payload's `scenario`; `n` is the attempt number from 1.
-function act(scenario: string, id: string, n: number): Action {
+// Per-request scripts, keyed by the payload's `scenario`; `n` is the attempt number from 1 (`ok` and unknown scenarios: `scripted`).
+function act(scenario: string, id: string, n: number): Action | undefined {
   switch (scenario) {
-    case 'ok':
-      return ok(id);
     case 'retry-after-seconds':
       return n === 1 ? { status: 429, headers: { 'retry-after': '2' }, body: 'later' } : ok(id);
     case 'retry-after-date':
@@ -40,67 +35,46 @@ function act(scenario: string, id: string, n: number): Action {
     case 'gated':
       return ok(id, 150);
     default:
-      return { status: 500, body: 'unknown scenario' };
+      return undefined;
   }
 }
 
+const env = useDispatcherEnv('disp', { behaviour: scripted(act) });
+const { callsOf } = env;
+
 beforeAll(async () => {
-  schema = await createTestSchema('disp');
-  server = await startInferenceServer({
-    behaviour: (call) => {
-      const { scenario, id } = scenarioOf(call);
-      const n = (attempts.get(id) ?? 0) + 1;
-      attempts.set(id, n);
-      return act(scenario, id, n);
-    },
-  });
-  store = await Store.open(schema.dsn, { maxConns: 3 });
+  ({ server, store } = env);
   faults = new Results(store, 'faults-out');
   gated = new Results(store, 'gated-out');
   rated = new Results(store, 'rated-out');
   // Cancelled before any dispatcher runs.
   await submit(store, 'faults', 'faults-out', [{ id: 'cancel-before' }]);
   await store.cancel(['cancel-before']);
-  const config = loadConfig({
-    env: {},
-    document: {
-      url: schema.dsn,
-      lease_ttl_seconds: 3,
-      poll_interval_ms: 100,
-      batch_size: 32,
-      concurrency: 32,
-      max_connections: 8,
-      retry_base_ms: 500,
-      health_port: 0,
-      metrics_port: 0,
-      queues: [
-        { queue_name: 'faults', igw_base_url: server.url, result_queue_name: 'faults-out' },
-        {
-          queue_name: 'gated',
-          igw_base_url: server.url,
-          result_queue_name: 'gated-out',
-          gates: [{ kind: 'concurrency', limit: 3, wait_ms: 300 }],
-        },
-        {
-          queue_name: 'rated',
-          igw_base_url: server.url,
-          result_queue_name: 'rated-out',
-          gates: [{ kind: 'rate', limit: 5, window_ms: 60_000, wait_ms: 200 }],
-        },
-      ],
-    },
+  dispatcher = await env.start({
+    lease_ttl_seconds: 3,
+    batch_size: 32,
+    concurrency: 32,
+    max_connections: 8,
+    retry_base_ms: 500,
+    health_port: 0,
+    metrics_port: 0,
+    queues: [
+      { queue_name: 'faults', igw_base_url: server.url, result_queue_name: 'faults-out' },
+      {
+        queue_name: 'gated',
+        igw_base_url: server.url,
+        result_queue_name: 'gated-out',
+        gates: [{ kind: 'concurrency', limit: 3, wait_ms: 300 }],
+      },
+      {
+        queue_name: 'rated',
+        igw_base_url: server.url,
+        result_queue_name: 'rated-out',
+        gates: [{ kind: 'rate', limit: 5, window_ms: 60_000, wait_ms: 200 }],
+      },
+    ],
   });
-  dispatcher = await Dispatcher.start({ config });
 });
-
-afterAll(async () => {
-  await dispatcher?.stop();
-  await store?.close();
-  await server?.close();
-  await schema?.drop();
-});
-
-const callsOf = (id: string) => server.calls.filter((c) => scenarioOf(c).id === id);
 
 describe('faults and classification', () => {
   it('200 → result with status and raw body; 400 → final result with status and body; reset → INFERENCE_ERROR', async () => {
@@ -197,39 +171,27 @@ describe('endpoints', () => {
     expect(await h.json()).toEqual({ status: 'ok' });
     const r = await fetch(`http://127.0.0.1:${dispatcher.healthPort}/readyz`);
     expect(await r.json()).toEqual({ status: 'ready' });
-    await waitFor(
-      async () => (await (await fetch(`http://127.0.0.1:${dispatcher.metricsPort}/metrics`)).text()).includes('llm_d_async_async_request_total'),
-      10_000,
-      'metrics',
-    );
-    const m = await (await fetch(`http://127.0.0.1:${dispatcher.metricsPort}/metrics`)).text();
+    await waitFor(async () => (await metricsText(dispatcher)).includes('llm_d_async_async_request_total'), 10_000, 'metrics');
+    const m = await metricsText(dispatcher);
     expect(m).toContain('llm_d_async_async_gate_decisions_total');
   });
 });
 
 describe('graceful stop', () => {
   it('stop drains: nothing is left in flight, every request has a result or is pending', async () => {
-    const config = loadConfig({
-      env: {},
-      document: {
-        url: schema.dsn,
-        lease_ttl_seconds: 3,
-        poll_interval_ms: 100,
-        concurrency: 8,
-        batch_size: 8,
-        max_connections: 4,
-        health_port: -1,
-        metrics_port: -1,
-        queues: [{ queue_name: 'drain', igw_base_url: server.url, result_queue_name: 'drain-out' }],
-      },
+    const d = await env.start({
+      lease_ttl_seconds: 3,
+      concurrency: 8,
+      batch_size: 8,
+      max_connections: 4,
+      queues: [{ queue_name: 'drain', igw_base_url: server.url, result_queue_name: 'drain-out' }],
     });
-    const d = await Dispatcher.start({ config });
     const out = new Results(store, 'drain-out');
     const reqs = Array.from({ length: 20 }, (_, i) => ({ id: `d-${i}`, scenario: 'gated' }));
     await submit(store, 'drain', 'drain-out', reqs);
     await waitFor(() => server.calls.some((c) => scenarioOf(c).id.startsWith('d-')), 30_000, 'first call');
     await d.stop();
-    const { rows } = await schema
+    const { rows } = await env.schema
       .pool()
       .query<{ inflight: string; pending: string }>(
         `SELECT count(*) FILTER (WHERE dispatch_epoch > 0) AS inflight, count(*) FILTER (WHERE dispatch_epoch = 0) AS pending FROM q_requests WHERE queue = 'drain'`,

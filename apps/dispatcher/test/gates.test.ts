@@ -5,15 +5,12 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestSchema, type TestSchema } from '@q/testing';
-import { Store } from '@q/store';
 import { loadConfig } from '../src/config/load.js';
 import { createGate, type Gate, type GateMessage, type GateRelease } from '../src/gates/gates.js';
 import { GateMetrics } from '../src/gates/metrics.js';
 import { MetricSources, parsePrometheusText } from '../src/gates/sources.js';
-import { Dispatcher } from '../src/service/dispatcher.js';
-import { startInferenceServer, type InferenceServer } from '../src/sim/server.js';
-import { ok, Results, scenarioOf, submit, waitFor } from './helpers.js';
+import { configError, Results, scenarioOf, submit, waitFor } from './helpers.js';
+import { answerOk, metricsText, useDispatcherEnv } from './support/dispatcher-env.js';
 
 /** A loopback server: `/api/v1/query` answers from `queries`, `/metrics` serves `page`. */
 interface FakeProm {
@@ -253,12 +250,19 @@ describe('combinators and admission gates', () => {
   it('composite: budget is the minimum; a refusal releases the partial grants of earlier gates', async () => {
     prom.queries.set('toggle', 0);
     prom.queries.set('open', 0.7);
-    const lmc = { gate_type: 'local-max-concurrency', gate_params: { limit: 1 } };
-    const toggled = build(
-      'composite',
-      { gates: [lmc, { gate_type: 'prometheus-query', gate_params: { query: 'toggle' } }] },
-      { prometheusUrl: prom.url },
-    );
+    // A limit-1 slot gate, then a Prometheus query gate.
+    const slotThenQuery = (query: string) =>
+      build(
+        'composite',
+        {
+          gates: [
+            { gate_type: 'local-max-concurrency', gate_params: { limit: 1 } },
+            { gate_type: 'prometheus-query', gate_params: { query } },
+          ],
+        },
+        { prometheusUrl: prom.url },
+      );
+    const toggled = slotThenQuery('toggle');
     expect(await toggled.budget()).toBe(0);
     const rel: GateRelease[] = [];
     // Refused by the second gate: the slot the first gate granted goes back at once.
@@ -268,11 +272,7 @@ describe('combinators and admission gates', () => {
     // Had the slot leaked, the limit-1 gate would refuse now.
     expect(await toggled.apply(msg(), rel)).toEqual({ kind: 'continue' });
     expect(rel).toHaveLength(1);
-    const open = build(
-      'composite',
-      { gates: [lmc, { gate_type: 'prometheus-query', gate_params: { query: 'open' } }] },
-      { prometheusUrl: prom.url },
-    );
+    const open = slotThenQuery('open');
     expect(await open.budget()).toBe(0.7);
     const held: GateRelease[] = [];
     expect(await open.apply(msg(), held)).toEqual({ kind: 'continue' });
@@ -344,65 +344,40 @@ describe('configuration', () => {
     ],
     [{ prometheus_url: 'ftp://x', queues: [q] }, 'prometheus_url must match pattern'],
   ])('rejects %j naming the field', (doc, message) => {
-    let err: { code?: string; message: string } | undefined;
-    try {
-      loadConfig({ env: {}, document: doc });
-    } catch (e) {
-      err = e as { code?: string; message: string };
-    }
-    expect(err?.code).toBe('CONFIG');
-    expect(err?.message).toContain(message);
+    const err = configError(() => loadConfig({ env: {}, document: doc }));
+    expect(err.code).toBe('CONFIG');
+    expect(err.message).toContain(message);
   });
 });
 
 describe('a dispatcher with a metric source down', () => {
-  let schema: TestSchema;
-  let server: InferenceServer;
-  let store: Store;
-  beforeAll(async () => {
-    schema = await createTestSchema('gates');
-    server = await startInferenceServer({ behaviour: (call) => ok(scenarioOf(call).id) });
-    store = await Store.open(schema.dsn, { maxConns: 3 });
-  });
-  afterAll(async () => {
-    await store?.close();
-    await server?.close();
-    await schema?.drop();
-  });
+  const env = useDispatcherEnv('gates', { behaviour: answerOk() });
 
   it('endpoint-scrape (closed) dispatches nothing and counts gate_closed; prometheus-saturation (open) dispatches; gauges exported', async () => {
-    const config = loadConfig({
-      env: {},
-      document: {
-        url: schema.dsn,
-        lease_ttl_seconds: 5,
-        poll_interval_ms: 100,
-        batch_size: 8,
-        concurrency: 8,
-        max_connections: 6,
-        health_port: -1,
-        metrics_port: 0,
-        prometheus_url: dead,
-        prometheus_cache_ttl_ms: 200,
-        queues: [
-          {
-            queue_name: 'closed',
-            igw_base_url: server.url,
-            result_queue_name: 'closed-out',
-            gate_type: 'endpoint-scrape',
-            gate_params: { url: `${dead}/metrics`, metric: 'vllm:num_requests_running', max_count_per_pod: 8, pool: 'pool-c' },
-          },
-          {
-            queue_name: 'open',
-            igw_base_url: server.url,
-            result_queue_name: 'open-out',
-            gate_type: 'prometheus-saturation',
-            gate_params: { pool: 'pool-o' },
-          },
-        ],
-      },
+    const { server, store } = env;
+    const d = await env.start({
+      batch_size: 8,
+      concurrency: 8,
+      metrics_port: 0,
+      prometheus_url: dead,
+      prometheus_cache_ttl_ms: 200,
+      queues: [
+        {
+          queue_name: 'closed',
+          igw_base_url: server.url,
+          result_queue_name: 'closed-out',
+          gate_type: 'endpoint-scrape',
+          gate_params: { url: `${dead}/metrics`, metric: 'vllm:num_requests_running', max_count_per_pod: 8, pool: 'pool-c' },
+        },
+        {
+          queue_name: 'open',
+          igw_base_url: server.url,
+          result_queue_name: 'open-out',
+          gate_type: 'prometheus-saturation',
+          gate_params: { pool: 'pool-o' },
+        },
+      ],
     });
-    const d = await Dispatcher.start({ config });
     try {
       await submit(store, 'closed', 'closed-out', [{ id: 'c-1' }, { id: 'c-2' }]);
       await submit(store, 'open', 'open-out', [{ id: 'o-1' }, { id: 'o-2' }]);
@@ -411,7 +386,7 @@ describe('a dispatcher with a metric source down', () => {
       expect(open.one('o-1')).toMatchObject({ status_code: 200 });
       await waitFor(() => (d.metrics.get('closed')?.tallies.gateDecisions.get('gate_closed') ?? 0) >= 3, 10_000, 'gate_closed decisions');
       expect(server.calls.filter((c) => scenarioOf(c).id.startsWith('c-'))).toHaveLength(0);
-      const text = await (await fetch(`http://127.0.0.1:${d.metricsPort}/metrics`)).text();
+      const text = await metricsText(d);
       expect(text).toMatch(/llm_d_async_async_gate_metric_source_available\{[^}]*inference_pool="pool-c"[^}]*\} 0/);
       expect(text).toMatch(/llm_d_async_async_gate_metric_threshold\{[^}]*inference_pool="pool-o"[^}]*\} 0\.8/);
       expect(text).toMatch(/llm_d_async_async_dispatch_budget\{[^}]*queue_name="closed"[^}]*\} 0/);

@@ -1,25 +1,20 @@
 // No head-of-line blocking across tenants (issue #19): tenant A has 5,000 earlier-deadline
 // requests behind a concurrency gate of 2; tenant B's requests, whose gate is open, must start
 // within one poll interval while A is throttled. Real Postgres, fake endpoint on loopback.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestSchema, type TestSchema } from '@q/testing';
-import { Store } from '@q/store';
-import { loadConfig } from '../src/config/load.js';
-import { Dispatcher } from '../src/service/dispatcher.js';
-import { startInferenceServer, type InferenceServer } from '../src/sim/server.js';
-import { ok, Results, scenarioOf, submit, waitFor } from './helpers.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { Store } from '@q/store';
+import type { InferenceServer } from '../src/sim/server.js';
+import { Results, scenarioOf, submit, waitFor } from './helpers.js';
+import { answerOk, useDispatcherEnv } from './support/dispatcher-env.js';
 
-let schema: TestSchema;
 let server: InferenceServer;
 let store: Store;
-let dispatcher: Dispatcher | undefined;
 const POLL_MS = 250;
 const A_REQUESTS = 5000;
+const env = useDispatcherEnv('hol', { behaviour: answerOk(() => 150), record: true });
 
 beforeAll(async () => {
-  schema = await createTestSchema('hol');
-  server = await startInferenceServer({ behaviour: (call) => ok(scenarioOf(call).id, 150), record: true });
-  store = await Store.open(schema.dsn, { maxConns: 3 });
+  ({ server, store } = env);
   for (let i = 0; i < A_REQUESTS; i += 1000) {
     await submit(
       store,
@@ -30,31 +25,17 @@ beforeAll(async () => {
   }
 });
 
-afterAll(async () => {
-  await dispatcher?.stop();
-  await store?.close();
-  await server?.close();
-  await schema?.drop();
-});
-
 describe('tenants behind one queue', () => {
   it("B's requests start within one poll interval while A's 5,000-request backlog is throttled at 2", async () => {
-    const config = loadConfig({
-      env: {},
-      document: {
-        url: schema.dsn,
-        lease_ttl_seconds: 5,
-        poll_interval_ms: POLL_MS,
-        batch_size: 32,
-        concurrency: 32,
-        max_connections: 8,
-        health_port: -1,
-        metrics_port: -1,
-        drain_timeout_ms: 2000,
-        queues: [{ queue_name: 'hol', igw_base_url: server.url, gates: [{ kind: 'concurrency', limit: 2, wait_ms: 1000 }] }],
-      },
+    await env.start({
+      lease_ttl_seconds: 5,
+      poll_interval_ms: POLL_MS,
+      batch_size: 32,
+      concurrency: 32,
+      max_connections: 8,
+      drain_timeout_ms: 2000,
+      queues: [{ queue_name: 'hol', igw_base_url: server.url, gates: [{ kind: 'concurrency', limit: 2, wait_ms: 1000 }] }],
     });
-    dispatcher = await Dispatcher.start({ config });
     // A is throttled: its two slots are busy.
     await waitFor(() => (server.current.get('A') ?? 0) >= 2, 20_000, 'A at its limit');
     const aFrom = Date.now();

@@ -1,30 +1,27 @@
 // Regression tests of issue #14 items 19, 21, 22 and 24 (dispatcher side), end to end: real
 // Postgres (own schema), a fake inference server on loopback, one in-process dispatcher.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestSchema, type TestSchema } from '@q/testing';
-import { Store } from '@q/store';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { TestSchema } from '@q/testing';
+import type { Store } from '@q/store';
 import { submitRequests } from '../src/client/producer.js';
 import { loadConfig } from '../src/config/load.js';
 import { newRequestToken, splitPayload } from '../src/formats.js';
-import { Dispatcher } from '../src/service/dispatcher.js';
-import { startInferenceServer, type Action, type InferenceServer } from '../src/sim/server.js';
-import { ok, Results, scenarioOf, submit } from './helpers.js';
+import type { Dispatcher } from '../src/service/dispatcher.js';
+import type { Action } from '../src/sim/server.js';
+import { ok, Results, submit } from './helpers.js';
+import { scripted, useDispatcherEnv } from './support/dispatcher-env.js';
 
 let schema: TestSchema;
-let server: InferenceServer;
 let store: Store;
 let dispatcher: Dispatcher;
 let out: Results;
 let fallback: Results;
-const attempts = new Map<string, number>();
 /** Deadline (Unix s) of the `persist-429` request, read by its script. */
 let persistDeadline = 0;
 const MAX_BODY = 4096;
 
-function act(scenario: string, id: string, n: number): Action {
+function act(scenario: string, id: string, n: number): Action | undefined {
   switch (scenario) {
-    case 'ok':
-      return ok(id);
     case 'stall-body':
       // The head and half the body arrive; the rest never does.
       return { status: 200, body: JSON.stringify({ ok: id, pad: 'x'.repeat(200) }), partial: { bytes: 50, then: 'stall' } };
@@ -36,52 +33,26 @@ function act(scenario: string, id: string, n: number): Action {
       // Answered within the last second before the deadline, so the retry is due only after it.
       return { status: 429, body: `{"error":"busy ${id} #${n}"}`, delayMs: Math.max(0, (persistDeadline - 1) * 1000 + 300 - Date.now()) };
     default:
-      return { status: 500, body: 'unknown scenario' };
+      return undefined;
   }
 }
 
+const env = useDispatcherEnv('disp14', { behaviour: scripted(act) });
+const { callsOf } = env;
+
 beforeAll(async () => {
-  schema = await createTestSchema('disp14');
-  server = await startInferenceServer({
-    behaviour: (call) => {
-      const { scenario, id } = scenarioOf(call);
-      const n = (attempts.get(id) ?? 0) + 1;
-      attempts.set(id, n);
-      return act(scenario, id, n);
-    },
-  });
-  store = await Store.open(schema.dsn, { maxConns: 3 });
+  ({ schema, store } = env);
   out = new Results(store, 'i14-out');
   fallback = new Results(store, 'result-sql');
-  const config = loadConfig({
-    env: {},
-    document: {
-      url: schema.dsn,
-      // Item 22: fractional seconds used to pass validation and then kill the partition worker.
-      lease_ttl_seconds: 4.07,
-      handoff_timeout_seconds: 0.5,
-      poll_interval_ms: 100,
-      batch_size: 16,
-      concurrency: 16,
-      max_connections: 6,
-      retry_base_ms: 300,
-      health_port: -1,
-      metrics_port: -1,
-      max_response_bytes: MAX_BODY,
-      queues: [{ queue_name: 'i14', igw_base_url: server.url }],
-    },
+  dispatcher = await env.start({
+    // Item 22: fractional seconds used to pass validation and then kill the partition worker.
+    lease_ttl_seconds: 4.07,
+    handoff_timeout_seconds: 0.5,
+    retry_base_ms: 300,
+    max_response_bytes: MAX_BODY,
+    queues: [{ queue_name: 'i14', igw_base_url: env.server.url }],
   });
-  dispatcher = await Dispatcher.start({ config });
 });
-
-afterAll(async () => {
-  await dispatcher?.stop();
-  await store?.close();
-  await server?.close();
-  await schema?.drop();
-});
-
-const callsOf = (id: string) => server.calls.filter((c) => scenarioOf(c).id === id);
 
 /** Enqueues a raw row as another producer could (no producer-side validation). */
 async function enqueueRaw(id: string, deadline: number, internal: Record<string, unknown>): Promise<void> {

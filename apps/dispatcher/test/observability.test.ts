@@ -1,28 +1,24 @@
 // The process-request span (a child of the submitter's W3C trace context in the request's
 // metadata) and the backlog poller gauge (issue #19), against a real dispatcher.
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestSchema, type TestSchema } from '@q/testing';
-import { Store } from '@q/store';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { Store } from '@q/store';
 import { submitRequests } from '../src/client/producer.js';
-import { loadConfig } from '../src/config/load.js';
-import { Dispatcher, dispatcherServiceName } from '../src/service/dispatcher.js';
-import { startInferenceServer, type InferenceServer } from '../src/sim/server.js';
+import { dispatcherServiceName, type Dispatcher } from '../src/service/dispatcher.js';
 import { ok, Results, scenarioOf, submit, waitFor } from './helpers.js';
+import { metricsText, useDispatcherEnv } from './support/dispatcher-env.js';
 
-let schema: TestSchema;
-let server: InferenceServer;
 let store: Store;
 let d: Dispatcher | undefined;
 const exporter = new InMemorySpanExporter();
 const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+const env = useDispatcherEnv('obs', {
+  behaviour: (call) => (scenarioOf(call).id === 'traced-bad' ? { status: 400, body: 'no' } : ok(scenarioOf(call).id)),
+});
 
 beforeAll(async () => {
-  schema = await createTestSchema('obs');
-  server = await startInferenceServer({
-    behaviour: (call) => (scenarioOf(call).id === 'traced-bad' ? { status: 400, body: 'no' } : ok(scenarioOf(call).id)),
-  });
-  store = await Store.open(schema.dsn, { maxConns: 3 });
+  ({ store } = env);
+  const { server } = env;
   // Five requests nobody will take: their queue's gate is closed (a query against no Prometheus).
   await submit(
     store,
@@ -30,16 +26,10 @@ beforeAll(async () => {
     'held-out',
     Array.from({ length: 5 }, (_, i) => ({ id: `h-${i}` })),
   );
-  const config = loadConfig({
-    env: {},
-    document: {
-      url: schema.dsn,
-      lease_ttl_seconds: 5,
-      poll_interval_ms: 100,
+  d = await env.start(
+    {
       batch_size: 8,
       concurrency: 8,
-      max_connections: 6,
-      health_port: -1,
       metrics_port: 0,
       metrics_backlog_poll_interval_ms: 200,
       prometheus_url: 'http://127.0.0.1:9',
@@ -48,15 +38,8 @@ beforeAll(async () => {
         { queue_name: 'held', igw_base_url: server.url, gate_type: 'prometheus-query', gate_params: { query: 'up' } },
       ],
     },
-  });
-  d = await Dispatcher.start({ config, tracerProvider: provider });
-});
-
-afterAll(async () => {
-  await d?.stop();
-  await store?.close();
-  await server?.close();
-  await schema?.drop();
+    { tracerProvider: provider },
+  );
 });
 
 describe('observability', () => {
@@ -95,19 +78,19 @@ describe('observability', () => {
 
   it('the backlog poller publishes pending requests per queue', async () => {
     await waitFor(() => d!.backlog.get('held') === 5, 10_000, 'backlog 5');
-    const text = await (await fetch(`http://127.0.0.1:${d!.metricsPort}/metrics`)).text();
+    const text = await metricsText(d!);
     expect(text).toMatch(/llm_d_async_async_broker_backlog\{[^}]*queue_name="held"[^}]*\} 5/);
     expect(text).toMatch(/llm_d_async_async_broker_backlog_source_available\{[^}]*queue_name="held"[^}]*\} 1/);
   });
 
   it('without pools: the implicit default pool’s limit is concurrency per queue, and nothing waits for a worker', async () => {
-    const text = await (await fetch(`http://127.0.0.1:${d!.metricsPort}/metrics`)).text();
+    const text = await metricsText(d!);
     expect(text).toMatch(/llm_d_async_async_pool_worker_limit\{pool_name="default"[^}]*\} 16\n/);
     for (const q of ['traced', 'held']) expect(text).toMatch(new RegExp(`llm_d_async_async_queue_depth\\{[^}]*queue_name="${q}"[^}]*\\} 0\\n`));
   });
 
   it('the metrics name the service q-dispatcher (not unknown_service:node); OTEL_SERVICE_NAME overrides (issue 17)', async () => {
-    const text = await (await fetch(`http://127.0.0.1:${d!.metricsPort}/metrics`)).text();
+    const text = await metricsText(d!);
     expect(text).toMatch(/target_info\{[^}]*service_name="q-dispatcher"/);
     expect(text).not.toContain('unknown_service');
     expect(dispatcherServiceName(undefined, {})).toBe('q-dispatcher');

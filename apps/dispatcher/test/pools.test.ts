@@ -1,14 +1,13 @@
 // Worker pools, merge policies and pool gates (issue #19): the pool's merge order in isolation,
 // then end to end — reserved interactive requests are dispatched before overflow batch ones
 // while the pool is saturated, and a pool gate sheds interactive overflow with a 429 payload.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestSchema, type TestSchema } from '@q/testing';
-import { Store } from '@q/store';
-import { loadConfig } from '../src/config/load.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { Store } from '@q/store';
 import { laneOf, WorkerPool } from '../src/pipeline/pool.js';
-import { Dispatcher } from '../src/service/dispatcher.js';
-import { startInferenceServer, type InferenceServer } from '../src/sim/server.js';
-import { ok, Results, scenarioOf, submit, waitFor } from './helpers.js';
+import type { Dispatcher } from '../src/service/dispatcher.js';
+import type { InferenceServer } from '../src/sim/server.js';
+import { Results, scenarioOf, submit, waitFor } from './helpers.js';
+import { answerOk, useDispatcherEnv } from './support/dispatcher-env.js';
 
 describe('WorkerPool', () => {
   it('tier-priority: reserved before overflow, interactive < async < batch, round-robin inside a lane', async () => {
@@ -63,66 +62,47 @@ describe('WorkerPool', () => {
 });
 
 describe('pools end to end', () => {
-  let schema: TestSchema;
   let server: InferenceServer;
   let store: Store;
   let d: Dispatcher | undefined;
+  const env = useDispatcherEnv('pools', { behaviour: answerOk((scenario) => (scenario === 'slow' ? 1200 : 100)) });
   beforeAll(async () => {
-    schema = await createTestSchema('pools');
-    server = await startInferenceServer({ behaviour: (call) => ok(scenarioOf(call).id, scenarioOf(call).scenario === 'slow' ? 1200 : 100) });
-    store = await Store.open(schema.dsn, { maxConns: 3 });
-    const config = loadConfig({
-      env: {},
-      document: {
-        url: schema.dsn,
-        lease_ttl_seconds: 5,
-        poll_interval_ms: 50,
-        batch_size: 16,
-        concurrency: 16,
-        max_connections: 6,
-        health_port: -1,
-        metrics_port: -1,
-        pools: [
-          { id: 'shared', workers: 1, merge_policy: 'tier-priority' },
-          {
-            id: 'shed',
-            workers: 4,
-            gate_type: 'tier-priority-admission',
-            gate_params: { saturation_gate: 'local-max-concurrency', saturation_gate_params: { limit: 1 } },
-          },
-        ],
-        queues: [
-          {
-            queue_name: 'inter',
-            igw_base_url: server.url,
-            worker_pool_id: 'shared',
-            labels: { tier: 'interactive' },
-            gates: [{ kind: 'concurrency', limit: 10, gating_mode: 'classifying' }],
-          },
-          {
-            queue_name: 'bulk',
-            igw_base_url: server.url,
-            worker_pool_id: 'shared',
-            labels: { tier: 'batch' },
-            gates: [{ kind: 'concurrency', limit: 1, gating_mode: 'classifying' }],
-          },
-          {
-            queue_name: 'shedq',
-            igw_base_url: server.url,
-            worker_pool_id: 'shed',
-            labels: { tier: 'interactive' },
-            gates: [{ kind: 'concurrency', limit: 1, gating_mode: 'classifying' }],
-          },
-        ],
-      },
+    ({ server, store } = env);
+    d = await env.start({
+      poll_interval_ms: 50,
+      pools: [
+        { id: 'shared', workers: 1, merge_policy: 'tier-priority' },
+        {
+          id: 'shed',
+          workers: 4,
+          gate_type: 'tier-priority-admission',
+          gate_params: { saturation_gate: 'local-max-concurrency', saturation_gate_params: { limit: 1 } },
+        },
+      ],
+      queues: [
+        {
+          queue_name: 'inter',
+          igw_base_url: server.url,
+          worker_pool_id: 'shared',
+          labels: { tier: 'interactive' },
+          gates: [{ kind: 'concurrency', limit: 10, gating_mode: 'classifying' }],
+        },
+        {
+          queue_name: 'bulk',
+          igw_base_url: server.url,
+          worker_pool_id: 'shared',
+          labels: { tier: 'batch' },
+          gates: [{ kind: 'concurrency', limit: 1, gating_mode: 'classifying' }],
+        },
+        {
+          queue_name: 'shedq',
+          igw_base_url: server.url,
+          worker_pool_id: 'shed',
+          labels: { tier: 'interactive' },
+          gates: [{ kind: 'concurrency', limit: 1, gating_mode: 'classifying' }],
+        },
+      ],
     });
-    d = await Dispatcher.start({ config });
-  });
-  afterAll(async () => {
-    await d?.stop();
-    await store?.close();
-    await server?.close();
-    await schema?.drop();
   });
 
   it('saturated pool: reserved interactive requests go before the overflow batch ones waiting longer', async () => {

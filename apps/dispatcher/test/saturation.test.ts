@@ -6,9 +6,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestSchema, type TestSchema } from '@q/testing';
 import { Store } from '@q/store';
-import { loadConfig } from '../src/config/load.js';
 import { Dispatcher } from '../src/service/dispatcher.js';
 import { ModelServerProcess } from '../src/sim/model-server-process.js';
+import { saturationConfig } from '../src/sim/saturation-config.js';
 import { Results, submit } from './helpers.js';
 
 let schema: TestSchema;
@@ -33,39 +33,15 @@ afterAll(async () => {
 async function drain(queue: string, n: number, gated: boolean): Promise<{ maxSaturation: number; p99: number; seconds: number }> {
   const reqs = Array.from({ length: n }, (_, i) => ({ id: `${queue}-${i}`, deadlineIn: 120 }));
   for (let i = 0; i < n; i += 1000) await submit(store, queue, `${queue}-out`, reqs.slice(i, i + 1000));
-  const config = loadConfig({
-    env: {},
-    document: {
-      url: schema.dsn,
-      lease_ttl_seconds: 5,
-      poll_interval_ms: 10,
-      batch_size: BATCH,
-      // The same dispatcher either way, able to push the server to 2× its capacity: only the gate differs.
-      concurrency: 2 * CAPACITY,
-      result_batch_size: 64,
-      max_connections: 8,
-      health_port: -1,
-      metrics_port: -1,
-      prometheus_cache_ttl_ms: 0,
-      queues: [
-        {
-          queue_name: queue,
-          igw_base_url: server.url,
-          result_queue_name: `${queue}-out`,
-          ...(gated
-            ? {
-                gate_type: 'endpoint-scrape',
-                gate_params: {
-                  url: `${server.url}/metrics`,
-                  metric: 'vllm:num_requests_running',
-                  max_count_per_pod: CAPACITY,
-                  threshold: THRESHOLD,
-                },
-              }
-            : {}),
-        },
-      ],
-    },
+  const config = saturationConfig({
+    dsn: schema.dsn,
+    queue,
+    serverUrl: server.url,
+    capacity: CAPACITY,
+    threshold: THRESHOLD,
+    gated,
+    leaseTtlSeconds: 5,
+    batchSize: BATCH,
   });
   await server.reset();
   await server.probeStart(20);

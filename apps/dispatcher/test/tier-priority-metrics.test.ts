@@ -1,14 +1,14 @@
 // The `tier-priority` pool's priority header and `lane_objectives` (docs/design/dispatcher.md#headers), seen by a
 // loopback endpoint that records headers; and the pool gauges (`…_pool_worker_limit`,
 // `…_queue_depth`) and the backlog poll's deadline-proximity buckets, read from `/metrics`.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestSchema, type TestSchema } from '@q/testing';
-import { Store } from '@q/store';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { Store } from '@q/store';
 import { loadConfig } from '../src/config/load.js';
 import { buildHeaders } from '../src/http/headers.js';
-import { Dispatcher } from '../src/service/dispatcher.js';
-import { startInferenceServer, type Call, type InferenceServer } from '../src/sim/server.js';
-import { configError, configQueue as queue, ok, Results, scenarioOf, submit, waitFor } from './helpers.js';
+import type { Dispatcher } from '../src/service/dispatcher.js';
+import type { Call, InferenceServer } from '../src/sim/server.js';
+import { configError, configQueue as queue, Results, scenarioOf, submit, waitFor } from './helpers.js';
+import { answerOk, metricsText as metricsOf, useDispatcherEnv } from './support/dispatcher-env.js';
 
 describe('priority header config', () => {
   it('refuses the options outside tier-priority, lanes outside 0..5 and illegal header names or values', () => {
@@ -58,63 +58,45 @@ describe('priority header config', () => {
 });
 
 describe('tier-priority headers and pool metrics end to end', () => {
-  let schema: TestSchema;
   let server: InferenceServer;
   let store: Store;
   let d: Dispatcher | undefined;
   const callOf = (id: string): Call | undefined => server.calls.find((c) => scenarioOf(c).id === id);
-  const metricsText = async () => (await fetch(`http://127.0.0.1:${d!.metricsPort}/metrics`)).text();
+  const metricsText = () => metricsOf(d!);
+  const env = useDispatcherEnv('tierhdr', { behaviour: answerOk((scenario) => (scenario === 'slow' ? 2500 : 20)) });
 
   beforeAll(async () => {
-    schema = await createTestSchema('tierhdr');
-    server = await startInferenceServer({ behaviour: (call) => ok(scenarioOf(call).id, scenarioOf(call).scenario === 'slow' ? 2500 : 20) });
-    store = await Store.open(schema.dsn, { maxConns: 3 });
-    const config = loadConfig({
-      env: {},
-      document: {
-        url: schema.dsn,
-        lease_ttl_seconds: 5,
-        poll_interval_ms: 50,
-        batch_size: 16,
-        concurrency: 16,
-        max_connections: 6,
-        health_port: -1,
-        metrics_port: 0,
-        metrics_backlog_poll_interval_ms: 200,
-        prometheus_url: 'http://127.0.0.1:9',
-        pools: [
-          { id: 'tp', workers: 4, merge_policy: 'tier-priority' },
-          { id: 'tpn', workers: 4, merge_policy: 'tier-priority', priority_header: 'X-Prio', lane_objectives: { 0: 'gold' } },
-          { id: 'tpoff', workers: 4, merge_policy: 'tier-priority', priority_header: '' },
-          { id: 'rr', workers: 3, merge_policy: 'random-robin' },
-          { id: 'narrow', workers: 1, merge_policy: 'tier-priority' },
-        ],
-        queues: [
-          { queue_name: 'q-async', igw_base_url: server.url, worker_pool_id: 'tp', labels: { tier: 'async' } },
-          {
-            queue_name: 'q-gold',
-            igw_base_url: server.url,
-            worker_pool_id: 'tpn',
-            inference_objective: 'std',
-            labels: { tier: 'interactive' },
-            gates: [{ kind: 'concurrency', limit: 10, gating_mode: 'classifying' }],
-          },
-          { queue_name: 'q-batch', igw_base_url: server.url, worker_pool_id: 'tpn', inference_objective: 'std', labels: { tier: 'batch' } },
-          { queue_name: 'q-off', igw_base_url: server.url, worker_pool_id: 'tpoff', labels: { tier: 'interactive' } },
-          { queue_name: 'q-rr', igw_base_url: server.url, worker_pool_id: 'rr', labels: { tier: 'interactive' } },
-          { queue_name: 'deep', igw_base_url: server.url, worker_pool_id: 'narrow' },
-          // Never dispatched: its gate queries a Prometheus that is not there (fail closed).
-          { queue_name: 'held', igw_base_url: server.url, gate_type: 'prometheus-query', gate_params: { query: 'up' } },
-        ],
-      },
+    ({ server, store } = env);
+    d = await env.start({
+      poll_interval_ms: 50,
+      metrics_port: 0,
+      metrics_backlog_poll_interval_ms: 200,
+      prometheus_url: 'http://127.0.0.1:9',
+      pools: [
+        { id: 'tp', workers: 4, merge_policy: 'tier-priority' },
+        { id: 'tpn', workers: 4, merge_policy: 'tier-priority', priority_header: 'X-Prio', lane_objectives: { 0: 'gold' } },
+        { id: 'tpoff', workers: 4, merge_policy: 'tier-priority', priority_header: '' },
+        { id: 'rr', workers: 3, merge_policy: 'random-robin' },
+        { id: 'narrow', workers: 1, merge_policy: 'tier-priority' },
+      ],
+      queues: [
+        { queue_name: 'q-async', igw_base_url: server.url, worker_pool_id: 'tp', labels: { tier: 'async' } },
+        {
+          queue_name: 'q-gold',
+          igw_base_url: server.url,
+          worker_pool_id: 'tpn',
+          inference_objective: 'std',
+          labels: { tier: 'interactive' },
+          gates: [{ kind: 'concurrency', limit: 10, gating_mode: 'classifying' }],
+        },
+        { queue_name: 'q-batch', igw_base_url: server.url, worker_pool_id: 'tpn', inference_objective: 'std', labels: { tier: 'batch' } },
+        { queue_name: 'q-off', igw_base_url: server.url, worker_pool_id: 'tpoff', labels: { tier: 'interactive' } },
+        { queue_name: 'q-rr', igw_base_url: server.url, worker_pool_id: 'rr', labels: { tier: 'interactive' } },
+        { queue_name: 'deep', igw_base_url: server.url, worker_pool_id: 'narrow' },
+        // Never dispatched: its gate queries a Prometheus that is not there (fail closed).
+        { queue_name: 'held', igw_base_url: server.url, gate_type: 'prometheus-query', gate_params: { query: 'up' } },
+      ],
     });
-    d = await Dispatcher.start({ config });
-  });
-  afterAll(async () => {
-    await d?.stop();
-    await store?.close();
-    await server?.close();
-    await schema?.drop();
   });
 
   it('stamps the lane index, renames or turns the header off per pool, and lane_objectives replaces it', async () => {

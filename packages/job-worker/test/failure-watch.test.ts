@@ -3,10 +3,10 @@
 // failures stops, run() rejecting with that error; a transient error keeps being retried.
 import { QError } from '@q/schema';
 import { JobStore } from '@q/store';
-import { createTestSchema, testRoles, type TestRoles, type TestSchema } from '@q/testing';
+import { createTestSchema, memoryLogger, testRoles, type TestRoles, type TestSchema } from '@q/testing';
 import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { Worker, type Logger, type WorkerFailure } from '../src/index.js';
+import { Worker, type WorkerFailure } from '../src/index.js';
 import { waitFor } from './helpers.js';
 
 let schema: TestSchema;
@@ -29,34 +29,30 @@ afterAll(async () => {
   await schema?.drop();
 });
 
-interface Line {
-  level: string;
-  fields: Record<string, unknown>;
-  msg?: string;
-}
-function recorder(): Logger & { lines: Line[] } {
-  const lines: Line[] = [];
-  const at = (level: string) => (fields: Record<string, unknown>, msg?: string) => void lines.push({ level, fields, msg });
-  return { lines, debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
-}
-
-/** A login role with `grants` run for it; its DSN on the test schema. */
-const roleDsn = (suffix: string, grants: (role: string) => string[]): Promise<string> => roles.dsn(suffix, grants);
-
-/** Runs a worker on `dsn` until run() settles; returns how it settled, what it logged and reported. */
-async function runUntilStopped(dsn: string, opts: { migrate?: boolean } = {}) {
+/**
+ * A worker on its own store of `dsn` (2 connections), logging to memory and collecting what it
+ * reports through `onError`: fast polling, and `opts` (its maintenance interval, how many identical
+ * failures stop it).
+ */
+async function watchedWorker(dsn: string, opts: { migrate?: boolean; maintenanceIntervalMs: number; maxPersistentFailures: number }) {
   const store = await JobStore.open(dsn, { maxConns: 2, migrate: opts.migrate });
-  const logger = recorder();
+  const logger = memoryLogger();
   const failures: WorkerFailure[] = [];
   const worker = new Worker(store, {
     queues: ['default'],
     concurrency: 1,
     logger,
     pollIntervalMs: 100,
-    maintenanceIntervalMs: 100,
-    maxPersistentFailures: 2,
+    maintenanceIntervalMs: opts.maintenanceIntervalMs,
+    maxPersistentFailures: opts.maxPersistentFailures,
     onError: (f) => failures.push(f),
   });
+  return { store, logger, failures, worker };
+}
+
+/** Runs a worker on `dsn` until run() settles; returns how it settled, what it logged and reported. */
+async function runUntilStopped(dsn: string, opts: { migrate?: boolean } = {}) {
+  const { store, logger, failures, worker } = await watchedWorker(dsn, { ...opts, maintenanceIntervalMs: 100, maxPersistentFailures: 2 });
   const ac = new AbortController();
   const guard = setTimeout(() => ac.abort(), 30_000); // a worker that never stops fails the test below
   const startedAt = Date.now();
@@ -86,19 +82,14 @@ function expectStoppedLoudly(r: Awaited<ReturnType<typeof runUntilStopped>>, sql
 }
 
 it('a read-only role: the worker logs the error at once and stops with it (no silent retry forever)', async () => {
-  const dsn = await roleDsn('ro', (r) => [
-    `GRANT USAGE ON SCHEMA "${schema.name}" TO "${r}"`,
-    `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "${schema.name}" TO "${r}"`,
-    `GRANT USAGE ON ALL SEQUENCES IN SCHEMA "${schema.name}" TO "${r}"`,
-    `ALTER ROLE "${r}" SET default_transaction_read_only = on`,
-  ]);
+  const dsn = await roles.readOnlyDsn('ro');
   await owner.enqueue([{ queue: 'default', type: 't' }]);
   const r = await runUntilStopped(dsn);
   expectStoppedLoudly(r, '25006', /read-only transaction/);
 });
 
 it('a role without grants on the job table (permission denied) stops loudly', async () => {
-  const dsn = await roleDsn('nogrant', (r) => [`GRANT USAGE ON SCHEMA "${schema.name}" TO "${r}"`]);
+  const dsn = await roles.noGrantsDsn('nogrant');
   const r = await runUntilStopped(dsn, { migrate: false });
   expectStoppedLoudly(r, '42501', /permission denied/);
 });
@@ -114,28 +105,16 @@ it('an unmigrated schema (undefined table) stops loudly', async () => {
 });
 
 it('a transient failure (statement timeout while the table is locked) is retried, not fatal, and the job runs after', async () => {
-  const dsn = await roleDsn('slow', (r) => [
-    `GRANT USAGE ON SCHEMA "${schema.name}" TO "${r}"`,
-    `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "${schema.name}" TO "${r}"`,
-    `GRANT USAGE ON ALL SEQUENCES IN SCHEMA "${schema.name}" TO "${r}"`,
-    `ALTER ROLE "${r}" SET statement_timeout = '100ms'`,
-  ]);
+  const dsn = await roles.dsn('slow', (r) => [...roles.readWriteGrants(r), `ALTER ROLE "${r}" SET statement_timeout = '100ms'`]);
   await owner.pool.query('TRUNCATE q_jobs');
   const [job] = await owner.enqueue([{ queue: 'default', type: 'after' }]);
   const lock = await owner.pool.connect();
   await lock.query('BEGIN');
   await lock.query('LOCK TABLE q_jobs IN ACCESS EXCLUSIVE MODE');
-  const store = await JobStore.open(dsn, { maxConns: 2, migrate: false });
-  const logger = recorder();
-  const failures: WorkerFailure[] = [];
-  const worker = new Worker(store, {
-    queues: ['default'],
-    concurrency: 1,
-    logger,
-    pollIntervalMs: 100,
+  const { store, logger, failures, worker } = await watchedWorker(dsn, {
+    migrate: false,
     maintenanceIntervalMs: 60_000,
     maxPersistentFailures: 1,
-    onError: (f) => failures.push(f),
   });
   worker.register('after', async () => 'ran');
   const ac = new AbortController();

@@ -2,7 +2,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { spawnTs, waitFor, type Exit, type TsProcess } from '@q/testing';
 import { afterEach } from 'vitest';
-import type { Worker } from '../src/index.js';
+import type { Job, JobStore } from '@q/store';
+import { Worker, type WorkerOptions } from '../src/index.js';
 
 export { memoryLogger, waitFor } from '@q/testing';
 
@@ -52,4 +53,30 @@ export function stopWorkersAfterEach(running: RunningWorker[], cleanups: Array<(
     );
     running.length = 0;
   });
+}
+
+/**
+ * Starts `new Worker(store, { queues: ['default'], maintenanceIntervalMs: 100, pollIntervalMs: 100, ...opts })`,
+ * lets `setup` register its handlers, runs it, and adds it to `running` (see {@link stopWorkersAfterEach}).
+ */
+export function startTestWorker(
+  store: JobStore,
+  running: RunningWorker[],
+  opts: Partial<WorkerOptions> & Pick<WorkerOptions, 'concurrency'>,
+  setup: (w: Worker) => void,
+): RunningWorker {
+  const worker = new Worker(store, { queues: ['default'], maintenanceIntervalMs: 100, pollIntervalMs: 100, ...opts });
+  setup(worker);
+  const ac = new AbortController();
+  const r = { worker, ac, run: worker.run(ac.signal) };
+  running.push(r);
+  return r;
+}
+
+/** A `waitFor` check: the job `uuid` once it is in `status`. */
+export function jobInStatus(store: JobStore, uuid: string, status: Job['status']): () => Promise<Job | undefined> {
+  return async () => {
+    const j = await store.get(uuid);
+    return j?.status === status ? j : undefined;
+  };
 }

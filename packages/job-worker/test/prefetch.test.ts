@@ -4,7 +4,7 @@ import { JobStore, type Job } from '@q/store';
 import { useJobStore } from '@q/testing';
 import { expect, it } from 'vitest';
 import { JobQueue, KNOWN_QUEUES, Worker, type WorkerOptions } from '../src/index.js';
-import { stopWorkersAfterEach, waitFor, type RunningWorker } from './helpers.js';
+import { startTestWorker, stopWorkersAfterEach, waitFor, type RunningWorker } from './helpers.js';
 
 let store: JobStore;
 let queue: JobQueue;
@@ -16,22 +16,8 @@ useJobStore(JobStore, { prefix: 'jprefetch', maxConns: 8, truncate: ['q_jobs'] }
 });
 stopWorkersAfterEach(running);
 
-function startWorker(opts: Partial<WorkerOptions>, setup: (w: Worker) => void): { worker: Worker; ac: AbortController; run: Promise<void> } {
-  const worker = new Worker(store, {
-    queues: ['default'],
-    concurrency: 4,
-    prefetch: 50,
-    leaseDurationMs: 30_000,
-    maintenanceIntervalMs: 100,
-    pollIntervalMs: 100,
-    ...opts,
-  });
-  setup(worker);
-  const ac = new AbortController();
-  const r = { worker, ac, run: worker.run(ac.signal) };
-  running.push(r);
-  return r;
-}
+const startWorker = (opts: Partial<WorkerOptions>, setup: (w: Worker) => void): RunningWorker =>
+  startTestWorker(store, running, { concurrency: 4, prefetch: 50, leaseDurationMs: 30_000, ...opts }, setup);
 
 const count = async (where: string): Promise<number> =>
   (await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs WHERE ${where}`)).rows[0]!.n;

@@ -97,7 +97,8 @@ describe('list, cancel, dead letter', () => {
   });
 
   it('retryDeadLetter copies the job with retryOfId; forgetDeadLetter cancels it; others are INVALID_STATE/false', async () => {
-    const orig = await queue.enqueue({
+    // Every field a retry must copy.
+    const spec = {
       queue: 'deploy',
       type: 'deployment.run',
       payload: { id: 9 },
@@ -106,7 +107,8 @@ describe('list, cancel, dead letter', () => {
       lockKey: 'deploy:app:x',
       teamId: 3,
       resourceId: 11,
-    });
+    };
+    const orig = await queue.enqueue(spec);
     await expect(queue.retryDeadLetter(orig.uuid)).rejects.toMatchObject({ code: 'INVALID_STATE' });
     expect(await queue.forgetDeadLetter(orig.uuid)).toBe(false);
     const [l] = await store.claim({ queues: ['deploy'], workerId: 'w', limit: 1, leaseMs: 10_000 });
@@ -114,14 +116,7 @@ describe('list, cancel, dead letter', () => {
 
     const retry = await queue.retryDeadLetter(orig.uuid, { idempotencyKey: 'retry-1' });
     expect(retry).toMatchObject({
-      queue: 'deploy',
-      type: 'deployment.run',
-      payload: { id: 9 },
-      priority: 4,
-      maxAttempts: 1,
-      lockKey: 'deploy:app:x',
-      teamId: 3,
-      resourceId: 11,
+      ...spec,
       retryOfId: orig.id,
       status: 'queued',
       attempt: 0,

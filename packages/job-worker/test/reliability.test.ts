@@ -6,7 +6,7 @@ import { useJobStore, type TestSchema } from '@q/testing';
 import pg from 'pg';
 import { expect, it } from 'vitest';
 import { JobAbortedError, JobQueue, KNOWN_QUEUES, Worker, type WorkerOptions } from '../src/index.js';
-import { memoryLogger, stopWorkersAfterEach, waitFor, type RunningWorker } from './helpers.js';
+import { memoryLogger, jobInStatus, startTestWorker, stopWorkersAfterEach, waitFor, type RunningWorker } from './helpers.js';
 
 let schema: TestSchema;
 let store: JobStore;
@@ -22,30 +22,10 @@ stopWorkersAfterEach(running, cleanups);
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-function startWorker(
-  opts: Partial<WorkerOptions>,
-  setup: (w: Worker) => void,
-  on: JobStore = store,
-): { worker: Worker; ac: AbortController; run: Promise<void> } {
-  const worker = new Worker(on, {
-    queues: ['default'],
-    concurrency: 2,
-    leaseDurationMs: 60_000,
-    maintenanceIntervalMs: 100,
-    pollIntervalMs: 100,
-    ...opts,
-  });
-  setup(worker);
-  const ac = new AbortController();
-  const r = { worker, ac, run: worker.run(ac.signal) };
-  running.push(r);
-  return r;
-}
+const startWorker = (opts: Partial<WorkerOptions>, setup: (w: Worker) => void, on: JobStore = store): RunningWorker =>
+  startTestWorker(on, running, { concurrency: 2, leaseDurationMs: 60_000, ...opts }, setup);
 
-const statusOf = (uuid: string, status: Job['status']) => async () => {
-  const j = await store.get(uuid);
-  return j?.status === status ? j : undefined;
-};
+const statusOf = (uuid: string, status: Job['status']) => jobInStatus(store, uuid, status);
 
 /** A handler whose every call waits for its own gate; `calls[i]` is the i-th call. */
 function gatedHandler(results: (i: number) => unknown = (i) => `run ${i}`) {

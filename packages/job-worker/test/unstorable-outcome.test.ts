@@ -7,7 +7,7 @@ import { useJobStore } from '@q/testing';
 import { expect, it } from 'vitest';
 import { Completer } from '../src/completer.js';
 import { JobQueue, KNOWN_QUEUES, Worker, type WorkerOptions } from '../src/index.js';
-import { memoryLogger, stopWorkersAfterEach, waitFor, type RunningWorker } from './helpers.js';
+import { memoryLogger, jobInStatus, startTestWorker, stopWorkersAfterEach, waitFor, type RunningWorker } from './helpers.js';
 
 let store: JobStore;
 let queue: JobQueue;
@@ -19,26 +19,10 @@ useJobStore(JobStore, { prefix: 'jworker_unstorable', maxConns: 8, truncate: ['q
 });
 stopWorkersAfterEach(running);
 
-function startWorker(opts: Partial<WorkerOptions>, setup: (w: Worker) => void): Worker {
-  const worker = new Worker(store, {
-    queues: ['default'],
-    concurrency: 8,
-    leaseDurationMs: 3_000,
-    maintenanceIntervalMs: 100,
-    pollIntervalMs: 100,
-    retryBaseMs: 50,
-    ...opts,
-  });
-  setup(worker);
-  const ac = new AbortController();
-  running.push({ worker, ac, run: worker.run(ac.signal) });
-  return worker;
-}
+const startWorker = (opts: Partial<WorkerOptions>, setup: (w: Worker) => void): Worker =>
+  startTestWorker(store, running, { concurrency: 8, leaseDurationMs: 3_000, retryBaseMs: 50, ...opts }, setup).worker;
 
-const statusOf = (uuid: string, status: Job['status']) => async () => {
-  const j = await store.get(uuid);
-  return j?.status === status ? j : undefined;
-};
+const statusOf = (uuid: string, status: Job['status']) => jobInStatus(store, uuid, status);
 
 it('a handler returning a Map: a failed attempt saying why, retried, then dead-lettered; its batch neighbours succeed', async () => {
   const logs = memoryLogger();

@@ -4,7 +4,7 @@ import { JobStore, type Job } from '@q/store';
 import { useJobStore, type TestSchema } from '@q/testing';
 import { expect, it } from 'vitest';
 import { DeadLetterError, JobAbortedError, JobQueue, KNOWN_QUEUES, Worker, type WorkerOptions } from '../src/index.js';
-import { memoryLogger, stopWorkersAfterEach, waitFor, type RunningWorker } from './helpers.js';
+import { memoryLogger, jobInStatus, startTestWorker, stopWorkersAfterEach, waitFor, type RunningWorker } from './helpers.js';
 
 let schema: TestSchema;
 let store: JobStore;
@@ -19,25 +19,10 @@ stopWorkersAfterEach(running);
 
 type Setup = (w: Worker) => void;
 
-function startWorker(opts: Partial<WorkerOptions>, setup: Setup): Worker {
-  const worker = new Worker(store, {
-    queues: ['default'],
-    concurrency: 2,
-    leaseDurationMs: 3_000,
-    maintenanceIntervalMs: 100,
-    pollIntervalMs: 100,
-    ...opts,
-  });
-  setup(worker);
-  const ac = new AbortController();
-  running.push({ worker, ac, run: worker.run(ac.signal) });
-  return worker;
-}
+const startWorker = (opts: Partial<WorkerOptions>, setup: Setup): Worker =>
+  startTestWorker(store, running, { concurrency: 2, leaseDurationMs: 3_000, ...opts }, setup).worker;
 
-const statusOf = (uuid: string, status: Job['status']) => async () => {
-  const j = await store.get(uuid);
-  return j?.status === status ? j : undefined;
-};
+const statusOf = (uuid: string, status: Job['status']) => jobInStatus(store, uuid, status);
 
 /** A logger that keeps what it is given. */
 it('20 jobs × 8 concurrent workers: each job is leased and run exactly once', async () => {

@@ -54,21 +54,30 @@ export interface RequestMetrics {
   resultsExpired: Counter;
 }
 
+/** One counter: its {@link METRIC} name, its unit (`{request}`), its description. */
+type CounterSpec = readonly [name: string, unit: string, description: string];
+
+/** Creates one counter per entry of `specs` on `m`, under the same keys. */
+function counters<K extends string>(m: Meter, specs: Record<K, CounterSpec>): Record<K, Counter> {
+  const out = {} as Record<K, Counter>;
+  for (const key of Object.keys(specs) as K[]) {
+    const [name, unit, description] = specs[key];
+    out[key] = m.createCounter(name, { unit, description });
+  }
+  return out;
+}
+
 /** Creates the request-queue instruments. Attributes: `queue` where known. */
 export function requestMetrics(meterProvider?: MeterProvider): RequestMetrics {
-  const m = qMeter(meterProvider);
-  return {
-    enqueued: m.createCounter(METRIC.requestsEnqueued, { unit: '{request}', description: 'Requests enqueued' }),
-    dispatched: m.createCounter(METRIC.requestsDispatched, { unit: '{request}', description: 'Requests handed to a dispatcher' }),
-    acked: m.createCounter(METRIC.requestsAcked, { unit: '{request}', description: 'Acks accepted (result written)' }),
-    fenced: m.createCounter(METRIC.requestsFenced, {
-      unit: '{request}',
-      description: 'Writes refused because the writer no longer owned the request',
-    }),
-    retried: m.createCounter(METRIC.requestsRetried, { unit: '{request}', description: 'Requests parked for a later attempt' }),
-    resultsPopped: m.createCounter(METRIC.resultsPopped, { unit: '{result}', description: 'Results delivered from routes' }),
-    resultsExpired: m.createCounter(METRIC.resultsExpired, { unit: '{result}', description: 'Results dropped after their TTL' }),
-  };
+  return counters(qMeter(meterProvider), {
+    enqueued: [METRIC.requestsEnqueued, '{request}', 'Requests enqueued'],
+    dispatched: [METRIC.requestsDispatched, '{request}', 'Requests handed to a dispatcher'],
+    acked: [METRIC.requestsAcked, '{request}', 'Acks accepted (result written)'],
+    fenced: [METRIC.requestsFenced, '{request}', 'Writes refused because the writer no longer owned the request'],
+    retried: [METRIC.requestsRetried, '{request}', 'Requests parked for a later attempt'],
+    resultsPopped: [METRIC.resultsPopped, '{result}', 'Results delivered from routes'],
+    resultsExpired: [METRIC.resultsExpired, '{result}', 'Results dropped after their TTL'],
+  });
 }
 
 /** Instruments of the job queue (`@q/job-worker`). */
@@ -113,8 +122,14 @@ export function jobMetrics(meterProvider?: MeterProvider, opts: JobMetricsOption
     (opts.deprecatedNames ?? true)
       ? m.createHistogram(DEPRECATED_METRIC.jobsDuration, { ...durationOptions, description: `Deprecated: use ${METRIC.jobsDuration}` })
       : undefined;
+  const { completed, claimed, leaseLost, workerFailures } = counters(m, {
+    completed: [METRIC.jobsCompleted, '{job}', 'Job attempts finished, by type and outcome'],
+    claimed: [METRIC.jobsClaimed, '{job}', 'Jobs leased by workers'],
+    leaseLost: [METRIC.jobsLeaseLost, '{job}', 'Running jobs whose lease was lost (handler aborted)'],
+    workerFailures: [METRIC.jobsWorkerFailures, '{failure}', 'Database failures of worker loops (claim, maintenance), by kind'],
+  });
   return {
-    completed: m.createCounter(METRIC.jobsCompleted, { unit: '{job}', description: 'Job attempts finished, by type and outcome' }),
+    completed,
     duration: legacy
       ? {
           record(value, attributes, context) {
@@ -123,12 +138,9 @@ export function jobMetrics(meterProvider?: MeterProvider, opts: JobMetricsOption
           },
         }
       : duration,
-    claimed: m.createCounter(METRIC.jobsClaimed, { unit: '{job}', description: 'Jobs leased by workers' }),
-    leaseLost: m.createCounter(METRIC.jobsLeaseLost, { unit: '{job}', description: 'Running jobs whose lease was lost (handler aborted)' }),
-    workerFailures: m.createCounter(METRIC.jobsWorkerFailures, {
-      unit: '{failure}',
-      description: 'Database failures of worker loops (claim, maintenance), by kind',
-    }),
+    claimed,
+    leaseLost,
+    workerFailures,
   };
 }
 
@@ -140,11 +152,10 @@ export interface QuotaMetrics {
 
 /** Creates the quota instruments. */
 export function quotaMetrics(meterProvider?: MeterProvider): QuotaMetrics {
-  const m = qMeter(meterProvider);
-  return {
-    grants: m.createCounter(METRIC.quotaGrants, { unit: '{grant}', description: 'Quota units granted' }),
-    refusals: m.createCounter(METRIC.quotaRefusals, { unit: '{refusal}', description: 'Quota requests refused' }),
-  };
+  return counters(qMeter(meterProvider), {
+    grants: [METRIC.quotaGrants, '{grant}', 'Quota units granted'],
+    refusals: [METRIC.quotaRefusals, '{refusal}', 'Quota requests refused'],
+  });
 }
 
 /**

@@ -8,6 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { buildIfStale } from '@q/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SDK_INSTALL_COMMAND } from '../src/sdk.js';
 
@@ -16,23 +17,9 @@ const pkgDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const repo = path.resolve(pkgDir, '..', '..');
 const pkg = JSON.parse(fs.readFileSync(path.join(pkgDir, 'package.json'), 'utf8')) as { peerDependencies: Record<string, string> };
 
-/** Newest modification time under `dir` (0 when missing). */
-function newest(dir: string): number {
-  if (!fs.existsSync(dir)) return 0;
-  let t = 0;
-  for (const e of fs.readdirSync(dir, { withFileTypes: true, recursive: true })) {
-    if (e.isFile()) t = Math.max(t, fs.statSync(path.join(e.parentPath, e.name)).mtimeMs);
-  }
-  return t;
-}
-
 let tmp: string;
 beforeAll(async () => {
-  for (const dir of [path.join(repo, 'packages', 'schema'), pkgDir]) {
-    if (newest(path.join(dir, 'src')) > newest(path.join(dir, 'dist'))) {
-      await run(path.join(repo, 'node_modules', '.bin', 'tsc'), ['-p', 'tsconfig.build.json'], { cwd: dir });
-    }
-  }
+  for (const dir of [path.join(repo, 'packages', 'schema'), pkgDir]) await buildIfStale(dir);
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'q-otel-peers-'));
   const nm = path.join(tmp, 'node_modules');
   // A copy, not a link: Node resolves from a link's real path, where the dev copies of the peers are.

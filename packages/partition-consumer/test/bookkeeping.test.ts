@@ -18,6 +18,30 @@ useTestStore('pc_book', 6, (t) => {
 // Backends waiting for a lock on this file's q_requests (the db pool's search_path is the test schema).
 const WAITING_ON_REQUESTS = `SELECT DISTINCT pid FROM pg_locks WHERE relation = 'q_requests'::regclass AND NOT granted`;
 
+/**
+ * Runs `fn` while another session holds the locks `statements` take (in one open transaction),
+ * then commits that transaction, whether `fn` succeeded or not.
+ */
+async function whileLocked(statements: Array<string | [string, unknown[]]>, fn: () => Promise<void>): Promise<void> {
+  const locker = await db.connect();
+  try {
+    await locker.query('BEGIN');
+    for (const st of statements) await (typeof st === 'string' ? locker.query(st) : locker.query(st[0], st[1]));
+    await fn();
+  } finally {
+    await locker.query('COMMIT');
+    locker.release();
+  }
+}
+
+/** A consumer `owner` of `queue`, rebalanced (alone) at `t0`. */
+async function rebalanced(queue: string, owner: string): Promise<{ c: Consumer; t0: Date }> {
+  const c = consumer(queue, owner);
+  const t0 = await store.now();
+  await c.rebalance(t0);
+  return { c, t0 };
+}
+
 const consumer = (queue: string, owner: string) => new Consumer(store, queue, owner, { leaseTtlMs: TTL, drainTimeoutMs: 5_000 });
 const stamp = (r: Request) => ({ id: r.id, token: r.token, attempt: r.attempt });
 const completion = (r: Request, attempt = r.attempt) => ({ id: r.id, token: r.token, attempt, route: 'out', payload: r.id });
@@ -35,9 +59,7 @@ async function rowState(id: string): Promise<{ epoch: number; notBefore: number;
 describe('bookkeeping', () => {
   it('abandoned work is redelivered by the next rebalance; undispatch at once; retry and defer at notBefore', async () => {
     const q = 'redeliver';
-    const c = consumer(q, 'rd-a');
-    const t0 = await store.now();
-    await c.rebalance(t0);
+    const { c, t0 } = await rebalanced(q, 'rd-a');
     const [abandoned, undispatched, retried, deferred] = ['ab', 'un', 're', 'de'].map((p) => idInPartition(p, 5)) as string[];
     await store.enqueue(requests(q, [abandoned, undispatched, retried, deferred] as string[]));
     const rows = await c.poll(t0, 10);
@@ -68,19 +90,14 @@ describe('bookkeeping', () => {
 
   it('a poll whose outcome is unknown is reconciled on the next rebalance; tracked work is left alone', async () => {
     const q = 'unknown';
-    const c = consumer(q, 'unk-a');
-    const t0 = await store.now();
-    await c.rebalance(t0);
+    const { c, t0 } = await rebalanced(q, 'unk-a');
     await store.enqueue(requests(q, ['kept']));
     const [kept] = await c.poll(t0, 10);
     expect(kept?.id).toBe('kept');
     await store.enqueue(requests(q, ['lost-1', 'lost-2']));
 
     // Block the dispatch behind a table lock, abort the poll, then let the dispatch commit.
-    const locker = await db.connect();
-    try {
-      await locker.query('BEGIN');
-      await locker.query('LOCK TABLE q_requests IN ACCESS EXCLUSIVE MODE');
+    await whileLocked(['LOCK TABLE q_requests IN ACCESS EXCLUSIVE MODE'], async () => {
       const ac = new AbortController();
       const polling = c.poll(t0, 10, ac.signal);
       await waitFor(async () => {
@@ -89,10 +106,7 @@ describe('bookkeeping', () => {
       });
       ac.abort(new Error('gave up'));
       await expect(polling).rejects.toThrow('gave up');
-    } finally {
-      await locker.query('COMMIT');
-      locker.release();
-    }
+    });
     await waitFor(async () => (await rowState('lost-1'))?.epoch !== 0 && (await rowState('lost-2'))?.epoch !== 0);
     expect(c.inspect().tracked.map((s) => s.id)).toEqual(['kept']);
 
@@ -107,26 +121,17 @@ describe('bookkeeping', () => {
 
   it('a poll that fails on a dropped connection marks for reconciliation and rebalance recovers', async () => {
     const q = 'dropped';
-    const c = consumer(q, 'drop-a');
-    const t0 = await store.now();
-    await c.rebalance(t0);
+    const { c, t0 } = await rebalanced(q, 'drop-a');
     await store.enqueue(requests(q, ['d-1']));
-    const locker = await db.connect();
-    let polling: Promise<Request[]>;
-    try {
-      await locker.query('BEGIN');
-      await locker.query('LOCK TABLE q_requests IN ACCESS EXCLUSIVE MODE');
-      polling = c.poll(t0, 10);
+    await whileLocked(['LOCK TABLE q_requests IN ACCESS EXCLUSIVE MODE'], async () => {
+      const polling = c.poll(t0, 10);
       polling.catch(() => undefined);
       await waitFor(async () => {
         const { rows } = await db.query(`SELECT pg_terminate_backend(pid) FROM (${WAITING_ON_REQUESTS}) w`);
         return rows.length > 0;
       });
       await expect(polling).rejects.toThrow();
-    } finally {
-      await locker.query('COMMIT');
-      locker.release();
-    }
+    });
     await c.rebalance(plus(t0, 1000));
     expect((await c.poll(plus(t0, 1000), 10)).map((r) => r.id)).toEqual(['d-1']);
     await c.close();
@@ -134,9 +139,7 @@ describe('bookkeeping', () => {
 
   it('a re-dispatched request is handed out again and counted once', async () => {
     const q = 'twice';
-    const c = consumer(q, 'tw-a');
-    const t0 = await store.now();
-    await c.rebalance(t0);
+    const { c, t0 } = await rebalanced(q, 'tw-a');
     await store.enqueue(requests(q, ['twice']));
     const [first] = await c.poll(t0, 10);
     // Its retry was written but the reply never reached the consumer (store call made directly).
@@ -158,9 +161,7 @@ describe('bookkeeping', () => {
 
   it("stale outcomes after a lease bounce keep the new epoch's counts", async () => {
     const q = 'bounce';
-    const c = consumer(q, 'bo-a');
-    const t0 = await store.now();
-    await c.rebalance(t0);
+    const { c, t0 } = await rebalanced(q, 'bo-a');
     const p = 27;
     const old = idInPartition('old', p);
     const young = idInPartition('young', p);
@@ -195,17 +196,11 @@ describe('bookkeeping', () => {
     expect(r?.epoch).toBe(1);
 
     // Bounce the partition while the row is locked, so the reset on acquire skips it.
-    const locker = await db.connect();
-    try {
-      await locker.query('BEGIN');
-      await locker.query('SELECT 1 FROM q_requests WHERE id = $1 FOR UPDATE', [stuck]);
+    await whileLocked([['SELECT 1 FROM q_requests WHERE id = $1 FOR UPDATE', [stuck]]], async () => {
       await store.releasePartitions(q, 'te-a', [p]);
       now = plus(now, 1000);
       await c.rebalance(now); // beat 2: re-acquired at epoch 2, reset skipped the locked row
-    } finally {
-      await locker.query('COMMIT');
-      locker.release();
-    }
+    });
     expect(c.inspect().beats).toBe(2);
     expect(c.inspect().leases.find((l) => l.partition === p)?.epoch).toBe(2);
     expect((await rowState(stuck))?.epoch).toBe(1); // stale stamp left in flight

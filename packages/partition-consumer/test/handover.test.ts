@@ -13,6 +13,15 @@ const consumer = (queue: string, owner: string) => new Consumer(store, queue, ow
 const range = (a: number, b: number) => Array.from({ length: b - a }, (_, i) => a + i);
 const completion = (r: Request) => ({ id: r.id, token: r.token, attempt: r.attempt, route: 'out', payload: r.id });
 
+/** Consumers `<q>-a` and `<q>-b` of queue `q`; `a` has rebalanced at `t0` (alone, it owns every partition). */
+async function twoConsumers(q: string): Promise<{ q: string; a: Consumer; b: Consumer; t0: Date }> {
+  const a = consumer(q, `${q}-a`);
+  const b = consumer(q, `${q}-b`);
+  const t0 = await store.now();
+  await a.rebalance(t0);
+  return { q, a, b, t0 };
+}
+
 /** One request per partition, polled by `c`: 64 in flight. */
 async function busyEverywhere(c: Consumer, q: string, now: Date): Promise<Request[]> {
   await store.enqueue(
@@ -28,11 +37,7 @@ async function busyEverywhere(c: Consumer, q: string, now: Date): Promise<Reques
 
 describe('hand-over', () => {
   it('waits for in-flight work: drains the highest 32, releases each when acked, the rest at the drain timeout', async () => {
-    const q = 'ho';
-    const a = consumer(q, 'ho-a');
-    const b = consumer(q, 'ho-b');
-    const t0 = await store.now();
-    await a.rebalance(t0);
+    const { q, a, b, t0 } = await twoConsumers('ho');
     const rows = await busyEverywhere(a, q, t0);
     const byPartition = new Map(rows.map((r) => [r.partition, r]));
 
@@ -80,11 +85,7 @@ describe('hand-over', () => {
   });
 
   it("takes a dead peer's partitions after the lease TTL and redelivers its work; the late ack is fenced", async () => {
-    const q = 'dead';
-    const a = consumer(q, 'dead-a');
-    const b = consumer(q, 'dead-b');
-    const t0 = await store.now();
-    await a.rebalance(t0);
+    const { q, a, b, t0 } = await twoConsumers('dead');
     const rows = await busyEverywhere(a, q, t0);
     await b.rebalance(plus(t0, 100));
     expect(b.inspect().active).toEqual([]); // a's leases are live
@@ -103,11 +104,7 @@ describe('hand-over', () => {
   });
 
   it('stop() drains then releases everything; acks still work', async () => {
-    const q = 'stop';
-    const a = consumer(q, 'stop-a');
-    const b = consumer(q, 'stop-b');
-    const t0 = await store.now();
-    await a.rebalance(t0);
+    const { q, a, b, t0 } = await twoConsumers('stop');
     await b.rebalance(t0);
     await store.enqueue(
       requests(
@@ -148,11 +145,7 @@ describe('hand-over', () => {
   });
 
   it('when the share grows back, draining partitions are undrained instead of re-acquired', async () => {
-    const q = 'grow';
-    const a = consumer(q, 'grow-a');
-    const b = consumer(q, 'grow-b');
-    const t0 = await store.now();
-    await a.rebalance(t0);
+    const { q, a, b, t0 } = await twoConsumers('grow');
     await busyEverywhere(a, q, t0);
     await b.rebalance(t0);
     await a.rebalance(plus(t0, 100));
@@ -169,11 +162,7 @@ describe('hand-over', () => {
   });
 
   it('close() hands over at once: peers take the partitions without waiting for the TTL and redeliver', async () => {
-    const q = 'close';
-    const a = consumer(q, 'close-a');
-    const b = consumer(q, 'close-b');
-    const t0 = await store.now();
-    await a.rebalance(t0);
+    const { q, a, b, t0 } = await twoConsumers('close');
     const rows = await busyEverywhere(a, q, t0);
     await b.rebalance(t0);
     await a.close();

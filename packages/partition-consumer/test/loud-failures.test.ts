@@ -22,8 +22,6 @@ afterAll(async () => {
   await schema?.drop();
 });
 
-const roleDsn = (suffix: string, grants: (role: string) => string[]): Promise<string> => roles.dsn(suffix, grants);
-
 async function runOn(dsn: string, queue: string) {
   const store = await Store.open(dsn, { maxConns: 2, migrate: false });
   const logger = memoryLogger();
@@ -54,13 +52,7 @@ async function runOn(dsn: string, queue: string) {
 
 it('a read-only role: the partition worker logs the error at once and stops with it', async () => {
   await owner.enqueue(requests('loud-ro', ids('ro', 10)));
-  const dsn = await roleDsn('ro', (r) => [
-    `GRANT USAGE ON SCHEMA "${schema.name}" TO "${r}"`,
-    `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "${schema.name}" TO "${r}"`,
-    `GRANT USAGE ON ALL SEQUENCES IN SCHEMA "${schema.name}" TO "${r}"`,
-    `GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA "${schema.name}" TO "${r}"`,
-    `ALTER ROLE "${r}" SET default_transaction_read_only = on`,
-  ]);
+  const dsn = await roles.readOnlyDsn('ro');
   const r = await runOn(dsn, 'loud-ro');
   expect(r.aborted).toBe(false); // it stopped by itself
   expect(r.outcome.ok).toBe(false);
@@ -73,7 +65,7 @@ it('a read-only role: the partition worker logs the error at once and stops with
 });
 
 it('a role without grants (permission denied) stops loudly', async () => {
-  const dsn = await roleDsn('nogrant', (r) => [`GRANT USAGE ON SCHEMA "${schema.name}" TO "${r}"`]);
+  const dsn = await roles.noGrantsDsn('nogrant');
   const r = await runOn(dsn, 'loud-denied');
   expect(r.outcome.ok).toBe(false);
   expect(((r.outcome as { err: unknown }).err as QError).message).toMatch(/permission denied/);

@@ -45,18 +45,18 @@ async function lockKey(key: string): Promise<{ pid: number; unlock: () => Promis
   return { pid: rows[0]!.pid, unlock: async () => void (await c.query('COMMIT').finally(() => c.end())) };
 }
 
-/** Waits until some backend waits on a lock (our acquire reached the key row). */
-async function waitForLockWait(): Promise<void> {
+/** Waits until one of our backends waits on a lock running a statement `LIKE queryLike` (default: our acquire reached the key row). */
+async function waitForLockWait(queryLike = '%q_quota_acquire%', what = 'an acquire waiting on the key lock'): Promise<void> {
   await waitFor(
     async () => {
       const { rows } = await pool.query(
-        `SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%q_quota_acquire%'`,
-        [APP],
+        `SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE $2`,
+        [APP, queryLike],
       );
       return rows.length > 0;
     },
     20_000,
-    'an acquire waiting on the key lock',
+    what,
   );
 }
 
@@ -197,17 +197,7 @@ describe('Quota client', () => {
     await c.query('BEGIN');
     await c.query(`SELECT 1 FROM q_quota_slots WHERE key = $1 AND holder = $2 FOR UPDATE`, [key, h]);
     const releasing = a!();
-    await waitFor(
-      async () => {
-        const { rows } = await pool.query(
-          `SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%q_quota_slots s SET used%'`,
-          [APP],
-        );
-        return rows.length > 0;
-      },
-      20_000,
-      'a release waiting',
-    );
+    await waitForLockWait('%q_quota_slots s SET used%', 'a release waiting');
     const sentBefore = count('SET used = greatest');
     await pool.query(
       `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%q_quota_slots s SET used%'`,

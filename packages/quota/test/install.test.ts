@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { createTestSchema, type TestSchema } from '@q/testing';
+import { buildIfStale, createTestSchema, type TestSchema } from '@q/testing';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 
 const run = promisify(execFile);
@@ -24,24 +24,11 @@ afterAll(async () => {
   if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
 });
 
-/** Newest modification time under `dir` (0 when missing). */
-function newest(dir: string): number {
-  if (!fs.existsSync(dir)) return 0;
-  let t = 0;
-  for (const e of fs.readdirSync(dir, { withFileTypes: true, recursive: true })) {
-    if (e.isFile()) t = Math.max(t, fs.statSync(path.join(e.parentPath, e.name)).mtimeMs);
-  }
-  return t;
-}
-
 it('installs alone from packed tarballs (no @q/store) and acquires and releases a slot', async () => {
   const tarballs: string[] = [];
   for (const name of PACKED) {
     const dir = path.join(packagesDir, name);
-    // Build when dist is missing or older than the sources (`pnpm test` has built it already).
-    if (newest(path.join(dir, 'src')) > newest(path.join(dir, 'dist'))) {
-      await run(path.join(packagesDir, '..', 'node_modules', '.bin', 'tsc'), ['-p', 'tsconfig.build.json'], { cwd: dir });
-    }
+    await buildIfStale(dir);
     // pnpm pack rewrites workspace:* dependencies to the packed versions.
     const { stdout } = await run('pnpm', ['pack', '--pack-destination', tmp], { cwd: dir });
     const tgz = stdout.trim().split('\n').pop()!.trim();

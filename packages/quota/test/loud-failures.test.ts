@@ -20,8 +20,6 @@ afterAll(async () => {
   await schema?.drop();
 });
 
-const roleDsn = (suffix: string, grants: (role: string) => string[]): Promise<string> => roles.dsn(suffix, grants);
-
 async function expectStops(dsn: string, sqlState: string, reason: RegExp, call: 'acquire' | 'admit'): Promise<void> {
   const logger = memoryLogger();
   const failures: QuotaFailure[] = [];
@@ -52,16 +50,11 @@ async function expectStops(dsn: string, sqlState: string, reason: RegExp, call: 
 }
 
 it('a read-only role: acquire fails loudly and the client stops after 3 identical failures', async () => {
-  const dsn = await roleDsn('ro', (r) => [
-    `GRANT USAGE ON SCHEMA "${schema.name}" TO "${r}"`,
-    `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "${schema.name}" TO "${r}"`,
-    `GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA "${schema.name}" TO "${r}"`,
-    `ALTER ROLE "${r}" SET default_transaction_read_only = on`,
-  ]);
+  const dsn = await roles.readOnlyDsn('ro');
   await expectStops(dsn, '25006', /read-only/, 'acquire');
 });
 
 it('a role without grants: admit fails loudly with permission denied and the client stops', async () => {
-  const dsn = await roleDsn('nogrant', (r) => [`GRANT USAGE ON SCHEMA "${schema.name}" TO "${r}"`]);
+  const dsn = await roles.noGrantsDsn('nogrant');
   await expectStops(dsn, '42501', /permission denied/, 'admit');
 });

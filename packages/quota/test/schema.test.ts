@@ -1,41 +1,19 @@
-import { randomBytes } from 'node:crypto';
 import { JOURNAL_TABLE, bundledMigrations, quoteIdent } from '@q/schema';
-import { dsnWithSchema, testDatabaseUrl, migrateAsOlderBuild } from '@q/testing';
+import { dsnWithSchema, testDatabaseUrl, useScratchSchemas } from '@q/testing';
 import pg from 'pg';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { QuotaStore, createQuota } from '../src/index.js';
 
 // Schema placement of the quota store: the `schema` option (no search_path needed), two schemas
 // on one pool, and the upgrade to the q_ table names.
 
-const admin = new pg.Pool({ connectionString: testDatabaseUrl(), max: 2 });
-admin.on('error', () => undefined);
-const made: string[] = [];
-
-function name(prefix: string): string {
-  const n = `${prefix}_${randomBytes(5).toString('hex')}`;
-  made.push(n);
-  return n;
-}
-
-afterAll(async () => {
-  for (const s of made) await admin.query(`DROP SCHEMA IF EXISTS ${quoteIdent(s)} CASCADE`);
-  await admin.end();
-});
-
-/** Applies the `module` migrations before `beforeTag` into `schema`, as an older build did. */
-const migrateBefore = (schema: string, module: 'requests' | 'quota', beforeTag: string): Promise<void> =>
-  migrateAsOlderBuild(
-    admin,
-    schema,
-    bundledMigrations(module).filter((m) => m.tag < beforeTag),
-    JOURNAL_TABLE,
-  );
+const scratch = useScratchSchemas({ quoteIdent, journalTable: JOURNAL_TABLE });
+const { admin, name } = scratch;
 
 describe('QuotaStore schema placement', () => {
   it('migrating a database at the previous schema keeps its holders, slots, windows and admissions counting under the q_ names', async () => {
     const s = name('qupg');
-    await migrateBefore(s, 'quota', '0003');
+    await scratch.migrateAsOlderBuild(s, bundledMigrations('quota'), '0003');
     const q = quoteIdent(s);
     const now = `(extract(epoch FROM clock_timestamp()) * 1000)::bigint`;
     // Written by the previous build: a live holder with 2 slots of k, a lapsed one, and 3
@@ -74,12 +52,7 @@ describe('QuotaStore schema placement', () => {
       expect(release).not.toBeNull();
       await release!();
       expect(await quota.store.schema()).toBe(target);
-      const where = await admin.query<{ schema: string; n: number }>(
-        `SELECT table_schema AS schema, count(*)::int AS n FROM information_schema.tables
-          WHERE table_schema = ANY($1::text[]) GROUP BY 1 ORDER BY 1`,
-        [[decoy, target]],
-      );
-      expect(where.rows).toEqual([{ schema: target, n: 6 }]); // 5 tables + the journal, none in the decoy
+      expect(await scratch.tableCounts([decoy, target])).toEqual([{ schema: target, n: 6 }]); // 5 tables + the journal, none in the decoy
       const admits = await admin.query(`SELECT sum(n)::int AS n FROM ${quoteIdent(target)}.q_quota_admits WHERE key = 'r'`);
       expect(admits.rows[0].n).toBe(1);
     } finally {

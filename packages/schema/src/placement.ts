@@ -1,3 +1,4 @@
+import type { MeterProvider, TracerProvider } from '@opentelemetry/api';
 import { invalidArgument } from './errors.js';
 
 /**
@@ -18,6 +19,41 @@ export interface ConnectionPlacement {
    * transaction pooler cannot carry. Absent in pooler mode: no LISTEN, idle workers poll.
    */
   listenDsn?: string;
+}
+
+/**
+ * The options every store's `fromPool()` and `open()` take (`Store`, `JobStore`, `QuotaStore`):
+ * where its connections go, where its tables are, and its telemetry.
+ */
+export interface StoreConnectionOptions extends ConnectionPlacement {
+  /**
+   * Records a span per operation (`q.<module>.<op>`) and per statement. Absent: no spans, no
+   * cost. On a pool you own (`fromPool`), statement spans need `instrumentPool` of `@q/otel` on it.
+   */
+  tracerProvider?: TracerProvider;
+  /** Records the store's metrics. Absent: the global meter provider (a no-op until an app registers an SDK). */
+  meterProvider?: MeterProvider;
+  /**
+   * The schema holding the store's tables, created if missing when migrating (`CREATE SCHEMA IF
+   * NOT EXISTS`): every statement names it, so no `search_path` setting is needed. Absent: the
+   * connection's current schema at open (read once).
+   */
+  schema?: string;
+}
+
+/** The options of a store's `open()`: {@link StoreConnectionOptions} and the pool it opens (see `openPool`). */
+export interface StoreOpenOptions extends StoreConnectionOptions {
+  /**
+   * Cap on pooled connections. `<= 0` or absent: `DEFAULT_MAX_CONNS` (10). Connections idle for
+   * `DEFAULT_IDLE_TIMEOUT_MS` (30 s) are closed, so an idle process holds few.
+   */
+  maxConns?: number;
+  /** Close a pooled connection after it has been idle this long (ms); `0` keeps idle connections. Default 30 000. */
+  idleTimeoutMillis?: number;
+  /** Apply pending migrations of the store's module on open. Default `true`. */
+  migrate?: boolean;
+  /** `application_name` of the store's connections. Default: the store's (`q-store`, `q-jobs`, `q-quota`). */
+  applicationName?: string;
 }
 
 /** Checks the {@link ConnectionPlacement} fields of `opts` (of `op`). Throws `INVALID_ARGUMENT`. */

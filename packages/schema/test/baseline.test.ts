@@ -64,7 +64,7 @@ describe('migration baselines', () => {
       // A baseline may stand for fewer migrations than are shipped: the later ones run after it.
       expect(bundledMigrations(module).map((m) => m.tag)).toContain(bundledBaseline(module)?.through);
       const stepped = schemaName(`${module}_steps`);
-      await migrateAsOlderBuild(admin, stepped, bundledMigrations(module), JOURNAL_TABLE);
+      await migrateAsOlderBuild(admin, stepped, bundledMigrations(module), { quoteIdent, journalTable: JOURNAL_TABLE });
       const fresh = schemaName(`${module}_base`);
       await migrate(admin, { modules: [module], schema: fresh });
       const [a, b] = [await catalog(stepped), await catalog(fresh)];

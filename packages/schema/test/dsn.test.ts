@@ -1,3 +1,4 @@
+import { thrownBy } from '@q/testing';
 import { describe, expect, it } from 'vitest';
 import { QError, databaseError, openPool, redactDsn, redactDsnString, validateDsn } from '../src/index.js';
 
@@ -10,12 +11,7 @@ describe('validateDsn', () => {
   it.each(['sqlite:///tmp/x.db', 'file:/tmp/x.db?mode=ro', 'mysql://u:secret@h/db', '', 'host=localhost password=secret'])(
     'rejects %s with UNSUPPORTED_DSN and no password in the message',
     (dsn) => {
-      let err: unknown;
-      try {
-        validateDsn(dsn);
-      } catch (e) {
-        err = e;
-      }
+      const err = thrownBy(() => validateDsn(dsn));
       expect(err).toBeInstanceOf(QError);
       expect((err as QError).code).toBe('UNSUPPORTED_DSN');
       expect((err as QError).message).not.toContain('secret');
@@ -42,26 +38,14 @@ describe('DSNs whose password holds an unescaped reserved character', () => {
   const SHAPES = ['postgres://u:Zq9/Xk7@h/db', 'postgres://u:Zq9#Xk7@h/db', 'postgres://u:Zq9?Xk7@h/db', 'postgresql://u:Zq9?Xk7@h:5432/db?x=1'];
 
   it.each(SHAPES)('validateDsn(%s) is UNSUPPORTED_DSN and shows no part of it', (dsn) => {
-    let err: unknown;
-    try {
-      validateDsn(dsn);
-    } catch (e) {
-      err = e;
-    }
+    const err = thrownBy(() => validateDsn(dsn));
     expect(err).toBeInstanceOf(QError);
     expect((err as QError).code).toBe('UNSUPPORTED_DSN');
     expect((err as QError).message).not.toMatch(/Zq9|Xk7|u:|@h/);
   });
 
   it('an unsupported scheme shows the scheme only', () => {
-    const err = (() => {
-      try {
-        validateDsn('mysql://u:Zq9/Xk7@h/db');
-      } catch (e) {
-        return e as QError;
-      }
-      throw new Error('accepted');
-    })();
+    const err = thrownBy(() => validateDsn('mysql://u:Zq9/Xk7@h/db')) as QError;
     expect(err.message).toContain('"mysql:"');
     expect(err.message).not.toMatch(/Zq9|Xk7/);
   });

@@ -1,23 +1,10 @@
 // migrationStatus / installedModules: what q has installed in a schema, from the migration journal.
-import { createTestSchema, testDatabaseUrl, type TestSchema } from '@q/testing';
+import { testDatabaseUrl, useSchemaPerTest } from '@q/testing';
 import pg from 'pg';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { bundledMigrations, installedModules, migrate, migrationStatus } from '../src/index.js';
 
-const schemas: TestSchema[] = [];
-const pools: pg.Pool[] = [];
-afterEach(async () => {
-  await Promise.all(pools.splice(0).map((p) => p.end()));
-  await Promise.all(schemas.splice(0).map((s) => s.drop()));
-});
-
-async function fresh(): Promise<{ schema: TestSchema; pool: pg.Pool }> {
-  const schema = await createTestSchema('inst');
-  schemas.push(schema);
-  const pool = new pg.Pool({ connectionString: schema.dsn, max: 2 });
-  pools.push(pool);
-  return { schema, pool };
-}
+const { fresh, pools } = useSchemaPerTest('inst', 2);
 
 const tags = (m: 'requests' | 'quota' | 'jobs') => bundledMigrations(m).map((x) => x.tag);
 

@@ -1,26 +1,13 @@
-import { createTestSchema, type TestSchema } from '@q/testing';
+import { useSchemaPerTest } from '@q/testing';
 import pg from 'pg';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { JOURNAL_TABLE, QError, bundledMigrations, migrate, type MigrationModule } from '../src/index.js';
 
 const REQUEST_TABLES = ['q_dispatchers', 'q_partitions', 'q_requests', 'q_results'];
 const QUOTA_TABLES = ['q_quota_admits', 'q_quota_holders', 'q_quota_keys', 'q_quota_slots', 'q_quota_windows'];
 const JOB_TABLES = ['q_jobs', 'q_leader_leases'];
 
-const schemas: TestSchema[] = [];
-const pools: pg.Pool[] = [];
-afterEach(async () => {
-  await Promise.all(pools.splice(0).map((p) => p.end()));
-  await Promise.all(schemas.splice(0).map((s) => s.drop()));
-});
-
-async function fresh(): Promise<{ schema: TestSchema; pool: pg.Pool }> {
-  const schema = await createTestSchema('mig');
-  schemas.push(schema);
-  const pool = new pg.Pool({ connectionString: schema.dsn, max: 4 });
-  pools.push(pool);
-  return { schema, pool };
-}
+const { fresh, pools } = useSchemaPerTest('mig', 4);
 
 async function tables(pool: pg.Pool, schema: string): Promise<string[]> {
   const { rows } = await pool.query<{ t: string }>(

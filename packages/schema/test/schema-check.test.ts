@@ -1,4 +1,4 @@
-import { createTestSchema, type TestSchema } from '@q/testing';
+import { createTestSchema, type TestSchema, thrownBy } from '@q/testing';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
@@ -74,12 +74,7 @@ describe('supported versions', () => {
       [129_999, '12.9999'],
       [90_624, '9.6.24'],
     ] as const) {
-      let err: unknown;
-      try {
-        checkServerVersion(n);
-      } catch (e) {
-        err = e;
-      }
+      const err = thrownBy(() => checkServerVersion(n));
       expect(err).toBeInstanceOf(QError);
       expect((err as QError).code).toBe('CONFIG');
       expect((err as QError).message).toContain(`PostgreSQL ${text} is not supported`);

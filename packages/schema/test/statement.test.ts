@@ -1,3 +1,4 @@
+import { thrownBy } from '@q/testing';
 import { describe, expect, it } from 'vitest';
 import { QError, SCHEMA_TOKEN, StatementScope, statement } from '../src/index.js';
 
@@ -25,12 +26,7 @@ describe('StatementScope', () => {
 
   it('refuses an empty, NUL-holding or over-long schema with INVALID_ARGUMENT', () => {
     for (const bad of ['', 'a\u0000b', 'x'.repeat(64)]) {
-      let err: unknown;
-      try {
-        new StatementScope(bad);
-      } catch (e) {
-        err = e;
-      }
+      const err = thrownBy(() => new StatementScope(bad));
       expect(err).toBeInstanceOf(QError);
       expect((err as QError).code).toBe('INVALID_ARGUMENT');
     }

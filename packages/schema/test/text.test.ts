@@ -1,3 +1,4 @@
+import { thrownBy } from '@q/testing';
 import { describe, expect, it } from 'vitest';
 import { MAX_NAME_BYTES, QError, checkName, checkText, unstorableText } from '../src/index.js';
 
@@ -17,12 +18,7 @@ describe('text checks', () => {
 
   it('checkName bounds identifiers in UTF-8 bytes and never echoes the value', () => {
     expect(checkName('op', 'id', 'x'.repeat(MAX_NAME_BYTES))).toHaveLength(MAX_NAME_BYTES);
-    let err: unknown;
-    try {
-      checkName('op', 'id', 'é'.repeat(MAX_NAME_BYTES / 2 + 1));
-    } catch (e) {
-      err = e;
-    }
+    const err = thrownBy(() => checkName('op', 'id', 'é'.repeat(MAX_NAME_BYTES / 2 + 1)));
     expect(err).toBeInstanceOf(QError);
     expect((err as QError).code).toBe('INVALID_ARGUMENT');
     expect((err as QError).message).not.toContain('é');

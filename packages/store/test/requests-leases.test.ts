@@ -182,14 +182,23 @@ describe('heartbeat and membership', () => {
 });
 
 describe('resetStale', () => {
-  it('touches only stale-epoch rows of the listed partitions, never current ones', async () => {
+  /**
+   * Requests in partitions 1 and 2 dispatched by `a`, whose partitions `release` it then gave back
+   * and took again (up to `reacquire`): their stamps are of the old epoch.
+   */
+  async function staleRows(release: number[], reacquire: number): Promise<[string, string]> {
     const p1 = idInPartition('one', 1);
     const p2 = idInPartition('two', 2);
     await t.store.acquirePartitions('q', 'a', at(T0), TTL, 64);
     await t.store.enqueue([req(p1), req(p2)]);
     await t.store.dispatch('q', 'a', at(T0), 10);
-    await t.store.releasePartitions('q', 'a', [1, 2]);
-    await t.store.acquirePartitions('q', 'a', at(T0), TTL, 2);
+    await t.store.releasePartitions('q', 'a', release);
+    await t.store.acquirePartitions('q', 'a', at(T0), TTL, reacquire);
+    return [p1, p2];
+  }
+
+  it('touches only stale-epoch rows of the listed partitions, never current ones', async () => {
+    const [p1, p2] = await staleRows([1, 2], 2);
     await t.store.resetStale('q', 'a', []); // none
     await t.store.resetStale('q', 'a', [2]);
     expect(Number((await requestRow(p1))!.dispatch_epoch)).toBe(1);
@@ -206,13 +215,7 @@ describe('resetStale', () => {
   });
 
   it('skips rows another transaction holds and never blocks on them', async () => {
-    const p1 = idInPartition('one', 1);
-    const p2 = idInPartition('two', 2);
-    await t.store.acquirePartitions('q', 'a', at(T0), TTL, 64);
-    await t.store.enqueue([req(p1), req(p2)]);
-    await t.store.dispatch('q', 'a', at(T0), 10);
-    await t.store.releasePartitions('q', 'a', ALL);
-    await t.store.acquirePartitions('q', 'a', at(T0), TTL, 64);
+    const [p1, p2] = await staleRows(ALL, 64);
     const holder = await t.schema.pool().connect();
     try {
       await holder.query('BEGIN');

@@ -1,42 +1,20 @@
-import { randomBytes } from 'node:crypto';
 import { JOURNAL_TABLE, QErrorCode, bundledMigrations, isQError, quoteIdent } from '@q/schema';
-import { dsnWithSchema, testDatabaseUrl, migrateAsOlderBuild } from '@q/testing';
+import { dsnWithSchema, testDatabaseUrl, useScratchSchemas } from '@q/testing';
 import pg from 'pg';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Store, partitionOf, stampOf } from '../src/index.js';
 import { ALL, at, req } from './requests/helpers.js';
 
 // Schema placement of the request store: the `schema` option (no search_path needed), two
 // schemas on one pool, the transaction-pooler mode, and the upgrade to the q_ table names.
 
-const admin = new pg.Pool({ connectionString: testDatabaseUrl(), max: 2 });
-admin.on('error', () => undefined);
-const made: string[] = [];
-
-function name(prefix: string): string {
-  const n = `${prefix}_${randomBytes(5).toString('hex')}`;
-  made.push(n);
-  return n;
-}
-
-afterAll(async () => {
-  for (const s of made) await admin.query(`DROP SCHEMA IF EXISTS ${quoteIdent(s)} CASCADE`);
-  await admin.end();
-});
-
-/** Applies the `module` migrations before `beforeTag` into `schema`, as an older build did. */
-const migrateBefore = (schema: string, module: 'requests' | 'quota', beforeTag: string): Promise<void> =>
-  migrateAsOlderBuild(
-    admin,
-    schema,
-    bundledMigrations(module).filter((m) => m.tag < beforeTag),
-    JOURNAL_TABLE,
-  );
+const scratch = useScratchSchemas({ quoteIdent, journalTable: JOURNAL_TABLE });
+const { admin, name } = scratch;
 
 describe('Store schema placement', () => {
   it('migrating a database at the previous schema keeps its requests, results, partitions and sequences usable under the q_ names', async () => {
     const s = name('supg');
-    await migrateBefore(s, 'requests', '0003');
+    await scratch.migrateAsOlderBuild(s, bundledMigrations('requests'), '0003');
     const q = quoteIdent(s);
     // State written by the previous build: partitions, one live dispatcher, two pending
     // requests, one result, and attempts already drawn from the sequence.
@@ -112,12 +90,7 @@ describe('Store schema placement', () => {
         got.map((r) => ({ ...stampOf(r), route: 'r', payload: r.id })),
       );
       expect((await store.popResults('r', 10, 10)).map((r) => r.payload)).toEqual(['x1', 'x2', 'x3']);
-      const where = await admin.query<{ schema: string; n: number }>(
-        `SELECT table_schema AS schema, count(*)::int AS n FROM information_schema.tables
-          WHERE table_schema = ANY($1::text[]) GROUP BY 1 ORDER BY 1`,
-        [[decoy, target]],
-      );
-      expect(where.rows).toEqual([{ schema: target, n: 5 }]); // 4 tables + the journal, none in the decoy
+      expect(await scratch.tableCounts([decoy, target])).toEqual([{ schema: target, n: 5 }]); // 4 tables + the journal, none in the decoy
     } finally {
       await store.close();
     }

@@ -7,9 +7,12 @@ export {
   useJobStore,
   useOpenStore,
   useQuotaStore,
+  useSchemaPerTest,
   useStore,
   type ClosableStore,
   type PoolStoreClass,
+  type SchemaAndPool,
+  type SchemaPerTest,
   type StoreClass,
   type UsedPoolStore,
   type UsedStore,
@@ -19,4 +22,7 @@ export { idInPartition, ids, newJob, newRequest, newRequests, token, type Reques
 export { inTransaction } from './transaction.js';
 export { memoryLogger, type LogLine, type MemoryLogger } from './logger.js';
 export { testRoles, type TestRoles } from './roles.js';
-export { migrateAsOlderBuild, type ShippedMigration } from './older-build.js';
+export { migrateAsOlderBuild, useScratchSchemas, type SchemaNaming, type ScratchSchemas, type ShippedMigration } from './older-build.js';
+export { runUnderTerminal, stripAnsi, textSink, type RunUnderTerminalOptions, type TerminalRun, type TextSink } from './terminal.js';
+export { thrownBy } from './thrown.js';
+export { buildIfStale, newestMtime } from './build.js';

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { afterAll, beforeAll, beforeEach } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach } from 'vitest';
 import { createTestSchema, type TestSchema } from './schema.js';
 
 /**
@@ -147,4 +147,42 @@ export function useFromPool<S extends ClosableStore>(
     });
   }
   return used;
+}
+
+/** A schema made for one test and a pool on it (see {@link useSchemaPerTest}). */
+export interface SchemaAndPool {
+  readonly schema: TestSchema;
+  readonly pool: pg.Pool;
+}
+
+/** What {@link useSchemaPerTest} returns. */
+export interface SchemaPerTest {
+  /** A new schema `<prefix>_…` and a pool on it, both gone after the test. */
+  fresh(): Promise<SchemaAndPool>;
+  /** Pools ended after the test: `fresh()` adds its own; a test adds the others it opens. */
+  readonly pools: pg.Pool[];
+}
+
+/**
+ * For files whose every test wants an untouched schema (migration tests): `fresh()` creates a
+ * schema and a pool of `max` connections on it; an `afterEach` ends the pools and drops the
+ * schemas that test made.
+ */
+export function useSchemaPerTest(prefix: string, max: number): SchemaPerTest {
+  const schemas: TestSchema[] = [];
+  const pools: pg.Pool[] = [];
+  afterEach(async () => {
+    await Promise.all(pools.splice(0).map((p) => p.end()));
+    await Promise.all(schemas.splice(0).map((s) => s.drop()));
+  });
+  return {
+    pools,
+    async fresh() {
+      const schema = await createTestSchema(prefix);
+      schemas.push(schema);
+      const pool = new pg.Pool({ connectionString: schema.dsn, max });
+      pools.push(pool);
+      return { schema, pool };
+    },
+  };
 }

@@ -1,4 +1,7 @@
-import type pg from 'pg';
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { afterAll } from 'vitest';
+import { testDatabaseUrl } from './schema.js';
 
 /** One shipped migration, as `bundledMigrations()` of `@q/schema` lists it. */
 export interface ShippedMigration {
@@ -8,24 +11,35 @@ export interface ShippedMigration {
   statements: readonly string[];
 }
 
-const quote = (name: string): string => `"${name.replace(/"/g, '""')}"`;
+/**
+ * What the kit needs of `@q/schema`'s naming, passed in by the caller as `{ quoteIdent, journalTable:
+ * JOURNAL_TABLE }` from `@q/schema`: the kit cannot import it (`@q/schema`'s own tests use the kit, so the
+ * dependency would be a cycle), and a copy of the quoting rule here could drift from the one q uses.
+ */
+export interface SchemaNaming {
+  /** Quotes an SQL identifier (`quoteIdent` of `@q/schema`). */
+  quoteIdent(name: string): string;
+  /** The migration journal's table name (`JOURNAL_TABLE` of `@q/schema`). */
+  journalTable: string;
+}
 
 /**
  * Leaves `schema` as an older build's `migrate()` would have: `migrations` (e.g. the shipped ones
- * before a tag) applied in one transaction and recorded in `journalTable`, so an upgrade test
+ * before a tag) applied in one transaction and recorded in the journal table, so an upgrade test
  * can write rows in the old shape and then run the current `migrate()` over them.
  */
 export async function migrateAsOlderBuild(
   pool: pg.Pool,
   schema: string,
   migrations: readonly ShippedMigration[],
-  journalTable: string,
+  naming: SchemaNaming,
 ): Promise<void> {
+  const { quoteIdent, journalTable } = naming;
   const c = await pool.connect();
   try {
     await c.query('BEGIN');
-    await c.query(`CREATE SCHEMA IF NOT EXISTS ${quote(schema)}`);
-    await c.query(`SET LOCAL search_path TO ${quote(schema)}`);
+    await c.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(schema)}`);
+    await c.query(`SET LOCAL search_path TO ${quoteIdent(schema)}`);
     await c.query(`CREATE TABLE IF NOT EXISTS ${journalTable} (module text NOT NULL, tag text NOT NULL, hash text NOT NULL,
       applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (module, tag))`);
     for (const m of migrations) {
@@ -39,4 +53,54 @@ export async function migrateAsOlderBuild(
   } finally {
     c.release();
   }
+}
+
+/** Schemas a test file names itself (placement and upgrade tests), with an admin pool on the server. */
+export interface ScratchSchemas {
+  /** A pool on the test server without a schema option (2 connections). */
+  readonly admin: pg.Pool;
+  /** A fresh schema name `<prefix>_<random>`; the schema (if created) is dropped in `afterAll`. */
+  name(prefix: string): string;
+  /** How many tables each of `schemas` holds (the journal included), by schema name; schemas with none are absent. */
+  tableCounts(schemas: readonly string[]): Promise<Array<{ schema: string; n: number }>>;
+  /** {@link migrateAsOlderBuild} on the admin pool, of the `migrations` whose tag sorts before `beforeTag` (all without it). */
+  migrateAsOlderBuild(schema: string, migrations: readonly ShippedMigration[], beforeTag?: string): Promise<void>;
+}
+
+/**
+ * Registers an `afterAll` that drops every schema {@link ScratchSchemas.name} handed out, then
+ * closes the admin pool. For files that create schemas through the code under test (`migrate`'s
+ * `schema` option) rather than with `createTestSchema()`.
+ */
+export function useScratchSchemas(naming: SchemaNaming): ScratchSchemas {
+  const admin = new pg.Pool({ connectionString: testDatabaseUrl(), max: 2 });
+  admin.on('error', () => undefined); // a test may terminate backends on purpose
+  const made: string[] = [];
+  afterAll(async () => {
+    for (const s of made) await admin.query(`DROP SCHEMA IF EXISTS ${naming.quoteIdent(s)} CASCADE`);
+    await admin.end();
+  });
+  return {
+    admin,
+    name(prefix) {
+      const n = `${prefix}_${randomBytes(5).toString('hex')}`;
+      made.push(n);
+      return n;
+    },
+    async tableCounts(schemas) {
+      const { rows } = await admin.query<{ schema: string; n: number }>(
+        `SELECT table_schema AS schema, count(*)::int AS n FROM information_schema.tables
+          WHERE table_schema = ANY($1::text[]) GROUP BY 1 ORDER BY 1`,
+        [schemas],
+      );
+      return rows;
+    },
+    migrateAsOlderBuild: (schema, migrations, beforeTag) =>
+      migrateAsOlderBuild(
+        admin,
+        schema,
+        migrations.filter((m) => beforeTag === undefined || m.tag < beforeTag),
+        naming,
+      ),
+  };
 }

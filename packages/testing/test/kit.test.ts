@@ -3,7 +3,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { idInPartition, inTransaction, newRequest, spawnTs, useOpenStore, waitFor } from '../src/index.js';
+import { idInPartition, inTransaction, newRequest, runUnderTerminal, spawnTs, stripAnsi, textSink, useOpenStore, waitFor } from '../src/index.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 
@@ -34,6 +34,34 @@ describe('waitFor', () => {
   it('takes a custom done test (0 counts as done here)', async () => {
     expect(await waitFor(() => 0, { timeoutMs: 1_000, done: (v) => v !== undefined })).toBe(0);
   });
+});
+
+describe('textSink and runUnderTerminal', () => {
+  it('a sink keeps what is written to it', async () => {
+    const t = textSink();
+    await new Promise<void>((r) => t.sink.write('a\n', () => r()));
+    await new Promise<void>((r) => t.sink.write('b', () => r()));
+    expect(t.text()).toBe('a\nb');
+    expect(stripAnsi('\x1b[32mINFO\x1b[39m: ready')).toBe('INFO: ready');
+  });
+
+  it('the command sees a terminal; the run ends when `until` holds, or reports that it never did', async () => {
+    const tty = await runUnderTerminal(
+      [process.execPath, '-e', "console.log(process.stdout.isTTY ? 'on a tty' : 'on a pipe'); setInterval(() => {}, 1000)"],
+      {
+        until: (out) => /on a (tty|pipe)/.test(out),
+        timeoutMs: 20_000,
+      },
+    );
+    expect(tty).toMatchObject({ matched: true });
+    expect(tty.output).toContain('on a tty');
+    const never = await runUnderTerminal([process.execPath, '-e', "console.log('it\\'s done')"], {
+      until: (out) => out.includes('ready'),
+      timeoutMs: 20_000,
+    });
+    expect(never.matched).toBe(false);
+    expect(never.output).toContain("it's done");
+  }, 60_000);
 });
 
 describe('spawnTs', () => {

@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { createTestSchema, type TestSchema } from '@q/testing';
+import { buildIfStale, createTestSchema, type TestSchema } from '@q/testing';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 
 const run = promisify(execFile);
@@ -19,25 +19,9 @@ let tmp: string;
 const schemas: TestSchema[] = [];
 let tarballs: string[] = [];
 
-/** Newest modification time under `dir` (0 when missing). */
-function newest(dir: string): number {
-  if (!fs.existsSync(dir)) return 0;
-  let t = 0;
-  for (const e of fs.readdirSync(dir, { withFileTypes: true, recursive: true })) {
-    if (e.isFile()) t = Math.max(t, fs.statSync(path.join(e.parentPath, e.name)).mtimeMs);
-  }
-  return t;
-}
-
 beforeAll(async () => {
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'q-consumers-'));
-  for (const name of PUBLISHED) {
-    const dir = path.join(repo, 'packages', name);
-    // `pnpm test` has built every dist already; a direct vitest run may not have.
-    if (newest(path.join(dir, 'src')) > newest(path.join(dir, 'dist'))) {
-      await run(path.join(repo, 'node_modules', '.bin', 'tsc'), ['-p', 'tsconfig.build.json'], { cwd: dir });
-    }
-  }
+  for (const name of PUBLISHED) await buildIfStale(path.join(repo, 'packages', name));
   // pnpm pack rewrites workspace:* dependencies to the packed versions.
   tarballs = await Promise.all(
     PUBLISHED.map(async (name) => {

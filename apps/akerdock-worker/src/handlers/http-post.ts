@@ -1,5 +1,7 @@
 import { Agent, request, type Dispatcher } from 'undici';
+import type { Job, StepRecorder } from '../job-types.js';
 import { ATTEMPT_HEADER, IDEMPOTENCY_HEADER, SIGNATURE_HEADER, signWebhook } from '../signing.js';
+import { GiveUpError } from './give-up.js';
 
 /** How a delivery attempt ended, from the receiver's answer. */
 export type DeliveryVerdict = 'delivered' | 'retry' | 'give_up';
@@ -26,12 +28,8 @@ export interface PostOutcome {
 /** A keep-alive connection pool shared by every delivery of the process. */
 export const sharedAgent: Dispatcher = new Agent({ keepAliveTimeout: 10_000, connections: 128 });
 
-/**
- * POSTs `body` (already-serialised JSON) to `url` with the signature, idempotency and attempt
- * headers, bounded by `timeoutMs` and by `signal`. Never throws for an HTTP or network failure:
- * the verdict says what to do. The response body is discarded (never logged or stored).
- */
-export async function signedPost(opts: {
+/** Options of {@link signedPost}. */
+export interface SignedPostOptions {
   url: string;
   body: string;
   secret: string | undefined;
@@ -41,7 +39,14 @@ export async function signedPost(opts: {
   signal: AbortSignal;
   headers?: Record<string, string>;
   dispatcher?: Dispatcher;
-}): Promise<PostOutcome> {
+}
+
+/**
+ * POSTs `body` (already-serialised JSON) to `url` with the signature, idempotency and attempt
+ * headers, bounded by `timeoutMs` and by `signal`. Never throws for an HTTP or network failure:
+ * the verdict says what to do. The response body is discarded (never logged or stored).
+ */
+export async function signedPost(opts: SignedPostOptions): Promise<PostOutcome> {
   const headers: Record<string, string> = {
     ...opts.headers,
     'content-type': 'application/json',
@@ -69,6 +74,37 @@ export async function signedPost(opts: {
     const detail = timeout.aborted ? `no answer within ${opts.timeoutMs} ms` : `request failed: ${errorCode(err)}`;
     return { verdict: 'retry', durationMs: elapsed(), detail };
   }
+}
+
+/** What {@link deliverAsStep} says in its errors: `<op>: receiver refused the <what>: …`. */
+export interface DeliveryNames {
+  /** The job kind, e.g. `webhook.deliver`. */
+  op: string;
+  /** What was delivered, e.g. `delivery`. */
+  what: string;
+}
+
+/**
+ * The delivery of a job whose step has been started: one {@link signedPost} to `opts.url`, signed,
+ * with the job uuid as the idempotency key. Delivered: the step succeeds and the outcome is
+ * returned. Otherwise the step fails and the job gives up (the receiver refused it) or throws to
+ * be retried.
+ */
+export async function deliverAsStep(
+  job: Pick<Job, 'uuid' | 'attempt'>,
+  steps: Pick<StepRecorder, 'succeed' | 'fail'>,
+  names: DeliveryNames,
+  opts: Omit<SignedPostOptions, 'idempotencyKey' | 'attempt'>,
+): Promise<PostOutcome> {
+  const out = await signedPost({ ...opts, idempotencyKey: job.uuid, attempt: job.attempt });
+  const summary = `${out.detail} after ${out.durationMs} ms (attempt ${job.attempt})`;
+  if (out.verdict === 'delivered') {
+    await steps.succeed(summary);
+    return out;
+  }
+  await steps.fail(summary);
+  if (out.verdict === 'give_up') throw new GiveUpError(`${names.op}: receiver refused the ${names.what}: ${out.detail}`);
+  throw new Error(`${names.op}: ${out.detail}; will retry`);
 }
 
 /** A short, payload-free description of a network error. */

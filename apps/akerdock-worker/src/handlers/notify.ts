@@ -1,7 +1,7 @@
 import type { Logger } from '../logger.js';
 import type { HandlerFunc, Job } from '../job-types.js';
 import { GiveUpError } from './give-up.js';
-import { signedPost } from './http-post.js';
+import { deliverAsStep } from './http-post.js';
 
 /** Payload of a `notify.send` job. */
 export interface NotifyPayload {
@@ -36,23 +36,13 @@ export function notifySend(opts: NotifyOptions): HandlerFunc {
       return { delivered: 'log' };
     }
     await steps.start('post');
-    const out = await signedPost({
-      url: opts.url,
-      body: JSON.stringify({ job_uuid: job.uuid, ...n }),
-      secret: opts.secret,
-      idempotencyKey: job.uuid,
-      attempt: job.attempt,
-      timeoutMs: opts.timeoutMs,
-      signal,
-    });
-    const summary = `${out.detail} after ${out.durationMs} ms (attempt ${job.attempt})`;
-    if (out.verdict === 'delivered') {
-      await steps.succeed(summary);
-      return { delivered: 'http', status: out.status };
-    }
-    await steps.fail(summary);
-    if (out.verdict === 'give_up') throw new GiveUpError(`notify.send: receiver refused the notification: ${out.detail}`);
-    throw new Error(`notify.send: ${out.detail}; will retry`);
+    const out = await deliverAsStep(
+      job,
+      steps,
+      { op: 'notify.send', what: 'notification' },
+      { url: opts.url, body: JSON.stringify({ job_uuid: job.uuid, ...n }), secret: opts.secret, timeoutMs: opts.timeoutMs, signal },
+    );
+    return { delivered: 'http', status: out.status };
   };
 }
 

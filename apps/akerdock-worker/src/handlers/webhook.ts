@@ -1,6 +1,6 @@
 import type { HandlerFunc, Job } from '../job-types.js';
 import { GiveUpError } from './give-up.js';
-import { signedPost } from './http-post.js';
+import { deliverAsStep } from './http-post.js';
 
 /** Payload of a `webhook.deliver` job. */
 export interface WebhookPayload {
@@ -40,24 +40,20 @@ export function webhookDeliver(opts: WebhookOptions): HandlerFunc {
       throw new GiveUpError('webhook.deliver: no signing secret configured (AKERDOCK_WEBHOOK_SECRET)');
     }
     await steps.start('deliver');
-    const out = await signedPost({
-      url: payload.url,
-      body: JSON.stringify(payload.body ?? {}),
-      secret: opts.secret,
-      idempotencyKey: job.uuid,
-      attempt: job.attempt,
-      timeoutMs: opts.timeoutMs,
-      signal,
-      headers: payload.headers,
-    });
-    const summary = `${out.detail} after ${out.durationMs} ms (attempt ${job.attempt})`;
-    if (out.verdict === 'delivered') {
-      await steps.succeed(summary);
-      return { status: out.status as number, durationMs: out.durationMs, attempt: job.attempt } satisfies WebhookResult;
-    }
-    await steps.fail(summary);
-    if (out.verdict === 'give_up') throw new GiveUpError(`webhook.deliver: receiver refused the delivery: ${out.detail}`);
-    throw new Error(`webhook.deliver: ${out.detail}; will retry`);
+    const out = await deliverAsStep(
+      job,
+      steps,
+      { op: 'webhook.deliver', what: 'delivery' },
+      {
+        url: payload.url,
+        body: JSON.stringify(payload.body ?? {}),
+        secret: opts.secret,
+        timeoutMs: opts.timeoutMs,
+        signal,
+        headers: payload.headers,
+      },
+    );
+    return { status: out.status as number, durationMs: out.durationMs, attempt: job.attempt } satisfies WebhookResult;
   };
 }
 

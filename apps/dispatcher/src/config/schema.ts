@@ -133,6 +133,10 @@ const MAX_SECONDS = 2_147_483;
 const posInt = { type: 'integer', minimum: 1, maximum: MAX_MS } as const;
 const nonNegInt = { type: 'integer', minimum: 0, maximum: MAX_MS } as const;
 const port = { type: 'integer', minimum: -1, maximum: 65535 } as const;
+/** A pool id or a queue name. */
+const id200 = { type: 'string', minLength: 1, maxLength: 200 } as const;
+/** The gate of a pool or a queue: a type from the gate catalogue, its parameters checked against it at load. */
+const gateFields = { gate_type: { type: 'string', minLength: 1 }, gate_params: { type: 'object' } } as const;
 
 /** A (possibly fractional) seconds value as whole milliseconds, the unit of every timer and lease. */
 export function secondsToMs(seconds: number): number {
@@ -213,11 +217,10 @@ export const CONFIG_SCHEMA = {
         additionalProperties: false,
         required: ['id', 'workers'],
         properties: {
-          id: { type: 'string', minLength: 1, maxLength: 200 },
+          id: id200,
           workers: posInt,
           merge_policy: { enum: ['random-robin', 'tier-priority'], default: 'random-robin' },
-          gate_type: { type: 'string', minLength: 1 },
-          gate_params: { type: 'object' },
+          ...gateFields,
           priority_header: { type: 'string', pattern: HEADER_NAME },
           lane_objectives: {
             type: 'object',
@@ -235,15 +238,14 @@ export const CONFIG_SCHEMA = {
         additionalProperties: false,
         required: ['queue_name', 'igw_base_url'],
         properties: {
-          queue_name: { type: 'string', minLength: 1, maxLength: 200 },
+          queue_name: id200,
           igw_base_url: { type: 'string', pattern: '^https?://' },
           request_path_url: { type: 'string', default: '/v1/completions' },
           inference_objective: { type: 'string' },
           result_queue_name: { type: 'string', minLength: 1 },
           result_ttl_seconds: { ...nonNegInt, default: 0 },
           labels: { type: 'object', additionalProperties: { type: 'string' }, default: {} },
-          gate_type: { type: 'string', minLength: 1 },
-          gate_params: { type: 'object' },
+          ...gateFields,
           worker_pool_id: { type: 'string', minLength: 1 },
           gates: {
             type: 'array',

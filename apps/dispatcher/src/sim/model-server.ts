@@ -4,7 +4,7 @@
 // `vllm:num_requests_waiting`, `vllm:kv_cache_usage_perc`). Its own saturation (requests held ÷
 // capacity) is sampled at every arrival, so a test can check a gate from the server's side.
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { listenOnLoopback } from './listen.js';
 import { completionBody } from './server.js';
 
 /** Options of {@link startModelServer}. */
@@ -104,14 +104,9 @@ export async function startModelServer(opts: ModelServerOptions = {}): Promise<M
       maxSat = Math.max(maxSat, sat());
     });
   });
-  server.keepAliveTimeout = 95_000;
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(opts.port ?? 0, '127.0.0.1', () => resolve());
-  });
-  const { port } = server.address() as AddressInfo;
+  const listening = await listenOnLoopback(server, opts.port);
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: listening.url,
     capacity,
     running: () => running,
     waiting: () => queue.length,
@@ -124,12 +119,10 @@ export async function startModelServer(opts: ModelServerOptions = {}): Promise<M
       started = Date.now();
       points = [];
     },
-    close: () =>
-      new Promise<void>((resolve) => {
-        clearInterval(sampler);
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
+    close: () => {
+      clearInterval(sampler);
+      return listening.close();
+    },
   };
 }
 

@@ -3,7 +3,7 @@
 // (scripted faults). It counts concurrent calls per tenant (fairness header) so callers can check
 // the gates from the endpoint's side.
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { listenOnLoopback } from './listen.js';
 
 /** One call as the endpoint saw it. */
 export interface Call {
@@ -169,24 +169,15 @@ export async function startInferenceServer(opts: InferenceServerOptions = {}): P
         });
     });
   });
-  server.keepAliveTimeout = 95_000;
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(opts.port ?? 0, '127.0.0.1', () => resolve());
-  });
-  const { port } = server.address() as AddressInfo;
+  const listening = await listenOnLoopback(server, opts.port);
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: listening.url,
     calls,
     peak,
     current,
     setBehaviour(b) {
       behaviour = b;
     },
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
+    close: () => listening.close(),
   };
 }

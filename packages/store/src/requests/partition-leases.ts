@@ -2,7 +2,9 @@
 // Kept apart from the store facade because they form the dispatcher membership protocol, not
 // the request lifecycle; each checks all of its input before it sends a statement.
 import type { StoreContext } from './context.js';
-import { acquirePartitionRows, heartbeatRows, releasePartitionRows, setDrainingRows } from './sql/partitions.js';
+import { acquirePartitionRows } from './sql/acquire-partitions.js';
+import { heartbeatRows } from './sql/heartbeat.js';
+import { releasePartitionRows, setDrainingRows } from './sql/partitions.js';
 import type { Lease } from './types.js';
 import * as v from './validate.js';
 
@@ -21,7 +23,9 @@ export async function acquirePartitions(
   const ttl = v.count(op, 'ttlMs', ttlMs);
   const n = v.limit(op, limit);
   if (n === 0) return [];
-  return ctx.op(op, { 'q.queue': queue, 'q.limit': n }, () => acquirePartitionRows(ctx.scope, ctx.pool, queue, owner, nowMs, nowMs + ttl, n));
+  return ctx.op(op, { 'q.queue': queue, 'q.limit': n }, () =>
+    acquirePartitionRows(ctx.scope, ctx.pool, { queue, owner, nowMs, expiresMs: nowMs + ttl }, n),
+  );
 }
 
 /** `Store.heartbeat`. */
@@ -38,7 +42,7 @@ export async function heartbeat(
   const nowMs = v.instant(op, 'now', now);
   const ttl = v.count(op, 'ttlMs', ttlMs);
   v.bool(op, 'member', member);
-  return ctx.op(op, { 'q.queue': queue }, () => heartbeatRows(ctx.scope, ctx.pool, queue, owner, nowMs, nowMs + ttl, member));
+  return ctx.op(op, { 'q.queue': queue }, () => heartbeatRows(ctx.scope, ctx.pool, { queue, owner, nowMs, expiresMs: nowMs + ttl }, member));
 }
 
 /** `Store.releasePartitions`. */
