@@ -35,7 +35,16 @@ export function qJobs(name = 'q', tracerProvider?: () => TracerProvider): JobSys
             Array.from({ length: n }, (_, k) => ({ queue: QUEUE, type: 'noop', payload: { i: from + k } satisfies NoopPayload })),
           );
         },
-        waiting: () => count(['queued', 'scheduled', 'leased', 'running', 'retry_wait']),
+        // One count per partial index of the unfinished states (each predicate exactly), so the
+        // probe reads those indexes, not the table's history.
+        waiting: async () => {
+          const r = await probe.query<{ n: string }>(
+            `SELECT (SELECT count(*) FROM q_jobs WHERE status = 'queued')
+                  + (SELECT count(*) FROM q_jobs WHERE status IN ('leased', 'running'))
+                  + (SELECT count(*) FROM q_jobs WHERE status IN ('scheduled', 'retry_wait')) AS n`,
+          );
+          return Number(r.rows[0]?.n ?? 0);
+        },
         completed: () => count(['succeeded']),
         async startWorkers(opts) {
           const tracer = tp ? qTracer(tp) : undefined;

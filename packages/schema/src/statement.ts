@@ -26,14 +26,22 @@ export interface Queryable {
 export interface Statement {
   readonly name: string;
   readonly text: string;
+  /** How its result columns are parsed, when not `pg`'s defaults (e.g. `repeatedTimestamps`). */
+  readonly types?: pg.CustomTypesConfig;
+}
+
+/** Options of {@link statement}. */
+export interface StatementOptions {
+  /** Result parsing of the statement (default: `pg`'s); see `repeatedTimestamps`. */
+  types?: pg.CustomTypesConfig;
 }
 
 /** Declares a statement. `name` must start with `q_`; checked once, at module load. */
-export function statement(name: string, text: string): Statement {
+export function statement(name: string, text: string, opts: StatementOptions = {}): Statement {
   if (!/^q_[a-z0-9_]+$/.test(name) || name.length > 50) {
     throw new Error(`statement name "${name}" must match q_[a-z0-9_]+ and have at most 50 characters`);
   }
-  return Object.freeze({ name, text });
+  return Object.freeze(opts.types ? { name, text, types: opts.types } : { name, text });
 }
 
 /** Options of {@link StatementScope}. */
@@ -77,7 +85,7 @@ export class StatementScope {
   bind(stmt: Statement): Statement {
     let b = this.#bound.get(stmt);
     if (!b) {
-      b = { name: `${stmt.name}${this.#suffix}`, text: this.sql(stmt.text) };
+      b = { name: `${stmt.name}${this.#suffix}`, text: this.sql(stmt.text), ...(stmt.types ? { types: stmt.types } : {}) };
       this.#bound.set(stmt, b);
     }
     return b;
@@ -86,7 +94,9 @@ export class StatementScope {
   /** The `pg` query config of `stmt` with `values`. */
   config(stmt: Statement, values: unknown[]): pg.QueryConfig {
     const b = this.bind(stmt);
-    return this.named ? { name: b.name, text: b.text, values } : { text: b.text, values };
+    const config: pg.QueryConfig = this.named ? { name: b.name, text: b.text, values } : { text: b.text, values };
+    if (b.types) config.types = b.types;
+    return config;
   }
 
   /** Runs `stmt` with `values` on `db`. */

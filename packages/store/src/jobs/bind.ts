@@ -1,11 +1,11 @@
 import { instrumentPool } from '@q/otel';
-import { QError, QErrorCode, checkSchemaName, databaseError, migrate, openPool } from '@q/schema';
+import { QError, QErrorCode, checkSchemaName, databaseError, migrate, openPool, type StoreConnectionOptions } from '@q/schema';
 import type pg from 'pg';
 import { poolError } from './from-pool.js';
-import type { JobStoreOpenOptions, JobStoreSchemaOptions } from './options.js';
+import type { JobStoreOpenOptions } from './options.js';
 
 /** Checks the `schema` option (`pooler` is `checkPlacement`'s); returns the schema asked for, if any. */
-export function checkSchemaOptions(op: string, opts: JobStoreSchemaOptions): string | undefined {
+export function checkSchemaOptions(op: string, opts: Pick<StoreConnectionOptions, 'schema'>): string | undefined {
   return opts.schema === undefined ? undefined : checkSchemaName(op, opts.schema);
 }
 

@@ -4,7 +4,7 @@ import type { MeterProvider } from '@opentelemetry/api';
 import { qTracer } from '@q/otel';
 import { StatementScope, checkPlacement, namedStatements, type ConnectionPlacement } from '@q/schema';
 import type pg from 'pg';
-import type { JobStoreFromPoolOptions, JobStoreOpenOptions, JobStoreSchemaOptions } from './options.js';
+import type { JobStoreFromPoolOptions, JobStoreOpenOptions } from './options.js';
 import type { InTransaction } from '../transaction.js';
 import * as leadership from './leadership.js';
 import { MAINTENANCE_LEADERSHIP, checkLeaderLease, checkLeadership, type LeaderLease, type LeaderMaintenanceResult } from './leadership.js';
@@ -82,7 +82,7 @@ export class JobStore {
     schema: string,
     tracer: Tracer | undefined,
     applicationName: string,
-    opts: JobStoreSchemaOptions & ConnectionPlacement & { meterProvider?: MeterProvider | undefined },
+    opts: ConnectionPlacement & { meterProvider?: MeterProvider | undefined },
   ) {
     this.pool = pool;
     this.#placement = { pooler: opts.pooler, listenDsn: opts.listenDsn };
@@ -107,7 +107,7 @@ export class JobStore {
     const asked = checkSchemaOptions('JobStore.open', opts);
     const applicationName = opts.applicationName ?? 'q-jobs';
     const { pool, schema } = await openBoundPool(dsn, opts, asked, applicationName);
-    return new JobStore(pool, dsn, schema, qTracer(opts.tracerProvider), applicationName, { ...opts, schema });
+    return new JobStore(pool, dsn, schema, qTracer(opts.tracerProvider), applicationName, opts);
   }
 
   /**
@@ -123,7 +123,7 @@ export class JobStore {
     const asked = checkSchemaOptions('JobStore.fromPool', opts);
     const schema = await bindAppPool(pool, asked, opts.migrate !== false);
     const applicationName = opts.applicationName ?? 'q-jobs';
-    const store = new JobStore(pool, listenerConnection(pool), schema, qTracer(opts.tracerProvider), applicationName, { ...opts, schema });
+    const store = new JobStore(pool, listenerConnection(pool), schema, qTracer(opts.tracerProvider), applicationName, opts);
     store.#ownsPool = false;
     return store;
   }

@@ -1,22 +1,16 @@
+import type { StoreConnectionOptions } from '@q/schema';
 import type { FromPoolOptions, OpenOptions } from '../options.js';
 
-/** What {@link JobStoreOpenOptions} and {@link JobStoreFromPoolOptions} add for the job store. */
-export interface JobStoreSchemaOptions {
-  /**
-   * The schema holding the job table: created if missing and migrated into (unless `migrate` is
-   * false), and named in every statement, so the connections' `search_path` does not matter.
-   * Absent: the connection's `current_schema()` at open.
-   */
-  schema?: string;
-  /**
-   * `'transaction'` behind a transaction-mode pooler (PgBouncer without prepared-statement
-   * tracking): statements are sent unnamed (parsed on every call). Absent: named statements.
-   */
-  pooler?: 'transaction';
-}
+/**
+ * The job store's `schema` and `pooler` options.
+ *
+ * @deprecated Both fields are part of every store's options (`StoreConnectionOptions` of
+ * `@q/schema`); name those instead. Kept so code that names this type still compiles.
+ */
+export type JobStoreSchemaOptions = Pick<StoreConnectionOptions, 'schema' | 'pooler'>;
 
-/** Options of `JobStore.open`. */
-export interface JobStoreOpenOptions extends OpenOptions, JobStoreSchemaOptions {}
+/** Options of `JobStore.open`: every store's options (see `StoreOpenOptions` of `@q/schema`). */
+export type JobStoreOpenOptions = OpenOptions;
 
-/** Options of `JobStore.fromPool`. */
-export interface JobStoreFromPoolOptions extends FromPoolOptions, JobStoreSchemaOptions {}
+/** Options of `JobStore.fromPool`: every store's options (see `StoreConnectionOptions` of `@q/schema`). */
+export type JobStoreFromPoolOptions = FromPoolOptions;

@@ -1,4 +1,4 @@
-import { statement, type StatementScope } from '@q/schema';
+import { repeatedTimestamps, statement, type StatementScope } from '@q/schema';
 import { jobColumns, type JobRow } from '../row.js';
 import type { Queryable } from './db.js';
 
@@ -63,7 +63,7 @@ const TEXT = `WITH ${claimCtes(P)}${claimUpdate(P)}`;
 /** A claimed row: the job with the fencing token of its new lease. */
 export type ClaimedRow = JobRow & { lease_token: string };
 
-const TEXT_STMT = statement('q_jobs_claim', TEXT);
+const TEXT_STMT = statement('q_jobs_claim', TEXT, { types: repeatedTimestamps });
 
 /**
  * Leases up to `limit` eligible jobs of `queues` for `workerId`; each gets a new fencing token.

@@ -1,4 +1,4 @@
-import { statement, type StatementScope } from '@q/schema';
+import { repeatedTimestamps, statement, type StatementScope } from '@q/schema';
 import { JOB_COLUMN_COUNT } from '../row.js';
 import { claimCtes, claimUpdate, type ClaimParams, type ClaimedRow } from './claim-jobs.js';
 import { COMPLETION_UPDATE, completionValues, type CompletionBatch } from './complete-jobs.js';
@@ -32,7 +32,7 @@ export interface CompleteAndClaimRows {
   claimed: ClaimedRow[];
 }
 
-const TEXT_STMT = statement('q_jobs_complete_claim', TEXT);
+const TEXT_STMT = statement('q_jobs_complete_claim', TEXT, { types: repeatedTimestamps });
 
 /** Writes `outcomes` and leases up to `limit` jobs of `queues`, in one statement. */
 export async function completeAndClaimJobs(

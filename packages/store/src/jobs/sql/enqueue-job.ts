@@ -1,4 +1,4 @@
-import { statement, type StatementScope } from '@q/schema';
+import { repeatedTimestamps, statement, type StatementScope } from '@q/schema';
 import { jobColumns, someJobColumns } from '../row.js';
 import { MAX_NOTIFY_QUEUE_BYTES, type Queryable } from './db.js';
 import { INSERTED_COLUMNS, type EnqueueBatch, type EnqueueRow } from './enqueue-jobs.js';
@@ -28,7 +28,7 @@ UNION ALL
 SELECT ${jobColumns('o')}, false, 0 FROM __q_schema__.q_jobs o
 WHERE $8::text IS NOT NULL AND o.idempotency_key = $8::text`;
 
-const TEXT_STMT = statement('q_jobs_enqueue_one', TEXT);
+const TEXT_STMT = statement('q_jobs_enqueue_one', TEXT, { types: repeatedTimestamps });
 
 /** Inserts job `i` of `b` alone (see above); rows as {@link enqueueJobs} returns them. */
 export async function enqueueJob(

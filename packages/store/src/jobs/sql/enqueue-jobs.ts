@@ -1,4 +1,4 @@
-import { statement, type StatementScope } from '@q/schema';
+import { repeatedTimestamps, statement, type StatementScope } from '@q/schema';
 import { jobColumns, someJobColumns, type JobRow } from '../row.js';
 import { MAX_NOTIFY_QUEUE_BYTES, type Queryable } from './db.js';
 
@@ -90,7 +90,7 @@ UNION ALL
 SELECT ${jobColumns('o')}, false, 0 FROM __q_schema__.q_jobs o
 WHERE o.idempotency_key IN (SELECT idempotency_key FROM input WHERE idempotency_key IS NOT NULL)`;
 
-const TEXT_STMT = statement('q_jobs_enqueue', TEXT);
+const TEXT_STMT = statement('q_jobs_enqueue', TEXT, { types: repeatedTimestamps });
 
 /** Inserts a batch (`unnest`), skipping idempotency conflicts; notifies `channel` for queued jobs. */
 export async function enqueueJobs(scope: StatementScope, db: Queryable, b: EnqueueBatch, channel: string): Promise<EnqueueRow[]> {
