@@ -30,6 +30,21 @@ WHERE $8::text IS NOT NULL AND o.idempotency_key = $8::text`;
 
 const TEXT_STMT = statement('q_jobs_enqueue_one', TEXT, { types: repeatedTimestamps });
 
+// Without an idempotency key there is no conflict to resolve and no original to read: one INSERT
+// whose RETURNING also sends the notification (the same rows as above, `inserted` always true).
+const KEYLESS = `
+INSERT INTO __q_schema__.q_jobs AS j (uuid, queue, job_type, payload, priority, run_at, status, max_attempts,
+                       lock_key, team_id, resource_id, retry_of_id)
+VALUES ($1::uuid, $2::text, $3::text, $4::jsonb, $5::int4,
+        CASE WHEN $6::timestamptz > now() THEN $6::timestamptz ELSE now() END,
+        CASE WHEN $6::timestamptz > now() THEN 'scheduled'::__q_schema__.q_job_status ELSE 'queued'::__q_schema__.q_job_status END,
+        $7::int4, $8::text, $9::int8, $10::int8, $11::int8)
+RETURNING ${someJobColumns('j', INSERTED_COLUMNS)}, true AS inserted,
+          CASE WHEN j.status = 'queued' AND octet_length(j.queue) < ${MAX_NOTIFY_QUEUE_BYTES}
+               THEN (pg_notify($12, 'q:' || j.queue) IS NULL)::int ELSE 0 END AS notified`;
+
+const KEYLESS_STMT = statement('q_jobs_enqueue_one_keyless', KEYLESS, { types: repeatedTimestamps });
+
 /** Inserts job `i` of `b` alone (see above); rows as {@link enqueueJobs} returns them. */
 export async function enqueueJob(
   scope: StatementScope,
@@ -38,6 +53,23 @@ export async function enqueueJob(
   i: number,
   channel: string,
 ): Promise<EnqueueRow[]> {
+  if (b.idempotencyKeys[i] === null || b.idempotencyKeys[i] === undefined) {
+    const { rows } = await scope.run<EnqueueRow>(db, KEYLESS_STMT, [
+      b.uuids[i],
+      b.queues[i],
+      b.types[i],
+      b.payloads[i],
+      b.priorities[i],
+      b.runAts[i],
+      b.maxAttempts[i],
+      b.lockKeys[i],
+      b.teamIds[i],
+      b.resourceIds[i],
+      b.retryOfIds[i],
+      channel,
+    ]);
+    return rows;
+  }
   const { rows } = await scope.run<EnqueueRow>(db, TEXT_STMT, [
     b.uuids[i],
     b.queues[i],
