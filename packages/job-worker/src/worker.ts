@@ -15,6 +15,7 @@ import { errorFields, type Logger } from './logger.js';
 import { Maintenance } from './maintenance.js';
 import { resolveOptions, type HandlerFunc, type WorkerOptions } from './options.js';
 import { timesOut } from './timers.js';
+import { returnToQueue, type ReturnContext } from './return-to-queue.js';
 
 export type { HandlerContext, HandlerFunc, WorkerOptions } from './options.js';
 
@@ -44,6 +45,7 @@ export class Worker {
   /** Prefetched executions not yet started, in claim order. */
   readonly #buffer = new LocalQueue();
   readonly #logger: Logger;
+  readonly #returning: ReturnContext;
   readonly #metrics: JobMetrics | undefined;
   readonly #leaseMs: number;
   readonly #handlers = new Map<string, HandlerFunc>();
@@ -73,6 +75,7 @@ export class Worker {
     this.#concurrency = o.concurrency;
     const sizer = (this.#sizer = new LocalQueueSize(o.concurrency, o.prefetch, () => this.#stalledMs()));
     this.#logger = o.logger;
+    this.#returning = { store, logger: o.logger, workerId: o.workerId, settle: (e) => this.#settle(e) };
     this.#leaseMs = o.leaseMs;
     this.id = o.workerId;
     // Outcomes wait for the claim loop's next round trip while it is active: it is either
@@ -263,13 +266,11 @@ export class Worker {
   async #releaseBuffered(left = this.#buffer.takeAll()): Promise<void> {
     if (left.length === 0) return;
     for (const e of left) e.released = true;
-    try {
-      const released = await this.#store.release(left.map((e) => e.lease));
-      this.#logger.info({ worker_id: this.id, released: released.length }, 'prefetched jobs returned to the queue');
-    } catch (err) {
-      this.#logger.error(errorFields(err), 'prefetched jobs could not be returned; their leases will lapse');
-    }
-    for (const e of left) this.#settle(e);
+    await returnToQueue(this.#returning, left, {
+      level: 'info',
+      returned: 'prefetched jobs returned to the queue',
+      failed: 'prefetched jobs could not be returned; their leases will lapse',
+    });
   }
 
   #track(job: LeasedJob, sentAt: number): Execution {
@@ -377,13 +378,11 @@ export class Worker {
       e.released = true;
       e.controller.abort(new JobAbortedError('shutdown'));
     }
-    try {
-      const released = await this.#store.release(left.map((e) => e.lease));
-      this.#logger.warn({ worker_id: this.id, released: released.length }, 'drain timed out; unfinished jobs returned to the queue');
-    } catch (err) {
-      this.#logger.error(errorFields(err), 'drain timed out and unfinished jobs could not be returned; their leases will lapse');
-    }
-    for (const e of left) this.#settle(e);
+    await returnToQueue(this.#returning, left, {
+      level: 'warn',
+      returned: 'drain timed out; unfinished jobs returned to the queue',
+      failed: 'drain timed out and unfinished jobs could not be returned; their leases will lapse',
+    });
   }
 
   #finish(): Promise<void> {

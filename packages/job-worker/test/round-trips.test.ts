@@ -10,6 +10,26 @@ let store: JobStore;
 
 useJobStore(JobStore, { prefix: 'jw_rt', maxConns: 6 }, (t) => ({ store } = t));
 
+/** Runs `worker` until `done()` holds, then stops it, waits for it, and calls `restore`. */
+async function runUntil(worker: Worker, done: () => Promise<boolean>, restore: () => void): Promise<void> {
+  const ac = new AbortController();
+  const run = worker.run(ac.signal);
+  try {
+    await waitFor(done, 60_000);
+  } finally {
+    ac.abort();
+    await run;
+    await worker.wait(5_000);
+    restore();
+  }
+}
+
+/** Every one of the `n` jobs ran, each exactly once. */
+function expectEachOnce(seen: ReadonlyMap<number, number>, n: number): void {
+  expect(seen.size).toBe(n);
+  expect([...seen.values()].every((c) => c === 1)).toBe(true);
+}
+
 it('a drain completes and claims in one round trip per batch; every job runs once; never more held than slots', async () => {
   const n = 120;
   const concurrency = 4;
@@ -42,21 +62,15 @@ it('a drain completes and claims in one round trip per batch; every job runs onc
     maxHeld = Math.max(maxHeld, rows[0]!.n);
     return null;
   });
-  const ac = new AbortController();
-  const run = worker.run(ac.signal);
-  try {
-    await waitFor(async () => {
+  await runUntil(
+    worker,
+    async () => {
       const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs WHERE status = 'succeeded'`);
       return rows[0]!.n === n;
-    }, 60_000);
-  } finally {
-    ac.abort();
-    await run;
-    await worker.wait(5_000);
-    Object.assign(s, originals);
-  }
-  expect(seen.size).toBe(n);
-  expect([...seen.values()].every((c) => c === 1)).toBe(true);
+    },
+    () => Object.assign(s, originals),
+  );
+  expectEachOnce(seen, n);
   expect(maxHeld).toBeLessThanOrEqual(concurrency);
   // Most outcomes were written together with the next claim, not by a completion of their own.
   expect(calls.completeAndClaim).toBeGreaterThan(0);
@@ -88,21 +102,15 @@ it('with a local queue two round trips run side by side (each job still once); w
       seen.set(i, (seen.get(i) ?? 0) + 1);
       return null;
     });
-    const ac = new AbortController();
-    const run = worker.run(ac.signal);
-    try {
-      await waitFor(async () => {
+    await runUntil(
+      worker,
+      async () => {
         const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs WHERE status <> 'succeeded'`);
         return rows[0]!.n === 0 && seen.size === n;
-      }, 60_000);
-    } finally {
-      ac.abort();
-      await run;
-      await worker.wait(5_000);
-      Object.assign(s, originals);
-    }
-    expect(seen.size).toBe(n);
-    expect([...seen.values()].every((c) => c === 1)).toBe(true);
+      },
+      () => Object.assign(s, originals),
+    );
+    expectEachOnce(seen, n);
     return maxInFlight;
   };
   expect(await drain(64, 2_000)).toBe(2);

@@ -5,7 +5,7 @@ import { QError, isQError } from '@q/schema';
 import { useJobStore, type TestSchema } from '@q/testing';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { JobStore, type JobOutcome, type LeasedJob, type NewJob } from '../src/index.js';
+import { JobStore, type Job, type JobOutcome, type LeasedJob, type NewJob } from '../src/index.js';
 
 let schema: TestSchema;
 let store: JobStore;
@@ -193,17 +193,28 @@ describe('idempotent batches in different orders (#14 item 15)', () => {
 });
 
 describe('every failure is a QError (#14 item 16)', () => {
-  it('a lock timeout is CONNECTION, not a raw pg error', async () => {
-    const url = new URL(schema.dsn);
-    url.searchParams.set('options', `${url.searchParams.get('options')} -c lock_timeout=100`);
-    const impatient = await JobStore.open(url.toString(), { maxConns: 2, migrate: false });
+  /** A new job whose row another session holds locked (FOR UPDATE) until `holder.end()`. */
+  const lockedJob = async (): Promise<{ job: Job; holder: pg.Client }> => {
     const holder = new pg.Client({ connectionString: schema.dsn });
     await holder.connect();
     try {
       const [job] = await store.enqueue([{ queue: 'default', type: 't' }]);
       await holder.query('BEGIN');
       await holder.query('SELECT 1 FROM q_jobs WHERE id = $1 FOR UPDATE', [job!.id]);
-      const err = await expectCode(impatient.cancel(job!.uuid), 'CONNECTION');
+      return { job: job!, holder };
+    } catch (err) {
+      await holder.end();
+      throw err;
+    }
+  };
+
+  it('a lock timeout is CONNECTION, not a raw pg error', async () => {
+    const url = new URL(schema.dsn);
+    url.searchParams.set('options', `${url.searchParams.get('options')} -c lock_timeout=100`);
+    const impatient = await JobStore.open(url.toString(), { maxConns: 2, migrate: false });
+    const { job, holder } = await lockedJob();
+    try {
+      const err = await expectCode(impatient.cancel(job.uuid), 'CONNECTION');
       expect(err.message).toContain('cancel');
       expect(err.message).toContain('lock timeout');
     } finally {
@@ -214,13 +225,9 @@ describe('every failure is a QError (#14 item 16)', () => {
 
   it('a connection killed under a statement is CONNECTION', async () => {
     const victim = await JobStore.open(schema.dsn, { maxConns: 2, migrate: false, applicationName: 'q-jobs-victim' });
-    const holder = new pg.Client({ connectionString: schema.dsn });
-    await holder.connect();
+    const { job, holder } = await lockedJob();
     try {
-      const [job] = await store.enqueue([{ queue: 'default', type: 't' }]);
-      await holder.query('BEGIN');
-      await holder.query('SELECT 1 FROM q_jobs WHERE id = $1 FOR UPDATE', [job!.id]);
-      const pending = rejection(victim.cancel(job!.uuid));
+      const pending = rejection(victim.cancel(job.uuid));
       await new Promise((r) => setTimeout(r, 200));
       await holder.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'q-jobs-victim'`);
       const err = await pending;

@@ -53,37 +53,14 @@ export async function enqueueJob(
   i: number,
   channel: string,
 ): Promise<EnqueueRow[]> {
-  if (b.idempotencyKeys[i] === null || b.idempotencyKeys[i] === undefined) {
-    const { rows } = await scope.run<EnqueueRow>(db, KEYLESS_STMT, [
-      b.uuids[i],
-      b.queues[i],
-      b.types[i],
-      b.payloads[i],
-      b.priorities[i],
-      b.runAts[i],
-      b.maxAttempts[i],
-      b.lockKeys[i],
-      b.teamIds[i],
-      b.resourceIds[i],
-      b.retryOfIds[i],
-      channel,
-    ]);
-    return rows;
-  }
-  const { rows } = await scope.run<EnqueueRow>(db, TEXT_STMT, [
-    b.uuids[i],
-    b.queues[i],
-    b.types[i],
-    b.payloads[i],
-    b.priorities[i],
-    b.runAts[i],
-    b.maxAttempts[i],
-    b.idempotencyKeys[i],
-    b.lockKeys[i],
-    b.teamIds[i],
-    b.resourceIds[i],
-    b.retryOfIds[i],
-    channel,
-  ]);
+  // $1–$7 are the same in both statements; the keyed one has the key as $8.
+  const head = [b.uuids[i], b.queues[i], b.types[i], b.payloads[i], b.priorities[i], b.runAts[i], b.maxAttempts[i]];
+  const tail = [b.lockKeys[i], b.teamIds[i], b.resourceIds[i], b.retryOfIds[i], channel];
+  const key = b.idempotencyKeys[i] ?? null;
+  const { rows } = await scope.run<EnqueueRow>(
+    db,
+    key === null ? KEYLESS_STMT : TEXT_STMT,
+    key === null ? [...head, ...tail] : [...head, key, ...tail],
+  );
   return rows;
 }

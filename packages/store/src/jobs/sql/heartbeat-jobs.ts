@@ -1,5 +1,6 @@
 import { statement, type StatementScope } from '@q/schema';
 import type { Queryable } from './db.js';
+import { runOnLeases, type HeldLeaseRow } from './lease-rows.js';
 
 // The token match is the "still held" check (see complete-jobs.ts for why there is no status
 // predicate: one primary-key lookup per lease instead of a scan of every held job; the
@@ -13,13 +14,6 @@ RETURNING jobs.id, jobs.cancel_requested_at IS NOT NULL AS cancel_requested`;
 const TEXT_STMT = statement('q_jobs_heartbeat', TEXT);
 
 /** Extends the leases still held by `leaseMs`; returns them with their cancel flag. */
-export async function heartbeatJobs(
-  scope: StatementScope,
-  db: Queryable,
-  ids: number[],
-  tokens: string[],
-  leaseMs: number,
-): Promise<Array<{ id: string; cancel_requested: boolean }>> {
-  const { rows } = await scope.run<{ id: string; cancel_requested: boolean }>(db, TEXT_STMT, [ids, tokens, leaseMs]);
-  return rows;
+export function heartbeatJobs(scope: StatementScope, db: Queryable, ids: number[], tokens: string[], leaseMs: number): Promise<HeldLeaseRow[]> {
+  return runOnLeases(scope, db, TEXT_STMT, ids, tokens, leaseMs);
 }

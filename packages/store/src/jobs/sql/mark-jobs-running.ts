@@ -1,5 +1,6 @@
 import { statement, type StatementScope } from '@q/schema';
 import type { Queryable } from './db.js';
+import { runOnLeases, type HeldLeaseRow } from './lease-rows.js';
 
 const TEXT = `
 UPDATE __q_schema__.q_jobs AS jobs SET status = 'running', updated_at = now()
@@ -10,12 +11,6 @@ RETURNING jobs.id, jobs.cancel_requested_at IS NOT NULL AS cancel_requested`;
 const TEXT_STMT = statement('q_jobs_mark_running', TEXT);
 
 /** leased → running for the leases still held; returns them with their cancel flag. */
-export async function markJobsRunning(
-  scope: StatementScope,
-  db: Queryable,
-  ids: number[],
-  tokens: string[],
-): Promise<Array<{ id: string; cancel_requested: boolean }>> {
-  const { rows } = await scope.run<{ id: string; cancel_requested: boolean }>(db, TEXT_STMT, [ids, tokens]);
-  return rows;
+export function markJobsRunning(scope: StatementScope, db: Queryable, ids: number[], tokens: string[]): Promise<HeldLeaseRow[]> {
+  return runOnLeases(scope, db, TEXT_STMT, ids, tokens);
 }
