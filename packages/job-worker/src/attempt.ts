@@ -72,13 +72,16 @@ export class AttemptRunner {
     try {
       const run = async (): Promise<unknown> => {
         try {
-          // The signal is made when the handler first reads it (an AbortController per job is
-          // a measurable share of a no-op job's cost); one aborted before is aborted when made.
+          // The signal and the step recorder are made when the handler first reads them (an
+          // AbortController and a recorder per job were a measurable share of a no-op job's
+          // cost); a signal aborted before it is read is aborted when made.
           return await handler(job, {
             get signal() {
               return e.controller.signal;
             },
-            steps: e.recorder,
+            get steps() {
+              return e.recorder;
+            },
           });
         } catch (err) {
           // Postgres text holds no NUL and UTF-8 no lone surrogate: replaced, so the error is kept.
@@ -123,7 +126,7 @@ export class AttemptRunner {
     const written =
       !e.leaseLost &&
       (await c.completer.submit(
-        { ...outcome, steps: e.recorder.steps },
+        { ...outcome, steps: e.steps },
         () => e.held,
         (problem) => {
           outcome = refusedOutcome(e, submitted, problem, c.retryBaseMs);

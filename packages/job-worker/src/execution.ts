@@ -1,5 +1,5 @@
-import type { JobLease, LeasedJob } from '@q/store/jobs';
-import { StepRecorder, type StepWriter } from './step-recorder.js';
+import type { JobLease, JobStore, LeasedJob, Step } from '@q/store/jobs';
+import { StepRecorder } from './step-recorder.js';
 
 /**
  * Where one attempt is:
@@ -20,7 +20,10 @@ export class Execution {
   readonly lease: JobLease;
   /** Created on first use: most handlers never look at their signal. */
   #controller: AbortController | undefined;
-  readonly recorder: StepRecorder;
+  /** Where the timeline is written (fenced by this attempt's lease). */
+  readonly #store: Pick<JobStore, 'updateSteps'>;
+  /** Created when the handler first records a step (most never do). */
+  #recorder: StepRecorder | undefined;
   state: ExecutionState = 'buffered';
   /** A cancel was requested: the outcome is `cancelled`. */
   cancelRequested = false;
@@ -40,11 +43,22 @@ export class Execution {
    */
   leaseUntil: number;
 
-  constructor(job: LeasedJob, leaseUntil: number, writeSteps: (lease: JobLease) => StepWriter) {
+  constructor(job: LeasedJob, leaseUntil: number, store: Pick<JobStore, 'updateSteps'>) {
     this.job = job;
     this.lease = { id: job.id, leaseToken: job.leaseToken };
     this.leaseUntil = leaseUntil;
-    this.recorder = new StepRecorder(writeSteps(this.lease));
+    this.#store = store;
+  }
+
+  /** The attempt's step timeline (the handler's `steps`). */
+  get recorder(): StepRecorder {
+    this.#recorder ??= new StepRecorder((steps) => this.#store.updateSteps(this.lease, steps).catch(() => false));
+    return this.#recorder;
+  }
+
+  /** The timeline so far: `[]` when the handler recorded no step. */
+  get steps(): Step[] {
+    return this.#recorder ? this.#recorder.steps : [];
   }
 
   /** Aborts the handler's signal (with `reason`); a signal asked for later starts aborted. */

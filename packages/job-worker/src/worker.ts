@@ -274,7 +274,7 @@ export class Worker {
   }
 
   #track(job: LeasedJob, sentAt: number): Execution {
-    const e = new Execution(job, sentAt + this.#leaseMs, (l) => (steps) => this.#store.updateSteps(l, steps).catch(() => false));
+    const e = new Execution(job, sentAt + this.#leaseMs, this.#store);
     // The job is ours again under a new lease: the earlier one lapsed, so an attempt still running
     // under it is stale. It is aborted now and stays tracked (for wait()) until it settles.
     const stale = this.#inFlight.latest(job.id);

@@ -70,7 +70,6 @@ export function toEnqueueBatch(jobs: readonly NewJob[]): EnqueueBatch {
     ids: [],
   };
   jobs.forEach((job, i) => {
-    const at = jobs.length > 1 ? ` (job ${i})` : '';
     try {
       if (!job || typeof job !== 'object') throw invalidArgument('job must be an object');
       const queue = checkName('enqueue', 'queue', job.queue);
@@ -100,7 +99,7 @@ export function toEnqueueBatch(jobs: readonly NewJob[]): EnqueueBatch {
       b.resourceIds.push(optId(job.resourceId, 'resourceId'));
       b.retryOfIds.push(optId(job.retryOfId, 'retryOfId'));
     } catch (err) {
-      if (err instanceof Error && at) err.message += at;
+      if (err instanceof Error && jobs.length > 1) err.message += ` (job ${i})`;
       throw err;
     }
   });

@@ -148,8 +148,17 @@ type EnqueueChunk = Omit<ReturnType<typeof toEnqueueBatch>, 'ids'>;
 function insertedRow(r: EnqueueRow, chunk: EnqueueChunk, i: number | undefined): JobRow {
   if (i === undefined) throw new QError(QErrorCode.INVALID_STATE, 'an inserted job is not in its batch');
   const id = (v: number | null | undefined) => (v === null || v === undefined ? null : String(v));
+  // Every field named (no spread of the returned row): one object of a fixed shape per job.
   return {
-    ...r,
+    id: r.id,
+    uuid: r.uuid,
+    queue: r.queue,
+    payload: r.payload,
+    status: r.status,
+    run_at: r.run_at,
+    idempotency_key: r.idempotency_key,
+    created_at: r.created_at,
+    updated_at: r.updated_at,
     job_type: at(chunk.types, i),
     priority: at(chunk.priorities, i),
     attempt: 0,
