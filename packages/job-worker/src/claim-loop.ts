@@ -140,8 +140,9 @@ export class ClaimLoop {
         continue;
       }
       // Let every handler that settles in this turn free its slot and hand in its outcome, so one
-      // round trip carries them all and claims all their replacements.
-      await nextTurn();
+      // round trip carries them all and claims all their replacements. A worker woken from idle
+      // (nothing running, nothing to write) has nothing to wait for: it claims at once.
+      if (this.#host.busy() > 0 || c.completer.pending > 0 || this.#trips > 0) await nextTurn();
       if (this.#host.stopping()) break;
       if (this.#pause !== undefined || this.#trips >= maxTrips) continue;
       let limit = Math.max(0, Math.min(this.#room(prefetch), c.batch ?? c.concurrency + prefetch));
