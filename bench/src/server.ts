@@ -58,6 +58,8 @@ export async function freshDatabase(serverDsn: string): Promise<FreshDatabase> {
   };
 }
 
+// Only client connections count: an autovacuum worker busy in the run's database is the
+// server's, not a connection the system under test left open (and DROP … WITH (FORCE) ends it).
 async function connectionsLeft(serverDsn: string, database: string, timeoutMs: number): Promise<OpenConnection[]> {
   const c = benchClient(serverDsn, 'connection check');
   await c.connect();
@@ -66,7 +68,7 @@ async function connectionsLeft(serverDsn: string, database: string, timeoutMs: n
     for (;;) {
       const r = await c.query<{ pid: number; application_name: string; state: string | null; query: string }>(
         `SELECT pid, application_name, state, left(query, 120) AS query FROM pg_stat_activity
-         WHERE datname = $1 AND pid <> pg_backend_pid() ORDER BY pid`,
+         WHERE datname = $1 AND pid <> pg_backend_pid() AND backend_type = 'client backend' ORDER BY pid`,
         [database],
       );
       if (r.rows.length === 0 || Date.now() >= deadline) {
