@@ -15,13 +15,11 @@ import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { JobStore } from '@q/store';
 import { JobQueue, Worker } from '@q/job-worker';
+import { toolArgs } from './tool-args.js';
 
-const args = process.argv.slice(2);
-const arg = (name: string, dflt: number): number => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 ? Number(args[i + 1]) : dflt;
-};
-const dsn = process.env.DSN ?? process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const args = toolArgs();
+const arg = args.num;
+const dsn = args.dsn;
 const JOBS = arg('jobs', 50_000);
 const CONCURRENCY = arg('concurrency', 8);
 const REPS = arg('reps', 3);

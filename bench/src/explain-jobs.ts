@@ -11,13 +11,11 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { JobStore, type LeasedJob } from '@q/store';
+import { toolArgs } from './tool-args.js';
 
-const args = process.argv.slice(2);
-const arg = (name: string, dflt: number): number => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 ? Number(args[i + 1]) : dflt;
-};
-const dsn = process.env.DSN ?? process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const args = toolArgs();
+const arg = args.num;
+const dsn = args.dsn;
 const JOBS = arg('jobs', 5_000);
 const RETAINED = arg('retained', 0);
 const BATCH = 100;

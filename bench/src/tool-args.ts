@@ -1,0 +1,24 @@
+/**
+ * Arguments of the bench's single-purpose tools (`explain-jobs.ts`, `cpu-split.ts`): numeric
+ * `--name N` flags and the server to read, `DSN` (or `TEST_DATABASE_URL`, else the machine's
+ * PostgreSQL 15 at 127.0.0.1).
+ */
+export interface ToolArgs {
+  dsn: string;
+  /** The value of `--name`, or `dflt` when absent. Throws on a value that is not a number. */
+  num(name: string, dflt: number): number;
+}
+
+/** Reads `argv` (without node and the script) and the environment. */
+export function toolArgs(argv: readonly string[] = process.argv.slice(2)): ToolArgs {
+  return {
+    dsn: process.env.DSN ?? process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test',
+    num(name, dflt) {
+      const i = argv.indexOf(`--${name}`);
+      if (i < 0) return dflt;
+      const v = Number(argv[i + 1]);
+      if (!Number.isFinite(v)) throw new Error(`--${name} needs a number`);
+      return v;
+    },
+  };
+}
