@@ -49,6 +49,8 @@ async function scalar(sql: string, params: unknown[] = []): Promise<number> {
 }
 const resultCount = () => scalar('SELECT count(*) AS n FROM q_results WHERE route = $1', [ROUTE]);
 const maxSeq = () => scalar('SELECT max(seq) AS n FROM q_results WHERE route = $1', [ROUTE]);
+const writtenBy = (owner: string) =>
+  scalar(`SELECT count(*) AS n FROM q_results WHERE route = $1 AND (payload::jsonb ->> 'owner') = $2`, [ROUTE, owner]);
 const ownedBy = (owner: string) => scalar(`SELECT count(*) AS n FROM q_partitions WHERE queue = $1 AND owner = $2`, [QUEUE, owner]);
 
 beforeAll(async () => {
@@ -71,8 +73,9 @@ it('every request gets exactly one result through SIGKILL, freeze and graceful s
   const b = startWorker('crash-b');
   const c = startWorker('crash-c');
 
-  // 1. SIGKILL a mid-run; a fresh worker takes its place.
-  await waitFor(async () => (await resultCount()) >= 600, 60_000, 50);
+  // 1. SIGKILL a mid-run (once it has written some of the results itself: on a loaded machine its
+  // peers could take the first 600 before a held a partition); a fresh worker takes its place.
+  await waitFor(async () => (await resultCount()) >= 600 && (await writtenBy('crash-a')) > 0, 60_000, 50);
   mark('kill a');
   a.proc.kill('SIGKILL');
   expect((await a.exited).signal).toBe('SIGKILL');
