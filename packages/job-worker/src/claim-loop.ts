@@ -63,8 +63,8 @@ export class ClaimLoop {
   /** The loop waits for work (or after an error): it will not take outcomes soon. */
   #waitingForWork = false;
   #done = false;
-  /** Round trips in flight. */
-  #trips = 0;
+  /** Round trips in flight (each removed once it has handed its jobs over and reported). */
+  readonly #inFlight = new Set<Promise<void>>();
   /** Jobs the round trips in flight may bring (the sum of their limits). */
   #onOrder = 0;
   /** Set by a round trip that came back short or failed: no claim is sent until it is handled. */
@@ -103,13 +103,12 @@ export class ClaimLoop {
   /** Runs until the worker stops. */
   async run(): Promise<void> {
     const c = this.#c;
-    const trips = new Set<Promise<void>>();
     while (!this.#host.stopping()) {
       if (this.#pause !== undefined) {
         // What a round trip reported is handled once none is in flight: the waits below are
         // the same as with one round trip at a time.
-        if (this.#trips > 0) {
-          await this.#idle(() => this.#trips === 0);
+        if (this.#inFlight.size > 0) {
+          await this.#idle(() => this.#inFlight.size === 0);
           continue;
         }
         const pause = this.#pause;
@@ -121,8 +120,8 @@ export class ClaimLoop {
       }
       const prefetch = c.prefetch.size;
       const maxTrips = prefetch > 0 ? MAX_ROUND_TRIPS : 1;
-      if (this.#trips >= maxTrips) {
-        await this.#idle(() => this.#trips < maxTrips || this.#pause !== undefined);
+      if (this.#inFlight.size >= maxTrips) {
+        await this.#idle(() => this.#inFlight.size < maxTrips || this.#pause !== undefined);
         continue;
       }
       if (prefetch > 0) {
@@ -142,9 +141,9 @@ export class ClaimLoop {
       // Let every handler that settles in this turn free its slot and hand in its outcome, so one
       // round trip carries them all and claims all their replacements. A worker woken from idle
       // (nothing running, nothing to write) has nothing to wait for: it claims at once.
-      if (this.#host.busy() > 0 || c.completer.pending > 0 || this.#trips > 0) await nextTurn();
+      if (this.#host.busy() > 0 || c.completer.pending > 0 || this.#inFlight.size > 0) await nextTurn();
       if (this.#host.stopping()) break;
-      if (this.#pause !== undefined || this.#trips >= maxTrips) continue;
+      if (this.#pause !== undefined || this.#inFlight.size >= maxTrips) continue;
       let limit = Math.max(0, Math.min(this.#room(prefetch), c.batch ?? c.concurrency + prefetch));
       // Short handlers empty the local queue between two round trips, so the room is all free
       // when the loop looks: split it over two round trips sent together (each with half the
@@ -152,7 +151,7 @@ export class ClaimLoop {
       // Only with outcomes to write, i.e. while jobs flow: a poll of idle queues stays one claim
       // (and one connection).
       let takeMax: number | undefined;
-      if (maxTrips > 1 && this.#trips === 0 && c.completer.pending > 1 && limit >= 2 * Math.max(1, Math.ceil(prefetch / 2))) {
+      if (maxTrips > 1 && this.#inFlight.size === 0 && c.completer.pending > 1 && limit >= 2 * Math.max(1, Math.ceil(prefetch / 2))) {
         limit = Math.ceil(limit / 2);
         takeMax = Math.ceil(c.completer.pending / 2);
       }
@@ -164,15 +163,14 @@ export class ClaimLoop {
       this.#workSignal = false;
       const taken = this.#soloClaim ? [] : c.completer.take(takeMax);
       this.#soloClaim = false;
-      this.#trips++;
       this.#onOrder += limit;
       const trip = this.#roundTrip(limit, taken).finally(() => {
-        trips.delete(trip);
+        this.#inFlight.delete(trip);
         this.poke();
       });
-      trips.add(trip);
+      this.#inFlight.add(trip);
     }
-    await Promise.all(trips);
+    await Promise.all(this.#inFlight);
     this.#done = true;
     c.completer.kick();
   }
@@ -205,7 +203,6 @@ export class ClaimLoop {
       c.prefetch.roundTrip(performance.now() - sentAt);
     } catch (err) {
       this.#onOrder -= limit;
-      this.#trips--;
       if (taken.length > 0) {
         // The outcomes are written on their own (one by one if need be); claim alone next.
         c.completer.restore(taken);
@@ -221,11 +218,7 @@ export class ClaimLoop {
     c.watch.succeeded('claim');
     // The jobs stop being on order in the same step as they become the host's (buffered or busy).
     this.#onOrder -= limit;
-    try {
-      if (jobs.length > 0) await this.#host.start(jobs, sentAt);
-    } finally {
-      this.#trips--;
-    }
+    if (jobs.length > 0) await this.#host.start(jobs, sentAt);
     // A short batch means the queues are drained: wait for a notification or the poll. After a
     // round that also wrote outcomes, look once more first: a lock key an outcome released was
     // still held in that round's snapshot.
