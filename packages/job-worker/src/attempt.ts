@@ -39,6 +39,17 @@ export function jobFields(job: Job, workerId: string): Record<string, unknown> {
   return { job_uuid: job.uuid, job_type: job.type, attempt: job.attempt, worker_id: workerId };
 }
 
+/** Why a handler failed, as stored, and whether it asked for the dead letter. */
+interface HandlerFailure {
+  error: string;
+  deadLetter: boolean;
+}
+
+function handlerFailure(err: unknown): HandlerFailure {
+  // Postgres text holds no NUL and UTF-8 no lone surrogate: replaced, so the error is kept.
+  return { error: storableText(err instanceof Error ? err.message : String(err)), deadLetter: err instanceof DeadLetterError };
+}
+
 /**
  * Runs attempts: the handler (in a `q.jobs.process` span when traced), the outcome it comes to
  * (see retry-policy.ts), its metrics, and the fenced write of that outcome with the final
@@ -68,33 +79,36 @@ export class AttemptRunner {
     const started = performance.now();
     let outcome: JobOutcome;
     let error: string | undefined;
-    let deadLetter = false;
+    // The signal and the step recorder are made when the handler first reads them (an
+    // AbortController and a recorder per job were a measurable share of a no-op job's cost); a
+    // signal aborted before it is read is aborted when made.
+    const ctx = {
+      get signal() {
+        return e.controller.signal;
+      },
+      get steps() {
+        return e.recorder;
+      },
+    };
+    let failure: HandlerFailure | undefined;
     try {
-      const run = async (): Promise<unknown> => {
-        try {
-          // The signal and the step recorder are made when the handler first reads them (an
-          // AbortController and a recorder per job were a measurable share of a no-op job's
-          // cost); a signal aborted before it is read is aborted when made.
-          return await handler(job, {
-            get signal() {
-              return e.controller.signal;
-            },
-            get steps() {
-              return e.recorder;
-            },
-          });
-        } catch (err) {
-          // Postgres text holds no NUL and UTF-8 no lone surrogate: replaced, so the error is kept.
-          error = storableText(err instanceof Error ? err.message : String(err));
-          deadLetter = err instanceof DeadLetterError;
-          // The span records only the first line: messages can be long and are the handler's.
-          throw new Error(firstLine(error || 'job failed'), { cause: err });
-        }
-      };
-      const result = c.tracer ? await processSpan(c.tracer, job, run) : await run();
+      // Untraced (the default), the handler is called directly: no wrapper per job.
+      const result = c.tracer
+        ? await processSpan(c.tracer, job, async () => {
+            try {
+              return await handler(job, ctx);
+            } catch (err) {
+              failure = handlerFailure(err);
+              // The span records only the first line: messages can be long and are the handler's.
+              throw new Error(firstLine(failure.error || 'job failed'), { cause: err });
+            }
+          })
+        : await handler(job, ctx);
       outcome = { ...e.lease, status: 'succeeded', result };
-    } catch {
-      outcome = failureOutcome(e, error ?? 'job failed', c.retryBaseMs, deadLetter);
+    } catch (err) {
+      if (!c.tracer) failure = handlerFailure(err);
+      error = failure?.error;
+      outcome = failureOutcome(e, error ?? 'job failed', c.retryBaseMs, failure?.deadLetter ?? false);
     }
     c.handlerTime?.(performance.now() - started);
     this.#hooks.free(e);

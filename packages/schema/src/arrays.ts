@@ -15,3 +15,25 @@ export function onlyRow<T>(rows: readonly T[], what: string): T {
   if (r === undefined) throw new Error(`${what}: the statement returned no row`);
   return r;
 }
+
+/**
+ * One column of a multi-array `unnest($1::…[], $2::…[], …)` as a statement parameter: `null` when
+ * every value is null. `unnest` pads a shorter array, and a NULL one, with NULLs up to the longest,
+ * so the rows are the same; but an array of N NULLs is text the driver formats element by element
+ * and the server parses again, and optional columns (no idempotency key, no lock key, no error)
+ * are most often all null. Only for a column of an `unnest` that has another, full-length array.
+ */
+export function unnestColumn<T>(values: readonly (T | null)[]): readonly (T | null)[] | null {
+  for (const v of values) if (v !== null && v !== undefined) return values;
+  return null;
+}
+
+/**
+ * `values` as a Postgres array literal, for values whose text never needs quoting: integers,
+ * UUIDs, enum labels, each checked before it gets here. One `join` instead of the driver's
+ * formatting, which quotes and escapes every element, a measurable share of a worker's CPU
+ * for the id and token columns of every completion.
+ */
+export function plainArrayLiteral(values: readonly (string | number)[]): string {
+  return `{${values.join(',')}}`;
+}

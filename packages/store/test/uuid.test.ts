@@ -15,4 +15,6 @@ it('job uuids are version 7: the creation millisecond first, then random bits', 
   const same = new Set(Array.from({ length: 10_000 }, () => uuidV7(at)));
   expect(same.size).toBe(10_000);
   for (const u of same) expect(u).toMatch(V7);
+  // The time part follows every change of millisecond, back and forth (it is formatted once per one).
+  for (const t of [at, at + 1, at, at + 65_536, at]) expect(parseInt(uuidV7(t).slice(0, 8) + uuidV7(t).slice(9, 13), 16)).toBe(t);
 });

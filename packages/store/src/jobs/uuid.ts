@@ -14,8 +14,15 @@ import { randomUUID } from 'node:crypto';
  * millisecond.
  */
 export function uuidV7(now: number = Date.now()): string {
-  const ts = now.toString(16).padStart(12, '0');
-  const random = randomUUID();
-  // random: xxxxxxxx-xxxx-4xxx-Vxxx-xxxxxxxxxxxx; the variant nibble V is already RFC 9562's.
-  return `${ts.slice(0, 8)}-${ts.slice(8, 12)}-7${random.slice(15)}`;
+  // A batch draws many uuids in one millisecond: its time part is formatted once.
+  if (now !== prefixMs) {
+    const ts = now.toString(16).padStart(12, '0');
+    prefix = `${ts.slice(0, 8)}-${ts.slice(8, 12)}-7`;
+    prefixMs = now;
+  }
+  // randomUUID(): xxxxxxxx-xxxx-4xxx-Vxxx-xxxxxxxxxxxx; the variant nibble V is already RFC 9562's.
+  return prefix + randomUUID().slice(15);
 }
+
+let prefixMs = Number.NaN;
+let prefix = '';

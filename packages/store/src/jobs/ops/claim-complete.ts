@@ -62,7 +62,7 @@ export async function completeAndClaim(
       for (let attempt = 0; ; attempt++) {
         try {
           const r = await completeAndClaimJobs(ctx.scope, ctx.pool, last, checked);
-          for (const c of r.completed) written.add(leaseKey(c.id, c.token));
+          for (const key of r.written) written.add(key);
           return { written: prepared.report(written), jobs: r.claimed.map(toLeasedJob).sort(claimOrder) };
         } catch (err) {
           if (!isLockKeyRace(err)) throw err;

@@ -12,9 +12,9 @@ import type { Queryable } from './db.js';
 // still seen as held by the claim: its next job waits for the following round. The outcome part
 // is durable before any replacement is visible, as with two statements. The result is one row
 // per claimed job (written NULL), then one row listing the leases whose outcomes were written
-// (written = how many, with their ids and tokens as two arrays; the job columns NULL). One row
-// of two arrays instead of a row per outcome: a row of 30 mostly empty columns per job was a
-// measurable part of the worker's parsing.
+// (written = how many, with their `id/token` keys in one text; the job columns NULL). One text
+// instead of a row per outcome (a row of 30 mostly empty columns per job) or two arrays: both
+// were a measurable part of the worker's parsing, and the keys are what the caller looks up.
 const P: ClaimParams = { queues: '$8', limit: '$9', workerId: '$10', leaseMs: '$11', status: '$12' };
 const NULLS = Array.from({ length: JOB_COLUMN_COUNT + 1 }, () => 'NULL').join(', ');
 const TEXT = `
@@ -22,14 +22,14 @@ WITH done AS (${COMPLETION_UPDATE}
   RETURNING jobs.id, u.token
 ), ${claimCtes(P)}, claimed AS (${claimUpdate(P)}
 )
-SELECT NULL::int8 AS written, claimed.*, NULL::int8[] AS written_ids, NULL::text[] AS written_tokens FROM claimed
+SELECT NULL::int8 AS written, claimed.*, NULL::text AS written_keys FROM claimed
 UNION ALL
-SELECT count(*), ${NULLS}, array_agg(done.id), array_agg(done.token::text) FROM done`;
+SELECT count(*), ${NULLS}, string_agg(done.id || '/' || done.token, ',') FROM done`;
 
 /** What one complete-and-claim round trip did. */
 export interface CompleteAndClaimRows {
-  /** The leases (job id, token) whose outcomes were written (the others were fenced). */
-  completed: Array<{ id: string; token: string }>;
+  /** The leases whose outcomes were written (the others were fenced), as `leaseKey`s. */
+  written: string[];
   /** The jobs leased, in no particular order. */
   claimed: ClaimedRow[];
 }
@@ -51,15 +51,11 @@ export async function completeAndClaimJobs(
     claim.leaseMs,
     claim.status,
   ]);
-  const out: CompleteAndClaimRows = { completed: [], claimed: [] };
+  const out: CompleteAndClaimRows = { written: [], claimed: [] };
   for (const r of rows) {
-    if (r.written === null) {
-      out.claimed.push(r);
-      continue;
-    }
-    const ids = r.written_ids ?? [];
-    const tokens = r.written_tokens ?? [];
-    for (let i = 0; i < ids.length; i++) out.completed.push({ id: ids[i] as string, token: tokens[i] as string });
+    if (r.written === null) out.claimed.push(r);
+    // uuid text is lower case, as leaseKey writes it.
+    else if (r.written_keys) out.written = r.written_keys.split(',');
   }
   return out;
 }
@@ -67,6 +63,6 @@ export async function completeAndClaimJobs(
 /** The columns of the row listing the written outcomes (NULL on the claimed rows). */
 interface WrittenColumns {
   written: string | null;
-  written_ids: string[] | null;
-  written_tokens: string[] | null;
+  /** `id/token` of each written lease, comma-separated (NULL when none was written). */
+  written_keys: string | null;
 }

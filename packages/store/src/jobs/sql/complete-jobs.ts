@@ -1,4 +1,4 @@
-import { statement, type StatementScope } from '@q/schema';
+import { plainArrayLiteral, statement, unnestColumn, type StatementScope } from '@q/schema';
 import type { JobStatus } from '../types.js';
 import type { Queryable } from './db.js';
 
@@ -15,9 +15,22 @@ export interface CompletionBatch {
   steps: Array<string | null>;
 }
 
-/** The batch's parameter values, in the order of {@link COMPLETION_INPUT}'s placeholders $1–$7. */
+/**
+ * The batch's parameter values, in the order of {@link COMPLETION_INPUT}'s placeholders $1–$7.
+ * Ids, tokens and statuses are checked before (safe integers, UUIDs, status names), so they go
+ * as plain array literals; a column with no value at all (no errors, no retry delays: every
+ * outcome a success) goes as NULL, which the `unnest` pads.
+ */
 export function completionValues(b: CompletionBatch): unknown[] {
-  return [b.ids, b.tokens, b.statuses, b.results, b.errors, b.retryDelaysMs, b.steps];
+  return [
+    plainArrayLiteral(b.ids),
+    plainArrayLiteral(b.tokens),
+    plainArrayLiteral(b.statuses),
+    unnestColumn(b.results),
+    unnestColumn(b.errors),
+    unnestColumn(b.retryDelaysMs),
+    unnestColumn(b.steps),
+  ];
 }
 
 /** The outcomes as rows `u`, from parameters $1–$7. */

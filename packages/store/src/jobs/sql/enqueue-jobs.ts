@@ -1,4 +1,4 @@
-import { repeatedTimestamps, statement, type StatementScope } from '@q/schema';
+import { plainArrayLiteral, repeatedTimestamps, statement, unnestColumn, type StatementScope } from '@q/schema';
 import { jobColumns, someJobColumns, type JobRow } from '../row.js';
 import { MAX_NOTIFY_QUEUE_BYTES, type Queryable } from './db.js';
 
@@ -94,21 +94,23 @@ const TEXT_STMT = statement('q_jobs_enqueue', TEXT, { types: repeatedTimestamps 
 
 /** Inserts a batch (`unnest`), skipping idempotency conflicts; notifies `channel` for queued jobs. */
 export async function enqueueJobs(scope: StatementScope, db: Queryable, b: EnqueueBatch, channel: string): Promise<EnqueueRow[]> {
+  // The uuids are q's own (uuidV7), so a plain literal; the optional columns most batches leave
+  // empty go as NULL, which the unnest pads.
   const { rows } = await scope.run<EnqueueRow>(db, TEXT_STMT, [
-    b.uuids,
+    plainArrayLiteral(b.uuids),
     b.queues,
     b.types,
     b.payloads,
     b.priorities,
-    b.runAts,
+    unnestColumn(b.runAts),
     b.maxAttempts,
-    b.idempotencyKeys,
-    b.lockKeys,
-    b.teamIds,
-    b.resourceIds,
-    b.retryOfIds,
+    unnestColumn(b.idempotencyKeys),
+    unnestColumn(b.lockKeys),
+    unnestColumn(b.teamIds),
+    unnestColumn(b.resourceIds),
+    unnestColumn(b.retryOfIds),
     channel,
-    b.ids,
+    unnestColumn(b.ids),
   ]);
   return rows;
 }
