@@ -1,6 +1,5 @@
 import { JOURNAL_TABLE, bundledMigrations, quoteIdent } from '@q/schema';
-import { dsnWithSchema, testDatabaseUrl, useScratchSchemas } from '@q/testing';
-import pg from 'pg';
+import { dsnWithSchema, onOneConnection, testDatabaseUrl, useScratchSchemas } from '@q/testing';
 import { describe, expect, it } from 'vitest';
 import { QuotaStore, createQuota } from '../src/index.js';
 
@@ -42,10 +41,8 @@ describe('QuotaStore schema placement', () => {
   });
 
   it('schema: X on a DSN whose search_path points elsewhere creates X and works end to end there', async () => {
-    const decoy = name('qdecoy');
-    const target = name('qtarget');
-    await admin.query(`CREATE SCHEMA ${quoteIdent(decoy)}`);
-    const quota = await createQuota({ dsn: dsnWithSchema(testDatabaseUrl(), decoy), schema: target, maxConns: 2 });
+    const { decoy, target, dsn } = await scratch.decoyAndTarget('q');
+    const quota = await createQuota({ dsn, schema: target, maxConns: 2 });
     try {
       const release = await quota.acquire('k', 1);
       expect(await quota.admit('r', 2, 60_000)).toBe(true);
@@ -63,8 +60,7 @@ describe('QuotaStore schema placement', () => {
   it('two stores of different schemas on one pool (one connection) do not mix', async () => {
     const a = name('qa');
     const b = name('qb');
-    const pool = new pg.Pool({ connectionString: testDatabaseUrl(), max: 1 });
-    try {
+    await onOneConnection(async (pool) => {
       const qa = await createQuota({ pool, schema: a });
       const qb = await createQuota({ pool, schema: b });
       // Limit 1 on the same key in both: each schema counts its own slot.
@@ -79,8 +75,6 @@ describe('QuotaStore schema placement', () => {
       await rb!();
       await qa.close();
       await qb.close();
-    } finally {
-      await pool.end();
-    }
+    });
   });
 });

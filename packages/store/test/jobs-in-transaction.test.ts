@@ -1,6 +1,6 @@
 // JobStore.fromPool and enqueue through the caller's transaction ({ client }), on real Postgres.
 import { isQError } from '@q/schema';
-import { createTestSchema, inTransaction, useFromPool, type TestSchema } from '@q/testing';
+import { createTestSchema, inTransaction, useFromPool, withClient, type TestSchema } from '@q/testing';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import { integer, pgTable, serial, text } from 'drizzle-orm/pg-core';
 import pg from 'pg';
@@ -34,8 +34,7 @@ async function listening(): Promise<{ got: JobNotification[]; close(): Promise<v
 describe('JobStore.fromPool', () => {
   it('migrates the jobs table through the app pool, and close() leaves the pool open', async () => {
     const other = await createTestSchema('jobsfp');
-    const pool = new pg.Pool({ connectionString: other.dsn, max: 2 });
-    pool.on('error', () => undefined);
+    const pool = other.pool(); // ended by other.drop()
     try {
       const s = await JobStore.fromPool(pool);
       expect(s.pool).toBe(pool);
@@ -52,7 +51,6 @@ describe('JobStore.fromPool', () => {
       await again.close();
       expect(pool.ending).toBe(false);
     } finally {
-      await pool.end();
       await other.drop();
     }
   });
@@ -225,18 +223,13 @@ describe('enqueue(jobs, { client }) in the caller’s transaction', () => {
   });
 
   it('accepts a pg.Client and any object with query(config)', async () => {
-    const c = new pg.Client({ connectionString: schema.dsn });
-    c.on('error', () => undefined);
-    await c.connect();
-    try {
+    await withClient(schema.dsn, async (c) => {
       await c.query('BEGIN');
       const shaped: TransactionClient = { query: (config) => c.query(config) };
       await store.enqueue([{ queue: 'default', type: 'shaped' }], { client: shaped });
       await store.enqueue([{ queue: 'default', type: 'client' }], { client: c });
       await c.query('COMMIT');
-    } finally {
-      await c.end();
-    }
+    });
     expect(await count()).toBe(2);
   });
 

@@ -25,8 +25,7 @@ const inTx = <T>(fn: (c: pg.PoolClient) => Promise<T>, end: 'COMMIT' | 'ROLLBACK
 describe('Store.fromPool', () => {
   it('migrates through the app pool; close() leaves the pool open', async () => {
     const other = await createTestSchema('reqfp');
-    const pool = new pg.Pool({ connectionString: other.dsn, max: 2 });
-    pool.on('error', () => undefined);
+    const pool = other.pool(); // ended by other.drop()
     try {
       const s = await Store.fromPool(pool);
       expect(s.pool).toBe(pool);
@@ -38,7 +37,6 @@ describe('Store.fromPool', () => {
       await (await Store.fromPool(pool, { migrate: false })).close();
       expect(pool.ending).toBe(false);
     } finally {
-      await pool.end();
       await other.drop();
     }
   });

@@ -1,6 +1,5 @@
 import { JOURNAL_TABLE, QErrorCode, bundledMigrations, isQError, quoteIdent } from '@q/schema';
-import { dsnWithSchema, testDatabaseUrl, useScratchSchemas } from '@q/testing';
-import pg from 'pg';
+import { dsnWithSchema, onOneConnection, testDatabaseUrl, useScratchSchemas, withClient } from '@q/testing';
 import { describe, expect, it } from 'vitest';
 import { Store, partitionOf, stampOf } from '../src/index.js';
 import { ALL, at, req } from './requests/helpers.js';
@@ -62,24 +61,17 @@ describe('Store schema placement', () => {
   });
 
   it('schema: X on a DSN whose search_path points elsewhere creates X and works end to end there', async () => {
-    const decoy = name('sdecoy');
-    const target = name('starget');
-    await admin.query(`CREATE SCHEMA ${quoteIdent(decoy)}`);
-    const dsn = dsnWithSchema(testDatabaseUrl(), decoy);
+    const { decoy, target, dsn } = await scratch.decoyAndTarget('s');
     const store = await Store.open(dsn, { schema: target, maxConns: 2 });
     try {
       expect(store.schema).toBe(target);
       await store.enqueue([req('x1'), req('x2', { deadline: 2000 })]);
       // Written through a caller's connection whose search_path is the decoy: still lands in X.
-      const c = new pg.Client({ connectionString: dsn });
-      await c.connect();
-      try {
+      await withClient(dsn, async (c) => {
         await c.query('BEGIN');
         await store.enqueue([req('x3', { deadline: 3000 })], { client: c });
         await c.query('COMMIT');
-      } finally {
-        await c.end();
-      }
+      });
       await store.ensurePartitions('q');
       await store.acquirePartitions('q', 'o', at(10), 60_000, 64);
       expect((await store.backlog('q', 10, [1500])).depth).toBe(3);
@@ -99,8 +91,7 @@ describe('Store schema placement', () => {
   it('two stores of different schemas on one pool (one connection) do not mix', async () => {
     const a = name('sa');
     const b = name('sb');
-    const pool = new pg.Pool({ connectionString: testDatabaseUrl(), max: 1 });
-    try {
+    await onOneConnection(async (pool) => {
       const sa = await Store.fromPool(pool, { schema: a });
       const sb = await Store.fromPool(pool, { schema: b });
       await sa.enqueue([req('only-a')]);
@@ -116,15 +107,12 @@ describe('Store schema placement', () => {
       expect((await sb.dispatch('q', 'o', at(10), 10)).map((r) => r.id)).toEqual(['only-b1', 'only-b2']);
       await sa.close();
       await sb.close();
-    } finally {
-      await pool.end();
-    }
+    });
   });
 
   it("pooler: 'transaction' sends every statement unnamed (nothing prepared on the server session)", async () => {
     const s = name('spool');
-    const pool = new pg.Pool({ connectionString: testDatabaseUrl(), max: 1 });
-    try {
+    await onOneConnection(async (pool) => {
       const prepared = async (): Promise<number> =>
         (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_prepared_statements')).rows[0]!.n;
       const unnamed = await Store.fromPool(pool, { schema: s, pooler: 'transaction' });
@@ -135,9 +123,7 @@ describe('Store schema placement', () => {
       const named = await Store.fromPool(pool, { schema: s, migrate: false });
       await named.backlog('q', 1, [1]);
       expect(await prepared()).toBe(1);
-    } finally {
-      await pool.end();
-    }
+    });
   });
 
   it('a data exception (SQLSTATE class 22: the attempt sequence exhausted) is INVALID_ARGUMENT, not CONNECTION', async () => {

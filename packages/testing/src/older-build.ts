@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll } from 'vitest';
-import { testDatabaseUrl } from './schema.js';
+import { dsnWithSchema, testDatabaseUrl } from './schema.js';
 
 /** One shipped migration, as `bundledMigrations()` of `@q/schema` lists it. */
 export interface ShippedMigration {
@@ -61,6 +61,12 @@ export interface ScratchSchemas {
   readonly admin: pg.Pool;
   /** A fresh schema name `<prefix>_<random>`; the schema (if created) is dropped in `afterAll`. */
   name(prefix: string): string;
+  /**
+   * A created, empty schema `<prefix>decoy_<random>`, a target schema name `<prefix>target_<random>`
+   * (not created), and a DSN whose search_path is the decoy: for tests that a store given
+   * `schema: target` puts everything in the target whatever its connections' search_path says.
+   */
+  decoyAndTarget(prefix: string): Promise<{ decoy: string; target: string; dsn: string }>;
   /** How many tables each of `schemas` holds (the journal included), by schema name; schemas with none are absent. */
   tableCounts(schemas: readonly string[]): Promise<Array<{ schema: string; n: number }>>;
   /** {@link migrateAsOlderBuild} on the admin pool, of the `migrations` whose tag sorts before `beforeTag` (all without it). */
@@ -80,12 +86,19 @@ export function useScratchSchemas(naming: SchemaNaming): ScratchSchemas {
     for (const s of made) await admin.query(`DROP SCHEMA IF EXISTS ${naming.quoteIdent(s)} CASCADE`);
     await admin.end();
   });
+  const name = (prefix: string): string => {
+    const n = `${prefix}_${randomBytes(5).toString('hex')}`;
+    made.push(n);
+    return n;
+  };
   return {
     admin,
-    name(prefix) {
-      const n = `${prefix}_${randomBytes(5).toString('hex')}`;
-      made.push(n);
-      return n;
+    name,
+    async decoyAndTarget(prefix) {
+      const decoy = name(`${prefix}decoy`);
+      const target = name(`${prefix}target`);
+      await admin.query(`CREATE SCHEMA ${naming.quoteIdent(decoy)}`);
+      return { decoy, target, dsn: dsnWithSchema(testDatabaseUrl(), decoy) };
     },
     async tableCounts(schemas) {
       const { rows } = await admin.query<{ schema: string; n: number }>(
