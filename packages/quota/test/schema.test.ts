@@ -1,5 +1,5 @@
 import { JOURNAL_TABLE, bundledMigrations, quoteIdent } from '@q/schema';
-import { dsnWithSchema, onOneConnection, testDatabaseUrl, useScratchSchemas } from '@q/testing';
+import { useScratchSchemas } from '@q/testing';
 import { describe, expect, it } from 'vitest';
 import { QuotaStore, createQuota } from '../src/index.js';
 
@@ -7,13 +7,11 @@ import { QuotaStore, createQuota } from '../src/index.js';
 // on one pool, and the upgrade to the q_ table names.
 
 const scratch = useScratchSchemas({ quoteIdent, journalTable: JOURNAL_TABLE });
-const { admin, name } = scratch;
+const { admin } = scratch;
 
 describe('QuotaStore schema placement', () => {
   it('migrating a database at the previous schema keeps its holders, slots, windows and admissions counting under the q_ names', async () => {
-    const s = name('qupg');
-    await scratch.migrateAsOlderBuild(s, bundledMigrations('quota'), '0003');
-    const q = quoteIdent(s);
+    const { quoted: q, dsn } = await scratch.olderBuild('qupg', bundledMigrations('quota'), '0003');
     const now = `(extract(epoch FROM clock_timestamp()) * 1000)::bigint`;
     // Written by the previous build: a live holder with 2 slots of k, a lapsed one, and 3
     // admissions of r in the current minute.
@@ -23,7 +21,7 @@ describe('QuotaStore schema placement', () => {
     await admin.query(`INSERT INTO ${q}.async_quota_windows (key, window_ms, used) VALUES ('r', 60000, 3)`);
     await admin.query(`INSERT INTO ${q}.async_quota_admits (key, window_ms, at_ms, n) VALUES ('r', 60000, ${now}, 3)`);
 
-    const store = await QuotaStore.open(dsnWithSchema(testDatabaseUrl(), s), { maxConns: 2 });
+    const store = await QuotaStore.open(dsn, { maxConns: 2 });
     try {
       const gone = await admin.query(`SELECT to_regclass($1) AS t, to_regproc($2) AS f`, [`${q}.async_quota_slots`, `${q}.async_quota_acquire`]);
       expect(gone.rows[0]).toEqual({ t: null, f: null });
@@ -58,23 +56,21 @@ describe('QuotaStore schema placement', () => {
   });
 
   it('two stores of different schemas on one pool (one connection) do not mix', async () => {
-    const a = name('qa');
-    const b = name('qb');
-    await onOneConnection(async (pool) => {
-      const qa = await createQuota({ pool, schema: a });
-      const qb = await createQuota({ pool, schema: b });
-      // Limit 1 on the same key in both: each schema counts its own slot.
-      const ra = await qa.acquire('k', 1);
-      const rb = await qb.acquire('k', 1);
-      expect(await qa.admit('r', 1, 60_000)).toBe(true);
-      expect(await qb.admit('r', 1, 60_000)).toBe(true);
-      expect(await qa.admit('r', 1, 60_000)).toBe(false);
-      expect(ra).not.toBeNull();
-      expect(rb).not.toBeNull();
-      await ra!();
-      await rb!();
-      await qa.close();
-      await qb.close();
-    });
+    await scratch.twoSchemasOnOneConnection(
+      'q',
+      (pool, schema) => createQuota({ pool, schema }),
+      async (qa, qb) => {
+        // Limit 1 on the same key in both: each schema counts its own slot.
+        const ra = await qa.acquire('k', 1);
+        const rb = await qb.acquire('k', 1);
+        expect(await qa.admit('r', 1, 60_000)).toBe(true);
+        expect(await qb.admit('r', 1, 60_000)).toBe(true);
+        expect(await qa.admit('r', 1, 60_000)).toBe(false);
+        expect(ra).not.toBeNull();
+        expect(rb).not.toBeNull();
+        await ra!();
+        await rb!();
+      },
+    );
   });
 });

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll } from 'vitest';
+import { onOneConnection } from './client.js';
 import { dsnWithSchema, testDatabaseUrl } from './schema.js';
 
 /** One shipped migration, as `bundledMigrations()` of `@q/schema` lists it. */
@@ -67,10 +68,28 @@ export interface ScratchSchemas {
    * `schema: target` puts everything in the target whatever its connections' search_path says.
    */
   decoyAndTarget(prefix: string): Promise<{ decoy: string; target: string; dsn: string }>;
+  /**
+   * Opens a store in schema `<prefix>a_<random>` and one in `<prefix>b_<random>` with `open`, both on
+   * one pool of a single connection ({@link onOneConnection}), runs `fn` with them, then closes both
+   * and the pool: for tests that stores of different schemas sharing one server session do not mix.
+   */
+  twoSchemasOnOneConnection<S extends { close(): Promise<void> }>(
+    prefix: string,
+    open: (pool: pg.Pool, schema: string) => Promise<S>,
+    fn: (a: S, b: S) => Promise<void>,
+  ): Promise<void>;
   /** How many tables each of `schemas` holds (the journal included), by schema name; schemas with none are absent. */
   tableCounts(schemas: readonly string[]): Promise<Array<{ schema: string; n: number }>>;
-  /** {@link migrateAsOlderBuild} on the admin pool, of the `migrations` whose tag sorts before `beforeTag` (all without it). */
-  migrateAsOlderBuild(schema: string, migrations: readonly ShippedMigration[], beforeTag?: string): Promise<void>;
+  /**
+   * A fresh schema `<prefix>_<random>` left by {@link migrateAsOlderBuild} (on the admin pool) of the
+   * `migrations` whose tag sorts before `beforeTag` (all without it): its name, its name quoted for
+   * SQL, and a DSN whose search_path is it (for the current build's `open`).
+   */
+  olderBuild(
+    prefix: string,
+    migrations: readonly ShippedMigration[],
+    beforeTag?: string,
+  ): Promise<{ schema: string; quoted: string; dsn: string }>;
 }
 
 /**
@@ -100,6 +119,17 @@ export function useScratchSchemas(naming: SchemaNaming): ScratchSchemas {
       await admin.query(`CREATE SCHEMA ${naming.quoteIdent(decoy)}`);
       return { decoy, target, dsn: dsnWithSchema(testDatabaseUrl(), decoy) };
     },
+    twoSchemasOnOneConnection: (prefix, open, fn) =>
+      onOneConnection(async (pool) => {
+        const a = await open(pool, name(`${prefix}a`));
+        const b = await open(pool, name(`${prefix}b`));
+        try {
+          await fn(a, b);
+        } finally {
+          await a.close();
+          await b.close();
+        }
+      }),
     async tableCounts(schemas) {
       const { rows } = await admin.query<{ schema: string; n: number }>(
         `SELECT table_schema AS schema, count(*)::int AS n FROM information_schema.tables
@@ -108,12 +138,11 @@ export function useScratchSchemas(naming: SchemaNaming): ScratchSchemas {
       );
       return rows;
     },
-    migrateAsOlderBuild: (schema, migrations, beforeTag) =>
-      migrateAsOlderBuild(
-        admin,
-        schema,
-        migrations.filter((m) => beforeTag === undefined || m.tag < beforeTag),
-        naming,
-      ),
+    async olderBuild(prefix, migrations, beforeTag) {
+      const schema = name(prefix);
+      const older = migrations.filter((m) => beforeTag === undefined || m.tag < beforeTag);
+      await migrateAsOlderBuild(admin, schema, older, naming);
+      return { schema, quoted: naming.quoteIdent(schema), dsn: dsnWithSchema(testDatabaseUrl(), schema) };
+    },
   };
 }
