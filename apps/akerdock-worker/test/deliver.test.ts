@@ -13,28 +13,31 @@ afterAll(async () => {
   await receiver?.close();
 });
 
-/** Delivers to `/<status>` as attempt 2 of job `u-<status>`; returns what the step recorded and how the call ended. */
+/** Delivers to `/<status>` as attempt 2 of job `u-<status>`; returns the steps started, what the step recorded and how the call ended. */
 async function deliver(status: number) {
+  const started: string[] = [];
   const recorded: string[] = [];
   const steps = {
+    start: async (name: string) => void started.push(name),
     succeed: async (m?: string) => void recorded.push(`succeed ${m}`),
     fail: async (m?: string) => void recorded.push(`fail ${m}`),
   };
   const outcome = await deliverAsStep(
     { uuid: `u-${status}`, attempt: 2 },
     steps,
-    { op: 'webhook.deliver', what: 'delivery' },
+    { step: 'deliver', op: 'webhook.deliver', what: 'delivery' },
     { url: `${receiver.url}/${status}`, body: '{}', secret: 's', timeoutMs: 5_000, signal: new AbortController().signal },
   ).then(
     (out) => ({ out }),
     (err: unknown) => ({ err }),
   );
-  return { recorded, outcome };
+  return { started, recorded, outcome };
 }
 
 describe('deliverAsStep', () => {
   it('2xx: the step succeeds and the outcome is returned; the job uuid is the idempotency key', async () => {
-    const { recorded, outcome } = await deliver(204);
+    const { started, recorded, outcome } = await deliver(204);
+    expect(started).toEqual(['deliver']); // the delivery is the step it starts
     expect(outcome).toMatchObject({ out: { verdict: 'delivered', status: 204 } });
     expect(recorded).toHaveLength(1);
     expect(recorded[0]).toMatch(/^succeed HTTP 204 after \d+ ms \(attempt 2\)$/);

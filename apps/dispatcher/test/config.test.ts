@@ -1,22 +1,25 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config/load.js';
+import { TOP_DEFAULTS } from '../src/config/schema.js';
 import { configError, configQueue as queue } from './helpers.js';
 
 describe('config', () => {
   it('applies the docs/design/dispatcher.md#configuration-defaults defaults', () => {
+    // The design doc's list of top-level defaults (`field` value, …), read from the doc itself so
+    // that a default changed in the code but not in the doc (or the reverse) fails here.
+    const doc = fs.readFileSync(fileURLToPath(new URL('../../../docs/design/dispatcher.md', import.meta.url)), 'utf8');
+    const listed = /`TOP_DEFAULTS` in `config\/schema\.ts`:([^]*?)\. Per queue:/.exec(doc)?.[1] ?? '';
+    const documented = Object.fromEntries(
+      [...listed.matchAll(/`([a-z_]+)`\s+(\d+|`[^`]*`)/g)].map(([, k, v]) => [k, v!.startsWith('`') ? v!.slice(1, -1) : Number(v)]),
+    );
+    expect(Object.keys(documented)).toHaveLength(17); // the doc lists 17; one added there is counted here
+    expect(TOP_DEFAULTS).toMatchObject(documented);
     const c = loadConfig({ env: {}, document: { queues: [queue] } });
-    expect(c).toMatchObject({
-      lease_ttl_seconds: 30,
-      handoff_timeout_seconds: 900,
-      poll_interval_ms: 1000,
-      batch_size: 10,
-      concurrency: 64,
-      result_batch_size: 32,
-      max_connections: 32,
-    });
+    expect(c).toMatchObject(TOP_DEFAULTS);
     expect(c.queues[0]).toMatchObject({ request_path_url: '/v1/completions', result_ttl_seconds: 0, labels: {}, gates: [] });
     expect(c.url).toBeUndefined();
   });

@@ -1,9 +1,9 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { spawnTs, waitFor, type Exit, type TsProcess } from '@q/testing';
+import { spawnTs, useJobStore, waitFor, type Exit, type TestSchema, type TsProcess } from '@q/testing';
 import { afterEach } from 'vitest';
-import type { Job, JobStore } from '@q/store';
-import { Worker, type WorkerOptions } from '../src/index.js';
+import { JobStore, type Job } from '@q/store';
+import { JobQueue, KNOWN_QUEUES, Worker, type WorkerOptions } from '../src/index.js';
 
 export { memoryLogger, waitFor } from '@q/testing';
 
@@ -71,6 +71,42 @@ export function startTestWorker(
   const r = { worker, ac, run: worker.run(ac.signal) };
   running.push(r);
   return r;
+}
+
+/** Starts a worker on the file's store (or on `on`) with the file's defaults overridden by `opts`. */
+export type StartWorker = (opts: Partial<WorkerOptions>, setup: (w: Worker) => void, on?: JobStore) => RunningWorker;
+
+/** What {@link useWorkerTests} gives a test file. */
+export interface WorkerTests {
+  /** A {@link startTestWorker} with the file's defaults (then `opts`) on the file's store or on `on`. */
+  startWorker: StartWorker;
+  /** The workers stopped after each test; a test that builds its own worker adds it here. */
+  running: RunningWorker[];
+}
+
+/**
+ * Registers the lifecycle of an in-process worker test file: a store on a fresh schema (8
+ * connections, `q_jobs` emptied before each test) and a queue on it, handed to `onOpen`, and
+ * {@link stopWorkersAfterEach} with `cleanups`.
+ */
+export function useWorkerTests(
+  prefix: string,
+  defaults: Partial<WorkerOptions> & Pick<WorkerOptions, 'concurrency'>,
+  onOpen: (t: { schema: TestSchema; store: JobStore; queue: JobQueue }) => void,
+  cleanups: Array<() => Promise<void> | void> = [],
+): WorkerTests {
+  const running: RunningWorker[] = [];
+  let store: JobStore | undefined;
+  useJobStore(JobStore, { prefix, maxConns: 8, truncate: ['q_jobs'] }, (t) => {
+    store = t.store;
+    onOpen({ schema: t.schema, store: t.store, queue: new JobQueue(t.store, { knownQueues: [...KNOWN_QUEUES] }) });
+  });
+  stopWorkersAfterEach(running, cleanups);
+  const startWorker: StartWorker = (opts, setup, on) => {
+    if (!store) throw new Error('the store is opened in beforeAll: start workers inside a test');
+    return startTestWorker(on ?? store, running, { ...defaults, ...opts }, setup);
+  };
+  return { startWorker, running };
 }
 
 /** A `waitFor` check: the job `uuid` once it is in `status`. */

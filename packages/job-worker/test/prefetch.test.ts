@@ -1,23 +1,13 @@
 // Prefetch (a local queue of leased jobs ahead of the free slots), on real Postgres: exactly-once
 // drain, immediate give-back on stop, cancel of a prefetched job, lock keys, sharing between workers.
 import { JobStore, type Job } from '@q/store';
-import { useJobStore } from '@q/testing';
 import { expect, it } from 'vitest';
-import { JobQueue, KNOWN_QUEUES, Worker, type WorkerOptions } from '../src/index.js';
-import { startTestWorker, stopWorkersAfterEach, waitFor, type RunningWorker } from './helpers.js';
+import { Worker, type JobQueue } from '../src/index.js';
+import { useWorkerTests, waitFor } from './helpers.js';
 
 let store: JobStore;
 let queue: JobQueue;
-const running: RunningWorker[] = [];
-
-useJobStore(JobStore, { prefix: 'jprefetch', maxConns: 8, truncate: ['q_jobs'] }, (t) => {
-  ({ store } = t);
-  queue = new JobQueue(store, { knownQueues: [...KNOWN_QUEUES] });
-});
-stopWorkersAfterEach(running);
-
-const startWorker = (opts: Partial<WorkerOptions>, setup: (w: Worker) => void): RunningWorker =>
-  startTestWorker(store, running, { concurrency: 4, prefetch: 50, leaseDurationMs: 30_000, ...opts }, setup);
+const { startWorker } = useWorkerTests('jprefetch', { concurrency: 4, prefetch: 50, leaseDurationMs: 30_000 }, (t) => ({ store, queue } = t));
 
 const count = async (where: string): Promise<number> =>
   (await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs WHERE ${where}`)).rows[0]!.n;

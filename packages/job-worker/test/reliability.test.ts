@@ -2,28 +2,19 @@
 // renewed, outcome writes that fail or wait, drains, concurrent wait() callers, maintenance
 // hand-over and option validation.
 import { JobStore, type Job } from '@q/store';
-import { useJobStore, type TestSchema } from '@q/testing';
+import type { TestSchema } from '@q/testing';
 import pg from 'pg';
 import { expect, it } from 'vitest';
-import { JobAbortedError, JobQueue, KNOWN_QUEUES, Worker, type WorkerOptions } from '../src/index.js';
-import { memoryLogger, jobInStatus, startTestWorker, stopWorkersAfterEach, waitFor, type RunningWorker } from './helpers.js';
+import { JobAbortedError, Worker, type JobQueue, type WorkerOptions } from '../src/index.js';
+import { memoryLogger, jobInStatus, useWorkerTests, waitFor } from './helpers.js';
 
 let schema: TestSchema;
 let store: JobStore;
 let queue: JobQueue;
-const running: RunningWorker[] = [];
 const cleanups: Array<() => Promise<void> | void> = [];
-
-useJobStore(JobStore, { prefix: 'jreliab', maxConns: 8, truncate: ['q_jobs'] }, (t) => {
-  ({ schema, store } = t);
-  queue = new JobQueue(store, { knownQueues: [...KNOWN_QUEUES] });
-});
-stopWorkersAfterEach(running, cleanups);
+const { startWorker } = useWorkerTests('jreliab', { concurrency: 2, leaseDurationMs: 60_000 }, (t) => ({ schema, store, queue } = t), cleanups);
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-const startWorker = (opts: Partial<WorkerOptions>, setup: (w: Worker) => void, on: JobStore = store): RunningWorker =>
-  startTestWorker(on, running, { concurrency: 2, leaseDurationMs: 60_000, ...opts }, setup);
 
 const statusOf = (uuid: string, status: Job['status']) => jobInStatus(store, uuid, status);
 

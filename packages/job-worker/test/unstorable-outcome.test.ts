@@ -3,24 +3,18 @@
 // outcome (which left the job `running` until its lease lapsed), and the batch it rides in with
 // other finished attempts is still written. Real Postgres.
 import { JobStore, type Job } from '@q/store';
-import { useJobStore } from '@q/testing';
 import { expect, it } from 'vitest';
 import { Completer } from '../src/completer.js';
-import { JobQueue, KNOWN_QUEUES, Worker, type WorkerOptions } from '../src/index.js';
-import { memoryLogger, jobInStatus, startTestWorker, stopWorkersAfterEach, waitFor, type RunningWorker } from './helpers.js';
+import type { JobQueue } from '../src/index.js';
+import { memoryLogger, jobInStatus, useWorkerTests, waitFor } from './helpers.js';
 
 let store: JobStore;
 let queue: JobQueue;
-const running: RunningWorker[] = [];
-
-useJobStore(JobStore, { prefix: 'jworker_unstorable', maxConns: 8, truncate: ['q_jobs'] }, (t) => {
-  ({ store } = t);
-  queue = new JobQueue(store, { knownQueues: [...KNOWN_QUEUES] });
-});
-stopWorkersAfterEach(running);
-
-const startWorker = (opts: Partial<WorkerOptions>, setup: (w: Worker) => void): Worker =>
-  startTestWorker(store, running, { concurrency: 8, leaseDurationMs: 3_000, retryBaseMs: 50, ...opts }, setup).worker;
+const { startWorker } = useWorkerTests(
+  'jworker_unstorable',
+  { concurrency: 8, leaseDurationMs: 3_000, retryBaseMs: 50 },
+  (t) => ({ store, queue } = t),
+);
 
 const statusOf = (uuid: string, status: Job['status']) => jobInStatus(store, uuid, status);
 

@@ -1,26 +1,15 @@
 // Worker behaviour in-process, on real Postgres: exclusivity, retries, dead letter, cancel,
 // notifications, lost leases, step timelines, results.
 import { JobStore, type Job } from '@q/store';
-import { useJobStore, type TestSchema } from '@q/testing';
+import type { TestSchema } from '@q/testing';
 import { expect, it } from 'vitest';
-import { DeadLetterError, JobAbortedError, JobQueue, KNOWN_QUEUES, Worker, type WorkerOptions } from '../src/index.js';
-import { memoryLogger, jobInStatus, startTestWorker, stopWorkersAfterEach, waitFor, type RunningWorker } from './helpers.js';
+import { DeadLetterError, JobAbortedError, Worker, type JobQueue } from '../src/index.js';
+import { memoryLogger, jobInStatus, useWorkerTests, waitFor } from './helpers.js';
 
 let schema: TestSchema;
 let store: JobStore;
 let queue: JobQueue;
-const running: RunningWorker[] = [];
-
-useJobStore(JobStore, { prefix: 'jworker', maxConns: 8, truncate: ['q_jobs'] }, (t) => {
-  ({ schema, store } = t);
-  queue = new JobQueue(store, { knownQueues: [...KNOWN_QUEUES] });
-});
-stopWorkersAfterEach(running);
-
-type Setup = (w: Worker) => void;
-
-const startWorker = (opts: Partial<WorkerOptions>, setup: Setup): Worker =>
-  startTestWorker(store, running, { concurrency: 2, leaseDurationMs: 3_000, ...opts }, setup).worker;
+const { startWorker, running } = useWorkerTests('jworker', { concurrency: 2, leaseDurationMs: 3_000 }, (t) => ({ schema, store, queue } = t));
 
 const statusOf = (uuid: string, status: Job['status']) => jobInStatus(store, uuid, status);
 

@@ -15,8 +15,14 @@ useTestStore('pc_book', 6, (t) => {
   db = schema.pool();
 });
 
-// Backends waiting for a lock on this file's q_requests (the db pool's search_path is the test schema).
-const WAITING_ON_REQUESTS = `SELECT DISTINCT pid FROM pg_locks WHERE relation = 'q_requests'::regclass AND NOT granted`;
+/**
+ * Waits until some backend waits for a lock on this file's q_requests (the db pool's search_path
+ * is the test schema), applying `apply` (an SQL expression of their `pid`) to the waiting ones.
+ */
+async function onceWaitingOnRequests(apply = 'pid'): Promise<void> {
+  const waiting = `SELECT DISTINCT pid FROM pg_locks WHERE relation = 'q_requests'::regclass AND NOT granted`;
+  await waitFor(async () => (await db.query(`SELECT ${apply} FROM (${waiting}) w`)).rows.length > 0);
+}
 
 /**
  * Runs `fn` while another session holds the locks `statements` take (in one open transaction),
@@ -34,11 +40,12 @@ async function whileLocked(statements: Array<string | [string, unknown[]]>, fn: 
   }
 }
 
-/** A consumer `owner` of `queue`, rebalanced (alone) at `t0`. */
-async function rebalanced(queue: string, owner: string): Promise<{ c: Consumer; t0: Date }> {
+/** A consumer `owner` of `queue`, rebalanced (alone) at `t0`, then requests `ids` enqueued on `queue`. */
+async function rebalanced(queue: string, owner: string, ids: string[] = []): Promise<{ c: Consumer; t0: Date }> {
   const c = consumer(queue, owner);
   const t0 = await store.now();
   await c.rebalance(t0);
+  if (ids.length > 0) await store.enqueue(requests(queue, ids));
   return { c, t0 };
 }
 
@@ -90,8 +97,7 @@ describe('bookkeeping', () => {
 
   it('a poll whose outcome is unknown is reconciled on the next rebalance; tracked work is left alone', async () => {
     const q = 'unknown';
-    const { c, t0 } = await rebalanced(q, 'unk-a');
-    await store.enqueue(requests(q, ['kept']));
+    const { c, t0 } = await rebalanced(q, 'unk-a', ['kept']);
     const [kept] = await c.poll(t0, 10);
     expect(kept?.id).toBe('kept');
     await store.enqueue(requests(q, ['lost-1', 'lost-2']));
@@ -100,10 +106,7 @@ describe('bookkeeping', () => {
     await whileLocked(['LOCK TABLE q_requests IN ACCESS EXCLUSIVE MODE'], async () => {
       const ac = new AbortController();
       const polling = c.poll(t0, 10, ac.signal);
-      await waitFor(async () => {
-        const { rows } = await db.query(WAITING_ON_REQUESTS);
-        return rows.length > 0;
-      });
+      await onceWaitingOnRequests();
       ac.abort(new Error('gave up'));
       await expect(polling).rejects.toThrow('gave up');
     });
@@ -121,15 +124,11 @@ describe('bookkeeping', () => {
 
   it('a poll that fails on a dropped connection marks for reconciliation and rebalance recovers', async () => {
     const q = 'dropped';
-    const { c, t0 } = await rebalanced(q, 'drop-a');
-    await store.enqueue(requests(q, ['d-1']));
+    const { c, t0 } = await rebalanced(q, 'drop-a', ['d-1']);
     await whileLocked(['LOCK TABLE q_requests IN ACCESS EXCLUSIVE MODE'], async () => {
       const polling = c.poll(t0, 10);
       polling.catch(() => undefined);
-      await waitFor(async () => {
-        const { rows } = await db.query(`SELECT pg_terminate_backend(pid) FROM (${WAITING_ON_REQUESTS}) w`);
-        return rows.length > 0;
-      });
+      await onceWaitingOnRequests('pg_terminate_backend(pid)');
       await expect(polling).rejects.toThrow();
     });
     await c.rebalance(plus(t0, 1000));
@@ -139,8 +138,7 @@ describe('bookkeeping', () => {
 
   it('a re-dispatched request is handed out again and counted once', async () => {
     const q = 'twice';
-    const { c, t0 } = await rebalanced(q, 'tw-a');
-    await store.enqueue(requests(q, ['twice']));
+    const { c, t0 } = await rebalanced(q, 'tw-a', ['twice']);
     const [first] = await c.poll(t0, 10);
     // Its retry was written but the reply never reached the consumer (store call made directly).
     expect(await store.retry('tw-a', stamp(first as Request), 0, '{}')).toBe(true);

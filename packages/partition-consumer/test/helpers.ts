@@ -1,6 +1,16 @@
 import { afterAll, beforeAll } from 'vitest';
-import { createTestSchema, idInPartition as firstIdInPartition, newRequests, useStore, type TestSchema, type UsedStore } from '@q/testing';
+import {
+  createTestSchema,
+  idInPartition as firstIdInPartition,
+  newRequests,
+  useStore,
+  waitFor,
+  type TestSchema,
+  type UsedStore,
+} from '@q/testing';
 import { partitionOf, Store, type NewRequest } from '@q/store';
+import type pg from 'pg';
+import { runPartitionWorker, type PartitionWorkerOptions, type PartitionWorkerStats } from '../src/index.js';
 
 /** A fresh schema and an open store on it (small pool). */
 export async function openTestStore(prefix: string, maxConns = 4): Promise<{ schema: TestSchema; store: Store }> {
@@ -15,7 +25,7 @@ export function useTestStore(prefix: string, maxConns = 4, onOpen?: (t: UsedStor
 }
 
 /** Collects the process's unhandled rejections into `into` while the file runs (a test asserts none happened). */
-export function trackUnhandledRejections(into: unknown[]): void {
+function trackUnhandledRejections(into: unknown[]): void {
   const onUnhandled = (err: unknown) => into.push(err);
   beforeAll(() => {
     process.on('unhandledRejection', onUnhandled);
@@ -23,6 +33,52 @@ export function trackUnhandledRejections(into: unknown[]): void {
   afterAll(() => {
     process.off('unhandledRejection', onUnhandled);
   });
+}
+
+/**
+ * Registers the lifecycle of a runner test file: a store on a fresh schema (6 connections) and a
+ * pool `db` on that schema for the test's own checks, handed to `onOpen`; the process's unhandled
+ * rejections are collected into the returned array while the file runs (its last test asserts
+ * none happened).
+ */
+export function useRunnerStore(prefix: string, onOpen: (t: { store: Store; db: pg.Pool }) => void): unknown[] {
+  const unhandled: unknown[] = [];
+  trackUnhandledRejections(unhandled);
+  useTestStore(prefix, 6, (t) => onOpen({ store: t.store, db: t.schema.pool() }));
+  return unhandled;
+}
+
+/**
+ * The runner tests' `runPartitionWorker` options for `queue` on `store`: 8 slots, batches of 8, a
+ * 1.5 s lease, a 3 s drain, 50 ms polls, `handle`, stopped by `ac`. Tests spread it and override.
+ */
+export function runnerOptions(
+  store: Store,
+  queue: string,
+  ac: AbortController,
+  handle: PartitionWorkerOptions['handle'],
+): PartitionWorkerOptions {
+  return { store, queue, concurrency: 8, batchSize: 8, leaseTtlMs: 1500, drainTimeoutMs: 3000, pollIntervalMs: 50, handle, signal: ac.signal };
+}
+
+/**
+ * Runs a partition worker with {@link runnerOptions} for `queue` on `store` and `handle`, then
+ * `extra`; once `until` holds (`waitFor`, within `timeoutMs` when given) stops it and returns its
+ * stats. For tests whose worker has one job to finish before it is stopped.
+ */
+export async function runUntil(
+  store: Store,
+  queue: string,
+  handle: PartitionWorkerOptions['handle'],
+  until: () => boolean | Promise<boolean>,
+  extra: Partial<PartitionWorkerOptions> = {},
+  timeoutMs?: number,
+): Promise<PartitionWorkerStats> {
+  const ac = new AbortController();
+  const done = runPartitionWorker({ ...runnerOptions(store, queue, ac, handle), ...extra });
+  await waitFor(until, timeoutMs);
+  ac.abort();
+  return done;
 }
 
 /** First id `prefix-<n>` that lands in partition `p`. */

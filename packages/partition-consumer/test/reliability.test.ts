@@ -1,24 +1,14 @@
 // Issue #14 for the consumer and runner: items 10, 18, 20, 25 and the lease bounce ("Also").
-import { type TestSchema, memoryLogger } from '@q/testing';
+import { memoryLogger } from '@q/testing';
 import type { Store } from '@q/store';
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { Consumer, runPartitionWorker, type Outcome, type PartitionWorkerOptions } from '../src/index.js';
-import { idInPartition, ids, requests, trackUnhandledRejections, useTestStore, waitFor } from './helpers.js';
+import { idInPartition, ids, requests, runnerOptions, runUntil, useRunnerStore, waitFor } from './helpers.js';
 
-let schema: TestSchema;
 let store: Store;
 let db: pg.Pool;
-const unhandled: unknown[] = [];
-trackUnhandledRejections(unhandled);
-useTestStore('pc_rel', 6, (t) => {
-  ({ schema, store } = t);
-  db = schema.pool();
-});
-
-function base(queue: string, ac: AbortController, handle: PartitionWorkerOptions['handle']): PartitionWorkerOptions {
-  return { store, queue, concurrency: 8, batchSize: 8, leaseTtlMs: 1500, drainTimeoutMs: 3000, pollIntervalMs: 50, handle, signal: ac.signal };
-}
+const unhandled = useRunnerStore('pc_rel', (t) => ({ store, db } = t));
 
 async function resultsOf(route: string): Promise<Array<{ id: string; payload: string; expires_at: string }>> {
   const { rows } = await db.query<{ id: string; payload: string; expires_at: string }>(
@@ -47,23 +37,21 @@ describe('bad outcomes fail alone (item 18)', () => {
     await store.enqueue(requests(q, [...good, ...Object.keys(bad), 'frac']));
     const calls = new Map<string, number>();
     const log = memoryLogger();
-    const ac = new AbortController();
     const expiresAt = Date.now() / 1000 + 3600.25;
-    const done = runPartitionWorker({
-      ...base(q, ac, async (req): Promise<Outcome> => {
+    const stats = await runUntil(
+      store,
+      q,
+      async (req): Promise<Outcome> => {
         const n = (calls.get(req.id) ?? 0) + 1;
         calls.set(req.id, n);
         const over = n === 1 ? (bad as Record<string, { route?: string; payload?: string }>)[req.id] : undefined;
         if (req.id === 'frac') return { result: { route: 'rel-bad-out', payload: req.id, expiresAt } };
         return { result: { route: 'rel-bad-out', payload: `ok ${req.id}`, ...over } };
-      }),
-      logger: log,
-      errorRetryDelayMs: 0,
-      ackFlushMs: 50,
-    });
-    await waitFor(async () => (await resultsOf('rel-bad-out')).length === 8, 8_000);
-    ac.abort();
-    const stats = await done;
+      },
+      async () => (await resultsOf('rel-bad-out')).length === 8,
+      { logger: log, errorRetryDelayMs: 0, ackFlushMs: 50 },
+      8_000,
+    );
     // Every good request ran once; each bad one once more (the retry of a failed handler).
     for (const id of [...good, 'frac']) expect(calls.get(id), id).toBe(1);
     for (const id of Object.keys(bad)) expect(calls.get(id), id).toBe(2);
@@ -85,18 +73,19 @@ describe('bad outcomes fail alone (item 18)', () => {
     const q = 'rel-bad-envelope';
     await store.enqueue(requests(q, ['env']));
     let calls = 0;
-    const ac = new AbortController();
-    const done = runPartitionWorker({
-      ...base(q, ac, async (req): Promise<Outcome> => {
+    const stats = await runUntil(
+      store,
+      q,
+      async (req): Promise<Outcome> => {
         calls++;
         if (calls === 1) return { retryAt: 0, envelope: 'x\u0000' };
         return { result: { route: 'rel-env-out', payload: req.envelope } };
-      }),
-      errorRetryDelayMs: 0,
-    });
-    await waitFor(async () => (await resultsOf('rel-env-out')).length === 1, 8_000);
-    ac.abort();
-    expect(await done).toMatchObject({ acked: 1, failed: 1, retried: 1, abandoned: 0 });
+      },
+      async () => (await resultsOf('rel-env-out')).length === 1,
+      { errorRetryDelayMs: 0 },
+      8_000,
+    );
+    expect(stats).toMatchObject({ acked: 1, failed: 1, retried: 1, abandoned: 0 });
     expect(calls).toBe(2);
     expect((await resultsOf('rel-env-out'))[0]?.payload).toBe('{"id":"env"}'); // the envelope was kept
   });
@@ -108,9 +97,10 @@ describe('fractional retryAt and defer (item 20)', () => {
     await store.enqueue(requests(q, ['retry-frac', 'defer-frac']));
     const seen = new Map<string, number[]>();
     const asked = new Map<string, number>();
-    const ac = new AbortController();
-    const done = runPartitionWorker({
-      ...base(q, ac, async (req): Promise<Outcome> => {
+    const stats = await runUntil(
+      store,
+      q,
+      async (req): Promise<Outcome> => {
         const times = seen.get(req.id) ?? [];
         times.push(Date.now());
         seen.set(req.id, times);
@@ -120,11 +110,12 @@ describe('fractional retryAt and defer (item 20)', () => {
           return req.id === 'retry-frac' ? { retryAt: at, envelope: '{"n":1}' } : { defer: at };
         }
         return { result: { route: 'rel-frac-out', payload: req.envelope } };
-      }),
-    });
-    await waitFor(async () => (await resultsOf('rel-frac-out')).length === 2, 10_000);
-    ac.abort();
-    expect(await done).toMatchObject({ acked: 2, retried: 1, deferred: 1, failed: 0, abandoned: 0 });
+      },
+      async () => (await resultsOf('rel-frac-out')).length === 2,
+      {},
+      10_000,
+    );
+    expect(stats).toMatchObject({ acked: 2, retried: 1, deferred: 1, failed: 0, abandoned: 0 });
     for (const id of ['retry-frac', 'defer-frac']) {
       const times = seen.get(id) ?? [];
       expect(times, id).toHaveLength(2);
@@ -174,7 +165,7 @@ describe('bad arguments are INVALID_ARGUMENT (items 10 and 25)', () => {
   it('runPartitionWorker: NUL in the queue, durations of 2^31 ms or more, bad providers', async () => {
     const ac = new AbortController();
     ac.abort(); // nothing may start even if the options were accepted
-    const ok = base('rel-args-w', ac, async () => ({ defer: 0 }));
+    const ok = runnerOptions(store, 'rel-args-w', ac, async () => ({ defer: 0 }));
     const bad: Array<[string, Partial<PartitionWorkerOptions>]> = [
       ['queue with NUL', { queue: 'a\u0000' }],
       ['owner with a lone surrogate', { owner: '\udc00' }],
@@ -208,7 +199,7 @@ describe('a partition that bounces back while its handler runs ("Also")', () => 
     let poisonCalls = 0;
     const ac = new AbortController();
     const done = runPartitionWorker({
-      ...base(q, ac, async (req, signal): Promise<Outcome> => {
+      ...runnerOptions(store, q, ac, async (req, signal): Promise<Outcome> => {
         if (req.id === poison) {
           poisonCalls++;
           if (poisonCalls === 1) {

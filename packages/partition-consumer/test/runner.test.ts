@@ -1,26 +1,16 @@
-import { type TestSchema, memoryLogger } from '@q/testing';
+import { memoryLogger } from '@q/testing';
 import type { Request, Store } from '@q/store';
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { runPartitionWorker, type Outcome, type PartitionWorkerOptions } from '../src/index.js';
-import { idInPartition, ids, requests, trackUnhandledRejections, useTestStore, waitFor } from './helpers.js';
+import { runPartitionWorker, type Outcome, type PartitionWorkerOptions, type PartitionWorkerStats } from '../src/index.js';
+import { idInPartition, ids, requests, runnerOptions, runUntil, useRunnerStore, waitFor } from './helpers.js';
 
-let schema: TestSchema;
 let store: Store;
 let db: pg.Pool;
-const unhandled: unknown[] = [];
-trackUnhandledRejections(unhandled);
-useTestStore('pc_runner', 6, (t) => {
-  ({ schema, store } = t);
-  db = schema.pool();
-});
+const unhandled = useRunnerStore('pc_runner', (t) => ({ store, db } = t));
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const unixNow = () => Math.floor(Date.now() / 1000);
-
-function base(queue: string, ac: AbortController, handle: PartitionWorkerOptions['handle']): PartitionWorkerOptions {
-  return { store, queue, concurrency: 8, batchSize: 8, leaseTtlMs: 1500, drainTimeoutMs: 3000, pollIntervalMs: 50, handle, signal: ac.signal };
-}
 
 async function count(sql: string, params: unknown[]): Promise<number> {
   const { rows } = await db.query<{ n: string }>(sql, params);
@@ -34,13 +24,14 @@ describe('runPartitionWorker', () => {
   it('handles every request once with bounded concurrency, batches acks, and stops cleanly', async () => {
     const q = 'rw-basic';
     await store.enqueue(requests(q, ids('basic', 400)));
-    const ac = new AbortController();
     let running = 0;
     let peak = 0;
     const seen = new Map<string, number>();
     const log = memoryLogger();
-    const done = runPartitionWorker({
-      ...base(q, ac, async (req: Request, signal: AbortSignal) => {
+    const stats = await runUntil(
+      store,
+      q,
+      async (req: Request, signal: AbortSignal) => {
         expect(signal).toBeInstanceOf(AbortSignal);
         running++;
         peak = Math.max(peak, running);
@@ -48,14 +39,10 @@ describe('runPartitionWorker', () => {
         await sleep(2);
         running--;
         return { result: { route: 'rw-basic-out', payload: JSON.stringify({ id: req.id }) } };
-      }),
-      owner: 'worker-one',
-      logger: log,
-      ackBatchSize: 16,
-    });
-    await waitFor(async () => (await results('rw-basic-out')) === 400);
-    ac.abort();
-    const stats = await done;
+      },
+      async () => (await results('rw-basic-out')) === 400,
+      { owner: 'worker-one', logger: log, ackBatchSize: 16 },
+    );
     expect(stats).toMatchObject({ owner: 'worker-one', dispatched: 400, acked: 400, fenced: 0, abandoned: 0, failed: 0 });
     expect(peak).toBeLessThanOrEqual(8);
     expect([...seen.values()].every((n) => n === 1)).toBe(true);
@@ -70,25 +57,28 @@ describe('runPartitionWorker', () => {
   it('writes a partial ack batch as soon as no handler is left running, not after ackFlushMs', async () => {
     const q = 'rw-idle-flush';
     await store.enqueue(requests(q, ids('idle', 5)));
-    const ac = new AbortController();
-    const done = runPartitionWorker({
-      ...base(q, ac, async (req) => ({ result: { route: 'rw-idle-flush-out', payload: req.id } })),
-      ackBatchSize: 8,
-      ackFlushMs: 600_000, // a timer flush would come long after the wait below gives up
-    });
-    await waitFor(async () => (await results('rw-idle-flush-out')) === 5);
-    ac.abort();
-    expect(await done).toMatchObject({ dispatched: 5, acked: 5, fenced: 0, abandoned: 0 });
+    const stats = await runUntil(
+      store,
+      q,
+      async (req) => ({ result: { route: 'rw-idle-flush-out', payload: req.id } }),
+      async () => (await results('rw-idle-flush-out')) === 5,
+      {
+        ackBatchSize: 8,
+        ackFlushMs: 600_000, // a timer flush would come long after the wait below gives up
+      },
+    );
+    expect(stats).toMatchObject({ dispatched: 5, acked: 5, fenced: 0, abandoned: 0 });
     expect(await left(q)).toBe(0);
   });
 
   it('applies retry, defer and handler failures, then finishes', async () => {
     const q = 'rw-outcomes';
     await store.enqueue(requests(q, ['retry-me', 'defer-me', 'throw-me', 'junk-me']));
-    const ac = new AbortController();
     const calls = new Map<string, Request[]>();
-    const done = runPartitionWorker({
-      ...base(q, ac, async (req): Promise<Outcome> => {
+    const stats = await runUntil(
+      store,
+      q,
+      async (req): Promise<Outcome> => {
         const seen = calls.get(req.id) ?? [];
         seen.push(req);
         calls.set(req.id, seen);
@@ -98,12 +88,10 @@ describe('runPartitionWorker', () => {
         if (req.id === 'throw-me' && first) throw new Error('boom');
         if (req.id === 'junk-me' && first) return { nonsense: true } as unknown as Outcome;
         return { result: { route: 'rw-outcomes-out', payload: req.envelope, expiresAt: unixNow() + 3600 } };
-      }),
-      errorRetryDelayMs: 0,
-    });
-    await waitFor(async () => (await results('rw-outcomes-out')) === 4);
-    ac.abort();
-    const stats = await done;
+      },
+      async () => (await results('rw-outcomes-out')) === 4,
+      { errorRetryDelayMs: 0 },
+    );
     expect(stats).toMatchObject({ acked: 4, retried: 3, deferred: 1, failed: 2, abandoned: 0 });
     expect(calls.get('retry-me')?.[1]?.envelope).toBe('{"retries":1}');
     expect(calls.get('throw-me')?.[1]?.envelope).toBe('{"id":"throw-me"}');
@@ -111,46 +99,65 @@ describe('runPartitionWorker', () => {
     expect(await left(q)).toBe(0);
   });
 
-  it('graceful stop waits for work in flight and writes its results before closing', async () => {
-    const q = 'rw-graceful';
-    await store.enqueue(requests(q, ids('graceful', 6)));
-    const ac = new AbortController();
-    let started = 0;
-    const done = runPartitionWorker({
-      ...base(q, ac, async (req) => {
-        started++;
+  // What a stop does to the handlers in flight, once all of them have started: it waits for them
+  // and writes their results, or (stopTimeoutMs passed) aborts them and puts their requests back.
+  const stops: Array<{
+    name: string;
+    q: string;
+    prefix: string;
+    n: number;
+    handle: PartitionWorkerOptions['handle'];
+    options: Partial<PartitionWorkerOptions>;
+    stats: Partial<PartitionWorkerStats>;
+    written: number;
+    putBack: number;
+  }> = [
+    {
+      name: 'graceful stop waits for work in flight and writes its results before closing',
+      q: 'rw-graceful',
+      prefix: 'graceful',
+      n: 6,
+      handle: async (req) => {
         await sleep(400);
         return { result: { route: 'rw-graceful-out', payload: req.id } };
-      }),
-      concurrency: 6,
+      },
+      options: { concurrency: 6 },
+      stats: { dispatched: 6, acked: 6, abandoned: 0 },
+      written: 6,
+      putBack: 0,
+    },
+    {
+      name: 'a stop that times out aborts the handlers and puts their requests back',
+      q: 'rw-timeout',
+      prefix: 'timeout',
+      n: 3,
+      handle: (_req, signal) => new Promise<Outcome>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason))),
+      options: { stopTimeoutMs: 200 },
+      stats: { dispatched: 3, acked: 0, undispatched: 3 },
+      written: 0,
+      putBack: 3,
+    },
+  ];
+  for (const { name, q, prefix, n, handle, options, stats, written, putBack } of stops) {
+    it(name, async () => {
+      await store.enqueue(requests(q, ids(prefix, n)));
+      let started = 0;
+      const got = await runUntil(
+        store,
+        q,
+        (req, signal) => {
+          started++;
+          return handle(req, signal);
+        },
+        () => started === n,
+        options,
+      );
+      expect(got).toMatchObject(stats);
+      expect(await results(`${q}-out`)).toBe(written);
+      expect(await left(q)).toBe(putBack);
+      expect(await count('SELECT count(*) AS n FROM q_requests WHERE queue = $1 AND dispatch_epoch = 0', [q])).toBe(putBack);
     });
-    await waitFor(() => started === 6);
-    ac.abort();
-    const stats = await done;
-    expect(stats).toMatchObject({ dispatched: 6, acked: 6, abandoned: 0 });
-    expect(await results('rw-graceful-out')).toBe(6);
-    expect(await left(q)).toBe(0);
-  });
-
-  it('a stop that times out aborts the handlers and puts their requests back', async () => {
-    const q = 'rw-timeout';
-    await store.enqueue(requests(q, ids('timeout', 3)));
-    const ac = new AbortController();
-    let started = 0;
-    const done = runPartitionWorker({
-      ...base(q, ac, (_req, signal) => {
-        started++;
-        return new Promise<Outcome>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason)));
-      }),
-      stopTimeoutMs: 200,
-    });
-    await waitFor(() => started === 3);
-    ac.abort();
-    const stats = await done;
-    expect(stats).toMatchObject({ dispatched: 3, acked: 0, undispatched: 3 });
-    expect(await results('rw-timeout-out')).toBe(0);
-    expect(await count('SELECT count(*) AS n FROM q_requests WHERE queue = $1 AND dispatch_epoch = 0', [q])).toBe(3);
-  });
+  }
 
   it('two workers share the queue; a handler whose partition moved is aborted and its late result fenced', async () => {
     const q = 'rw-pair';
@@ -166,7 +173,8 @@ describe('runPartitionWorker', () => {
     const aborted: string[] = [];
     // a holds everything and sits on its work; b joins, a's stop times out, b redelivers.
     const a = runPartitionWorker({
-      ...base(
+      ...runnerOptions(
+        store,
         q,
         acA,
         (req, signal) =>
@@ -186,7 +194,7 @@ describe('runPartitionWorker', () => {
     });
     await waitFor(async () => (await count(`SELECT count(*) AS n FROM q_requests WHERE queue = $1 AND dispatch_epoch > 0`, [q])) === 64);
     const b = runPartitionWorker({
-      ...base(q, acB, async (req) => ({ result: { route: 'rw-pair-out', payload: req.id } })),
+      ...runnerOptions(store, q, acB, async (req) => ({ result: { route: 'rw-pair-out', payload: req.id } })),
       owner: 'pair-b',
     });
     // a drains half its partitions to b; after the drain timeout b redelivers their work.
@@ -205,7 +213,7 @@ describe('runPartitionWorker', () => {
 
   it('rejects invalid options with INVALID_ARGUMENT', async () => {
     const ac = new AbortController();
-    const ok = base('rw-bad', ac, async () => ({ defer: 0 }));
+    const ok = runnerOptions(store, 'rw-bad', ac, async () => ({ defer: 0 }));
     await expect(runPartitionWorker({ ...ok, concurrency: 0 })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
     await expect(runPartitionWorker({ ...ok, queue: '' })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
     await expect(runPartitionWorker({ ...ok, handle: undefined as never })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });

@@ -1,6 +1,5 @@
 import { JOURNAL_TABLE, bundledMigrations, quoteIdent } from '@q/schema';
-import { dsnWithSchema, testDatabaseUrl, useScratchSchemas } from '@q/testing';
-import pg from 'pg';
+import { useScratchSchemas } from '@q/testing';
 import { describe, expect, it } from 'vitest';
 import { QuotaStore, createQuota } from '../src/index.js';
 
@@ -8,13 +7,11 @@ import { QuotaStore, createQuota } from '../src/index.js';
 // on one pool, and the upgrade to the q_ table names.
 
 const scratch = useScratchSchemas({ quoteIdent, journalTable: JOURNAL_TABLE });
-const { admin, name } = scratch;
+const { admin } = scratch;
 
 describe('QuotaStore schema placement', () => {
   it('migrating a database at the previous schema keeps its holders, slots, windows and admissions counting under the q_ names', async () => {
-    const s = name('qupg');
-    await scratch.migrateAsOlderBuild(s, bundledMigrations('quota'), '0003');
-    const q = quoteIdent(s);
+    const { quoted: q, dsn } = await scratch.olderBuild('qupg', bundledMigrations('quota'), '0003');
     const now = `(extract(epoch FROM clock_timestamp()) * 1000)::bigint`;
     // Written by the previous build: a live holder with 2 slots of k, a lapsed one, and 3
     // admissions of r in the current minute.
@@ -24,7 +21,7 @@ describe('QuotaStore schema placement', () => {
     await admin.query(`INSERT INTO ${q}.async_quota_windows (key, window_ms, used) VALUES ('r', 60000, 3)`);
     await admin.query(`INSERT INTO ${q}.async_quota_admits (key, window_ms, at_ms, n) VALUES ('r', 60000, ${now}, 3)`);
 
-    const store = await QuotaStore.open(dsnWithSchema(testDatabaseUrl(), s), { maxConns: 2 });
+    const store = await QuotaStore.open(dsn, { maxConns: 2 });
     try {
       const gone = await admin.query(`SELECT to_regclass($1) AS t, to_regproc($2) AS f`, [`${q}.async_quota_slots`, `${q}.async_quota_acquire`]);
       expect(gone.rows[0]).toEqual({ t: null, f: null });
@@ -42,10 +39,8 @@ describe('QuotaStore schema placement', () => {
   });
 
   it('schema: X on a DSN whose search_path points elsewhere creates X and works end to end there', async () => {
-    const decoy = name('qdecoy');
-    const target = name('qtarget');
-    await admin.query(`CREATE SCHEMA ${quoteIdent(decoy)}`);
-    const quota = await createQuota({ dsn: dsnWithSchema(testDatabaseUrl(), decoy), schema: target, maxConns: 2 });
+    const { decoy, target, dsn } = await scratch.decoyAndTarget('q');
+    const quota = await createQuota({ dsn, schema: target, maxConns: 2 });
     try {
       const release = await quota.acquire('k', 1);
       expect(await quota.admit('r', 2, 60_000)).toBe(true);
@@ -61,26 +56,21 @@ describe('QuotaStore schema placement', () => {
   });
 
   it('two stores of different schemas on one pool (one connection) do not mix', async () => {
-    const a = name('qa');
-    const b = name('qb');
-    const pool = new pg.Pool({ connectionString: testDatabaseUrl(), max: 1 });
-    try {
-      const qa = await createQuota({ pool, schema: a });
-      const qb = await createQuota({ pool, schema: b });
-      // Limit 1 on the same key in both: each schema counts its own slot.
-      const ra = await qa.acquire('k', 1);
-      const rb = await qb.acquire('k', 1);
-      expect(await qa.admit('r', 1, 60_000)).toBe(true);
-      expect(await qb.admit('r', 1, 60_000)).toBe(true);
-      expect(await qa.admit('r', 1, 60_000)).toBe(false);
-      expect(ra).not.toBeNull();
-      expect(rb).not.toBeNull();
-      await ra!();
-      await rb!();
-      await qa.close();
-      await qb.close();
-    } finally {
-      await pool.end();
-    }
+    await scratch.twoSchemasOnOneConnection(
+      'q',
+      (pool, schema) => createQuota({ pool, schema }),
+      async (qa, qb) => {
+        // Limit 1 on the same key in both: each schema counts its own slot.
+        const ra = await qa.acquire('k', 1);
+        const rb = await qb.acquire('k', 1);
+        expect(await qa.admit('r', 1, 60_000)).toBe(true);
+        expect(await qb.admit('r', 1, 60_000)).toBe(true);
+        expect(await qa.admit('r', 1, 60_000)).toBe(false);
+        expect(ra).not.toBeNull();
+        expect(rb).not.toBeNull();
+        await ra!();
+        await rb!();
+      },
+    );
   });
 });

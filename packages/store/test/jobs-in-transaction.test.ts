@@ -1,6 +1,6 @@
 // JobStore.fromPool and enqueue through the caller's transaction ({ client }), on real Postgres.
 import { isQError } from '@q/schema';
-import { createTestSchema, inTransaction, useFromPool, type TestSchema } from '@q/testing';
+import { inTransaction, useFromPool, useSchemaPerTest, withClient, type TestSchema } from '@q/testing';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import { integer, pgTable, serial, text } from 'drizzle-orm/pg-core';
 import pg from 'pg';
@@ -31,30 +31,26 @@ async function listening(): Promise<{ got: JobNotification[]; close(): Promise<v
   return { got, close: () => l.close() };
 }
 
+// fromPool tests get a schema of their own (and a 2-connection pool on it), gone after the test.
+const { fresh } = useSchemaPerTest('jobsfp', 2);
+
 describe('JobStore.fromPool', () => {
   it('migrates the jobs table through the app pool, and close() leaves the pool open', async () => {
-    const other = await createTestSchema('jobsfp');
-    const pool = new pg.Pool({ connectionString: other.dsn, max: 2 });
-    pool.on('error', () => undefined);
-    try {
-      const s = await JobStore.fromPool(pool);
-      expect(s.pool).toBe(pool);
-      expect(s.schema).toBe(other.name);
-      const [job] = await s.enqueue([{ queue: 'default', type: 't' }]);
-      await s.close();
-      await expect(s.enqueue([{ queue: 'default', type: 't' }])).rejects.toMatchObject({ code: 'CLOSED' });
-      // The pool is still the application's: usable, not ending.
-      expect(pool.ending).toBe(false);
-      expect((await pool.query('SELECT count(*)::int AS n FROM q_jobs')).rows[0].n).toBe(1);
-      expect(job!.status).toBe('queued');
-      // migrate: false does not touch the schema.
-      const again = await JobStore.fromPool(pool, { migrate: false });
-      await again.close();
-      expect(pool.ending).toBe(false);
-    } finally {
-      await pool.end();
-      await other.drop();
-    }
+    const { schema: other, pool } = await fresh();
+    const s = await JobStore.fromPool(pool);
+    expect(s.pool).toBe(pool);
+    expect(s.schema).toBe(other.name);
+    const [job] = await s.enqueue([{ queue: 'default', type: 't' }]);
+    await s.close();
+    await expect(s.enqueue([{ queue: 'default', type: 't' }])).rejects.toMatchObject({ code: 'CLOSED' });
+    // The pool is still the application's: usable, not ending.
+    expect(pool.ending).toBe(false);
+    expect((await pool.query('SELECT count(*)::int AS n FROM q_jobs')).rows[0].n).toBe(1);
+    expect(job!.status).toBe('queued');
+    // migrate: false does not touch the schema.
+    const again = await JobStore.fromPool(pool, { migrate: false });
+    await again.close();
+    expect(pool.ending).toBe(false);
   });
 
   it('refuses what is not a pool, and bad options', async () => {
@@ -225,18 +221,13 @@ describe('enqueue(jobs, { client }) in the caller’s transaction', () => {
   });
 
   it('accepts a pg.Client and any object with query(config)', async () => {
-    const c = new pg.Client({ connectionString: schema.dsn });
-    c.on('error', () => undefined);
-    await c.connect();
-    try {
+    await withClient(schema.dsn, async (c) => {
       await c.query('BEGIN');
       const shaped: TransactionClient = { query: (config) => c.query(config) };
       await store.enqueue([{ queue: 'default', type: 'shaped' }], { client: shaped });
       await store.enqueue([{ queue: 'default', type: 'client' }], { client: c });
       await c.query('COMMIT');
-    } finally {
-      await c.end();
-    }
+    });
     expect(await count()).toBe(2);
   });
 

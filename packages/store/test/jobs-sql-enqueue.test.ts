@@ -1,5 +1,5 @@
 // q_enqueue_job(queue, type, payload, options): the SQL entry point installed by the jobs migration.
-import { useJobStore, type TestSchema } from '@q/testing';
+import { useJobStore, withClient, type TestSchema } from '@q/testing';
 import pg from 'pg';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { JobStore, type JobNotification } from '../src/index.js';
@@ -147,16 +147,11 @@ describe('q_enqueue_job', () => {
   });
 
   it('writes its own schema’s table whatever the caller’s search_path', async () => {
-    const c = new pg.Client({ connectionString: schema.serverDsn });
-    c.on('error', () => undefined);
-    await c.connect();
-    try {
+    await withClient(schema.serverDsn, async (c) => {
       await c.query('SET search_path = pg_catalog');
       const row = (await c.query(`SELECT uuid FROM "${schema.name}".q_enqueue_job('default', 'qualified')`)).rows[0];
       expect((await store.get(row.uuid))?.type).toBe('qualified');
-    } finally {
-      await c.end();
-    }
+    });
   });
 
   it('8 concurrent transactions with one idempotency key produce one job', async () => {

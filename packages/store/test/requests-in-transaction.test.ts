@@ -1,5 +1,5 @@
 // Store.fromPool and Store.enqueue(requests, { client }) in the caller's transaction, on real Postgres.
-import { createTestSchema, inTransaction, useFromPool } from '@q/testing';
+import { inTransaction, useFromPool, useSchemaPerTest } from '@q/testing';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import { pgTable, serial, text } from 'drizzle-orm/pg-core';
 import pg from 'pg';
@@ -22,25 +22,21 @@ const noteCount = async () => (await app.query<{ n: number }>('SELECT count(*)::
 /** Runs `fn` in a transaction on one of the app's connections; COMMIT unless `end` is ROLLBACK. */
 const inTx = <T>(fn: (c: pg.PoolClient) => Promise<T>, end: 'COMMIT' | 'ROLLBACK' = 'COMMIT'): Promise<T> => inTransaction(app, fn, end);
 
+// fromPool tests get a schema of their own (and a 2-connection pool on it), gone after the test.
+const { fresh } = useSchemaPerTest('reqfp', 2);
+
 describe('Store.fromPool', () => {
   it('migrates through the app pool; close() leaves the pool open', async () => {
-    const other = await createTestSchema('reqfp');
-    const pool = new pg.Pool({ connectionString: other.dsn, max: 2 });
-    pool.on('error', () => undefined);
-    try {
-      const s = await Store.fromPool(pool);
-      expect(s.pool).toBe(pool);
-      await s.enqueue([req('a')]);
-      await s.close();
-      await expect(s.enqueue([req('b')])).rejects.toMatchObject({ code: 'CLOSED' });
-      expect(pool.ending).toBe(false);
-      expect((await pool.query('SELECT count(*)::int AS n FROM q_requests')).rows[0].n).toBe(1);
-      await (await Store.fromPool(pool, { migrate: false })).close();
-      expect(pool.ending).toBe(false);
-    } finally {
-      await pool.end();
-      await other.drop();
-    }
+    const { pool } = await fresh();
+    const s = await Store.fromPool(pool);
+    expect(s.pool).toBe(pool);
+    await s.enqueue([req('a')]);
+    await s.close();
+    await expect(s.enqueue([req('b')])).rejects.toMatchObject({ code: 'CLOSED' });
+    expect(pool.ending).toBe(false);
+    expect((await pool.query('SELECT count(*)::int AS n FROM q_requests')).rows[0].n).toBe(1);
+    await (await Store.fromPool(pool, { migrate: false })).close();
+    expect(pool.ending).toBe(false);
   });
 
   it('refuses what is not a pool', async () => {

@@ -1,6 +1,5 @@
 import { JOURNAL_TABLE, QErrorCode, bundledMigrations, isQError, quoteIdent } from '@q/schema';
-import { dsnWithSchema, testDatabaseUrl, useScratchSchemas } from '@q/testing';
-import pg from 'pg';
+import { onOneConnection, testDatabaseUrl, useScratchSchemas, withClient } from '@q/testing';
 import { describe, expect, it } from 'vitest';
 import { Store, partitionOf, stampOf } from '../src/index.js';
 import { ALL, at, req } from './requests/helpers.js';
@@ -13,9 +12,7 @@ const { admin, name } = scratch;
 
 describe('Store schema placement', () => {
   it('migrating a database at the previous schema keeps its requests, results, partitions and sequences usable under the q_ names', async () => {
-    const s = name('supg');
-    await scratch.migrateAsOlderBuild(s, bundledMigrations('requests'), '0003');
-    const q = quoteIdent(s);
+    const { schema: s, quoted: q, dsn } = await scratch.olderBuild('supg', bundledMigrations('requests'), '0003');
     // State written by the previous build: partitions, one live dispatcher, two pending
     // requests, one result, and attempts already drawn from the sequence.
     await admin.query(`INSERT INTO ${q}.async_partitions (queue, partition_id) SELECT 'q', g FROM generate_series(0, 63) g`);
@@ -28,7 +25,7 @@ describe('Store schema placement', () => {
     await admin.query(`INSERT INTO ${q}.async_results (route, id, request_token, payload, created_at) VALUES ('r', 'old', 't', 'old-result', 1)`);
     await admin.query(`SELECT setval('${s}.async_dispatch_attempts', 41)`);
 
-    const store = await Store.open(dsnWithSchema(testDatabaseUrl(), s), { maxConns: 2 });
+    const store = await Store.open(dsn, { maxConns: 2 });
     try {
       const gone = await admin.query(`SELECT to_regclass($1) AS r, to_regclass($2) AS p, to_regproc($3) AS f`, [
         `${q}.async_requests`,
@@ -62,24 +59,17 @@ describe('Store schema placement', () => {
   });
 
   it('schema: X on a DSN whose search_path points elsewhere creates X and works end to end there', async () => {
-    const decoy = name('sdecoy');
-    const target = name('starget');
-    await admin.query(`CREATE SCHEMA ${quoteIdent(decoy)}`);
-    const dsn = dsnWithSchema(testDatabaseUrl(), decoy);
+    const { decoy, target, dsn } = await scratch.decoyAndTarget('s');
     const store = await Store.open(dsn, { schema: target, maxConns: 2 });
     try {
       expect(store.schema).toBe(target);
       await store.enqueue([req('x1'), req('x2', { deadline: 2000 })]);
       // Written through a caller's connection whose search_path is the decoy: still lands in X.
-      const c = new pg.Client({ connectionString: dsn });
-      await c.connect();
-      try {
+      await withClient(dsn, async (c) => {
         await c.query('BEGIN');
         await store.enqueue([req('x3', { deadline: 3000 })], { client: c });
         await c.query('COMMIT');
-      } finally {
-        await c.end();
-      }
+      });
       await store.ensurePartitions('q');
       await store.acquirePartitions('q', 'o', at(10), 60_000, 64);
       expect((await store.backlog('q', 10, [1500])).depth).toBe(3);
@@ -97,34 +87,28 @@ describe('Store schema placement', () => {
   });
 
   it('two stores of different schemas on one pool (one connection) do not mix', async () => {
-    const a = name('sa');
-    const b = name('sb');
-    const pool = new pg.Pool({ connectionString: testDatabaseUrl(), max: 1 });
-    try {
-      const sa = await Store.fromPool(pool, { schema: a });
-      const sb = await Store.fromPool(pool, { schema: b });
-      await sa.enqueue([req('only-a')]);
-      await sb.enqueue([req('only-b1'), req('only-b2')]);
-      for (const s of [sa, sb]) {
-        await s.ensurePartitions('q');
-        await s.acquirePartitions('q', 'o', at(10), 60_000, 64);
-      }
-      expect(await sa.hasRequests('q')).toBe(true);
-      expect((await sa.backlog('q', 10, [])).depth).toBe(1);
-      expect((await sb.backlog('q', 10, [])).depth).toBe(2);
-      expect((await sa.dispatch('q', 'o', at(10), 10)).map((r) => r.id)).toEqual(['only-a']);
-      expect((await sb.dispatch('q', 'o', at(10), 10)).map((r) => r.id)).toEqual(['only-b1', 'only-b2']);
-      await sa.close();
-      await sb.close();
-    } finally {
-      await pool.end();
-    }
+    await scratch.twoSchemasOnOneConnection(
+      's',
+      (pool, schema) => Store.fromPool(pool, { schema }),
+      async (sa, sb) => {
+        await sa.enqueue([req('only-a')]);
+        await sb.enqueue([req('only-b1'), req('only-b2')]);
+        for (const s of [sa, sb]) {
+          await s.ensurePartitions('q');
+          await s.acquirePartitions('q', 'o', at(10), 60_000, 64);
+        }
+        expect(await sa.hasRequests('q')).toBe(true);
+        expect((await sa.backlog('q', 10, [])).depth).toBe(1);
+        expect((await sb.backlog('q', 10, [])).depth).toBe(2);
+        expect((await sa.dispatch('q', 'o', at(10), 10)).map((r) => r.id)).toEqual(['only-a']);
+        expect((await sb.dispatch('q', 'o', at(10), 10)).map((r) => r.id)).toEqual(['only-b1', 'only-b2']);
+      },
+    );
   });
 
   it("pooler: 'transaction' sends every statement unnamed (nothing prepared on the server session)", async () => {
     const s = name('spool');
-    const pool = new pg.Pool({ connectionString: testDatabaseUrl(), max: 1 });
-    try {
+    await onOneConnection(async (pool) => {
       const prepared = async (): Promise<number> =>
         (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_prepared_statements')).rows[0]!.n;
       const unnamed = await Store.fromPool(pool, { schema: s, pooler: 'transaction' });
@@ -135,9 +119,7 @@ describe('Store schema placement', () => {
       const named = await Store.fromPool(pool, { schema: s, migrate: false });
       await named.backlog('q', 1, [1]);
       expect(await prepared()).toBe(1);
-    } finally {
-      await pool.end();
-    }
+    });
   });
 
   it('a data exception (SQLSTATE class 22: the attempt sequence exhausted) is INVALID_ARGUMENT, not CONNECTION', async () => {

@@ -20,6 +20,7 @@ export {
 } from './lifecycle.js';
 export { idInPartition, ids, newJob, newRequest, newRequests, token, type RequestInput } from './factories.js';
 export { inTransaction } from './transaction.js';
+export { onOneConnection, withClient } from './client.js';
 export { memoryLogger, type LogLine, type MemoryLogger } from './logger.js';
 export { testRoles, type TestRoles } from './roles.js';
 export { migrateAsOlderBuild, useScratchSchemas, type SchemaNaming, type ScratchSchemas, type ShippedMigration } from './older-build.js';

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll } from 'vitest';
-import { testDatabaseUrl } from './schema.js';
+import { onOneConnection } from './client.js';
+import { dsnWithSchema, testDatabaseUrl } from './schema.js';
 
 /** One shipped migration, as `bundledMigrations()` of `@q/schema` lists it. */
 export interface ShippedMigration {
@@ -61,10 +62,34 @@ export interface ScratchSchemas {
   readonly admin: pg.Pool;
   /** A fresh schema name `<prefix>_<random>`; the schema (if created) is dropped in `afterAll`. */
   name(prefix: string): string;
+  /**
+   * A created, empty schema `<prefix>decoy_<random>`, a target schema name `<prefix>target_<random>`
+   * (not created), and a DSN whose search_path is the decoy: for tests that a store given
+   * `schema: target` puts everything in the target whatever its connections' search_path says.
+   */
+  decoyAndTarget(prefix: string): Promise<{ decoy: string; target: string; dsn: string }>;
+  /**
+   * Opens a store in schema `<prefix>a_<random>` and one in `<prefix>b_<random>` with `open`, both on
+   * one pool of a single connection ({@link onOneConnection}), runs `fn` with them, then closes both
+   * and the pool: for tests that stores of different schemas sharing one server session do not mix.
+   */
+  twoSchemasOnOneConnection<S extends { close(): Promise<void> }>(
+    prefix: string,
+    open: (pool: pg.Pool, schema: string) => Promise<S>,
+    fn: (a: S, b: S) => Promise<void>,
+  ): Promise<void>;
   /** How many tables each of `schemas` holds (the journal included), by schema name; schemas with none are absent. */
   tableCounts(schemas: readonly string[]): Promise<Array<{ schema: string; n: number }>>;
-  /** {@link migrateAsOlderBuild} on the admin pool, of the `migrations` whose tag sorts before `beforeTag` (all without it). */
-  migrateAsOlderBuild(schema: string, migrations: readonly ShippedMigration[], beforeTag?: string): Promise<void>;
+  /**
+   * A fresh schema `<prefix>_<random>` left by {@link migrateAsOlderBuild} (on the admin pool) of the
+   * `migrations` whose tag sorts before `beforeTag` (all without it): its name, its name quoted for
+   * SQL, and a DSN whose search_path is it (for the current build's `open`).
+   */
+  olderBuild(
+    prefix: string,
+    migrations: readonly ShippedMigration[],
+    beforeTag?: string,
+  ): Promise<{ schema: string; quoted: string; dsn: string }>;
 }
 
 /**
@@ -80,13 +105,31 @@ export function useScratchSchemas(naming: SchemaNaming): ScratchSchemas {
     for (const s of made) await admin.query(`DROP SCHEMA IF EXISTS ${naming.quoteIdent(s)} CASCADE`);
     await admin.end();
   });
+  const name = (prefix: string): string => {
+    const n = `${prefix}_${randomBytes(5).toString('hex')}`;
+    made.push(n);
+    return n;
+  };
   return {
     admin,
-    name(prefix) {
-      const n = `${prefix}_${randomBytes(5).toString('hex')}`;
-      made.push(n);
-      return n;
+    name,
+    async decoyAndTarget(prefix) {
+      const decoy = name(`${prefix}decoy`);
+      const target = name(`${prefix}target`);
+      await admin.query(`CREATE SCHEMA ${naming.quoteIdent(decoy)}`);
+      return { decoy, target, dsn: dsnWithSchema(testDatabaseUrl(), decoy) };
     },
+    twoSchemasOnOneConnection: (prefix, open, fn) =>
+      onOneConnection(async (pool) => {
+        const a = await open(pool, name(`${prefix}a`));
+        const b = await open(pool, name(`${prefix}b`));
+        try {
+          await fn(a, b);
+        } finally {
+          await a.close();
+          await b.close();
+        }
+      }),
     async tableCounts(schemas) {
       const { rows } = await admin.query<{ schema: string; n: number }>(
         `SELECT table_schema AS schema, count(*)::int AS n FROM information_schema.tables
@@ -95,12 +138,11 @@ export function useScratchSchemas(naming: SchemaNaming): ScratchSchemas {
       );
       return rows;
     },
-    migrateAsOlderBuild: (schema, migrations, beforeTag) =>
-      migrateAsOlderBuild(
-        admin,
-        schema,
-        migrations.filter((m) => beforeTag === undefined || m.tag < beforeTag),
-        naming,
-      ),
+    async olderBuild(prefix, migrations, beforeTag) {
+      const schema = name(prefix);
+      const older = migrations.filter((m) => beforeTag === undefined || m.tag < beforeTag);
+      await migrateAsOlderBuild(admin, schema, older, naming);
+      return { schema, quoted: naming.quoteIdent(schema), dsn: dsnWithSchema(testDatabaseUrl(), schema) };
+    },
   };
 }

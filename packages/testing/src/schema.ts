@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { withClient } from './client.js';
 
 /** A fresh, empty schema of the test database, private to one test file. */
 export interface TestSchema {
@@ -36,14 +37,8 @@ export function dsnWithSchema(dsn: string, schema: string): string {
 export async function createTestSchema(prefix = 't'): Promise<TestSchema> {
   const serverDsn = testDatabaseUrl();
   const name = `${prefix}_${randomBytes(6).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: serverDsn });
-  admin.on('error', () => undefined); // a test may terminate backends or restart the server
-  await admin.connect();
-  try {
-    await admin.query(`CREATE SCHEMA "${name}"`);
-  } finally {
-    await admin.end();
-  }
+  // A client of its own, whose errors are ignored: a test may terminate backends or restart the server.
+  await withClient(serverDsn, (admin) => admin.query(`CREATE SCHEMA "${name}"`));
   const dsn = dsnWithSchema(serverDsn, name);
   let pool: pg.Pool | undefined;
   return {
@@ -60,14 +55,7 @@ export async function createTestSchema(prefix = 't'): Promise<TestSchema> {
     async drop() {
       await pool?.end().catch(() => undefined);
       pool = undefined;
-      const c = new pg.Client({ connectionString: serverDsn });
-      c.on('error', () => undefined);
-      await c.connect();
-      try {
-        await c.query(`DROP SCHEMA IF EXISTS "${name}" CASCADE`);
-      } finally {
-        await c.end();
-      }
+      await withClient(serverDsn, (c) => c.query(`DROP SCHEMA IF EXISTS "${name}" CASCADE`));
     },
   };
 }

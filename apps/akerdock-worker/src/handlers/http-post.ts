@@ -76,8 +76,10 @@ export async function signedPost(opts: SignedPostOptions): Promise<PostOutcome> 
   }
 }
 
-/** What {@link deliverAsStep} says in its errors: `<op>: receiver refused the <what>: …`. */
+/** The step {@link deliverAsStep} records, and what it says in its errors: `<op>: receiver refused the <what>: …`. */
 export interface DeliveryNames {
+  /** The name of the step the delivery is, e.g. `deliver`. */
+  step: string;
   /** The job kind, e.g. `webhook.deliver`. */
   op: string;
   /** What was delivered, e.g. `delivery`. */
@@ -85,17 +87,18 @@ export interface DeliveryNames {
 }
 
 /**
- * The delivery of a job whose step has been started: one {@link signedPost} to `opts.url`, signed,
- * with the job uuid as the idempotency key. Delivered: the step succeeds and the outcome is
- * returned. Otherwise the step fails and the job gives up (the receiver refused it) or throws to
- * be retried.
+ * The delivery of a job as its step `names.step` (started here): one {@link signedPost} to
+ * `opts.url`, signed, with the job uuid as the idempotency key. Delivered: the step succeeds and
+ * the outcome is returned. Otherwise the step fails and the job gives up (the receiver refused
+ * it) or throws to be retried.
  */
 export async function deliverAsStep(
   job: Pick<Job, 'uuid' | 'attempt'>,
-  steps: Pick<StepRecorder, 'succeed' | 'fail'>,
+  steps: Pick<StepRecorder, 'start' | 'succeed' | 'fail'>,
   names: DeliveryNames,
   opts: Omit<SignedPostOptions, 'idempotencyKey' | 'attempt'>,
 ): Promise<PostOutcome> {
+  await steps.start(names.step);
   const out = await signedPost({ ...opts, idempotencyKey: job.uuid, attempt: job.attempt });
   const summary = `${out.detail} after ${out.durationMs} ms (attempt ${job.attempt})`;
   if (out.verdict === 'delivered') {

@@ -35,11 +35,10 @@ export function notifySend(opts: NotifyOptions): HandlerFunc {
       await steps.succeed('no notification URL configured: written to the log');
       return { delivered: 'log' };
     }
-    await steps.start('post');
     const out = await deliverAsStep(
       job,
       steps,
-      { op: 'notify.send', what: 'notification' },
+      { step: 'post', op: 'notify.send', what: 'notification' },
       { url: opts.url, body: JSON.stringify({ job_uuid: job.uuid, ...n }), secret: opts.secret, timeoutMs: opts.timeoutMs, signal },
     );
     return { delivered: 'http', status: out.status };

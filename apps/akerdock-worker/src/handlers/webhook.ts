@@ -39,11 +39,10 @@ export function webhookDeliver(opts: WebhookOptions): HandlerFunc {
       await steps.skip('deliver', 'no signing secret configured (AKERDOCK_WEBHOOK_SECRET)');
       throw new GiveUpError('webhook.deliver: no signing secret configured (AKERDOCK_WEBHOOK_SECRET)');
     }
-    await steps.start('deliver');
     const out = await deliverAsStep(
       job,
       steps,
-      { op: 'webhook.deliver', what: 'delivery' },
+      { step: 'deliver', op: 'webhook.deliver', what: 'delivery' },
       {
         url: payload.url,
         body: JSON.stringify(payload.body ?? {}),

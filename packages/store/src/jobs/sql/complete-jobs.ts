@@ -76,12 +76,15 @@ RETURNING jobs.id, u.token, jobs.status`;
 
 const TEXT_STMT = statement('q_jobs_complete', TEXT);
 
+/** A written outcome: its job, the lease token it was written under, and the job's new status. */
+export interface CompletedRow {
+  id: string;
+  token: string;
+  status: JobStatus;
+}
+
 /** Writes the outcomes whose lease is still held; returns those leases with the job's new status. */
-export async function completeJobs(
-  scope: StatementScope,
-  db: Queryable,
-  b: CompletionBatch,
-): Promise<Array<{ id: string; token: string; status: JobStatus }>> {
-  const { rows } = await scope.run<{ id: string; token: string; status: JobStatus }>(db, TEXT_STMT, completionValues(b));
+export async function completeJobs(scope: StatementScope, db: Queryable, b: CompletionBatch): Promise<CompletedRow[]> {
+  const { rows } = await scope.run<CompletedRow>(db, TEXT_STMT, completionValues(b));
   return rows;
 }

@@ -20,12 +20,15 @@ RETURNING id, uuid, status`;
 
 const TEXT_STMT = statement('q_jobs_reap', TEXT);
 
+/** A job whose lapsed lease was taken back, with its new status. */
+export interface ReapedRow {
+  id: string;
+  uuid: string;
+  status: JobStatus;
+}
+
 /** Takes back every lapsed lease; returns the jobs with their new status. */
-export async function reapExpiredLeases(
-  scope: StatementScope,
-  db: Queryable,
-  maxResumes: number,
-): Promise<Array<{ id: string; uuid: string; status: JobStatus }>> {
-  const { rows } = await scope.run<{ id: string; uuid: string; status: JobStatus }>(db, TEXT_STMT, [maxResumes]);
+export async function reapExpiredLeases(scope: StatementScope, db: Queryable, maxResumes: number): Promise<ReapedRow[]> {
+  const { rows } = await scope.run<ReapedRow>(db, TEXT_STMT, [maxResumes]);
   return rows;
 }
