@@ -1,0 +1,294 @@
+/**
+ * What the job table's layout costs the database, per job: candidate layouts side by side, each
+ * in a scratch schema of its own, driven by the same loop on one connection — enqueue in
+ * statements of 1,000, then claim 500 / complete those 500 until none is left — and measured as
+ * the backend's CPU (read from /proc, so the server must run on this machine) and the WAL it
+ * wrote (`pg_current_wal_lsn()` differences), both per job. Rounds are interleaved (every layout
+ * once per round, the order rotated) and medians reported.
+ *
+ *   DSN=postgres://… node bench/dist/storage-layouts.js [--jobs 20000] [--reps 3]
+ *
+ * The layouts (the statements keep the parts of q's that write: a fenced lease token, the attempt
+ * count, the timestamps; no lock keys, no idempotency keys):
+ * - `current`: q's `q_jobs` as its migrations leave it (created by `JobStore.open`): one wide
+ *   row per job, updated at claim and at completion, both updates non-HOT;
+ * - `narrow-active`: the wide row keeps only its primary key and uuid index (fillfactor 50), so
+ *   its updates are HOT; a narrow `active` table holds what claims and lease expiry search;
+ * - `claim-narrow`: as `narrow-active`, but a claim writes only the narrow row (and reads the
+ *   wide one): the wide row is written once, at completion;
+ * - `archive`: today's hot table; completion moves the row into an archive table;
+ * - `delete`: completion deletes the row, keeping no history (what `CONTRACT.md` §5 rules out:
+ *   shown for the price of that history);
+ * - `raw`: the raw-SQL limit of `systems/raw-jobs.ts` (six columns, one index).
+ *
+ * Nothing else should run meanwhile; every schema it makes is dropped at the end.
+ */
+import { readFileSync } from 'node:fs';
+import pg from 'pg';
+import { JobStore } from '@q/store';
+import { toolArgs } from './tool-args.js';
+
+const args = toolArgs();
+const dsn = args.dsn;
+const JOBS = args.num('jobs', 20_000);
+const REPS = args.num('reps', 3);
+const ENQUEUE_BATCH = 1_000;
+const CLAIM_BATCH = 500;
+/** Clock ticks per second of /proc/<pid>/stat (USER_HZ, 100 on Linux). */
+const TICKS = 100;
+const PREFIX = 'q_layout_';
+
+/** The statements of one layout: `$1` = how many (enqueue, claim); complete gets ids and tokens. */
+interface Layout {
+  name: string;
+  /** Creates the layout's tables in `schema` (which exists, empty). */
+  create(db: pg.Client, schema: string): Promise<void>;
+  enqueue: string;
+  /** Returns `id` and `lease_token` of each job leased. */
+  claim: string;
+  /** `$1` ids, `$2` tokens; writes every outcome (the loop checks the row count). */
+  complete: string;
+}
+
+/** q's job columns in table order, with what a completion sets in place of some (archive). */
+const JOB_COLUMNS =
+  'id,uuid,queue,job_type,payload,status,priority,run_at,attempt,max_attempts,idempotency_key,lock_key,leased_by,lease_token,lease_expires_at,heartbeat_at,cancel_requested_at,last_error,steps,result,retry_of_id,team_id,resource_id,correlation_id,dead_lettered_at,finished_at,created_at,updated_at,resume_count'.split(
+    ',',
+  );
+const ON_COMPLETION: Record<string, string> = {
+  status: `'succeeded'`,
+  leased_by: 'NULL',
+  lease_token: 'NULL',
+  lease_expires_at: 'NULL',
+  heartbeat_at: 'NULL',
+  result: `'null'`,
+  finished_at: 'now()',
+  updated_at: 'now()',
+};
+
+/** Where q's own `q_jobs` is made once, for the other layouts to copy. */
+const TEMPLATE = `${PREFIX}template`;
+
+/** q's `q_jobs` columns and defaults, without its indexes (each layout adds its own). */
+async function likeCurrent(db: pg.Client, schema: string, table: string, storage = ''): Promise<void> {
+  await db.query(`CREATE TABLE ${schema}.${table} (LIKE ${TEMPLATE}.q_jobs INCLUDING DEFAULTS) ${storage}`);
+  await db.query(`ALTER TABLE ${schema}.${table} ADD PRIMARY KEY (id)`);
+  await db.query(`CREATE UNIQUE INDEX ON ${schema}.${table} (uuid)`);
+}
+
+const INSERT_WIDE = (s: string) => `INSERT INTO ${s}.q_jobs (id, uuid, queue, job_type, payload, status, run_at)
+  SELECT nextval('${s}.ids'), gen_random_uuid(), 'q', 'noop', jsonb_build_object('i', g), 'queued', now()
+  FROM generate_series(1, $1) g`;
+const PICK = (table: string, ready: string) => `SELECT id FROM ${table} WHERE queue = 'q' AND ${ready} AND run_at <= now()
+  ORDER BY priority DESC NULLS LAST, run_at, id LIMIT $1 FOR UPDATE SKIP LOCKED`;
+const LEASE_WIDE = `status = 'leased', leased_by = 'w', lease_token = gen_random_uuid(),
+  lease_expires_at = now() + interval '30 s', heartbeat_at = now(), attempt = j.attempt + 1, updated_at = now()`;
+const FINISH_WIDE = `status = 'succeeded', result = 'null', finished_at = now(), leased_by = NULL, lease_token = NULL,
+  lease_expires_at = NULL, updated_at = now()`;
+const OUTCOMES = `unnest($1::int8[], $2::uuid[]) AS u(id, token)`;
+
+/** Everything the narrow tables of `narrow-active` and `claim-narrow` hold. */
+async function createActive(db: pg.Client, s: string): Promise<void> {
+  await db.query(`CREATE TABLE ${s}.active (id int8 PRIMARY KEY, queue text NOT NULL, priority int NOT NULL,
+    run_at timestamptz NOT NULL, leased bool NOT NULL DEFAULT false, lease_token uuid, leased_by text,
+    attempt int NOT NULL DEFAULT 0, lease_expires_at timestamptz) WITH (fillfactor = 70)`);
+  await db.query(`CREATE INDEX ON ${s}.active (queue, priority DESC NULLS LAST, run_at, id) WHERE NOT leased`);
+  await db.query(`CREATE INDEX ON ${s}.active (lease_expires_at) WHERE leased`);
+  await db.query(`CREATE SEQUENCE ${s}.ids`);
+}
+
+function layouts(): Array<Layout & { schema: string }> {
+  const s = (name: string) => `${PREFIX}${name.replace(/-/g, '_')}`;
+  const cur = s('current');
+  const na = s('narrow-active');
+  const cn = s('claim-narrow');
+  const ar = s('archive');
+  const de = s('delete');
+  const raw = s('raw');
+  const list: Layout[] = [
+    {
+      name: 'current',
+      create: async () => {
+        const store = await JobStore.open(dsn, { schema: cur, maxConns: 1 });
+        await store.close();
+      },
+      enqueue: `INSERT INTO ${cur}.q_jobs (uuid, queue, job_type, payload, status, run_at)
+        SELECT gen_random_uuid(), 'q', 'noop', jsonb_build_object('i', g), 'queued', now() FROM generate_series(1, $1) g`,
+      claim: `UPDATE ${cur}.q_jobs j SET ${LEASE_WIDE} FROM (${PICK(`${cur}.q_jobs`, `status = 'queued'`)}) p
+        WHERE j.id = p.id RETURNING j.*`,
+      complete: `UPDATE ${cur}.q_jobs j SET ${FINISH_WIDE} FROM ${OUTCOMES}
+        WHERE j.id = ANY($1) AND j.id = u.id AND j.lease_token = u.token`,
+    },
+    {
+      name: 'narrow-active',
+      create: async (db) => {
+        await likeCurrent(db, na, 'q_jobs', 'WITH (fillfactor = 50)');
+        await createActive(db, na);
+      },
+      enqueue: `WITH i AS (${INSERT_WIDE(na)} RETURNING id, queue, priority, run_at)
+        INSERT INTO ${na}.active (id, queue, priority, run_at) SELECT id, queue, priority, run_at FROM i`,
+      claim: `WITH a AS (UPDATE ${na}.active a SET leased = true, lease_expires_at = now() + interval '30 s'
+          FROM (${PICK(`${na}.active`, 'NOT leased')}) p WHERE a.id = p.id RETURNING a.id)
+        UPDATE ${na}.q_jobs j SET ${LEASE_WIDE} FROM a WHERE j.id = a.id RETURNING j.*`,
+      complete: `WITH u AS (UPDATE ${na}.q_jobs j SET ${FINISH_WIDE} FROM ${OUTCOMES}
+          WHERE j.id = ANY($1) AND j.id = u.id AND j.lease_token = u.token RETURNING j.id)
+        DELETE FROM ${na}.active a USING u WHERE a.id = u.id`,
+    },
+    {
+      name: 'claim-narrow',
+      create: async (db) => {
+        await likeCurrent(db, cn, 'q_jobs', 'WITH (fillfactor = 70)');
+        await createActive(db, cn);
+      },
+      enqueue: `WITH i AS (${INSERT_WIDE(cn)} RETURNING id, queue, priority, run_at)
+        INSERT INTO ${cn}.active (id, queue, priority, run_at) SELECT id, queue, priority, run_at FROM i`,
+      claim: `WITH a AS (UPDATE ${cn}.active a SET leased = true, lease_token = gen_random_uuid(), leased_by = 'w',
+            attempt = a.attempt + 1, lease_expires_at = now() + interval '30 s'
+          FROM (${PICK(`${cn}.active`, 'NOT leased')}) p WHERE a.id = p.id RETURNING a.*)
+        SELECT j.*, a.lease_token AS lease_token, a.attempt AS attempt FROM a JOIN ${cn}.q_jobs j ON j.id = a.id`,
+      complete: `WITH d AS (DELETE FROM ${cn}.active a USING ${OUTCOMES}
+          WHERE a.id = ANY($1) AND a.id = u.id AND a.lease_token = u.token RETURNING a.id, a.attempt)
+        UPDATE ${cn}.q_jobs j SET status = 'succeeded', attempt = d.attempt, result = 'null', finished_at = now(),
+          updated_at = now() FROM d WHERE j.id = d.id`,
+    },
+    {
+      name: 'archive',
+      create: async (db) => {
+        await likeCurrent(db, ar, 'q_jobs');
+        await db.query(`CREATE INDEX ON ${ar}.q_jobs (queue, priority DESC NULLS LAST, run_at, id) WHERE status = 'queued'`);
+        await db.query(`CREATE INDEX ON ${ar}.q_jobs (lease_expires_at) WHERE status IN ('leased', 'running')`);
+        await likeCurrent(db, ar, 'archive');
+        await db.query(`CREATE SEQUENCE ${ar}.ids`);
+      },
+      enqueue: INSERT_WIDE(ar),
+      claim: `UPDATE ${ar}.q_jobs j SET ${LEASE_WIDE} FROM (${PICK(`${ar}.q_jobs`, `status = 'queued'`)}) p
+        WHERE j.id = p.id RETURNING j.*`,
+      complete: `WITH d AS (DELETE FROM ${ar}.q_jobs j USING ${OUTCOMES}
+          WHERE j.id = ANY($1) AND j.id = u.id AND j.lease_token = u.token RETURNING j.*)
+        INSERT INTO ${ar}.archive (${JOB_COLUMNS.join(', ')})
+        SELECT ${JOB_COLUMNS.map((c) => ON_COMPLETION[c] ?? c).join(', ')} FROM d`,
+    },
+    {
+      name: 'delete',
+      create: async (db) => {
+        await likeCurrent(db, de, 'q_jobs');
+        await db.query(`CREATE INDEX ON ${de}.q_jobs (queue, priority DESC NULLS LAST, run_at, id) WHERE status = 'queued'`);
+        await db.query(`CREATE INDEX ON ${de}.q_jobs (lease_expires_at) WHERE status IN ('leased', 'running')`);
+        await db.query(`CREATE SEQUENCE ${de}.ids`);
+      },
+      enqueue: INSERT_WIDE(de),
+      claim: `UPDATE ${de}.q_jobs j SET ${LEASE_WIDE} FROM (${PICK(`${de}.q_jobs`, `status = 'queued'`)}) p
+        WHERE j.id = p.id RETURNING j.*`,
+      complete: `DELETE FROM ${de}.q_jobs j USING ${OUTCOMES} WHERE j.id = ANY($1) AND j.id = u.id AND j.lease_token = u.token`,
+    },
+    {
+      name: 'raw',
+      create: async (db) => {
+        await db.query(`CREATE TABLE ${raw}.jobs (id bigserial PRIMARY KEY, queue text NOT NULL, payload jsonb NOT NULL,
+          run_at timestamptz NOT NULL DEFAULT now(), locked_at timestamptz, lease_token uuid)`);
+        await db.query(`CREATE INDEX ON ${raw}.jobs (queue, run_at, id) WHERE locked_at IS NULL`);
+      },
+      enqueue: `INSERT INTO ${raw}.jobs (queue, payload) SELECT 'q', jsonb_build_object('i', g) FROM generate_series(1, $1) g`,
+      claim: `UPDATE ${raw}.jobs j SET locked_at = now(), lease_token = gen_random_uuid()
+        FROM (SELECT id FROM ${raw}.jobs WHERE queue = 'q' AND locked_at IS NULL AND run_at <= now()
+              ORDER BY run_at, id LIMIT $1 FOR UPDATE SKIP LOCKED) p WHERE j.id = p.id RETURNING j.*`,
+      complete: `DELETE FROM ${raw}.jobs j USING ${OUTCOMES} WHERE j.id = ANY($1) AND j.id = u.id AND j.lease_token = u.token`,
+    },
+  ];
+  return list.map((l) => ({ ...l, schema: s(l.name) }));
+}
+
+/** utime + stime of a process in seconds. */
+function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(')').pop()?.trim().split(' ') ?? [];
+  return (Number(fields[11]) + Number(fields[12])) / TICKS;
+}
+
+interface Sample {
+  enqueueMicros: number;
+  enqueueWal: number;
+  drainMicros: number;
+  drainWal: number;
+  hotShare: number;
+}
+
+async function runOnce(db: pg.Client, pid: number, layout: Layout & { schema: string }): Promise<Sample> {
+  await db.query(`DROP SCHEMA IF EXISTS ${layout.schema} CASCADE`);
+  if (layout.name !== 'current') await db.query(`CREATE SCHEMA ${layout.schema}`);
+  await layout.create(db, layout.schema);
+  const lsn = async (): Promise<bigint> =>
+    BigInt((await db.query<{ b: string }>(`SELECT (pg_current_wal_lsn() - '0/0')::text AS b`)).rows[0]?.b ?? '0');
+  let wal = await lsn();
+  let cpu = cpuSeconds(pid);
+  for (let n = 0; n < JOBS; n += ENQUEUE_BATCH) await db.query(layout.enqueue, [ENQUEUE_BATCH]);
+  const enqueueMicros = ((cpuSeconds(pid) - cpu) / JOBS) * 1e6;
+  const enqueueWal = Number((await lsn()) - wal) / JOBS;
+  wal = await lsn();
+  cpu = cpuSeconds(pid);
+  let done = 0;
+  for (;;) {
+    const { rows } = await db.query<{ id: string; lease_token: string }>(layout.claim, [CLAIM_BATCH]);
+    if (rows.length === 0) break;
+    const written = await db.query(layout.complete, [rows.map((r) => r.id), rows.map((r) => r.lease_token)]);
+    if (written.rowCount !== rows.length) throw new Error(`${layout.name}: ${written.rowCount} of ${rows.length} outcomes written`);
+    done += rows.length;
+  }
+  if (done !== JOBS) throw new Error(`${layout.name}: ${done} of ${JOBS} jobs drained`);
+  const drainMicros = ((cpuSeconds(pid) - cpu) / JOBS) * 1e6;
+  const drainWal = Number((await lsn()) - wal) / JOBS;
+  // The statistics of this backend reach the shared counters at the end of the next transaction.
+  await db.query('SELECT pg_stat_force_next_flush()');
+  const { rows } = await db.query<{ upd: string; hot: string }>(
+    `SELECT sum(n_tup_upd)::text AS upd, sum(n_tup_hot_upd)::text AS hot FROM pg_stat_user_tables WHERE schemaname = $1`,
+    [layout.schema],
+  );
+  const upd = Number(rows[0]?.upd ?? 0);
+  await db.query(`DROP SCHEMA ${layout.schema} CASCADE`);
+  return { enqueueMicros, enqueueWal, drainMicros, drainWal, hotShare: upd > 0 ? Number(rows[0]?.hot ?? 0) / upd : 0 };
+}
+
+const median = (a: number[]): number => {
+  const s = [...a].sort((x, y) => x - y);
+  const mid = s.length >> 1;
+  return s.length % 2 ? (s[mid] ?? 0) : ((s[mid - 1] ?? 0) + (s[mid] ?? 0)) / 2;
+};
+
+async function main(): Promise<void> {
+  const db = new pg.Client({ connectionString: dsn, application_name: 'q-storage-layouts' });
+  await db.connect();
+  const all = layouts();
+  const samples = new Map<string, Sample[]>(all.map((l) => [l.name, []]));
+  try {
+    await (await JobStore.open(dsn, { schema: TEMPLATE, maxConns: 1 })).close();
+    const pid = (await db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid ?? 0;
+    for (let r = 0; r < REPS; r++) {
+      // Rotated, so drift of a shared machine hits every layout alike.
+      const order = all.map((_, i) => all[(i + r) % all.length] as (typeof all)[number]);
+      for (const layout of order) {
+        const s = await runOnce(db, pid, layout);
+        samples.get(layout.name)?.push(s);
+        console.error(`round ${r + 1}/${REPS} ${layout.name}: ${s.drainMicros.toFixed(1)} µs/job claim+complete`);
+      }
+    }
+    const cur = median((samples.get('current') ?? []).map((s) => s.drainMicros));
+    console.log(
+      `| layout | enqueue, µs CPU / job | enqueue, WAL bytes / job | claim + complete, µs CPU / job | claim + complete, WAL bytes / job | ÷ current | HOT updates |`,
+    );
+    console.log('|---|---:|---:|---:|---:|---:|---:|');
+    for (const [name, s] of samples) {
+      const drain = median(s.map((x) => x.drainMicros));
+      console.log(
+        `| ${name} | ${median(s.map((x) => x.enqueueMicros)).toFixed(1)} | ${Math.round(median(s.map((x) => x.enqueueWal)))} | ${drain.toFixed(1)} | ${Math.round(median(s.map((x) => x.drainWal)))} | ${(drain / cur).toFixed(2)} | ${Math.round(median(s.map((x) => x.hotShare)) * 100)} % |`,
+      );
+    }
+  } finally {
+    for (const schema of [TEMPLATE, ...all.map((l) => l.schema)])
+      await db.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => undefined);
+    await db.end();
+  }
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exitCode = 1;
+});
