@@ -1,6 +1,9 @@
 import type { JobLease, JobStore, LeasedJob, Step } from '@q/store/jobs';
 import { StepRecorder } from './step-recorder.js';
 
+/** The timeline of an attempt that recorded no step (most): one array for all, read only. */
+const NO_STEPS: readonly Step[] = Object.freeze([]);
+
 /**
  * Where one attempt is:
  * - `buffered`: claimed, waiting in the prefetch buffer (holds no slot);
@@ -56,9 +59,9 @@ export class Execution {
     return this.#recorder;
   }
 
-  /** The timeline so far: `[]` when the handler recorded no step. */
-  get steps(): Step[] {
-    return this.#recorder ? this.#recorder.steps : [];
+  /** The timeline so far: an empty one (shared, frozen) when the handler recorded no step. */
+  get steps(): readonly Step[] {
+    return this.#recorder ? this.#recorder.steps : NO_STEPS;
   }
 
   /** Aborts the handler's signal (with `reason`); a signal asked for later starts aborted. */

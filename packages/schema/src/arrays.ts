@@ -37,3 +37,22 @@ export function unnestColumn<T>(values: readonly (T | null)[]): readonly (T | nu
 export function plainArrayLiteral(values: readonly (string | number)[]): string {
   return `{${values.join(',')}}`;
 }
+
+const NEEDS_ESCAPE = /[\\"]/g;
+
+/**
+ * `values` as a Postgres `text[]` literal: every element quoted (so `NULL`, braces, commas and
+ * white space stay text), `\` and `"` escaped, a JS null as SQL NULL. The same literal the driver
+ * builds, in one `join` and with the escaping skipped for the elements that need none (most JSON
+ * texts of a batch do need it: their quotes), instead of growing one string element by element.
+ */
+export function textArrayLiteral(values: readonly (string | null)[]): string {
+  const parts = new Array<string>(values.length);
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    if (v === null || v === undefined) parts[i] = 'NULL';
+    else if (v.includes('"') || v.includes('\\')) parts[i] = `"${v.replace(NEEDS_ESCAPE, '\\$&')}"`;
+    else parts[i] = `"${v}"`;
+  }
+  return `{${parts.join(',')}}`;
+}

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { at, onlyRow, plainArrayLiteral, unnestColumn } from '../src/index.js';
+import { at, onlyRow, plainArrayLiteral, textArrayLiteral, unnestColumn } from '../src/index.js';
 import { testDatabaseUrl } from '@q/testing';
 
 describe('array helpers', () => {
@@ -41,5 +41,18 @@ describe('array helpers', () => {
     expect(row.b).toEqual(tokens);
     expect(row.e).toEqual([]);
     expect(at(row.b, 1)).toBe(tokens[1]);
+  });
+
+  it('textArrayLiteral reads back as the text[] the driver would send, NULLs and all', async () => {
+    const values = ['null', 'NULL', '', ' a b ', '{}', 'a,b', '"q"', 'back\\slash', '{"k":"v\\"w"}', 'ü€😀', null, '[]', 'x"y\\z'];
+    const { rows } = await client.query<{ ours: (string | null)[]; driver: (string | null)[]; n: number }>(
+      'SELECT $1::text[] AS ours, $2::text[] AS driver, cardinality($1::text[]) AS n',
+      [textArrayLiteral(values), values],
+    );
+    const row = onlyRow(rows, 'text arrays');
+    expect(row.ours).toEqual(values);
+    expect(row.ours).toEqual(row.driver);
+    expect(row.n).toBe(values.length);
+    expect(textArrayLiteral([])).toBe('{}');
   });
 });

@@ -97,7 +97,7 @@ export interface NewJob {
 /** What the lease holder reports for one attempt (see {@link JobStore.complete}). */
 export type JobOutcome = JobLease & {
   /** Final timeline of the attempt; absent keeps the stored one. */
-  steps?: Step[];
+  steps?: readonly Step[];
 } & (
     | { status: 'succeeded'; result?: unknown }
     | { status: 'retry_wait'; error: string; retryDelayMs: number }

@@ -1,4 +1,4 @@
-import { plainArrayLiteral, statement, unnestColumn, type StatementScope } from '@q/schema';
+import { plainArrayLiteral, statement, textArrayLiteral, unnestColumn, type StatementScope } from '@q/schema';
 import type { JobStatus } from '../types.js';
 import type { Queryable } from './db.js';
 
@@ -18,19 +18,25 @@ export interface CompletionBatch {
 /**
  * The batch's parameter values, in the order of {@link COMPLETION_INPUT}'s placeholders $1–$7.
  * Ids, tokens and statuses are checked before (safe integers, UUIDs, status names), so they go
- * as plain array literals; a column with no value at all (no errors, no retry delays: every
- * outcome a success) goes as NULL, which the `unnest` pads.
+ * as plain array literals, the texts (results, errors, timelines) as one `text[]` literal each;
+ * a column with no value at all (no errors, no retry delays: every outcome a success) goes as
+ * NULL, which the `unnest` pads.
  */
 export function completionValues(b: CompletionBatch): unknown[] {
   return [
     plainArrayLiteral(b.ids),
     plainArrayLiteral(b.tokens),
     plainArrayLiteral(b.statuses),
-    unnestColumn(b.results),
-    unnestColumn(b.errors),
+    textColumn(b.results),
+    textColumn(b.errors),
     unnestColumn(b.retryDelaysMs),
-    unnestColumn(b.steps),
+    textColumn(b.steps),
   ];
+}
+
+/** A text column of the `unnest`: NULL when empty, else one literal built by {@link textArrayLiteral}. */
+function textColumn(values: ReadonlyArray<string | null>): string | null {
+  return unnestColumn(values) === null ? null : textArrayLiteral(values);
 }
 
 /** The outcomes as rows `u`, from parameters $1–$7. */

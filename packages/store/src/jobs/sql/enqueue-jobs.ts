@@ -1,4 +1,4 @@
-import { plainArrayLiteral, repeatedTimestamps, statement, unnestColumn, type StatementScope } from '@q/schema';
+import { plainArrayLiteral, repeatedTimestamps, statement, textArrayLiteral, unnestColumn, type StatementScope } from '@q/schema';
 import { jobColumns, someJobColumns, type JobRow } from '../row.js';
 import { MAX_NOTIFY_QUEUE_BYTES, type Queryable } from './db.js';
 
@@ -94,13 +94,14 @@ const TEXT_STMT = statement('q_jobs_enqueue', TEXT, { types: repeatedTimestamps 
 
 /** Inserts a batch (`unnest`), skipping idempotency conflicts; notifies `channel` for queued jobs. */
 export async function enqueueJobs(scope: StatementScope, db: Queryable, b: EnqueueBatch, channel: string): Promise<EnqueueRow[]> {
-  // The uuids are q's own (uuidV7), so a plain literal; the optional columns most batches leave
-  // empty go as NULL, which the unnest pads.
+  // The uuids are q's own (uuidV7), so a plain literal; the texts one literal each (see
+  // textArrayLiteral); the optional columns most batches leave empty go as NULL, which the
+  // unnest pads.
   const { rows } = await scope.run<EnqueueRow>(db, TEXT_STMT, [
     plainArrayLiteral(b.uuids),
-    b.queues,
-    b.types,
-    b.payloads,
+    textArrayLiteral(b.queues),
+    textArrayLiteral(b.types),
+    textArrayLiteral(b.payloads),
     b.priorities,
     unnestColumn(b.runAts),
     b.maxAttempts,
