@@ -6,7 +6,11 @@
  * wrote (`pg_current_wal_lsn()` differences), both per job. Rounds are interleaved (every layout
  * once per round, the order rotated) and medians reported.
  *
- *   DSN=postgres://… node bench/dist/storage-layouts.js [--jobs 20000] [--reps 3]
+ *   DSN=postgres://… node bench/dist/storage-layouts.js [--jobs 20000] [--reps 3] [--retained 1000000]
+ *
+ * With `--retained N`, N finished jobs are kept where the layout keeps its history (the wide
+ * table, or the archive) before the drain, then `VACUUM ANALYZE` and a `CHECKPOINT`, as in the
+ * `job-drain-retained` scenario: what a layout pays for a long history.
  *
  * The layouts (the statements keep the parts of q's that write: a fenced lease token, the attempt
  * count, the timestamps; no lock keys, no idempotency keys):
@@ -32,6 +36,7 @@ const args = toolArgs();
 const dsn = args.dsn;
 const JOBS = args.num('jobs', 20_000);
 const REPS = args.num('reps', 3);
+const RETAINED = args.num('retained', 0);
 const ENQUEUE_BATCH = 1_000;
 const CLAIM_BATCH = 500;
 /** Clock ticks per second of /proc/<pid>/stat (USER_HZ, 100 on Linux). */
@@ -48,6 +53,8 @@ interface Layout {
   claim: string;
   /** `$1` ids, `$2` tokens; writes every outcome (the loop checks the row count). */
   complete: string;
+  /** Where finished jobs are kept (a table with q's job columns), if the layout keeps them. */
+  history?: string;
 }
 
 /** q's job columns in table order, with what a completion sets in place of some (archive). */
@@ -76,8 +83,14 @@ async function likeCurrent(db: pg.Client, schema: string, table: string, storage
   await db.query(`CREATE UNIQUE INDEX ON ${schema}.${table} (uuid)`);
 }
 
+/**
+ * A time-ordered uuid, as q's `JobStore.enqueue` makes (v7): the milliseconds, then random hex.
+ * Random (v4) keys would spread every index write of a non-HOT update over the whole uuid index.
+ */
+const TIME_UUID = `(lpad(to_hex((extract(epoch FROM clock_timestamp()) * 1000)::int8), 12, '0') || substr(md5(random()::text), 1, 20))::uuid`;
+
 const INSERT_WIDE = (s: string) => `INSERT INTO ${s}.q_jobs (id, uuid, queue, job_type, payload, status, run_at)
-  SELECT nextval('${s}.ids'), gen_random_uuid(), 'q', 'noop', jsonb_build_object('i', g), 'queued', now()
+  SELECT nextval('${s}.ids'), ${TIME_UUID}, 'q', 'noop', jsonb_build_object('i', g), 'queued', now()
   FROM generate_series(1, $1) g`;
 const PICK = (table: string, ready: string) => `SELECT id FROM ${table} WHERE queue = 'q' AND ${ready} AND run_at <= now()
   ORDER BY priority DESC NULLS LAST, run_at, id LIMIT $1 FOR UPDATE SKIP LOCKED`;
@@ -108,12 +121,13 @@ function layouts(): Array<Layout & { schema: string }> {
   const list: Layout[] = [
     {
       name: 'current',
+      history: `${cur}.q_jobs`,
       create: async () => {
         const store = await JobStore.open(dsn, { schema: cur, maxConns: 1 });
         await store.close();
       },
       enqueue: `INSERT INTO ${cur}.q_jobs (uuid, queue, job_type, payload, status, run_at)
-        SELECT gen_random_uuid(), 'q', 'noop', jsonb_build_object('i', g), 'queued', now() FROM generate_series(1, $1) g`,
+        SELECT ${TIME_UUID}, 'q', 'noop', jsonb_build_object('i', g), 'queued', now() FROM generate_series(1, $1) g`,
       claim: `UPDATE ${cur}.q_jobs j SET ${LEASE_WIDE} FROM (${PICK(`${cur}.q_jobs`, `status = 'queued'`)}) p
         WHERE j.id = p.id RETURNING j.*`,
       complete: `UPDATE ${cur}.q_jobs j SET ${FINISH_WIDE} FROM ${OUTCOMES}
@@ -121,6 +135,7 @@ function layouts(): Array<Layout & { schema: string }> {
     },
     {
       name: 'narrow-active',
+      history: `${na}.q_jobs`,
       create: async (db) => {
         await likeCurrent(db, na, 'q_jobs', 'WITH (fillfactor = 50)');
         await createActive(db, na);
@@ -136,6 +151,7 @@ function layouts(): Array<Layout & { schema: string }> {
     },
     {
       name: 'claim-narrow',
+      history: `${cn}.q_jobs`,
       create: async (db) => {
         await likeCurrent(db, cn, 'q_jobs', 'WITH (fillfactor = 70)');
         await createActive(db, cn);
@@ -153,6 +169,7 @@ function layouts(): Array<Layout & { schema: string }> {
     },
     {
       name: 'archive',
+      history: `${ar}.archive`,
       create: async (db) => {
         await likeCurrent(db, ar, 'q_jobs');
         await db.query(`CREATE INDEX ON ${ar}.q_jobs (queue, priority DESC NULLS LAST, run_at, id) WHERE status = 'queued'`);
@@ -216,6 +233,18 @@ async function runOnce(db: pg.Client, pid: number, layout: Layout & { schema: st
   await db.query(`DROP SCHEMA IF EXISTS ${layout.schema} CASCADE`);
   if (layout.name !== 'current') await db.query(`CREATE SCHEMA ${layout.schema}`);
   await layout.create(db, layout.schema);
+  if (RETAINED > 0 && layout.history) {
+    // Kept jobs come first: their ids and uuids sort below those the drain's jobs get.
+    await db.query(
+      `INSERT INTO ${layout.history} (id, uuid, queue, job_type, payload, status, attempt, result, finished_at)
+       OVERRIDING SYSTEM VALUE
+       SELECT g - $1::int, ${TIME_UUID}, 'history', 'noop', jsonb_build_object('i', g), 'succeeded', 1, 'null', now() - interval '1 hour'
+       FROM generate_series(1, $1::int) g`,
+      [RETAINED],
+    );
+    await db.query(`VACUUM ANALYZE ${layout.history}`);
+  }
+  await db.query('CHECKPOINT');
   const lsn = async (): Promise<bigint> =>
     BigInt((await db.query<{ b: string }>(`SELECT (pg_current_wal_lsn() - '0/0')::text AS b`)).rows[0]?.b ?? '0');
   let wal = await lsn();
