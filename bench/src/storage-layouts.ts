@@ -110,6 +110,19 @@ async function createActive(db: pg.Client, s: string): Promise<void> {
   await db.query(`CREATE SEQUENCE ${s}.ids`);
 }
 
+/** History, tables and enqueue of a layout with a narrow `active` table beside the wide row. */
+function besideActive(schema: string, fillfactor: number): Pick<Layout, 'history' | 'create' | 'enqueue'> {
+  return {
+    history: `${schema}.q_jobs`,
+    create: async (db) => {
+      await likeCurrent(db, schema, 'q_jobs', `WITH (fillfactor = ${fillfactor})`);
+      await createActive(db, schema);
+    },
+    enqueue: `WITH i AS (${INSERT_WIDE(schema)} RETURNING id, queue, priority, run_at)
+      INSERT INTO ${schema}.active (id, queue, priority, run_at) SELECT id, queue, priority, run_at FROM i`,
+  };
+}
+
 function layouts(): Array<Layout & { schema: string }> {
   const s = (name: string) => `${PREFIX}${name.replace(/-/g, '_')}`;
   const cur = s('current');
@@ -135,13 +148,7 @@ function layouts(): Array<Layout & { schema: string }> {
     },
     {
       name: 'narrow-active',
-      history: `${na}.q_jobs`,
-      create: async (db) => {
-        await likeCurrent(db, na, 'q_jobs', 'WITH (fillfactor = 50)');
-        await createActive(db, na);
-      },
-      enqueue: `WITH i AS (${INSERT_WIDE(na)} RETURNING id, queue, priority, run_at)
-        INSERT INTO ${na}.active (id, queue, priority, run_at) SELECT id, queue, priority, run_at FROM i`,
+      ...besideActive(na, 50),
       claim: `WITH a AS (UPDATE ${na}.active a SET leased = true, lease_expires_at = now() + interval '30 s'
           FROM (${PICK(`${na}.active`, 'NOT leased')}) p WHERE a.id = p.id RETURNING a.id)
         UPDATE ${na}.q_jobs j SET ${LEASE_WIDE} FROM a WHERE j.id = a.id RETURNING j.*`,
@@ -151,13 +158,7 @@ function layouts(): Array<Layout & { schema: string }> {
     },
     {
       name: 'claim-narrow',
-      history: `${cn}.q_jobs`,
-      create: async (db) => {
-        await likeCurrent(db, cn, 'q_jobs', 'WITH (fillfactor = 70)');
-        await createActive(db, cn);
-      },
-      enqueue: `WITH i AS (${INSERT_WIDE(cn)} RETURNING id, queue, priority, run_at)
-        INSERT INTO ${cn}.active (id, queue, priority, run_at) SELECT id, queue, priority, run_at FROM i`,
+      ...besideActive(cn, 70),
       claim: `WITH a AS (UPDATE ${cn}.active a SET leased = true, lease_token = gen_random_uuid(), leased_by = 'w',
             attempt = a.attempt + 1, lease_expires_at = now() + interval '30 s'
           FROM (${PICK(`${cn}.active`, 'NOT leased')}) p WHERE a.id = p.id RETURNING a.*)
