@@ -1,10 +1,9 @@
 // The worker's steady state: finished attempts' outcomes ride along with the claim of their
 // replacements (one statement per batch), without ever holding more jobs than free slots.
 import { JobStore } from '@q/store';
-import { useJobStore } from '@q/testing';
+import { runWorkerUntil, useJobStore } from '@q/testing';
 import { expect, it } from 'vitest';
 import { JobQueue, Worker } from '../src/index.js';
-import { waitFor } from './helpers.js';
 
 let store: JobStore;
 
@@ -12,14 +11,9 @@ useJobStore(JobStore, { prefix: 'jw_rt', maxConns: 6 }, (t) => ({ store } = t));
 
 /** Runs `worker` until `done()` holds, then stops it, waits for it, and calls `restore`. */
 async function runUntil(worker: Worker, done: () => Promise<boolean>, restore: () => void): Promise<void> {
-  const ac = new AbortController();
-  const run = worker.run(ac.signal);
   try {
-    await waitFor(done, 60_000);
+    await runWorkerUntil(worker, done, { timeoutMs: 60_000, drainMs: 5_000 });
   } finally {
-    ac.abort();
-    await run;
-    await worker.wait(5_000);
     restore();
   }
 }

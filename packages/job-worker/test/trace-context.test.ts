@@ -4,10 +4,9 @@ import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-ho
 import { context, trace } from '@opentelemetry/api';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { JobStore, type Job } from '@q/store';
-import { createTestSchema, type TestSchema } from '@q/testing';
+import { createTestSchema, runWorkerUntil, type TestSchema } from '@q/testing';
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import { JobQueue, Worker } from '../src/index.js';
-import { waitFor } from './helpers.js';
 
 let schema: TestSchema;
 let store: JobStore;
@@ -114,18 +113,14 @@ it("each attempt's q.jobs.process span links to the payload's traceparent and is
     }
     return 'ok';
   });
-  const ac = new AbortController();
-  const run = worker.run(ac.signal);
-  try {
-    await waitFor(async () => {
+  await runWorkerUntil(
+    worker,
+    async () => {
       const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs WHERE status = 'succeeded'`);
       return rows[0]!.n === 3;
-    }, 30_000);
-  } finally {
-    ac.abort();
-    await run;
-    await worker.wait(5_000);
-  }
+    },
+    { timeoutMs: 30_000, drainMs: 5_000 },
+  );
   expect(failures).toBe(1);
   const spans = exporter.getFinishedSpans().filter((s) => s.name === 'q.jobs.process');
   expect(spans).toHaveLength(4);

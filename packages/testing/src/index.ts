@@ -1,6 +1,6 @@
 export { createTestSchema, dsnWithSchema, testDatabaseUrl, type TestSchema } from './schema.js';
 export { acquireServer, releaseServer, type ServerSource } from './server.js';
-export { sleep, waitFor, type Truthy, type WaitForOptions } from './wait.js';
+export { runWorkerUntil, sleep, waitFor, type RunnableWorker, type Truthy, type WaitForOptions } from './wait.js';
 export { spawnTs, TS_NODE_ARGS, type Exit, type SpawnTsOptions, type TsProcess } from './spawn.js';
 export {
   useFromPool,

@@ -41,3 +41,30 @@ export async function waitFor<T>(
 export function sleep(ms: number): Promise<void> {
   return new Promise<void>((resolve) => setTimeout(resolve, ms));
 }
+
+/** What {@link runWorkerUntil} drives: a job worker's `run` and `wait` (structural: the kit depends on no worker package). */
+export interface RunnableWorker {
+  run(signal: AbortSignal): Promise<void>;
+  wait(timeoutMs: number): Promise<void>;
+}
+
+/**
+ * Runs `worker` until `done()` holds (polled by {@link waitFor} for up to `timeoutMs`), then
+ * stops it: aborts its run, awaits it, and waits up to `drainMs` for its attempts to settle.
+ * The worker is stopped also when `done` never holds (the timeout is then rethrown).
+ */
+export async function runWorkerUntil(
+  worker: RunnableWorker,
+  done: () => unknown,
+  { timeoutMs, drainMs }: { timeoutMs: number; drainMs: number },
+): Promise<void> {
+  const ac = new AbortController();
+  const run = worker.run(ac.signal);
+  try {
+    await waitFor(done, timeoutMs);
+  } finally {
+    ac.abort();
+    await run;
+    await worker.wait(drainMs);
+  }
+}

@@ -2,9 +2,9 @@ import { METRIC, currentTraceparent, jobMetrics, linksFromTraceparent, qTracer, 
 import { JobQueue, Worker } from '@q/job-worker';
 import type { Histogram } from '@opentelemetry/sdk-metrics';
 import { JobStore, type Job } from '@q/store';
-import { createTestSchema, type TestSchema } from '@q/testing';
+import { createTestSchema, runWorkerUntil, type TestSchema } from '@q/testing';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { memoryTelemetry, waitFor } from './tracing.js';
+import { memoryTelemetry } from './tracing.js';
 
 const tel = memoryTelemetry();
 let schema: TestSchema;
@@ -36,15 +36,7 @@ async function runWorker(register: (w: Worker) => void, done: () => Promise<bool
     maintenanceIntervalMs: 100,
   });
   register(worker);
-  const stop = new AbortController();
-  const running = worker.run(stop.signal);
-  try {
-    await waitFor(done, 45_000);
-  } finally {
-    stop.abort();
-    await running;
-    await worker.wait(10_000);
-  }
+  await runWorkerUntil(worker, done, { timeoutMs: 45_000, drainMs: 10_000 });
 }
 
 const finished = (j: Job | null) => j !== null && ['succeeded', 'dead_letter', 'cancelled'].includes(j.status);
