@@ -1,6 +1,6 @@
 import type { Tracer } from '@opentelemetry/api';
 import type { JobMetrics } from '@q/otel';
-import type { Job, JobOutcome } from '@q/store';
+import type { Job, JobOutcome } from '@q/store/jobs';
 import type { Completer } from './completer.js';
 import { DeadLetterError } from './errors.js';
 import type { Execution } from './execution.js';

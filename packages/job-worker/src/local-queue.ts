@@ -1,4 +1,5 @@
-import { claimOrder } from '@q/store';
+import { at } from '@q/schema';
+import { claimOrder } from '@q/store/jobs';
 import type { Execution } from './execution.js';
 
 /**
@@ -88,8 +89,4 @@ function byClaimOrder(a: Execution, b: Execution): number {
 function isSorted(items: readonly Execution[]): boolean {
   for (let i = 1; i < items.length; i++) if (byClaimOrder(at(items, i - 1), at(items, i)) > 0) return false;
   return true;
-}
-
-function at(items: readonly Execution[], i: number): Execution {
-  return items[i] as Execution;
 }

@@ -1,4 +1,4 @@
-import { outcomeProblem, type JobLease, type JobOutcome, type LeasedJob } from '@q/store';
+import { outcomeProblem, type JobLease, type JobOutcome, type LeasedJob } from '@q/store/jobs';
 import { retryBackoffMs } from './backoff.js';
 
 // What an attempt's end becomes in the table, decided without I/O: a failure is retried with
