@@ -43,16 +43,14 @@ const NEEDS_ESCAPE = /[\\"]/g;
 /**
  * `values` as a Postgres `text[]` literal: every element quoted (so `NULL`, braces, commas and
  * white space stay text), `\` and `"` escaped, a JS null as SQL NULL. The same literal the driver
- * builds, in one `join` and with the escaping skipped for the elements that need none (most JSON
- * texts of a batch do need it: their quotes), instead of growing one string element by element.
+ * builds, in one `join` and one escaping pass per element, instead of growing one string
+ * element by element.
  */
 export function textArrayLiteral(values: readonly (string | null)[]): string {
   const parts = new Array<string>(values.length);
   for (let i = 0; i < values.length; i++) {
     const v = values[i];
-    if (v === null || v === undefined) parts[i] = 'NULL';
-    else if (v.includes('"') || v.includes('\\')) parts[i] = `"${v.replace(NEEDS_ESCAPE, '\\$&')}"`;
-    else parts[i] = `"${v}"`;
+    parts[i] = v === null || v === undefined ? 'NULL' : `"${v.replace(NEEDS_ESCAPE, '\\$&')}"`;
   }
   return `{${parts.join(',')}}`;
 }
