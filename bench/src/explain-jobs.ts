@@ -38,11 +38,12 @@ async function main(): Promise<void> {
   try {
     if (RETAINED > 0) {
       await admin.query(
-        `INSERT INTO "${schema}".q_jobs (queue, job_type, payload, status, attempt, result, finished_at)
-         SELECT 'bench', 'noop', jsonb_build_object('i', g), 'succeeded', 1, 'null', now() FROM generate_series(1, $1::int) g`,
+        `INSERT INTO "${schema}".q_jobs_archive (id, queue, job_type, payload, status, attempt, result, finished_at)
+         SELECT nextval(pg_get_serial_sequence('"${schema}".q_jobs', 'id')), 'bench', 'noop', jsonb_build_object('i', g),
+                'succeeded', 1, 'null', now() FROM generate_series(1, $1::int) g`,
         [RETAINED],
       );
-      await admin.query(`VACUUM ANALYZE "${schema}".q_jobs`);
+      await admin.query(`VACUUM ANALYZE "${schema}".q_jobs_archive`);
     }
     let t = await lsn();
     for (let from = 0; from < JOBS; from += 1_000) {

@@ -56,7 +56,7 @@ describe('maintenance.purge', () => {
         result: Record<string, unknown>;
         steps: Array<{ name: string; status: string }>;
         lock_key: string;
-      }>(`SELECT uuid, status, result, steps, lock_key FROM q_jobs WHERE job_type = 'maintenance.purge'`);
+      }>(`SELECT uuid, status, result, steps, lock_key FROM q_jobs_all WHERE job_type = 'maintenance.purge'`);
       return r.length === 1 && r[0]?.status === 'succeeded' ? r : undefined;
     });
     expect(purge[0]).toMatchObject({
@@ -68,7 +68,7 @@ describe('maintenance.purge', () => {
       'expire results:succeeded',
       'reap quota:succeeded',
     ]);
-    const { rows: left } = await pool.query<{ job_type: string }>(`SELECT job_type FROM q_jobs WHERE job_type IN ('old.one', 'new.one')`);
+    const { rows: left } = await pool.query<{ job_type: string }>(`SELECT job_type FROM q_jobs_all WHERE job_type IN ('old.one', 'new.one')`);
     expect(left.map((r) => r.job_type)).toEqual(['new.one']);
   });
 

@@ -26,7 +26,7 @@ const row = async (uuid: string) => {
   const { rows } = await schema
     .pool()
     .query<{ status: string; attempt: number; steps: unknown; result: unknown }>(
-      'SELECT status, attempt, steps, result FROM q_jobs WHERE uuid = $1',
+      'SELECT status, attempt, steps, result FROM q_jobs_all WHERE uuid = $1',
       [uuid],
     );
   return rows[0];

@@ -34,7 +34,7 @@ afterAll(async () => {
 const count = async (status: string) => {
   const { rows } = await schema
     .pool()
-    .query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs WHERE job_type = 'webhook.deliver' AND status = $1`, [status]);
+    .query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs_all WHERE job_type = 'webhook.deliver' AND status = $1`, [status]);
   return rows[0]?.n ?? 0;
 };
 

@@ -20,7 +20,7 @@ export function qJobs(name = 'q', tracerProvider?: () => TracerProvider): JobSys
       const queue: QJobQueue = new JobQueue(store, { knownQueues: [QUEUE] });
       const probe = benchPool(dsn, 1, `${name} probe`);
       const count = async (statuses: string[]): Promise<number> => {
-        const r = await probe.query<{ n: string }>('SELECT count(*) AS n FROM q_jobs WHERE status::text = ANY($1::text[])', [statuses]);
+        const r = await probe.query<{ n: string }>('SELECT count(*) AS n FROM q_jobs_all WHERE status::text = ANY($1::text[])', [statuses]);
         return Number(r.rows[0]?.n ?? 0);
       };
       let worker: QWorker | undefined;

@@ -106,7 +106,7 @@ it('an unmigrated schema (undefined table) stops loudly', async () => {
 
 it('a transient failure (statement timeout while the table is locked) is retried, not fatal, and the job runs after', async () => {
   const dsn = await roles.dsn('slow', (r) => [...roles.readWriteGrants(r), `ALTER ROLE "${r}" SET statement_timeout = '100ms'`]);
-  await owner.pool.query('TRUNCATE q_jobs');
+  await owner.pool.query('TRUNCATE q_jobs, q_jobs_archive, q_jobs_idempotency_keys');
   const [job] = await owner.enqueue([{ queue: 'default', type: 'after' }]);
   const lock = await owner.pool.connect();
   await lock.query('BEGIN');

@@ -24,7 +24,7 @@ afterAll(async () => {
   await schema?.drop();
 });
 beforeEach(async () => {
-  await store.pool.query('TRUNCATE q_jobs');
+  await store.pool.query('TRUNCATE q_jobs, q_jobs_archive, q_jobs_idempotency_keys');
 });
 
 /** Starts test/fixtures/fair-worker.ts in its own process; resolves once it printed `ready`. */
@@ -55,7 +55,7 @@ it('two worker processes with default options started together on 10,000 jobs ea
     await queue.enqueueMany(Array.from({ length: 10_000 }, (_, i) => ({ type: 'fair', payload: { i } })));
     await waitFor(
       async () => {
-        const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs WHERE status = 'succeeded'`);
+        const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs_all WHERE status = 'succeeded'`);
         return rows[0]!.n === 10_000;
       },
       120_000,
@@ -65,7 +65,7 @@ it('two worker processes with default options started together on 10,000 jobs ea
     expect(await Promise.all([a.stop(), b.stop()])).toEqual([0, 0]);
   }
   const { rows } = await store.pool.query<{ by: string; n: number }>(
-    `SELECT result->>'by' AS by, count(*)::int AS n FROM q_jobs GROUP BY 1 ORDER BY 1`,
+    `SELECT result->>'by' AS by, count(*)::int AS n FROM q_jobs_all GROUP BY 1 ORDER BY 1`,
   );
   expect(rows.map((r) => r.by)).toEqual(['fair-a', 'fair-b']);
   for (const r of rows) expect(r.n, `${r.by} ran ${r.n} of 10,000`).toBeGreaterThanOrEqual(3_500);
@@ -104,7 +104,7 @@ it('a job enqueued while a worker holds a local queue full of leased jobs is sta
     await queue.enqueueMany(Array.from({ length: 30 }, () => ({ type: 'block' })));
     await waitFor(async () => {
       const { rows } = await store.pool.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM q_jobs WHERE job_type = 'block' AND leased_by = 'busy'`,
+        `SELECT count(*)::int AS n FROM q_jobs_all WHERE job_type = 'block' AND leased_by = 'busy'`,
       );
       return rows[0]!.n === 30;
     });
@@ -125,7 +125,7 @@ it('a job enqueued while a worker holds a local queue full of leased jobs is sta
     // Stalled (every slot blocked), the busy worker gives its waiting jobs back: 2 stay running.
     await waitFor(async () => {
       const { rows } = await store.pool.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM q_jobs WHERE job_type = 'block' AND status = 'queued'`,
+        `SELECT count(*)::int AS n FROM q_jobs_all WHERE job_type = 'block' AND status = 'queued'`,
       );
       return rows[0]!.n === 28;
     }, 5_000);

@@ -97,7 +97,7 @@ export function useWorkerTests(
 ): WorkerTests {
   const running: RunningWorker[] = [];
   let store: JobStore | undefined;
-  useJobStore(JobStore, { prefix, maxConns: 8, truncate: ['q_jobs'] }, (t) => {
+  useJobStore(JobStore, { prefix, maxConns: 8, truncate: ['q_jobs', 'q_jobs_archive', 'q_jobs_idempotency_keys'] }, (t) => {
     store = t.store;
     onOpen({ schema: t.schema, store: t.store, queue: new JobQueue(t.store, { knownQueues: [...KNOWN_QUEUES] }) });
   });

@@ -12,7 +12,7 @@ let app: pg.Pool;
 let store: JobStore;
 let queue: JobQueue;
 
-useFromPool(JobStore, { prefix: 'jwtx', max: 6, truncate: ['q_jobs'] }, (t) => {
+useFromPool(JobStore, { prefix: 'jwtx', max: 6, truncate: ['q_jobs', 'q_jobs_archive', 'q_jobs_idempotency_keys'] }, (t) => {
   ({ schema, app, store } = t);
   queue = new JobQueue(store, { knownQueues: ['default', 'tx'] });
 });
@@ -74,7 +74,7 @@ it('committed in the caller’s transaction → the job runs once; rolled back �
     );
     await new Promise((r) => setTimeout(r, 1_000));
     expect(w.claims()).toBe(before); // no notification reached it: it did not even look
-    expect((await app.query('SELECT count(*)::int AS n FROM q_jobs')).rows[0].n).toBe(0);
+    expect((await app.query('SELECT count(*)::int AS n FROM q_jobs_all')).rows[0].n).toBe(0);
 
     const t0 = Date.now();
     const job = await inTx((c) => queue.enqueue({ queue: 'tx', type: 'count', idempotencyKey: 'once' }, { client: c }));
@@ -105,7 +105,7 @@ it('enqueueMany with { client }: all or none, with JobQueue’s checks before an
     // Still usable: the failures sent nothing.
     await queue.enqueue({ type: 'after' }, { client: c });
   });
-  expect((await app.query('SELECT job_type FROM q_jobs ORDER BY id')).rows.map((r) => r.job_type)).toEqual(['a', 'b', 'after']);
+  expect((await app.query('SELECT job_type FROM q_jobs_all ORDER BY id')).rows.map((r) => r.job_type)).toEqual(['a', 'b', 'after']);
 });
 
 it('a job enqueued with q_enqueue_job in SQL runs once', async () => {

@@ -29,7 +29,7 @@ afterAll(async () => {
   await schema?.drop();
 });
 beforeEach(async () => {
-  await store.pool.query('TRUNCATE q_jobs, q_leader_leases');
+  await store.pool.query('TRUNCATE q_jobs, q_jobs_archive, q_jobs_idempotency_keys, q_leader_leases');
 });
 
 async function start(id: string): Promise<WorkerProcess> {

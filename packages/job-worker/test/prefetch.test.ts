@@ -10,7 +10,7 @@ let queue: JobQueue;
 const { startWorker } = useWorkerTests('jprefetch', { concurrency: 4, prefetch: 50, leaseDurationMs: 30_000 }, (t) => ({ store, queue } = t));
 
 const count = async (where: string): Promise<number> =>
-  (await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs WHERE ${where}`)).rows[0]!.n;
+  (await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs_all WHERE ${where}`)).rows[0]!.n;
 
 /** A promise and its resolver, to hold handlers until the test lets them go. */
 function gate(): { promise: Promise<void>; open: () => void } {

@@ -21,7 +21,7 @@ afterAll(async () => {
   await schema?.drop();
 });
 beforeEach(async () => {
-  await store.pool.query('TRUNCATE q_jobs');
+  await store.pool.query('TRUNCATE q_jobs, q_jobs_archive, q_jobs_idempotency_keys');
 });
 
 async function start(env: Record<string, string>): Promise<WorkerProcess> {
@@ -117,6 +117,6 @@ it('SIGTERM drain: a 2 s job finishing within the timeout records outcome and st
   ]);
   const h = (await store.get(hang.uuid))!;
   expect(h).toMatchObject({ status: 'queued', attempt: 0, leasedBy: null, leaseExpiresAt: null, resumeCount: 0 });
-  const { rows } = await store.pool.query(`SELECT count(*)::int AS n FROM q_jobs WHERE status IN ('leased', 'running')`);
+  const { rows } = await store.pool.query(`SELECT count(*)::int AS n FROM q_jobs_all WHERE status IN ('leased', 'running')`);
   expect(rows[0].n).toBe(0);
 });

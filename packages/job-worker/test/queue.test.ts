@@ -8,12 +8,12 @@ import { JobQueue, KNOWN_QUEUES } from '../src/index.js';
 let store: JobStore;
 let queue: JobQueue;
 
-useJobStore(JobStore, { prefix: 'jqueue', maxConns: 4, truncate: ['q_jobs'] }, (t) => {
+useJobStore(JobStore, { prefix: 'jqueue', maxConns: 4, truncate: ['q_jobs', 'q_jobs_archive', 'q_jobs_idempotency_keys'] }, (t) => {
   ({ store } = t);
   queue = new JobQueue(store, { knownQueues: [...KNOWN_QUEUES] });
 });
 
-const count = async () => (await store.pool.query('SELECT count(*)::int AS n FROM q_jobs')).rows[0].n as number;
+const count = async () => (await store.pool.query('SELECT count(*)::int AS n FROM q_jobs_all')).rows[0].n as number;
 
 describe('enqueue', () => {
   it('defaults to the default queue, payload {}, 5 attempts, queued', async () => {
@@ -134,7 +134,7 @@ describe('list, cancel, dead letter', () => {
     const job = await queue.enqueue({ type: 't' });
     await queue.cancel(job.uuid);
     expect(await queue.purgeFinished(60_000)).toBe(0);
-    await store.pool.query(`UPDATE q_jobs SET finished_at = now() - interval '2 minutes'`);
+    await store.pool.query(`UPDATE q_jobs_archive SET finished_at = now() - interval '2 minutes'`);
     expect(await queue.purgeFinished(60_000)).toBe(1);
     await expect(queue.purgeFinished(-1)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
   });

@@ -128,10 +128,10 @@ it('heartbeats failing for a lease period: the handler is aborted with lease_los
       if (seen.length > 0) return 'second';
       const {
         rows: [leased],
-      } = await store.pool.query<{ token: string }>(`SELECT lease_token AS token FROM q_jobs WHERE id = $1`, [j.id]);
+      } = await store.pool.query<{ token: string }>(`SELECT lease_token AS token FROM q_jobs_all WHERE id = $1`, [j.id]);
       await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve()));
       const { rows } = await store.pool.query<{ held: boolean }>(
-        `SELECT lease_token = $2 AND lease_expires_at > now() AS held FROM q_jobs WHERE id = $1`,
+        `SELECT lease_token = $2 AND lease_expires_at > now() AS held FROM q_jobs_all WHERE id = $1`,
         [j.id, leased!.token],
       );
       seen.push({ reason: signal.reason, stillLeased: rows[0]?.held === true });

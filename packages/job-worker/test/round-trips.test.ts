@@ -50,7 +50,7 @@ it('a drain completes and claims in one round trip per batch; every job runs onc
     const i = (job.payload as { i: number }).i;
     seen.set(i, (seen.get(i) ?? 0) + 1);
     const { rows } = await store.pool.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM q_jobs WHERE leased_by = $1 AND status IN ('leased', 'running')`,
+      `SELECT count(*)::int AS n FROM q_jobs_all WHERE leased_by = $1 AND status IN ('leased', 'running')`,
       [worker.id],
     );
     maxHeld = Math.max(maxHeld, rows[0]!.n);
@@ -59,7 +59,7 @@ it('a drain completes and claims in one round trip per batch; every job runs onc
   await runUntil(
     worker,
     async () => {
-      const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs WHERE status = 'succeeded'`);
+      const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs_all WHERE status = 'succeeded'`);
       return rows[0]!.n === n;
     },
     () => Object.assign(s, originals),
@@ -99,7 +99,7 @@ it('with a local queue two round trips run side by side (each job still once); w
     await runUntil(
       worker,
       async () => {
-        const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs WHERE status <> 'succeeded'`);
+        const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs_all WHERE status <> 'succeeded'`);
         return rows[0]!.n === 0 && seen.size === n;
       },
       () => Object.assign(s, originals),

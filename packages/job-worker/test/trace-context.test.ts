@@ -27,7 +27,7 @@ afterAll(async () => {
   await provider.shutdown();
 });
 beforeEach(async () => {
-  await store.pool.query('TRUNCATE q_jobs');
+  await store.pool.query('TRUNCATE q_jobs, q_jobs_archive, q_jobs_idempotency_keys');
   exporter.reset();
 });
 
@@ -116,7 +116,7 @@ it("each attempt's q.jobs.process span links to the payload's traceparent and is
   await runWorkerUntil(
     worker,
     async () => {
-      const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs WHERE status = 'succeeded'`);
+      const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs_all WHERE status = 'succeeded'`);
       return rows[0]!.n === 3;
     },
     { timeoutMs: 30_000, drainMs: 5_000 },

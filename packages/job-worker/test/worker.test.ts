@@ -27,11 +27,11 @@ it('20 jobs × 8 concurrent workers: each job is leased and run exactly once', a
     );
   }
   await waitFor(async () => {
-    const { rows } = await store.pool.query(`SELECT count(*)::int AS n FROM q_jobs WHERE status = 'succeeded'`);
+    const { rows } = await store.pool.query(`SELECT count(*)::int AS n FROM q_jobs_all WHERE status = 'succeeded'`);
     return rows[0].n === 20;
   });
   expect(runs.sort()).toEqual(jobs.map((j) => j.uuid).sort());
-  const { rows } = await store.pool.query(`SELECT DISTINCT attempt FROM q_jobs`);
+  const { rows } = await store.pool.query(`SELECT DISTINCT attempt FROM q_jobs_all`);
   expect(rows).toEqual([{ attempt: 1 }]);
 });
 

@@ -90,7 +90,7 @@ describe('migration baselines', () => {
     await migrate(admin, { modules: ['requests', 'quota', 'jobs'], schema: app });
     const mine = await admin.query<{ title: string }>(`SELECT title FROM ${quoteIdent(app)}.jobs`);
     expect(mine.rows).toEqual([{ title: 'keep me' }]);
-    const q = await admin.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${quoteIdent(app)}.q_jobs`);
+    const q = await admin.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${quoteIdent(app)}.q_jobs_all`);
     expect(q.rows[0]?.n).toBe(0);
   });
 });

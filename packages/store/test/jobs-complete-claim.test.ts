@@ -7,7 +7,7 @@ import { JobStore, type ClaimOptions, type LeasedJob } from '../src/index.js';
 let store: JobStore;
 const LEASE = 30_000;
 
-useJobStore(JobStore, { prefix: 'jobs_cc', maxConns: 8, truncate: ['q_jobs'] }, (t) => ({ store } = t));
+useJobStore(JobStore, { prefix: 'jobs_cc', maxConns: 8, truncate: ['q_jobs', 'q_jobs_archive', 'q_jobs_idempotency_keys'] }, (t) => ({ store } = t));
 
 const opts = (limit: number, workerId = 'w1'): ClaimOptions => ({ queues: ['default'], workerId, limit, leaseMs: LEASE, start: true });
 const lease = (j: LeasedJob) => ({ id: j.id, leaseToken: j.leaseToken });
@@ -89,7 +89,7 @@ describe('completeAndClaim', () => {
       expect(isQError(err) && err.code === 'INVALID_ARGUMENT').toBe(true);
     }
     expect((await row(a!.id)).status).toBe('running');
-    const { rows } = await store.pool.query(`SELECT count(*)::int AS n FROM q_jobs WHERE status = 'queued'`);
+    const { rows } = await store.pool.query(`SELECT count(*)::int AS n FROM q_jobs_all WHERE status = 'queued'`);
     expect(rows[0].n).toBe(1);
     const r = await store.completeAndClaim([], opts(3));
     expect(r.written).toEqual([]);
@@ -114,7 +114,7 @@ describe('completeAndClaim', () => {
           );
           expect(r.written.every(Boolean)).toBe(true);
           const { rows } = await store.pool.query(
-            `SELECT count(*)::int AS n FROM q_jobs WHERE lock_key = 'shared' AND status IN ('leased', 'running')`,
+            `SELECT count(*)::int AS n FROM q_jobs_all WHERE lock_key = 'shared' AND status IN ('leased', 'running')`,
           );
           maxShared = Math.max(maxShared, rows[0].n);
           held = r.jobs;
@@ -125,7 +125,7 @@ describe('completeAndClaim', () => {
     );
     expect(ran.sort((a, b) => a - b)).toEqual(Array.from({ length: 60 }, (_, i) => i));
     expect(maxShared).toBeLessThanOrEqual(1);
-    const { rows } = await store.pool.query(`SELECT count(*)::int AS n FROM q_jobs WHERE status = 'succeeded'`);
+    const { rows } = await store.pool.query(`SELECT count(*)::int AS n FROM q_jobs_all WHERE status = 'succeeded'`);
     expect(rows[0].n).toBe(60);
   });
 });

@@ -13,12 +13,12 @@ let store: JobStore;
 
 const orders = pgTable('orders', { id: serial('id').primaryKey(), item: text('item').notNull(), qty: integer('qty').notNull() });
 
-useFromPool(JobStore, { prefix: 'jobstx', max: 12, truncate: ['q_jobs', 'orders'] }, async (t) => {
+useFromPool(JobStore, { prefix: 'jobstx', max: 12, truncate: ['q_jobs', 'q_jobs_archive', 'q_jobs_idempotency_keys', 'orders'] }, async (t) => {
   ({ schema, app, store } = t);
   await app.query('CREATE TABLE orders (id serial PRIMARY KEY, item text NOT NULL, qty integer NOT NULL CHECK (qty > 0))');
 });
 
-const count = async (sql = 'SELECT count(*)::int AS n FROM q_jobs') => (await app.query<{ n: number }>(sql)).rows[0]!.n;
+const count = async (sql = 'SELECT count(*)::int AS n FROM q_jobs_all') => (await app.query<{ n: number }>(sql)).rows[0]!.n;
 
 /** Runs `fn` in a transaction on one of the app's connections; COMMIT unless `end` is ROLLBACK. */
 const inTx = <T>(fn: (c: pg.PoolClient) => Promise<T>, end: 'COMMIT' | 'ROLLBACK' = 'COMMIT'): Promise<T> => inTransaction(app, fn, end);
@@ -45,7 +45,7 @@ describe('JobStore.fromPool', () => {
     await expect(s.enqueue([{ queue: 'default', type: 't' }])).rejects.toMatchObject({ code: 'CLOSED' });
     // The pool is still the application's: usable, not ending.
     expect(pool.ending).toBe(false);
-    expect((await pool.query('SELECT count(*)::int AS n FROM q_jobs')).rows[0].n).toBe(1);
+    expect((await pool.query('SELECT count(*)::int AS n FROM q_jobs_all')).rows[0].n).toBe(1);
     expect(job!.status).toBe('queued');
     // migrate: false does not touch the schema.
     const again = await JobStore.fromPool(pool, { migrate: false });
@@ -83,7 +83,7 @@ describe('enqueue(jobs, { client }) in the caller’s transaction', () => {
       const [j] = await store.enqueue([{ queue: 'default', type: 'email', payload: { to: 'a@example.com' } }], { client: c });
       expect(j).toMatchObject({ status: 'queued', payload: { to: 'a@example.com' } });
       expect(await count()).toBe(0); // another connection: not committed yet
-      expect((await c.query('SELECT count(*)::int AS n FROM q_jobs')).rows[0].n).toBe(1);
+      expect((await c.query('SELECT count(*)::int AS n FROM q_jobs_all')).rows[0].n).toBe(1);
       return j!;
     });
     expect((await store.get(job.uuid))?.id).toBe(job.id);
@@ -149,7 +149,7 @@ describe('enqueue(jobs, { client }) in the caller’s transaction', () => {
       await c.query('ROLLBACK TO SAVEPOINT app_sp');
       await c.query('INSERT INTO orders (item, qty) VALUES ($1, $2)', ['pen', 1]);
     });
-    expect((await app.query('SELECT job_type FROM q_jobs')).rows).toEqual([{ job_type: 'kept' }]);
+    expect((await app.query('SELECT job_type FROM q_jobs_all')).rows).toEqual([{ job_type: 'kept' }]);
     expect(await count('SELECT count(*)::int AS n FROM orders')).toBe(1);
   });
 
@@ -197,7 +197,7 @@ describe('enqueue(jobs, { client }) in the caller’s transaction', () => {
       await store.enqueue([{ queue: 'default', type: 'ok' }], { client: c });
     });
     expect(await count('SELECT count(*)::int AS n FROM orders')).toBe(1);
-    expect((await app.query('SELECT job_type FROM q_jobs')).rows).toEqual([{ job_type: 'ok' }]);
+    expect((await app.query('SELECT job_type FROM q_jobs_all')).rows).toEqual([{ job_type: 'ok' }]);
   });
 
   it('more than one chunk: all jobs exist iff the transaction commits', async () => {
@@ -300,7 +300,7 @@ describe('Drizzle (drizzle-orm/node-postgres)', () => {
         })
         .catch(() => undefined);
     });
-    expect((await app.query('SELECT job_type FROM q_jobs')).rows).toEqual([{ job_type: 'outer' }]);
+    expect((await app.query('SELECT job_type FROM q_jobs_all')).rows).toEqual([{ job_type: 'outer' }]);
   });
 
   it('drizzleClient refuses what is not a node-postgres transaction', () => {

@@ -11,11 +11,11 @@ let schema: TestSchema;
 let store: JobStore;
 const LEASE = 30_000;
 
-useJobStore(JobStore, { prefix: 'jobsrel', maxConns: 16, truncate: ['q_jobs'] }, (t) => ({ schema, store } = t));
+useJobStore(JobStore, { prefix: 'jobsrel', maxConns: 16, truncate: ['q_jobs', 'q_jobs_archive', 'q_jobs_idempotency_keys'] }, (t) => ({ schema, store } = t));
 
 const claim = (limit = 1, queues = ['default'], workerId = 'w1') => store.claim({ queues, workerId, limit, leaseMs: LEASE });
 const lease = (j: LeasedJob) => ({ id: j.id, leaseToken: j.leaseToken });
-const count = async () => (await store.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM q_jobs')).rows[0]!.n;
+const count = async () => (await store.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM q_jobs_all')).rows[0]!.n;
 
 /** The error `p` rejects with (fails the test if it resolves). */
 async function rejection(p: Promise<unknown> | (() => unknown)): Promise<unknown> {
@@ -73,7 +73,7 @@ describe('identifier bounds and a robust promote (#14 item 5)', () => {
     );
     await store.pool.query(`UPDATE q_jobs SET run_at = now() - interval '1 second' WHERE id = $1`, [a!.id]);
     expect(await store.promoteDue()).toBe(2);
-    const { rows } = await store.pool.query<{ status: string }>('SELECT status FROM q_jobs');
+    const { rows } = await store.pool.query<{ status: string }>('SELECT status FROM q_jobs_all');
     expect(rows.map((r) => r.status)).toEqual(['queued', 'queued']);
     // maintain (reap + promote) and a release of such a job work too.
     await store.pool.query(`UPDATE q_jobs SET status = 'scheduled', run_at = now() - interval '1 second'`);
@@ -85,7 +85,7 @@ describe('identifier bounds and a robust promote (#14 item 5)', () => {
     );
     const leases = held.map((r) => ({ id: Number(r.id), leaseToken: r.lease_token }));
     expect((await store.release(leases)).sort()).toEqual(leases.map((l) => l.id).sort());
-    expect((await store.pool.query(`SELECT 1 FROM q_jobs WHERE status = 'queued'`)).rowCount).toBe(2);
+    expect((await store.pool.query(`SELECT 1 FROM q_jobs_all WHERE status = 'queued'`)).rowCount).toBe(2);
   });
 });
 
@@ -144,7 +144,7 @@ describe('idempotent batches in different orders (#14 item 15)', () => {
     const rand = () => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31;
     const failures: string[] = [];
     for (let round = 0; round < 3; round++) {
-      await store.pool.query('TRUNCATE q_jobs');
+      await store.pool.query('TRUNCATE q_jobs, q_jobs_archive, q_jobs_idempotency_keys');
       const orders = Array.from({ length: 8 }, (_, c) =>
         c % 4 === 0 ? keys : c % 4 === 1 ? [...keys].reverse() : [...keys].sort(() => rand() - 0.5),
       );
@@ -177,7 +177,7 @@ describe('idempotent batches in different orders (#14 item 15)', () => {
     expect(settled.filter((s) => s.status === 'rejected').map((s) => String((s as PromiseRejectedResult).reason))).toEqual([]);
     expect(await count()).toBe(4_200);
     // Alone, such a batch gets its ids in input order although its rows go in in key order.
-    await store.pool.query('TRUNCATE q_jobs');
+    await store.pool.query('TRUNCATE q_jobs, q_jobs_archive, q_jobs_idempotency_keys');
     const alone = await store.enqueue([...keys].reverse().map((k) => ({ queue: 'default', type: 't', idempotencyKey: k })));
     expect(alone.map((j) => j.idempotencyKey)).toEqual([...keys].reverse());
     expect(alone.every((j, i) => i === 0 || j.id > alone[i - 1]!.id)).toBe(true);
@@ -395,7 +395,7 @@ describe('writes over the statement size (#14 item 23)', () => {
     const out = await store.enqueue(jobs.slice(0, 3));
     expect(out.map((j) => (j.payload as { i: number }).i)).toEqual([0, 1, 2]);
     expect(out[0]!.id).toBeLessThan(out[1]!.id);
-    const { rows } = await store.pool.query<{ n: string }>(`SELECT sum(length(payload->>'s'))::text AS n FROM q_jobs`);
+    const { rows } = await store.pool.query<{ n: string }>(`SELECT sum(length(payload->>'s'))::text AS n FROM q_jobs_all`);
     expect(rows[0]!.n).toBe(String(3 * 25_000_000));
   }, 120_000);
 
@@ -405,7 +405,7 @@ describe('writes over the statement size (#14 item 23)', () => {
     const written = await store.complete(leased.map((l, i) => ({ ...lease(l), status: 'succeeded' as const, result: xs(i) })));
     expect(written).toEqual([true, true, true]);
     const { rows } = await store.pool.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM q_jobs WHERE status = 'succeeded' AND length(result->>'s') = 25000000`,
+      `SELECT count(*)::int AS n FROM q_jobs_all WHERE status = 'succeeded' AND length(result->>'s') = 25000000`,
     );
     expect(rows[0]!.n).toBe(3);
   }, 120_000);

@@ -131,7 +131,7 @@ describe('q.jobs.backlog', () => {
     const g = gaugeProvider();
     const store = await JobStore.open(dsnSchema.dsn, { schema: target, meterProvider: g.provider, maxConns: 2 });
     try {
-      await store.pool.query(`TRUNCATE "${target}".q_jobs`);
+      await store.pool.query(`TRUNCATE "${target}".q_jobs, "${target}".q_jobs_archive, "${target}".q_jobs_idempotency_keys`);
       await store.enqueue([
         { queue: 'a', type: 't' },
         { queue: 'a', type: 't' },
@@ -151,7 +151,7 @@ describe('q.jobs.backlog', () => {
   it('reads only live rows through the partial indexes: no sequential scan of the kept history', async () => {
     const store = await JobStore.open(dsnSchema.dsn, { schema: target, maxConns: 2 });
     try {
-      await store.pool.query(`TRUNCATE "${target}".q_jobs`);
+      await store.pool.query(`TRUNCATE "${target}".q_jobs, "${target}".q_jobs_archive, "${target}".q_jobs_idempotency_keys`);
       await store.pool.query(
         `INSERT INTO "${target}".q_jobs (queue, job_type, status, finished_at) SELECT 'h', 't', 'succeeded', now() FROM generate_series(1, 50000)`,
       );

@@ -22,11 +22,11 @@ useJobStore(JobStore, { prefix: 'jobsql', maxConns: 4 }, async (t) => {
     CREATE TRIGGER orders_enqueue AFTER INSERT ON orders FOR EACH ROW EXECUTE FUNCTION orders_enqueue();`);
 });
 beforeEach(async () => {
-  await sql.query('TRUNCATE q_jobs, orders');
+  await sql.query('TRUNCATE q_jobs, q_jobs_archive, q_jobs_idempotency_keys, orders');
 });
 
 const one = async (text: string, values: unknown[] = []) => (await sql.query(text, values)).rows[0];
-const count = async () => (await sql.query<{ n: number }>('SELECT count(*)::int AS n FROM q_jobs')).rows[0]!.n;
+const count = async () => (await sql.query<{ n: number }>('SELECT count(*)::int AS n FROM q_jobs_all')).rows[0]!.n;
 
 describe('q_enqueue_job', () => {
   it('enqueues from a plain query and returns the job row (id, uuid)', async () => {
@@ -111,7 +111,7 @@ describe('q_enqueue_job', () => {
       c.release();
     }
     const rows = (
-      await sql.query(`SELECT o.id AS order_id, j.job_type, j.payload FROM orders o JOIN q_jobs j ON j.idempotency_key = 'order-' || o.id`)
+      await sql.query(`SELECT o.id AS order_id, j.job_type, j.payload FROM orders o JOIN q_jobs_all j ON j.idempotency_key = 'order-' || o.id`)
     ).rows;
     expect(rows).toHaveLength(1);
     expect(rows[0]).toMatchObject({ job_type: 'order.created', payload: { orderId: rows[0].order_id } });

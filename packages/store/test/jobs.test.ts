@@ -7,7 +7,7 @@ import { JobStore, decodeCursor, encodeCursor, type LeasedJob } from '../src/ind
 let store: JobStore;
 const LEASE = 30_000;
 
-useJobStore(JobStore, { prefix: 'jobs', maxConns: 8, truncate: ['q_jobs'] }, (t) => ({ store } = t));
+useJobStore(JobStore, { prefix: 'jobs', maxConns: 8, truncate: ['q_jobs', 'q_jobs_archive', 'q_jobs_idempotency_keys'] }, (t) => ({ store } = t));
 
 const claim = (limit = 1, queues = ['default'], workerId = 'w1') => store.claim({ queues, workerId, limit, leaseMs: LEASE });
 const lease = (j: LeasedJob) => ({ id: j.id, leaseToken: j.leaseToken });
@@ -59,7 +59,7 @@ describe('enqueue', () => {
     expect(batch[1]!.uuid).toBe(batch[0]!.uuid);
     expect(batch[1]!.type).toBe('x');
     expect(batch[2]!.uuid).toBe(a!.uuid);
-    const { rows } = await store.pool.query('SELECT count(*)::int AS n FROM q_jobs');
+    const { rows } = await store.pool.query('SELECT count(*)::int AS n FROM q_jobs_all');
     expect(rows[0].n).toBe(2);
   });
 
@@ -85,7 +85,7 @@ describe('enqueue', () => {
       .catch((e: unknown) => e);
     expect(isQError(err, 'INVALID_ARGUMENT')).toBe(true);
     expect((err as Error).message).toContain('payload');
-    const { rows } = await store.pool.query('SELECT count(*)::int AS n FROM q_jobs');
+    const { rows } = await store.pool.query('SELECT count(*)::int AS n FROM q_jobs_all');
     expect(rows[0].n).toBe(0);
   });
 
@@ -107,7 +107,7 @@ describe('enqueue', () => {
     const many = Array.from({ length: 2_100 }, (_, i) => ({ queue: 'default', type: 't', payload: { i } }));
     many.push({ queue: 'default', type: 't', payload: { i: -1 }, retryOfId: 999_999 } as (typeof many)[number]);
     await expect(store.enqueue(many)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
-    const { rows } = await store.pool.query('SELECT count(*)::int AS n FROM q_jobs');
+    const { rows } = await store.pool.query('SELECT count(*)::int AS n FROM q_jobs_all');
     expect(rows[0].n).toBe(0);
     const ok = await store.enqueue(many.slice(0, 2_100));
     expect(ok.map((j) => (j.payload as { i: number }).i)).toEqual(many.slice(0, 2_100).map((_, i) => i));
@@ -188,7 +188,7 @@ describe('claim', () => {
         while (done < 30 && Date.now() < deadline) {
           const got = await store.claim({ queues: ['default'], workerId: w, limit: 4, leaseMs: LEASE });
           expect(got.length).toBeLessThanOrEqual(1);
-          const { rows } = await store.pool.query(`SELECT count(*)::int AS n FROM q_jobs WHERE status IN ('leased','running')`);
+          const { rows } = await store.pool.query(`SELECT count(*)::int AS n FROM q_jobs_all WHERE status IN ('leased','running')`);
           maxActive = Math.max(maxActive, rows[0].n);
           for (const j of got) {
             await store.succeed(lease(j));
@@ -356,7 +356,7 @@ describe('cancel, forget, purge', () => {
     expect(await store.forgetDeadLetter(a!.uuid)).toBe(true);
     expect(await status(a!.id)).toBe('cancelled');
     expect(await store.purgeFinished(60_000)).toBe(0);
-    await store.pool.query(`UPDATE q_jobs SET finished_at = now() - interval '2 minutes'`);
+    await store.pool.query(`UPDATE q_jobs_archive SET finished_at = now() - interval '2 minutes'`);
     expect(await store.purgeFinished(60_000)).toBe(2);
   });
 });

@@ -39,21 +39,21 @@ export async function jobQueueViolations(dsn: string, killedPids: Set<number>): 
   await c.connect();
   try {
     const problems: string[] = [];
-    const byStatus = await c.query<{ status: string; n: number }>(`SELECT status::text, count(*)::int AS n FROM q_jobs GROUP BY 1`);
+    const byStatus = await c.query<{ status: string; n: number }>(`SELECT status::text, count(*)::int AS n FROM q_jobs_all GROUP BY 1`);
     const counts = Object.fromEntries(byStatus.rows.map((r) => [r.status, r.n]));
     for (const [status, n] of Object.entries(counts)) {
       if (status !== 'succeeded' && status !== 'dead_letter') problems.push(`${n} jobs ended ${status}`);
     }
     // A success is recorded for an execution that really ran.
     const orphan = await c.query<{ id: number }>(
-      `SELECT j.id FROM q_jobs j WHERE j.status = 'succeeded' AND NOT EXISTS (
+      `SELECT j.id FROM q_jobs_all j WHERE j.status = 'succeeded' AND NOT EXISTS (
          SELECT 1 FROM chaos_effects e WHERE e.job_id = j.id AND e.pid = (j.result->>'pid')::int AND e.attempt = (j.result->>'attempt')::int)`,
     );
     for (const r of orphan.rows.slice(0, 5)) problems.push(`job ${r.id} succeeded with a result no execution produced`);
     // Executions after the recorded success by processes that were never killed would mean a
     // second success was possible: a job only runs again when its runner died mid-attempt.
     const twice = await c.query<{ id: number; pids: number[] }>(
-      `SELECT j.id, array_agg(e.pid) AS pids FROM q_jobs j JOIN chaos_effects e ON e.job_id = j.id
+      `SELECT j.id, array_agg(e.pid) AS pids FROM q_jobs_all j JOIN chaos_effects e ON e.job_id = j.id
         WHERE j.status = 'succeeded' AND e.attempt > (j.result->>'attempt')::int GROUP BY j.id`,
     );
     for (const r of twice.rows) {

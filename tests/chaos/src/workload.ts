@@ -88,7 +88,7 @@ export async function waitDrained(dsn: string, timeoutMs: number): Promise<boole
     try {
       await c.connect();
       const { rows } = await c.query<{ left: number }>(
-        `SELECT (SELECT count(*) FROM q_requests)::int + (SELECT count(*) FROM q_jobs WHERE status NOT IN ('succeeded', 'dead_letter'))::int AS left`,
+        `SELECT (SELECT count(*) FROM q_requests)::int + (SELECT count(*) FROM q_jobs_all WHERE status NOT IN ('succeeded', 'dead_letter'))::int AS left`,
       );
       if (rows[0]?.left === 0) return true;
     } catch {

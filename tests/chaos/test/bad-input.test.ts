@@ -45,7 +45,7 @@ const BAD_TEXT: unknown[] = ['', null, undefined, 42, {}, [], 'nul\u0000byte', '
 async function rowCounts(): Promise<Record<string, number>> {
   const { rows } = await store.pool.query<Record<string, number>>(
     `SELECT (SELECT count(*) FROM q_requests)::int AS requests, (SELECT count(*) FROM q_results)::int AS results,
-            (SELECT count(*) FROM q_jobs)::int AS jobs, (SELECT count(*) FROM q_quota_holders)::int AS holders,
+            (SELECT count(*) FROM q_jobs_all)::int AS jobs, (SELECT count(*) FROM q_quota_holders)::int AS holders,
             (SELECT count(*) FROM q_quota_slots)::int AS slots, (SELECT count(*) FROM q_quota_admits)::int AS admits`,
   );
   return rows[0]!;

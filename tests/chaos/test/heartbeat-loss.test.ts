@@ -92,19 +92,19 @@ it('heartbeats cut for one lease period under load: no job runs twice at once, e
     await Promise.all(procs.map((p) => p.waitFor(/"ready"/)));
     // Under load: every slot busy, the long jobs running, their leases renewed once.
     for (;;) {
-      const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs WHERE status = 'running' AND priority = 1`);
+      const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs_all WHERE status = 'running' AND priority = 1`);
       if (rows[0]!.n >= 40) break;
       await sleep(50);
     }
     await sleep(1_200);
-    const { rows: before } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs WHERE status = 'running'`);
+    const { rows: before } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs_all WHERE status = 'running'`);
     proxy.cutOn('q_jobs_heartbeat', LEASE_MS + 500);
     await sleep(LEASE_MS + 500);
     const until = Date.now() + 120_000;
     let left = TOTAL;
     while (Date.now() < until) {
       const { rows } = await store.pool.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM q_jobs WHERE status NOT IN ('succeeded', 'dead_letter')`,
+        `SELECT count(*)::int AS n FROM q_jobs_all WHERE status NOT IN ('succeeded', 'dead_letter')`,
       );
       left = rows[0]!.n;
       if (left === 0) break;
@@ -114,10 +114,10 @@ it('heartbeats cut for one lease period under load: no job runs twice at once, e
     await Promise.all(procs.map((p) => p.wait()));
 
     const { rows: statuses } = await store.pool.query<{ status: string; n: number }>(
-      `SELECT status::text, count(*)::int AS n FROM q_jobs GROUP BY 1`,
+      `SELECT status::text, count(*)::int AS n FROM q_jobs_all GROUP BY 1`,
     );
     const counts = Object.fromEntries(statuses.map((r) => [r.status, r.n]));
-    const { rows: reaped } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs WHERE resume_count > 0`);
+    const { rows: reaped } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs_all WHERE resume_count > 0`);
     const givenBack = logLines<unknown>(logs, 'unrenewed job returned to the queue').length;
     const execs = logLines<Exec>(logs, 'exec');
     const successes = logLines<{ job_uuid: string }>(logs, 'job succeeded');

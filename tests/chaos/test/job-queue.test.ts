@@ -59,7 +59,7 @@ it('job queue: random SIGKILLs lose no job and never let one succeed twice', asy
     const until = Date.now() + 120_000;
     while (Date.now() < until) {
       const { rows } = await store.pool.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM q_jobs WHERE status NOT IN ('succeeded', 'dead_letter')`,
+        `SELECT count(*)::int AS n FROM q_jobs_all WHERE status NOT IN ('succeeded', 'dead_letter')`,
       );
       if (rows[0]!.n === 0) break;
       await sleep(250);

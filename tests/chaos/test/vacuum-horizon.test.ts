@@ -30,7 +30,7 @@ it('held vacuum horizon: the job queue keeps working (throughput and dead tuples
   let producing = true;
   const producer = (async () => {
     while (producing) {
-      const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs WHERE status = 'queued'`);
+      const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs_all WHERE status = 'queued'`);
       if (rows[0]!.n < 4_000) {
         await queue.enqueueMany(Array.from({ length: 1000 }, () => ({ queue: 'task', type: 'chaos.job' })));
         enqueued += 1000;
@@ -38,7 +38,7 @@ it('held vacuum horizon: the job queue keeps working (throughput and dead tuples
     }
   })();
   const succeeded = async () =>
-    (await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs WHERE status = 'succeeded'`)).rows[0]!.n;
+    (await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs_all WHERE status = 'succeeded'`)).rows[0]!.n;
   const phase = async (ms: number) => {
     const a = await succeeded();
     const t = Date.now();

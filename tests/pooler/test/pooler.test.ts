@@ -175,13 +175,13 @@ describe('through PgBouncer in transaction mode', () => {
       const [scheduled] = await store.enqueue([{ queue: 'pooled', type: 'p', runAt: new Date(Date.now() + 500) }]);
       await waitFor(
         async () => {
-          const { rows } = await admin.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema.name}".q_jobs WHERE status = 'succeeded'`);
+          const { rows } = await admin.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema.name}".q_jobs_all WHERE status = 'succeeded'`);
           return rows[0]!.n === 301;
         },
         60_000,
         'all jobs succeeded',
       );
-      const { rows } = await admin.query<{ attempts: number }>(`SELECT max(attempt)::int AS attempts FROM "${schema.name}".q_jobs`);
+      const { rows } = await admin.query<{ attempts: number }>(`SELECT max(attempt)::int AS attempts FROM "${schema.name}".q_jobs_all`);
       expect(rows[0]!.attempts).toBe(1);
       const runs = workers.flatMap((w) =>
         jsonLines(w)

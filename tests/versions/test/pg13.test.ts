@@ -157,7 +157,7 @@ describe.runIf(lookup.found)('on PostgreSQL 13', () => {
       await queue.close();
     }
     // The rows live in the schema the option named, not in the connection's current schema.
-    const { rows } = await admin.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${SCHEMA}".q_jobs`);
+    const { rows } = await admin.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${SCHEMA}".q_jobs_all`);
     expect(rows[0]!.n).toBe(24);
     expect((await admin.query<{ n: number }>(`SELECT count(*)::int AS n FROM public.q_jobs`)).rows[0]!.n).toBe(0);
   });

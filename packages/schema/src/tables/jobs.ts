@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { bigint, index, integer, jsonb, pgEnum, pgTable, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
+import { bigint, check, index, integer, jsonb, pgEnum, pgTable, pgView, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
 
 /** Job states, in declaration order. There is no `failed`: see `retry_wait` and `dead_letter`. */
 export const jobStatus = pgEnum('q_job_status', [
@@ -13,7 +13,7 @@ export const jobStatus = pgEnum('q_job_status', [
   'dead_letter',
 ]);
 
-/** The durable job queue. */
+/** The durable job queue's live jobs: finished ones move to {@link jobsArchive} (migration 0006). */
 export const jobs = pgTable(
   'q_jobs',
   {
@@ -82,3 +82,99 @@ export const jobs = pgTable(
       .where(sql`status IN ('scheduled', 'retry_wait', 'dead_letter', 'cancelled')`),
   ],
 );
+
+/**
+ * Finished jobs (succeeded, cancelled, dead_letter), moved out of {@link jobs} when they finish
+ * (migration 0006): the same columns in the same order, without the hot table's indexes. Rows
+ * stay until `purgeFinished` (succeeded, cancelled) or `forgetDeadLetter` and a purge.
+ */
+export const jobsArchive = pgTable(
+  'q_jobs_archive',
+  {
+    id: bigint('id', { mode: 'number' }).primaryKey(),
+    uuid: uuid('uuid').notNull().unique('q_jobs_archive_uuid_key').defaultRandom(),
+    queue: text('queue').notNull().default('default'),
+    jobType: text('job_type').notNull(),
+    payload: jsonb('payload')
+      .notNull()
+      .default(sql`'{}'::jsonb`),
+    status: jobStatus('status').notNull(),
+    priority: integer('priority').notNull().default(0),
+    runAt: timestamp('run_at', { withTimezone: true }).notNull().defaultNow(),
+    attempt: integer('attempt').notNull().default(0),
+    maxAttempts: integer('max_attempts').notNull().default(5),
+    idempotencyKey: text('idempotency_key'),
+    lockKey: text('lock_key'),
+    leasedBy: text('leased_by'),
+    leaseToken: uuid('lease_token'),
+    leaseExpiresAt: timestamp('lease_expires_at', { withTimezone: true }),
+    heartbeatAt: timestamp('heartbeat_at', { withTimezone: true }),
+    cancelRequestedAt: timestamp('cancel_requested_at', { withTimezone: true }),
+    lastError: text('last_error'),
+    steps: jsonb('steps')
+      .notNull()
+      .default(sql`'[]'::jsonb`),
+    result: jsonb('result'),
+    retryOfId: bigint('retry_of_id', { mode: 'number' }),
+    teamId: bigint('team_id', { mode: 'number' }),
+    resourceId: bigint('resource_id', { mode: 'number' }),
+    correlationId: uuid('correlation_id'),
+    deadLetteredAt: timestamp('dead_lettered_at', { withTimezone: true }),
+    finishedAt: timestamp('finished_at', { withTimezone: true }).defaultNow(),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+    resumeCount: integer('resume_count').notNull().default(0),
+  },
+  (t) => [
+    check('q_jobs_archive_status_check', sql`status IN ('succeeded', 'cancelled', 'dead_letter')`),
+    index('q_jobs_archive_status_id_idx')
+      .on(t.status, t.id.desc())
+      .where(sql`status IN ('dead_letter', 'cancelled')`),
+    index('q_jobs_archive_team_id_id_idx')
+      .on(t.teamId, t.id.desc())
+      .where(sql`team_id IS NOT NULL`),
+    index('q_jobs_archive_finished_at_idx').using('brin', t.finishedAt),
+  ],
+);
+
+/**
+ * Every kept idempotency key with the job holding it, live or archived: the uniqueness no index
+ * on two tables could give. Written by the insert trigger of {@link jobs}, deleted with the job.
+ */
+export const jobIdempotencyKeys = pgTable('q_jobs_idempotency_keys', {
+  idempotencyKey: text('idempotency_key').primaryKey(),
+  jobId: bigint('job_id', { mode: 'number' }).notNull(),
+});
+
+/** Live and finished jobs as one relation ({@link jobs} `UNION ALL` {@link jobsArchive}): read-only. */
+export const allJobs = pgView('q_jobs_all', {
+  id: bigint('id', { mode: 'number' }).notNull(),
+  uuid: uuid('uuid').notNull(),
+  queue: text('queue').notNull(),
+  jobType: text('job_type').notNull(),
+  payload: jsonb('payload').notNull(),
+  status: jobStatus('status').notNull(),
+  priority: integer('priority').notNull(),
+  runAt: timestamp('run_at', { withTimezone: true }).notNull(),
+  attempt: integer('attempt').notNull(),
+  maxAttempts: integer('max_attempts').notNull(),
+  idempotencyKey: text('idempotency_key'),
+  lockKey: text('lock_key'),
+  leasedBy: text('leased_by'),
+  leaseToken: uuid('lease_token'),
+  leaseExpiresAt: timestamp('lease_expires_at', { withTimezone: true }),
+  heartbeatAt: timestamp('heartbeat_at', { withTimezone: true }),
+  cancelRequestedAt: timestamp('cancel_requested_at', { withTimezone: true }),
+  lastError: text('last_error'),
+  steps: jsonb('steps').notNull(),
+  result: jsonb('result'),
+  retryOfId: bigint('retry_of_id', { mode: 'number' }),
+  teamId: bigint('team_id', { mode: 'number' }),
+  resourceId: bigint('resource_id', { mode: 'number' }),
+  correlationId: uuid('correlation_id'),
+  deadLetteredAt: timestamp('dead_lettered_at', { withTimezone: true }),
+  finishedAt: timestamp('finished_at', { withTimezone: true }),
+  createdAt: timestamp('created_at', { withTimezone: true }).notNull(),
+  updatedAt: timestamp('updated_at', { withTimezone: true }).notNull(),
+  resumeCount: integer('resume_count').notNull(),
+}).existing();

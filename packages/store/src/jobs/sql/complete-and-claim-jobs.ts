@@ -1,7 +1,7 @@
 import { repeatedTimestamps, statement, type StatementScope } from '@q/schema';
 import { JOB_COLUMN_COUNT } from '../row.js';
 import { claimCtes, claimUpdate, type ClaimParams, type ClaimedRow } from './claim-jobs.js';
-import { COMPLETION_UPDATE, completionValues, type CompletionBatch } from './complete-jobs.js';
+import { COMPLETION_CTES, completionValues, type CompletionBatch } from './complete-jobs.js';
 import type { Queryable } from './db.js';
 
 // A worker's steady-state round trip: the outcomes of the attempts that just finished (exactly
@@ -18,9 +18,7 @@ import type { Queryable } from './db.js';
 const P: ClaimParams = { queues: '$8', limit: '$9', workerId: '$10', leaseMs: '$11', status: '$12' };
 const NULLS = Array.from({ length: JOB_COLUMN_COUNT + 1 }, () => 'NULL').join(', ');
 const TEXT = `
-WITH done AS (${COMPLETION_UPDATE}
-  RETURNING jobs.id, u.token
-), ${claimCtes(P)}, claimed AS (${claimUpdate(P)}
+WITH ${COMPLETION_CTES}, ${claimCtes(P)}, claimed AS (${claimUpdate(P)}
 )
 SELECT NULL::int8 AS written, claimed.*, NULL::text AS written_keys FROM claimed
 UNION ALL

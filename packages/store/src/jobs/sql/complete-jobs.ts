@@ -44,9 +44,17 @@ export const COMPLETION_INPUT = `unnest($1::int8[], $2::uuid[], $3::text[], $4::
   AS u(id, token, status, result, error, delay_ms, steps)`;
 
 // Records many attempts' outcomes in one statement, each fenced by its lease token (in the
-// UPDATE's own WHERE, so a concurrent reap is re-checked). A cancel requested while the attempt
-// ran wins over its outcome. A success keeps an earlier last_error; a failure overwrites it; a
-// retry waits its backoff on the database clock.
+// DELETE's and UPDATE's own WHERE, so a concurrent reap is re-checked). A cancel requested while
+// the attempt ran wins over its outcome. A success keeps an earlier last_error; a failure
+// overwrites it; a retry waits its backoff on the database clock.
+//
+// A final outcome (succeeded, dead_letter, or a cancel) moves the job to the archive: its row is
+// deleted from the hot table and written once to q_jobs_archive, in final form, from the
+// DELETE's RETURNING (the row as the DELETE found it, after any concurrent change). That costs
+// one dead hot tuple and one archive insert with two index entries, where an update in place
+// wrote a new version of the wide row with entries in every hot index, and kept it there. A
+// retry stays in the hot table (an update; a cancel requested meanwhile turns it final, and the
+// table's trigger then moves it). The two parts take disjoint rows, split by the outcome given.
 //
 // A lease token exists only while its job is leased or running (every way out — complete, reap,
 // release — clears it, and tokens are random), so the token match is the "still held" check. The
@@ -57,28 +65,57 @@ export const COMPLETION_INPUT = `unnest($1::int8[], $2::uuid[], $3::text[], $4::
 // restates the join as an index condition: joined to the unnest alone, the planner (which
 // guesses 100 rows for it) hashed the batch against a sequential scan of the whole table once
 // the batch was a few hundred outcomes.
-const FINAL = `(CASE WHEN jobs.cancel_requested_at IS NOT NULL THEN 'cancelled'::__q_schema__.q_job_status ELSE u.status::__q_schema__.q_job_status END)`;
+const FINAL = (row: string, given: string) =>
+  `(CASE WHEN ${row}.cancel_requested_at IS NOT NULL THEN 'cancelled'::__q_schema__.q_job_status ELSE ${given}::__q_schema__.q_job_status END)`;
 
-/** `UPDATE __q_schema__.q_jobs AS jobs SET … FROM <COMPLETION_INPUT> WHERE <held>`, without RETURNING. */
-export const COMPLETION_UPDATE = `
-UPDATE __q_schema__.q_jobs AS jobs SET
-  status = ${FINAL},
-  result = CASE WHEN u.status = 'succeeded' THEN u.result::jsonb ELSE jobs.result END,
-  last_error = coalesce(u.error, jobs.last_error),
-  run_at = CASE ${FINAL} WHEN 'retry_wait' THEN now() + u.delay_ms * interval '1 millisecond'
-                         WHEN 'dead_letter' THEN now() ELSE jobs.run_at END,
-  steps = coalesce(u.steps::jsonb, jobs.steps),
-  finished_at = CASE WHEN ${FINAL} = 'retry_wait' THEN NULL ELSE now() END,
-  dead_lettered_at = CASE ${FINAL} WHEN 'dead_letter' THEN now() WHEN 'retry_wait' THEN NULL
-                                   ELSE jobs.dead_lettered_at END,
-  leased_by = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
-FROM ${COMPLETION_INPUT}
-WHERE jobs.id = ANY($1::int8[]) AND jobs.id = u.id AND jobs.lease_token = u.token`;
+/** The archive's columns in table order (the hot table's order: q_jobs_all is one over the other). */
+const ARCHIVE_COLUMNS = `id, uuid, queue, job_type, payload, status, priority, run_at, attempt, max_attempts,
+  idempotency_key, lock_key, leased_by, lease_token, lease_expires_at, heartbeat_at, cancel_requested_at, last_error,
+  steps, result, retry_of_id, team_id, resource_id, correlation_id, dead_lettered_at, finished_at, created_at,
+  updated_at, resume_count`;
 
-// The lease token is returned (from the input: the row's own is cleared) so the caller can tell
-// which outcome of a job was written: one job can appear under a stale and a current lease.
-const TEXT = `${COMPLETION_UPDATE}
-RETURNING jobs.id, u.token, jobs.status`;
+/**
+ * The CTEs that write a completion batch (parameters $1–$7), ending in `done(id, token, status)`:
+ * one row per written outcome, with the lease token it was written under (from the input: the
+ * row's own is cleared) and the job's new status. A list of CTEs, not a statement: data-modifying
+ * CTEs must sit at the top of the statement that uses them (complete-and-claim adds its claim).
+ */
+export const COMPLETION_CTES = `
+gone AS (
+  DELETE FROM __q_schema__.q_jobs AS jobs USING ${COMPLETION_INPUT}
+  WHERE jobs.id = ANY($1::int8[]) AND jobs.id = u.id AND jobs.lease_token = u.token AND u.status <> 'retry_wait'
+  RETURNING jobs.*, u.token AS given_token, u.status AS given_status, ${FINAL('jobs', 'u.status')} AS final, u.result AS given_result,
+            u.error AS given_error, u.steps AS given_steps
+), archived AS (
+  INSERT INTO __q_schema__.q_jobs_archive (${ARCHIVE_COLUMNS})
+  SELECT id, uuid, queue, job_type, payload, final, priority,
+         CASE final WHEN 'dead_letter' THEN now() ELSE run_at END, attempt, max_attempts,
+         idempotency_key, lock_key, NULL, NULL, NULL, heartbeat_at, cancel_requested_at,
+         coalesce(given_error, last_error), coalesce(given_steps::jsonb, steps),
+         CASE WHEN given_status = 'succeeded' THEN given_result::jsonb ELSE result END,
+         retry_of_id, team_id, resource_id, correlation_id,
+         CASE final WHEN 'dead_letter' THEN now() ELSE dead_lettered_at END, now(), created_at, now(), resume_count
+  FROM gone
+), waits AS (
+  UPDATE __q_schema__.q_jobs AS jobs SET
+    status = ${FINAL('jobs', "'retry_wait'")},
+    last_error = coalesce(u.error, jobs.last_error),
+    run_at = CASE WHEN jobs.cancel_requested_at IS NULL THEN now() + u.delay_ms * interval '1 millisecond' ELSE jobs.run_at END,
+    steps = coalesce(u.steps::jsonb, jobs.steps),
+    finished_at = CASE WHEN jobs.cancel_requested_at IS NULL THEN NULL ELSE now() END,
+    dead_lettered_at = CASE WHEN jobs.cancel_requested_at IS NULL THEN NULL ELSE jobs.dead_lettered_at END,
+    leased_by = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
+  FROM ${COMPLETION_INPUT}
+  WHERE jobs.id = ANY($1::int8[]) AND jobs.id = u.id AND jobs.lease_token = u.token AND u.status = 'retry_wait'
+  RETURNING jobs.id, u.token, jobs.status
+), done AS (
+  SELECT id, given_token AS token, final AS status FROM gone
+  UNION ALL
+  SELECT id, token, status FROM waits
+)`;
+
+const TEXT = `WITH ${COMPLETION_CTES}
+SELECT id, token, status FROM done`;
 
 const TEXT_STMT = statement('q_jobs_complete', TEXT);
 

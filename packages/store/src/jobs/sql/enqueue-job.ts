@@ -17,7 +17,6 @@ WITH ins AS (
           CASE WHEN $6::timestamptz > now() THEN $6::timestamptz ELSE now() END,
           CASE WHEN $6::timestamptz > now() THEN 'scheduled'::__q_schema__.q_job_status ELSE 'queued'::__q_schema__.q_job_status END,
           $7::int4, $8::text, $9::text, $10::int8, $11::int8, $12::int8)
-  ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
   RETURNING ${[...INSERTED_COLUMNS].map((c) => `j.${c}`).join(', ')}
 )
 SELECT ${someJobColumns('ins', INSERTED_COLUMNS)}, true AS inserted,
@@ -25,8 +24,8 @@ SELECT ${someJobColumns('ins', INSERTED_COLUMNS)}, true AS inserted,
                               WHERE ins.status = 'queued' AND octet_length(ins.queue) < ${MAX_NOTIFY_QUEUE_BYTES}) n) AS notified
 FROM ins
 UNION ALL
-SELECT ${jobColumns('o')}, false, 0 FROM __q_schema__.q_jobs o
-WHERE $8::text IS NOT NULL AND o.idempotency_key = $8::text`;
+SELECT ${jobColumns('o')}, false, 0 FROM __q_schema__.q_jobs_idempotency_keys k JOIN __q_schema__.q_jobs_all o ON o.id = k.job_id
+WHERE k.idempotency_key = $8::text`;
 
 const TEXT_STMT = statement('q_jobs_enqueue_one', TEXT, { types: repeatedTimestamps });
 

@@ -47,8 +47,10 @@ export const INSERTED_COLUMNS: ReadonlySet<string> = new Set([
 ]);
 
 // One statement per batch. The database clock decides queued vs scheduled, so a queued job is
-// eligible at once whatever the producer's clock says. Idempotency conflicts are skipped and the
-// originals returned by the second branch (rows committed before this statement; a duplicate key
+// eligible at once whatever the producer's clock says. Idempotency conflicts are skipped (the
+// table's trigger q_jobs_before_insert claims each key in q_jobs_idempotency_keys, which spans
+// live and archived jobs, and skips a row whose key is held) and the originals, live or
+// archived, returned by the second branch (rows committed before this statement; a duplicate key
 // inside the batch resolves to the row the first branch inserted). Idle workers are woken with one
 // notification per queue that received a queued job; it is delivered at commit.
 //
@@ -78,7 +80,6 @@ WITH input AS (
          CASE WHEN run_at > now() THEN 'scheduled'::__q_schema__.q_job_status ELSE 'queued'::__q_schema__.q_job_status END,
          max_attempts, idempotency_key, lock_key, team_id, resource_id, retry_of_id
   FROM input ORDER BY idempotency_key COLLATE "C" NULLS LAST, ord
-  ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
   RETURNING ${[...INSERTED_COLUMNS].map((c) => `j.${c}`).join(', ')}
 )
 SELECT ${someJobColumns('ins', INSERTED_COLUMNS)}, true AS inserted,
@@ -87,8 +88,8 @@ SELECT ${someJobColumns('ins', INSERTED_COLUMNS)}, true AS inserted,
                               WHERE octet_length(d.queue) < ${MAX_NOTIFY_QUEUE_BYTES}) n) AS notified
 FROM ins
 UNION ALL
-SELECT ${jobColumns('o')}, false, 0 FROM __q_schema__.q_jobs o
-WHERE o.idempotency_key IN (SELECT idempotency_key FROM input WHERE idempotency_key IS NOT NULL)`;
+SELECT ${jobColumns('o')}, false, 0 FROM __q_schema__.q_jobs_idempotency_keys k JOIN __q_schema__.q_jobs_all o ON o.id = k.job_id
+WHERE k.idempotency_key IN (SELECT idempotency_key FROM input WHERE idempotency_key IS NOT NULL)`;
 
 const TEXT_STMT = statement('q_jobs_enqueue', TEXT, { types: repeatedTimestamps });
 

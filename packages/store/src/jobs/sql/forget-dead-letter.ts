@@ -1,8 +1,9 @@
 import { statement, type StatementScope } from '@q/schema';
 import type { Queryable } from './db.js';
 
+// A dead letter is a finished job: it lives in the archive.
 const TEXT = `
-UPDATE __q_schema__.q_jobs AS jobs SET status = 'cancelled', finished_at = now(), updated_at = now()
+UPDATE __q_schema__.q_jobs_archive AS jobs SET status = 'cancelled', finished_at = now(), updated_at = now()
 WHERE uuid = $1::uuid AND status = 'dead_letter'`;
 
 const TEXT_STMT = statement('q_jobs_forget', TEXT);

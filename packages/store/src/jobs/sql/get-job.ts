@@ -2,8 +2,9 @@ import { statement, type StatementScope } from '@q/schema';
 import { jobColumns, type JobRow } from '../row.js';
 import type { Queryable } from './db.js';
 
-const BY_UUID = `SELECT ${jobColumns('j')} FROM __q_schema__.q_jobs j WHERE j.uuid = $1::uuid`;
-const BY_ID = `SELECT ${jobColumns('j')} FROM __q_schema__.q_jobs j WHERE j.id = $1::int8`;
+// q_jobs_all: the live and the archived jobs (one index probe in each).
+const BY_UUID = `SELECT ${jobColumns('j')} FROM __q_schema__.q_jobs_all j WHERE j.uuid = $1::uuid`;
+const BY_ID = `SELECT ${jobColumns('j')} FROM __q_schema__.q_jobs_all j WHERE j.id = $1::int8`;
 
 const BY_UUID_STMT = statement('q_jobs_get_uuid', BY_UUID);
 const BY_ID_STMT = statement('q_jobs_get_id', BY_ID);

@@ -2,7 +2,9 @@ import { statement, type StatementScope } from '@q/schema';
 import { jobColumns, type JobRow } from '../row.js';
 import type { Queryable } from './db.js';
 
-const TEXT = `SELECT ${jobColumns('j')} FROM __q_schema__.q_jobs j WHERE j.idempotency_key = ANY($1::text[])`;
+// Through the key table: it names the holder of every kept key, live or archived.
+const TEXT = `SELECT ${jobColumns('j')} FROM __q_schema__.q_jobs_idempotency_keys k JOIN __q_schema__.q_jobs_all j ON j.id = k.job_id
+WHERE k.idempotency_key = ANY($1::text[])`;
 
 const TEXT_STMT = statement('q_jobs_get_by_idem', TEXT);
 

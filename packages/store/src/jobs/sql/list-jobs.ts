@@ -3,8 +3,9 @@ import { jobColumns, type JobRow } from '../row.js';
 import type { JobStatus } from '../types.js';
 import type { Queryable } from './db.js';
 
+// Over both tables (q_jobs_all): the planner merges the two primary keys walked backwards.
 const TEXT = `
-SELECT ${jobColumns('j')} FROM __q_schema__.q_jobs j
+SELECT ${jobColumns('j')} FROM __q_schema__.q_jobs_all j
 WHERE ($1::__q_schema__.q_job_status IS NULL OR j.status = $1::__q_schema__.q_job_status)
   AND ($2::text IS NULL OR j.queue = $2::text)
   AND ($3::text IS NULL OR j.job_type = $3::text)
