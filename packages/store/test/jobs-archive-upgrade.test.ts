@@ -19,7 +19,10 @@ const STEPS = [
 // One row per status as the previous build left them, with the columns each status carries.
 const SEEDS: Array<{ status: JobStatus; values: string }> = [
   { status: 'queued', values: `'q.queued', 'queued', 0, NULL, NULL, 'idem-live', 'lock-free', NULL, NULL, '[]', NULL, 7, now(), NULL, NULL` },
-  { status: 'scheduled', values: `'q.scheduled', 'scheduled', 0, NULL, NULL, NULL, NULL, NULL, NULL, '[]', NULL, NULL, now() + interval '1 hour', NULL, NULL` },
+  {
+    status: 'scheduled',
+    values: `'q.scheduled', 'scheduled', 0, NULL, NULL, NULL, NULL, NULL, NULL, '[]', NULL, NULL, now() + interval '1 hour', NULL, NULL`,
+  },
   {
     status: 'leased',
     values: `'q.leased', 'leased', 1, 'old-worker', '${TOKEN_LEASED}', NULL, 'lock-held', now() + interval '10 minutes', NULL, '[]', NULL, NULL, now(), NULL, NULL`,
@@ -28,12 +31,18 @@ const SEEDS: Array<{ status: JobStatus; values: string }> = [
     status: 'running',
     values: `'q.running', 'running', 2, 'old-worker', '${TOKEN_RUNNING}', 'idem-running', NULL, now() + interval '10 minutes', NULL, '${JSON.stringify(STEPS)}', NULL, NULL, now(), NULL, NULL`,
   },
-  { status: 'retry_wait', values: `'q.retry', 'retry_wait', 1, NULL, NULL, NULL, NULL, NULL, 'boom', '[]', NULL, NULL, now() + interval '1 hour', NULL, NULL` },
+  {
+    status: 'retry_wait',
+    values: `'q.retry', 'retry_wait', 1, NULL, NULL, NULL, NULL, NULL, 'boom', '[]', NULL, NULL, now() + interval '1 hour', NULL, NULL`,
+  },
   {
     status: 'succeeded',
     values: `'q.done', 'succeeded', 1, NULL, NULL, 'idem-done', NULL, NULL, 'flaky once', '${JSON.stringify(STEPS)}', '{"answer": 42}', 7, now(), now() - interval '2 hours', NULL`,
   },
-  { status: 'cancelled', values: `'q.cancelled', 'cancelled', 0, NULL, NULL, 'idem-cancelled', NULL, NULL, NULL, '[]', NULL, NULL, now(), now(), NULL` },
+  {
+    status: 'cancelled',
+    values: `'q.cancelled', 'cancelled', 0, NULL, NULL, 'idem-cancelled', NULL, NULL, NULL, '[]', NULL, NULL, now(), now(), NULL`,
+  },
   {
     status: 'dead_letter',
     values: `'q.dead', 'dead_letter', 3, NULL, NULL, NULL, NULL, NULL, 'fatal: gave up', '${JSON.stringify(STEPS)}', NULL, NULL, now(), now() - interval '2 hours', now()`,
@@ -81,8 +90,16 @@ describe('migration 0006 (archive of finished jobs) on a database of the previou
     const archived = await rowsOf('q_jobs_archive');
     expect(hot.map((r) => r.status).sort()).toEqual([...LIVE, 'queued'].sort()); // the retry is queued
     expect(archived.map((r) => r.status).sort()).toEqual([...FINISHED].sort());
-    for (const status of LIVE) expect(hot.find((r) => r.id === before.get(status)!.id), status).toEqual(before.get(status));
-    for (const status of FINISHED) expect(archived.find((r) => r.id === before.get(status)!.id), status).toEqual(before.get(status));
+    for (const status of LIVE)
+      expect(
+        hot.find((r) => r.id === before.get(status)!.id),
+        status,
+      ).toEqual(before.get(status));
+    for (const status of FINISHED)
+      expect(
+        archived.find((r) => r.id === before.get(status)!.id),
+        status,
+      ).toEqual(before.get(status));
   });
 
   it('records every idempotency key, live and finished, with its job', async () => {
@@ -104,7 +121,10 @@ describe('migration 0006 (archive of finished jobs) on a database of the previou
     for (const { status } of SEEDS) {
       const uuid = before.get(status)!.uuid as string;
       expect((await store.get(uuid))?.status, status).toBe(status);
-      expect((await store.list({ status, limit: 100 })).jobs.map((j) => j.uuid), status).toContain(uuid);
+      expect(
+        (await store.list({ status, limit: 100 })).jobs.map((j) => j.uuid),
+        status,
+      ).toContain(uuid);
     }
     const done = await store.get(before.get('succeeded')!.uuid as string);
     expect(done).toMatchObject({ result: { answer: 42 }, steps: STEPS, lastError: 'flaky once', teamId: 7, idempotencyKey: 'idem-done' });
@@ -116,8 +136,14 @@ describe('migration 0006 (archive of finished jobs) on a database of the previou
   });
 
   it('keeps idempotency keys unique across both tables: live and archived originals are returned', async () => {
-    const again = await store.enqueue(['idem-live', 'idem-done', 'idem-cancelled', 'idem-new'].map((k) => ({ queue: 'default', type: 'again', idempotencyKey: k })));
-    expect(again.slice(0, 3).map((j) => j.uuid)).toEqual([before.get('queued')!.uuid, before.get('succeeded')!.uuid, before.get('cancelled')!.uuid]);
+    const again = await store.enqueue(
+      ['idem-live', 'idem-done', 'idem-cancelled', 'idem-new'].map((k) => ({ queue: 'default', type: 'again', idempotencyKey: k })),
+    );
+    expect(again.slice(0, 3).map((j) => j.uuid)).toEqual([
+      before.get('queued')!.uuid,
+      before.get('succeeded')!.uuid,
+      before.get('cancelled')!.uuid,
+    ]);
     expect(again[3]).toMatchObject({ type: 'again', status: 'queued' });
   });
 
@@ -150,7 +176,9 @@ describe('migration 0006 (archive of finished jobs) on a database of the previou
     expect(await store.forgetDeadLetter(dead.uuid)).toBe(true);
     expect((await store.get(dead.uuid))?.status).toBe('cancelled');
     expect(await store.cancel(before.get('scheduled')!.uuid as string)).toBe('cancelled');
-    const { rows } = await admin.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${q}.q_jobs WHERE status IN ('succeeded', 'cancelled', 'dead_letter')`);
+    const { rows } = await admin.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM ${q}.q_jobs WHERE status IN ('succeeded', 'cancelled', 'dead_letter')`,
+    );
     expect(rows[0]!.n).toBe(0);
   });
 

@@ -7,7 +7,11 @@ import { JobStore, type ClaimOptions, type LeasedJob } from '../src/index.js';
 let store: JobStore;
 const LEASE = 30_000;
 
-useJobStore(JobStore, { prefix: 'jobs_cc', maxConns: 8, truncate: ['q_jobs', 'q_jobs_archive', 'q_jobs_idempotency_keys'] }, (t) => ({ store } = t));
+useJobStore(
+  JobStore,
+  { prefix: 'jobs_cc', maxConns: 8, truncate: ['q_jobs', 'q_jobs_archive', 'q_jobs_idempotency_keys'] },
+  (t) => ({ store } = t),
+);
 
 const opts = (limit: number, workerId = 'w1'): ClaimOptions => ({ queues: ['default'], workerId, limit, leaseMs: LEASE, start: true });
 const lease = (j: LeasedJob) => ({ id: j.id, leaseToken: j.leaseToken });

@@ -7,7 +7,11 @@ import { JobStore, type NewJob } from '../src/index.js';
 
 let store: JobStore;
 
-useJobStore(JobStore, { prefix: 'jobenqres', maxConns: 4, truncate: ['q_jobs', 'q_jobs_archive', 'q_jobs_idempotency_keys'] }, (t) => ({ store } = t));
+useJobStore(
+  JobStore,
+  { prefix: 'jobenqres', maxConns: 4, truncate: ['q_jobs', 'q_jobs_archive', 'q_jobs_idempotency_keys'] },
+  (t) => ({ store } = t),
+);
 
 it('every field of an enqueued job equals the stored row, with every option set or left out', async () => {
   const [parent] = await store.enqueue([{ queue: 'default', type: 'parent' }]);

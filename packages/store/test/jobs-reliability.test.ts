@@ -11,7 +11,11 @@ let schema: TestSchema;
 let store: JobStore;
 const LEASE = 30_000;
 
-useJobStore(JobStore, { prefix: 'jobsrel', maxConns: 16, truncate: ['q_jobs', 'q_jobs_archive', 'q_jobs_idempotency_keys'] }, (t) => ({ schema, store } = t));
+useJobStore(
+  JobStore,
+  { prefix: 'jobsrel', maxConns: 16, truncate: ['q_jobs', 'q_jobs_archive', 'q_jobs_idempotency_keys'] },
+  (t) => ({ schema, store } = t),
+);
 
 const claim = (limit = 1, queues = ['default'], workerId = 'w1') => store.claim({ queues, workerId, limit, leaseMs: LEASE });
 const lease = (j: LeasedJob) => ({ id: j.id, leaseToken: j.leaseToken });

@@ -92,7 +92,9 @@ it('heartbeats cut for one lease period under load: no job runs twice at once, e
     await Promise.all(procs.map((p) => p.waitFor(/"ready"/)));
     // Under load: every slot busy, the long jobs running, their leases renewed once.
     for (;;) {
-      const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs_all WHERE status = 'running' AND priority = 1`);
+      const { rows } = await store.pool.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM q_jobs_all WHERE status = 'running' AND priority = 1`,
+      );
       if (rows[0]!.n >= 40) break;
       await sleep(50);
     }

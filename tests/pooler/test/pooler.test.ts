@@ -175,7 +175,9 @@ describe('through PgBouncer in transaction mode', () => {
       const [scheduled] = await store.enqueue([{ queue: 'pooled', type: 'p', runAt: new Date(Date.now() + 500) }]);
       await waitFor(
         async () => {
-          const { rows } = await admin.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema.name}".q_jobs_all WHERE status = 'succeeded'`);
+          const { rows } = await admin.query<{ n: number }>(
+            `SELECT count(*)::int AS n FROM "${schema.name}".q_jobs_all WHERE status = 'succeeded'`,
+          );
           return rows[0]!.n === 301;
         },
         60_000,
