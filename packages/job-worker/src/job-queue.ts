@@ -208,9 +208,21 @@ export class JobQueue {
       throw new QError(QErrorCode.UNKNOWN_QUEUE, `queue: "${queue}" is not consumed by any worker (known: [${this.#known.join(' ')}])`);
     }
     if (typeof opts.type !== 'string') throw invalidArgument('type must be a string');
-    const { queue: _q, ...rest } = opts;
-    if (traceparent === undefined) return { ...rest, queue };
-    return { ...rest, queue, payload: withTraceparent(opts.payload, traceparent) };
+    // Field by field (the store reads no others): an object rest and spread per job were a
+    // measurable share of a batch enqueue.
+    return {
+      queue,
+      type: opts.type,
+      payload: traceparent === undefined ? opts.payload : withTraceparent(opts.payload, traceparent),
+      priority: opts.priority,
+      runAt: opts.runAt,
+      maxAttempts: opts.maxAttempts,
+      idempotencyKey: opts.idempotencyKey,
+      lockKey: opts.lockKey,
+      teamId: opts.teamId,
+      resourceId: opts.resourceId,
+      retryOfId: opts.retryOfId,
+    };
   }
 }
 

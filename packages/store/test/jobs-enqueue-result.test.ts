@@ -40,6 +40,61 @@ it('every field of an enqueued job equals the stored row, with every option set 
   expect(returned[1]!.payload).toEqual({});
 });
 
+it('a batch without idempotency keys (one row back, each job built from its input) returns every job as stored', async () => {
+  const [parent] = await store.enqueue([{ queue: 'default', type: 'parent' }]);
+  const deep: Record<string, unknown> = { leaf: 'x' };
+  let cur = deep;
+  for (let i = 0; i < 40; i++) cur = { next: cur, i };
+  const holes: unknown[] = [undefined, 1];
+  holes[3] = 3;
+  const bare = Object.assign(Object.create(null) as Record<string, unknown>, { b: 2, a: 1 });
+  class Point {
+    constructor(
+      readonly x: number,
+      readonly y: number,
+    ) {}
+  }
+  const jobs: NewJob[] = [
+    { queue: 'default', type: 'plain' },
+    { queue: 'other', type: '', payload: null },
+    {
+      queue: 'mail',
+      type: 'send',
+      payload: { zeta: 1, a: [1, { y: 'x', b: null }], nested: { deep: true }, n: 1.5, big: 1e300, tiny: 5e-324, neg: -0 },
+      priority: -7,
+      runAt: new Date(Date.now() + 3_600_000),
+      maxAttempts: 9,
+      lockKey: 'enq-keyless-lock',
+      teamId: 42,
+      resourceId: 9_007_199_254_740_991,
+      retryOfId: parent!.id,
+    },
+    { queue: 'default', type: 'past', runAt: new Date(Date.now() - 60_000), priority: 3, payload: 'a string' },
+    // What JSON changes on the way (toJSON, undefined, holes, non-plain objects) and deep nesting.
+    { queue: 'default', type: 'json', payload: { at: new Date(0), gone: undefined, list: holes, point: new Point(1, 2) } },
+    { queue: 'default', type: 'deep', payload: cur },
+    { queue: 'default', type: 'bare', payload: bare },
+    { queue: 'default', type: 'unicode', payload: { s: 'é\u00e9 \ud83d\ude00 😀', ключ: [true, false] } },
+  ];
+  const returned = await store.enqueue(jobs);
+  expect(returned).toHaveLength(jobs.length);
+  for (const job of returned) expect(job).toStrictEqual(await store.get(job.uuid));
+  expect(returned.map((j) => j.status)).toEqual(['queued', 'queued', 'scheduled', 'queued', 'queued', 'queued', 'queued', 'queued']);
+  expect(returned[4]!.payload).toEqual({ at: '1970-01-01T00:00:00.000Z', list: [null, 1, null, 3], point: { x: 1, y: 2 } });
+  expect(returned.slice(1).every((j, i) => j.id > returned[i]!.id)).toBe(true);
+  // A value JSON would store as something else is refused wherever it sits, fast path or not.
+  for (const payload of [{ a: { b: [{ c: new Map([[1, 2]]) }] } }, { a: [1, 2, new Set()] }, { n: Number.NaN }, { f: { g: () => 1 } }]) {
+    await expect(
+      store.enqueue([
+        { queue: 'default', type: 'ok' },
+        { queue: 'default', type: 'bad', payload },
+      ]),
+    ).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+    });
+  }
+});
+
 it('a key repeated in the batch and a key stored before both return the one stored job, whole', async () => {
   const [original] = await store.enqueue([{ queue: 'default', type: 'first', idempotencyKey: 'k-before', payload: { v: 1 }, priority: 5 }]);
   const returned = await store.enqueue([

@@ -14,6 +14,9 @@ export const MAX_DELAY_MS = 100 * 365.25 * 86_400_000;
 const MIN_RUN_AT = new Date('0001-01-01T00:00:00.000Z').getTime();
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
+/** No value checked yet (no job field can be this symbol). */
+const UNCHECKED = Symbol('unchecked');
+
 /** Default `maxAttempts` of a new job. */
 export const DEFAULT_MAX_ATTEMPTS = 5;
 
@@ -69,11 +72,17 @@ export function toEnqueueBatch(jobs: readonly NewJob[]): EnqueueBatch {
     retryOfIds: [],
     ids: [],
   };
+  // A batch mostly repeats one queue and one type: a value equal to the last one checked passes
+  // without its scan (the verdict depends on the string alone).
+  let lastQueue: unknown = UNCHECKED;
+  let lastType: unknown = UNCHECKED;
   jobs.forEach((job, i) => {
     try {
       if (!job || typeof job !== 'object') throw invalidArgument('job must be an object');
-      const queue = checkName('enqueue', 'queue', job.queue);
-      const type = checkName('enqueue', 'type', job.type, { allowEmpty: true });
+      const queue = job.queue === lastQueue ? job.queue : checkName('enqueue', 'queue', job.queue);
+      lastQueue = queue;
+      const type = job.type === lastType ? job.type : checkName('enqueue', 'type', job.type, { allowEmpty: true });
+      lastType = type;
       const payload = job.payload === undefined || job.payload === null ? {} : job.payload;
       const json = jsonText(payload, 'payload', 'strict');
       if ('problem' in json) throw invalidArgument(json.problem);

@@ -9,7 +9,7 @@ import { toJob, type JobRow } from '../row.js';
 import type { Queryable } from '../sql/db.js';
 import { drawJobIds } from '../sql/draw-job-ids.js';
 import { enqueueJob } from '../sql/enqueue-job.js';
-import { enqueueJobs, type EnqueueRow } from '../sql/enqueue-jobs.js';
+import { enqueueJobs, enqueueKeylessJobs, type EnqueueBatch, type EnqueueRow } from '../sql/enqueue-jobs.js';
 import { getJobsByIdempotencyKey } from '../sql/get-jobs-by-idempotency-key.js';
 import type { Job, NewJob } from '../types.js';
 import { checkCallSize, toEnqueueBatch } from '../validate.js';
@@ -103,6 +103,7 @@ async function enqueueChunk(ctx: JobStoreContext, db: Queryable, b: ReturnType<t
     retryOfIds: pick(b.retryOfIds),
     ids: indices === null ? b.uuids.map(() => null) : pick(b.ids),
   };
+  if (chunk.uuids.length > 1 && chunk.idempotencyKeys.every((k) => k === null)) return enqueueKeyless(ctx, db, chunk);
   let rows: EnqueueRow[];
   try {
     // A single job with its id left to the table (not part of a split batch) takes the scalar statement.
@@ -136,6 +137,61 @@ async function enqueueChunk(ctx: JobStoreContext, db: Queryable, b: ReturnType<t
     if (!row) throw new QError(QErrorCode.NOT_FOUND, 'the job holding this idempotency key was deleted meanwhile');
     return toJob(row);
   });
+}
+
+/**
+ * A chunk without idempotency keys: one statement that reports ids and its clock (see
+ * enqueue-jobs.ts), each job then built from its input as the row holds it.
+ */
+async function enqueueKeyless(ctx: JobStoreContext, db: Queryable, chunk: EnqueueBatch): Promise<Job[]> {
+  let r;
+  try {
+    r = await enqueueKeylessJobs(ctx.scope, db, chunk, ctx.channel);
+  } catch (err) {
+    throw mapWriteError(err);
+  }
+  const n = chunk.uuids.length;
+  if (r.inserted !== n || r.ids.length !== n) {
+    throw new QError(QErrorCode.INVALID_STATE, `enqueue wrote ${r.inserted} of ${n} jobs without idempotency keys`);
+  }
+  const now = r.now.getTime();
+  const out = new Array<Job>(n);
+  for (let i = 0; i < n; i++) {
+    // The INSERT's rule: scheduled at runAt when that is later than its now(), else queued at
+    // now(). runAt has whole milliseconds and now() is read to the millisecond below it, so the
+    // comparison comes out as the statement's did.
+    const runAt = chunk.runAts[i]?.getTime();
+    const scheduled = runAt !== undefined && runAt > now;
+    out[i] = {
+      id: at(r.ids, i),
+      uuid: at(chunk.uuids, i),
+      queue: at(chunk.queues, i),
+      type: at(chunk.types, i),
+      payload: JSON.parse(at(chunk.payloads, i)) as unknown,
+      status: scheduled ? 'scheduled' : 'queued',
+      priority: at(chunk.priorities, i),
+      runAt: new Date(scheduled ? runAt : now),
+      attempt: 0,
+      maxAttempts: at(chunk.maxAttempts, i),
+      idempotencyKey: null,
+      lockKey: chunk.lockKeys[i] ?? null,
+      leasedBy: null,
+      leaseExpiresAt: null,
+      cancelRequestedAt: null,
+      lastError: null,
+      steps: [],
+      result: null,
+      retryOfId: chunk.retryOfIds[i] ?? null,
+      teamId: chunk.teamIds[i] ?? null,
+      resourceId: chunk.resourceIds[i] ?? null,
+      resumeCount: 0,
+      createdAt: new Date(now),
+      updatedAt: new Date(now),
+      finishedAt: null,
+      deadLetteredAt: null,
+    };
+  }
+  return out;
 }
 
 /** The statement columns of one chunk (see enqueueChunk). */
