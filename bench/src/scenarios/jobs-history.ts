@@ -110,7 +110,9 @@ export function jobDrainRetained(js: JobSystem = qJobs()): Scenario {
   return {
     name: 'job-drain-retained',
     title: 'job drain, 20,000 no-op jobs (c8): empty table vs 1,000,000 finished jobs kept',
-    maxReps: 2,
+    // A drain of 20,000 lasts about a second: one autovacuum pass or checkpoint moves it by a
+    // fifth, so a median needs more runs than the longer scenarios.
+    maxReps: 4,
     warmupFraction: 0.05,
     metrics: [
       { key: 'empty', unit: 'jobs/s', better: 'higher' },
@@ -135,7 +137,8 @@ export function jobDrainHeldXmin(systems: JobSystem[] = [qJobs(), graphileWorker
   return {
     name: 'job-drain-held-xmin',
     title: 'job drain (c8) while another session holds a snapshot for 60 s: before / during / after',
-    maxReps: 1,
+    // Two runs per system (each over a minute): single runs came out either way.
+    maxReps: 2,
     warmupFraction: 0.05,
     metrics: [
       { key: 'before', unit: 'jobs/s', better: 'higher' },

@@ -133,6 +133,14 @@ describe('migration 0006 (archive of finished jobs) on a database of the previou
     expect(dead?.deadLetteredAt).toBeInstanceOf(Date);
     expect((await store.get(retryUuid))?.retryOfId).toBe(Number(before.get('dead_letter')!.id));
     expect((await store.list({ teamId: 7, limit: 10 })).jobs.map((j) => j.status).sort()).toEqual(['queued', 'succeeded']);
+    // The backlog counts the live jobs and the archived dead letter.
+    expect(await store.backlog()).toEqual(
+      expect.arrayContaining([
+        { queue: 'default', status: 'dead_letter', count: 1 },
+        { queue: 'default', status: 'queued', count: 2 },
+        { queue: 'default', status: 'running', count: 1 },
+      ]),
+    );
   });
 
   it('keeps idempotency keys unique across both tables: live and archived originals are returned', async () => {

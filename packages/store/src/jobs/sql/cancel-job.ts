@@ -2,7 +2,8 @@ import { statement, type StatementScope } from '@q/schema';
 import type { JobStatus } from '../types.js';
 import type { Queryable } from './db.js';
 
-// A waiting job is cancelled at once. A leased/running one gets cancel_requested_at, and its
+// A waiting job is cancelled at once (and moved to q_jobs_archive by the table's trigger, after
+// this statement's RETURNING). A leased/running one gets cancel_requested_at, and its
 // worker is told on the notification channel (heartbeats carry the flag too, as a fallback).
 const TEXT = `
 WITH c AS (

@@ -4,7 +4,8 @@ import type { Queryable } from './db.js';
 
 // A lapsed lease means the worker died or hung: not a failure. The attempt is given back and
 // resume_count rises; once a job has already been resumed $1 times the next crash dead-letters it
-// (attempt kept). Every CASE sees the old resume_count. An earlier last_error is kept.
+// (attempt kept). Every CASE sees the old resume_count. An earlier last_error is kept. A job it
+// dead-letters or cancels is moved to q_jobs_archive by the table's trigger (migration 0006).
 const TEXT = `
 UPDATE __q_schema__.q_jobs AS jobs SET
   status = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'::__q_schema__.q_job_status

@@ -2,7 +2,8 @@ import { statement, type StatementScope } from '@q/schema';
 import { MAX_NOTIFY_QUEUE_BYTES, type Queryable } from './db.js';
 
 // A worker that stops gives its unfinished leases back: the job is queued again at once with the
-// attempt given back (it did not fail), keeping its place in line. A requested cancel is honoured.
+// attempt given back (it did not fail), keeping its place in line. A requested cancel is honoured
+// (the cancelled job is moved to q_jobs_archive by the table's trigger).
 // The token match is the "still held" check (see complete-jobs.ts for why there is no status predicate).
 const TEXT = `
 WITH r AS (
