@@ -22,38 +22,15 @@
 -- job of every status is carried over: the finished ones are copied to the archive with every
 -- column and then deleted from q_jobs, in this migration's transaction.
 ALTER TABLE "q_jobs" DROP CONSTRAINT "q_jobs_retry_of_id_fkey";--> statement-breakpoint
-CREATE TABLE "q_jobs_archive" (
-  "id" bigint PRIMARY KEY,
-  "uuid" uuid DEFAULT gen_random_uuid() NOT NULL CONSTRAINT "q_jobs_archive_uuid_key" UNIQUE,
-  "queue" text DEFAULT 'default' NOT NULL,
-  "job_type" text NOT NULL,
-  "payload" jsonb DEFAULT '{}'::jsonb NOT NULL,
-  "status" "q_job_status" NOT NULL,
-  "priority" integer DEFAULT 0 NOT NULL,
-  "run_at" timestamp with time zone DEFAULT now() NOT NULL,
-  "attempt" integer DEFAULT 0 NOT NULL,
-  "max_attempts" integer DEFAULT 5 NOT NULL,
-  "idempotency_key" text,
-  "lock_key" text,
-  "leased_by" text,
-  "lease_token" uuid,
-  "lease_expires_at" timestamp with time zone,
-  "heartbeat_at" timestamp with time zone,
-  "cancel_requested_at" timestamp with time zone,
-  "last_error" text,
-  "steps" jsonb DEFAULT '[]'::jsonb NOT NULL,
-  "result" jsonb,
-  "retry_of_id" bigint,
-  "team_id" bigint,
-  "resource_id" bigint,
-  "correlation_id" uuid,
-  "dead_lettered_at" timestamp with time zone,
-  "finished_at" timestamp with time zone DEFAULT now(),
-  "created_at" timestamp with time zone DEFAULT now() NOT NULL,
-  "updated_at" timestamp with time zone DEFAULT now() NOT NULL,
-  "resume_count" integer DEFAULT 0 NOT NULL,
-  CONSTRAINT "q_jobs_archive_status_check" CHECK (status IN ('succeeded', 'cancelled', 'dead_letter'))
-);--> statement-breakpoint
+-- The archive has q_jobs' columns in q_jobs' order (q_jobs_all is one over the other), with their
+-- defaults but not the identity (ids come from q_jobs), the status default, the storage settings
+-- of a table updated in place, or the hot table's indexes.
+CREATE TABLE "q_jobs_archive" (LIKE "q_jobs" INCLUDING DEFAULTS);--> statement-breakpoint
+ALTER TABLE "q_jobs_archive"
+  ALTER COLUMN "status" DROP DEFAULT,
+  ADD CONSTRAINT "q_jobs_archive_pkey" PRIMARY KEY ("id"),
+  ADD CONSTRAINT "q_jobs_archive_uuid_key" UNIQUE ("uuid"),
+  ADD CONSTRAINT "q_jobs_archive_status_check" CHECK (status IN ('succeeded', 'cancelled', 'dead_letter'));--> statement-breakpoint
 -- list by a rare status, by team; purgeFinished by finish time (rows arrive in finish order, so a
 -- block range index is enough and costs next to nothing per insert).
 CREATE INDEX "q_jobs_archive_status_id_idx" ON "q_jobs_archive" (status, id DESC) WHERE status IN ('dead_letter', 'cancelled');--> statement-breakpoint

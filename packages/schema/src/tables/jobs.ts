@@ -13,18 +13,21 @@ export const jobStatus = pgEnum('q_job_status', [
   'dead_letter',
 ]);
 
-/** The durable job queue's live jobs: finished ones move to {@link jobsArchive} (migration 0006). */
-export const jobs = pgTable(
-  'q_jobs',
-  {
-    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
-    uuid: uuid('uuid').notNull().unique('q_jobs_uuid_key').defaultRandom(),
+/**
+ * The columns of a job table in table order, with the three that differ between the tables given:
+ * the id (an identity in `q_jobs`, copied in the archive), the uuid (each table's own unique
+ * constraint) and the status (defaulted only where jobs are created). Fresh builders per call.
+ */
+function jobColumns<I, U, S>(id: I, jobUuid: U, status: S) {
+  return {
+    id,
+    uuid: jobUuid,
     queue: text('queue').notNull().default('default'),
     jobType: text('job_type').notNull(),
     payload: jsonb('payload')
       .notNull()
       .default(sql`'{}'::jsonb`),
-    status: jobStatus('status').notNull().default('queued'),
+    status,
     /** Higher is dequeued first. */
     priority: integer('priority').notNull().default(0),
     runAt: timestamp('run_at', { withTimezone: true }).notNull().defaultNow(),
@@ -52,7 +55,17 @@ export const jobs = pgTable(
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
     resumeCount: integer('resume_count').notNull().default(0),
-  },
+  };
+}
+
+/** The durable job queue's live jobs: finished ones move to {@link jobsArchive} (migration 0006). */
+export const jobs = pgTable(
+  'q_jobs',
+  jobColumns(
+    bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    uuid('uuid').notNull().unique('q_jobs_uuid_key').defaultRandom(),
+    jobStatus('status').notNull().default('queued'),
+  ),
   (t) => [
     uniqueIndex('q_jobs_idempotency_key_key')
       .on(t.idempotencyKey)
@@ -90,41 +103,11 @@ export const jobs = pgTable(
  */
 export const jobsArchive = pgTable(
   'q_jobs_archive',
-  {
-    id: bigint('id', { mode: 'number' }).primaryKey(),
-    uuid: uuid('uuid').notNull().unique('q_jobs_archive_uuid_key').defaultRandom(),
-    queue: text('queue').notNull().default('default'),
-    jobType: text('job_type').notNull(),
-    payload: jsonb('payload')
-      .notNull()
-      .default(sql`'{}'::jsonb`),
-    status: jobStatus('status').notNull(),
-    priority: integer('priority').notNull().default(0),
-    runAt: timestamp('run_at', { withTimezone: true }).notNull().defaultNow(),
-    attempt: integer('attempt').notNull().default(0),
-    maxAttempts: integer('max_attempts').notNull().default(5),
-    idempotencyKey: text('idempotency_key'),
-    lockKey: text('lock_key'),
-    leasedBy: text('leased_by'),
-    leaseToken: uuid('lease_token'),
-    leaseExpiresAt: timestamp('lease_expires_at', { withTimezone: true }),
-    heartbeatAt: timestamp('heartbeat_at', { withTimezone: true }),
-    cancelRequestedAt: timestamp('cancel_requested_at', { withTimezone: true }),
-    lastError: text('last_error'),
-    steps: jsonb('steps')
-      .notNull()
-      .default(sql`'[]'::jsonb`),
-    result: jsonb('result'),
-    retryOfId: bigint('retry_of_id', { mode: 'number' }),
-    teamId: bigint('team_id', { mode: 'number' }),
-    resourceId: bigint('resource_id', { mode: 'number' }),
-    correlationId: uuid('correlation_id'),
-    deadLetteredAt: timestamp('dead_lettered_at', { withTimezone: true }),
-    finishedAt: timestamp('finished_at', { withTimezone: true }).defaultNow(),
-    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
-    updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
-    resumeCount: integer('resume_count').notNull().default(0),
-  },
+  jobColumns(
+    bigint('id', { mode: 'number' }).primaryKey(),
+    uuid('uuid').notNull().unique('q_jobs_archive_uuid_key').defaultRandom(),
+    jobStatus('status').notNull(),
+  ),
   (t) => [
     check('q_jobs_archive_status_check', sql`status IN ('succeeded', 'cancelled', 'dead_letter')`),
     index('q_jobs_archive_status_id_idx')
@@ -147,34 +130,7 @@ export const jobIdempotencyKeys = pgTable('q_jobs_idempotency_keys', {
 });
 
 /** Live and finished jobs as one relation ({@link jobs} `UNION ALL` {@link jobsArchive}): read-only. */
-export const allJobs = pgView('q_jobs_all', {
-  id: bigint('id', { mode: 'number' }).notNull(),
-  uuid: uuid('uuid').notNull(),
-  queue: text('queue').notNull(),
-  jobType: text('job_type').notNull(),
-  payload: jsonb('payload').notNull(),
-  status: jobStatus('status').notNull(),
-  priority: integer('priority').notNull(),
-  runAt: timestamp('run_at', { withTimezone: true }).notNull(),
-  attempt: integer('attempt').notNull(),
-  maxAttempts: integer('max_attempts').notNull(),
-  idempotencyKey: text('idempotency_key'),
-  lockKey: text('lock_key'),
-  leasedBy: text('leased_by'),
-  leaseToken: uuid('lease_token'),
-  leaseExpiresAt: timestamp('lease_expires_at', { withTimezone: true }),
-  heartbeatAt: timestamp('heartbeat_at', { withTimezone: true }),
-  cancelRequestedAt: timestamp('cancel_requested_at', { withTimezone: true }),
-  lastError: text('last_error'),
-  steps: jsonb('steps').notNull(),
-  result: jsonb('result'),
-  retryOfId: bigint('retry_of_id', { mode: 'number' }),
-  teamId: bigint('team_id', { mode: 'number' }),
-  resourceId: bigint('resource_id', { mode: 'number' }),
-  correlationId: uuid('correlation_id'),
-  deadLetteredAt: timestamp('dead_lettered_at', { withTimezone: true }),
-  finishedAt: timestamp('finished_at', { withTimezone: true }),
-  createdAt: timestamp('created_at', { withTimezone: true }).notNull(),
-  updatedAt: timestamp('updated_at', { withTimezone: true }).notNull(),
-  resumeCount: integer('resume_count').notNull(),
-}).existing();
+export const allJobs = pgView(
+  'q_jobs_all',
+  jobColumns(bigint('id', { mode: 'number' }).notNull(), uuid('uuid').notNull(), jobStatus('status').notNull()),
+).existing();

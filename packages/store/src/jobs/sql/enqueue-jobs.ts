@@ -95,25 +95,7 @@ const TEXT_STMT = statement('q_jobs_enqueue', TEXT, { types: repeatedTimestamps 
 
 /** Inserts a batch (`unnest`), skipping idempotency conflicts; notifies `channel` for queued jobs. */
 export async function enqueueJobs(scope: StatementScope, db: Queryable, b: EnqueueBatch, channel: string): Promise<EnqueueRow[]> {
-  // The uuids are q's own (uuidV7), so a plain literal; the texts one literal each (see
-  // textArrayLiteral); the optional columns most batches leave empty go as NULL, which the
-  // unnest pads.
-  const { rows } = await scope.run<EnqueueRow>(db, TEXT_STMT, [
-    plainArrayLiteral(b.uuids),
-    textArrayLiteral(b.queues),
-    textArrayLiteral(b.types),
-    textArrayLiteral(b.payloads),
-    b.priorities,
-    unnestColumn(b.runAts),
-    b.maxAttempts,
-    unnestColumn(b.idempotencyKeys),
-    unnestColumn(b.lockKeys),
-    unnestColumn(b.teamIds),
-    unnestColumn(b.resourceIds),
-    unnestColumn(b.retryOfIds),
-    channel,
-    unnestColumn(b.ids),
-  ]);
+  const { rows } = await scope.run<EnqueueRow>(db, TEXT_STMT, batchValues(b, channel, true));
   return rows;
 }
 
@@ -159,7 +141,19 @@ export interface KeylessInsert {
 
 /** Inserts a batch without idempotency keys (`b.idempotencyKeys` all null); see {@link KEYLESS}. */
 export async function enqueueKeylessJobs(scope: StatementScope, db: Queryable, b: EnqueueBatch, channel: string): Promise<KeylessInsert> {
-  const { rows } = await scope.run<{ ids: string | null; now: Date; inserted: number }>(db, KEYLESS_STMT, [
+  const { rows } = await scope.run<{ ids: string | null; now: Date; inserted: number }>(db, KEYLESS_STMT, batchValues(b, channel, false));
+  const r = onlyRow(rows, 'keyless enqueue');
+  return { ids: r.ids === null ? [] : r.ids.split(',').map(Number), now: r.now, inserted: r.inserted };
+}
+
+/**
+ * The parameters of both batch statements, in their order: the keyed one has the idempotency keys
+ * as $8, the keyless one not. The uuids are q's own (uuidV7), so a plain literal; the texts one
+ * literal each (see textArrayLiteral); the optional columns most batches leave empty go as NULL,
+ * which the unnest pads.
+ */
+function batchValues(b: EnqueueBatch, channel: string, withKeys: boolean): unknown[] {
+  const values: unknown[] = [
     plainArrayLiteral(b.uuids),
     textArrayLiteral(b.queues),
     textArrayLiteral(b.types),
@@ -167,13 +161,15 @@ export async function enqueueKeylessJobs(scope: StatementScope, db: Queryable, b
     b.priorities,
     unnestColumn(b.runAts),
     b.maxAttempts,
+  ];
+  if (withKeys) values.push(unnestColumn(b.idempotencyKeys));
+  values.push(
     unnestColumn(b.lockKeys),
     unnestColumn(b.teamIds),
     unnestColumn(b.resourceIds),
     unnestColumn(b.retryOfIds),
     channel,
     unnestColumn(b.ids),
-  ]);
-  const r = onlyRow(rows, 'keyless enqueue');
-  return { ids: r.ids === null ? [] : r.ids.split(',').map(Number), now: r.now, inserted: r.inserted };
+  );
+  return values;
 }
