@@ -3,8 +3,10 @@
  * `--batches` times in a row on one connection (after five batches of warm-up), each batch
  * awaited before the next. Prints the rate, the wall time per batch and this process's CPU per
  * batch (user + system): the rest of a batch's time is the database's and the round trip's.
+ * With `--single N`, each run also enqueues N jobs one `JobQueue.enqueue` at a time (one commit
+ * each, as `job-enqueue`'s single phase does) and prints that rate.
  *
- *   DSN=postgres://… node bench/dist/enqueue-cpu.js [--batch 1000] [--batches 20] [--reps 3]
+ *   DSN=postgres://… node bench/dist/enqueue-cpu.js [--batch 1000] [--batches 20] [--reps 3] [--single 3000]
  *
  * It runs on a fresh schema of its own (dropped at the end); nothing else should run meanwhile.
  */
@@ -19,6 +21,7 @@ const args = toolArgs();
 const BATCH = args.num('batch', 1_000);
 const BATCHES = args.num('batches', 20);
 const REPS = args.num('reps', 3);
+const SINGLE = args.num('single', 0);
 const QUEUE = 'enqueue-cpu';
 
 const batch = (from: number) => Array.from({ length: BATCH }, (_, k) => ({ queue: QUEUE, type: 'noop', payload: { i: from + k } }));
@@ -36,6 +39,12 @@ async function main(): Promise<void> {
       for (let i = 0; i < BATCHES; i++) await queue.enqueueMany(batch(i * BATCH));
       const ms = performance.now() - t0;
       const used = process.cpuUsage(cpu);
+      let singleRate: number | undefined;
+      if (SINGLE > 0) {
+        const s0 = performance.now();
+        for (let i = 0; i < SINGLE; i++) await queue.enqueue({ queue: QUEUE, type: 'noop', payload: { i } });
+        singleRate = Math.round(SINGLE / ((performance.now() - s0) / 1000));
+      }
       console.log(
         JSON.stringify({
           batch: BATCH,
@@ -43,6 +52,7 @@ async function main(): Promise<void> {
           rate: Math.round((BATCHES * BATCH) / (ms / 1000)),
           msPerBatch: Number((ms / BATCHES).toFixed(2)),
           nodeCpuMsPerBatch: Number(((used.user + used.system) / 1000 / BATCHES).toFixed(2)),
+          ...(singleRate === undefined ? {} : { single: SINGLE, singleRate }),
         }),
       );
     }

@@ -44,6 +44,15 @@ export async function jobQueueViolations(dsn: string, killedPids: Set<number>): 
     for (const [status, n] of Object.entries(counts)) {
       if (status !== 'succeeded' && status !== 'dead_letter') problems.push(`${n} jobs ended ${status}`);
     }
+    // Finished jobs live in the archive only, and each job in one table: a move (delete from the
+    // hot table, insert into the archive) is one transaction, so a kill leaves it undone or done.
+    const misplaced = await c.query<{ hot: number; both: number }>(
+      `SELECT (SELECT count(*) FROM q_jobs WHERE status IN ('succeeded', 'cancelled', 'dead_letter'))::int AS hot,
+              (SELECT count(*) FROM q_jobs j JOIN q_jobs_archive a ON a.id = j.id)::int AS both`,
+    );
+    const m = misplaced.rows[0];
+    if (m && m.hot > 0) problems.push(`${m.hot} finished jobs left in the hot table`);
+    if (m && m.both > 0) problems.push(`${m.both} jobs in both the hot table and the archive`);
     // A success is recorded for an execution that really ran.
     const orphan = await c.query<{ id: number }>(
       `SELECT j.id FROM q_jobs_all j WHERE j.status = 'succeeded' AND NOT EXISTS (
