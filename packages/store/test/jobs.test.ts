@@ -63,6 +63,32 @@ describe('enqueue', () => {
     expect(rows[0].n).toBe(2);
   });
 
+  it('a deleted job frees its idempotency key, live or archived; a finished job keeps it', async () => {
+    const [live, done] = await store.enqueue([
+      { queue: 'default', type: 'live', idempotencyKey: 'del-live' },
+      { queue: 'default', type: 'done', idempotencyKey: 'del-done' },
+    ]);
+    await store.pool.query(`UPDATE q_jobs SET status = 'succeeded', finished_at = now() WHERE id = $1`, [done!.id]);
+    const keys = async () =>
+      (await store.pool.query<{ k: string }>('SELECT idempotency_key AS k FROM q_jobs_idempotency_keys ORDER BY 1')).rows.map((r) => r.k);
+    // Moved to the archive by the trigger: still holding its key.
+    expect((await store.enqueue([{ queue: 'default', type: 'again', idempotencyKey: 'del-done' }]))[0]!.uuid).toBe(done!.uuid);
+    expect(await keys()).toEqual(['del-done', 'del-live']);
+    // An application's own DELETE, of a live job and of an archived one.
+    await store.pool.query('DELETE FROM q_jobs WHERE id = $1', [live!.id]);
+    await store.pool.query('DELETE FROM q_jobs_archive WHERE id = $1', [done!.id]);
+    expect(await keys()).toEqual([]);
+    const again = await store.enqueue([
+      { queue: 'default', type: 'new-live', idempotencyKey: 'del-live' },
+      { queue: 'default', type: 'new-done', idempotencyKey: 'del-done' },
+    ]);
+    expect(again.map((j) => j.type)).toEqual(['new-live', 'new-done']);
+    const { rows } = await store.pool.query<{ uuid: string }>(
+      `SELECT uuid FROM q_enqueue_job('default', 'sql', NULL, '{"idempotencyKey": "del-live"}')`,
+    );
+    expect(rows[0]!.uuid).toBe(again[0]!.uuid);
+  });
+
   it.each([
     ['BigInt', { n: 1n }],
     [

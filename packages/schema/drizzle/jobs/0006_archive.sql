@@ -13,7 +13,8 @@
 -- Idempotency keys stay unique for as long as their job is kept, live or archived: no index can
 -- span two tables, so q_jobs_idempotency_keys holds every key with its job's id, written by the
 -- BEFORE INSERT trigger q_jobs_before_insert (an insert whose key is held is skipped, as ON
--- CONFLICT DO NOTHING did) and deleted with the job by purgeFinished. The foreign key of
+-- CONFLICT DO NOTHING did) and deleted with the job by q_jobs_release_key (a purge, or an
+-- application's own DELETE), not when the job moves to the archive. The foreign key of
 -- retry_of_id cannot reach the archive either: the same trigger checks that the job exists in
 -- either table (SQLSTATE 23503, as the key did). A retry keeps the id of its original after the
 -- original is purged (the key's ON DELETE SET NULL is gone with it).
@@ -51,8 +52,9 @@ DELETE FROM "q_jobs" WHERE status IN ('succeeded', 'cancelled', 'dead_letter');-
 CREATE FUNCTION q_jobs_archive_finished() RETURNS trigger
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
-  DELETE FROM q_jobs WHERE id = NEW.id;
+  -- Archive first: q_jobs_release_key then sees the job archived and keeps its key.
   INSERT INTO q_jobs_archive SELECT (NEW).*;
+  DELETE FROM q_jobs WHERE id = NEW.id;
   RETURN NULL;
 END
 $$;--> statement-breakpoint
@@ -85,6 +87,26 @@ $$;--> statement-breakpoint
 CREATE TRIGGER q_jobs_before_insert BEFORE INSERT ON "q_jobs"
   FOR EACH ROW WHEN (NEW.idempotency_key IS NOT NULL OR NEW.retry_of_id IS NOT NULL)
   EXECUTE FUNCTION q_jobs_before_insert();--> statement-breakpoint
+-- Frees a deleted job's idempotency key, as the unique index did when the row went: a purge, or
+-- an application's own DELETE of live or archived jobs. A job that moves to the archive keeps its
+-- key: both moves write the archive row before this runs (the completion statement in an earlier
+-- part of the same statement, the move trigger before its delete).
+CREATE FUNCTION q_jobs_release_key() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+  IF TG_TABLE_NAME = 'q_jobs' AND EXISTS (SELECT 1 FROM q_jobs_archive WHERE id = OLD.id) THEN
+    RETURN NULL;
+  END IF;
+  DELETE FROM q_jobs_idempotency_keys WHERE idempotency_key = OLD.idempotency_key AND job_id = OLD.id;
+  RETURN NULL;
+END
+$$;--> statement-breakpoint
+CREATE TRIGGER q_jobs_release_key AFTER DELETE ON "q_jobs"
+  FOR EACH ROW WHEN (OLD.idempotency_key IS NOT NULL)
+  EXECUTE FUNCTION q_jobs_release_key();--> statement-breakpoint
+CREATE TRIGGER q_jobs_archive_release_key AFTER DELETE ON "q_jobs_archive"
+  FOR EACH ROW WHEN (OLD.idempotency_key IS NOT NULL)
+  EXECUTE FUNCTION q_jobs_release_key();--> statement-breakpoint
 -- q_enqueue_job: the contract of 0003, on the two tables (the key table decides a conflict; the
 -- original is read from either table).
 CREATE OR REPLACE FUNCTION q_enqueue_job(queue TEXT, type TEXT, payload JSONB DEFAULT NULL, options JSONB DEFAULT NULL)
