@@ -115,17 +115,9 @@ export type JsonMode =
    */
   | 'result';
 
-/**
- * The JSON text of `value` for a jsonb column, or `{ problem }` saying why it cannot be stored
- * as given (`what` names it). Rejects what JSON would change silently (Map, Set, typed arrays…;
- * in strict mode also BigInt, functions, symbols, non-finite numbers and cycles), `\u0000` and lone
- * surrogates (which jsonb refuses), a toJSON or getter that throws, and values over
- * {@link MAX_VALUE_BYTES}. The problem never quotes the value, not even a key name or the
- * message of what threw. `undefined` text means SQL NULL (result mode only).
- */
-export function jsonText(value: unknown, what: string, mode: JsonMode): { text: string | null } | { problem: string } {
-  const strict = mode === 'strict';
-  const replacer = function (this: unknown, _key: string, v: unknown): unknown {
+/** The replacer that names what JSON cannot carry as given (see {@link jsonText}); throws {@link JsonProblem}. */
+function checkingReplacer(what: string, strict: boolean): (this: unknown, key: string, v: unknown) => unknown {
+  return function (this: unknown, _key: string, v: unknown): unknown {
     switch (typeof v) {
       case 'bigint':
         if (strict) throw new JsonProblem(`${what} contains a BigInt, which JSON cannot represent`);
@@ -148,12 +140,24 @@ export function jsonText(value: unknown, what: string, mode: JsonMode): { text: 
         return v;
     }
   };
+}
+
+/**
+ * The JSON text of `value` for a jsonb column, or `{ problem }` saying why it cannot be stored
+ * as given (`what` names it). Rejects what JSON would change silently (Map, Set, typed arrays…;
+ * in strict mode also BigInt, functions, symbols, non-finite numbers and cycles), `\u0000` and lone
+ * surrogates (which jsonb refuses), a toJSON or getter that throws, and values over
+ * {@link MAX_VALUE_BYTES}. The problem never quotes the value, not even a key name or the
+ * message of what threw. `undefined` text means SQL NULL (result mode only).
+ */
+export function jsonText(value: unknown, what: string, mode: JsonMode): { text: string | null } | { problem: string } {
+  const strict = mode === 'strict';
   let text: string | undefined;
   try {
     // Plain data (the common payload and result) is stringified without the replacer: a
     // replacer takes JSON.stringify off its fast path, and was most of an enqueue's own CPU.
     // Anything else goes through the replacer, which reports exactly what is wrong.
-    text = (isPlainJson(value, 0) ? JSON.stringify(value) : JSON.stringify(value, replacer)) as string | undefined;
+    text = (isPlainJson(value, 0) ? JSON.stringify(value) : JSON.stringify(value, checkingReplacer(what, strict))) as string | undefined;
   } catch (err) {
     if (err instanceof JsonProblem) return { problem: err.message };
     if (!strict) return { text: null };

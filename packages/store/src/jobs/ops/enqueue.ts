@@ -5,7 +5,7 @@ import { QError, QErrorCode, at, invalidArgument, withTransaction } from '@q/sch
 import { checkInTransaction, inCallerTransaction, type InTransaction } from '../../transaction.js';
 import { STATEMENT_TEXT_BUDGET, chunkIndices, keyOrder, retryDeadlock } from '../batches.js';
 import { transactionWriteError } from '../from-pool.js';
-import { toJob, type JobRow } from '../row.js';
+import { toJob } from '../row.js';
 import type { Queryable } from '../sql/db.js';
 import { drawJobIds } from '../sql/draw-job-ids.js';
 import { enqueueJob } from '../sql/enqueue-job.js';
@@ -114,15 +114,15 @@ async function enqueueChunk(ctx: JobStoreContext, db: Queryable, b: ReturnType<t
   } catch (err) {
     throw mapWriteError(err);
   }
-  const byUuid = new Map<string, JobRow>();
-  const byKey = new Map<string, JobRow>();
+  const byUuid = new Map<string, Job>();
+  const byKey = new Map<string, Job>();
   const position = rows.some((r) => r.inserted) ? new Map(chunk.uuids.map((u, i) => [u, i])) : undefined;
-  for (const returned of rows) {
-    const r = returned.inserted && position ? insertedRow(returned, chunk, position.get(returned.uuid)) : returned;
-    if (returned.inserted) byUuid.set(r.uuid, r);
+  for (const r of rows) {
+    const job = r.inserted && position ? insertedJob(r, chunk, position.get(r.uuid)) : toJob(r);
+    if (r.inserted) byUuid.set(job.uuid, job);
     // At most one row per key: an original committed before the statement, or the row this
     // batch inserted first (a later duplicate in the batch resolves to it).
-    if (r.idempotency_key !== null) byKey.set(r.idempotency_key, r);
+    if (job.idempotencyKey !== null) byKey.set(job.idempotencyKey, job);
   }
   const missing = chunk.uuids.flatMap((u, i) => {
     const key = chunk.idempotencyKeys[i];
@@ -130,12 +130,12 @@ async function enqueueChunk(ctx: JobStoreContext, db: Queryable, b: ReturnType<t
   });
   if (missing.length > 0) {
     // A concurrent producer committed the key while this statement ran: read its row now.
-    for (const r of await getJobsByIdempotencyKey(ctx.scope, db, missing)) if (r.idempotency_key) byKey.set(r.idempotency_key, r);
+    for (const r of await getJobsByIdempotencyKey(ctx.scope, db, missing)) if (r.idempotency_key) byKey.set(r.idempotency_key, toJob(r));
   }
   return chunk.uuids.map((u, i) => {
-    const row = byUuid.get(u) ?? byKey.get(chunk.idempotencyKeys[i] ?? '');
-    if (!row) throw new QError(QErrorCode.NOT_FOUND, 'the job holding this idempotency key was deleted meanwhile');
-    return toJob(row);
+    const job = byUuid.get(u) ?? byKey.get(chunk.idempotencyKeys[i] ?? '');
+    if (!job) throw new QError(QErrorCode.NOT_FOUND, 'the job holding this idempotency key was deleted meanwhile');
+    return job;
   });
 }
 
@@ -162,34 +162,15 @@ async function enqueueKeyless(ctx: JobStoreContext, db: Queryable, chunk: Enqueu
     // comparison comes out as the statement's did.
     const runAt = chunk.runAts[i]?.getTime();
     const scheduled = runAt !== undefined && runAt > now;
-    out[i] = {
+    out[i] = newJob(chunk, i, {
       id: at(r.ids, i),
-      uuid: at(chunk.uuids, i),
-      queue: at(chunk.queues, i),
-      type: at(chunk.types, i),
       payload: JSON.parse(at(chunk.payloads, i)) as unknown,
       status: scheduled ? 'scheduled' : 'queued',
-      priority: at(chunk.priorities, i),
       runAt: new Date(scheduled ? runAt : now),
-      attempt: 0,
-      maxAttempts: at(chunk.maxAttempts, i),
       idempotencyKey: null,
-      lockKey: chunk.lockKeys[i] ?? null,
-      leasedBy: null,
-      leaseExpiresAt: null,
-      cancelRequestedAt: null,
-      lastError: null,
-      steps: [],
-      result: null,
-      retryOfId: chunk.retryOfIds[i] ?? null,
-      teamId: chunk.teamIds[i] ?? null,
-      resourceId: chunk.resourceIds[i] ?? null,
-      resumeCount: 0,
       createdAt: new Date(now),
       updatedAt: new Date(now),
-      finishedAt: null,
-      deadLetteredAt: null,
-    };
+    });
   }
   return out;
 }
@@ -197,40 +178,55 @@ async function enqueueKeyless(ctx: JobStoreContext, db: Queryable, chunk: Enqueu
 /** The statement columns of one chunk (see enqueueChunk). */
 type EnqueueChunk = Omit<ReturnType<typeof toEnqueueBatch>, 'ids'>;
 
-/**
- * The whole row of a job this chunk inserted (input `i`): the columns the statement returned
- * (INSERTED_COLUMNS) and, for the rest, the chunk's input and the table's column defaults.
- */
-function insertedRow(r: EnqueueRow, chunk: EnqueueChunk, i: number | undefined): JobRow {
+/** What the database decided for a new job (see INSERTED_COLUMNS); the rest is its input. */
+type Decided = Pick<Job, 'id' | 'payload' | 'status' | 'runAt' | 'idempotencyKey' | 'createdAt' | 'updatedAt'>;
+
+/** A job this chunk inserted (input `i`), from the columns the statement returned (INSERTED_COLUMNS). */
+function insertedJob(r: EnqueueRow, chunk: EnqueueChunk, i: number | undefined): Job {
   if (i === undefined) throw new QError(QErrorCode.INVALID_STATE, 'an inserted job is not in its batch');
-  const id = (v: number | null | undefined) => (v === null || v === undefined ? null : String(v));
-  // Every field named (no spread of the returned row): one object of a fixed shape per job.
-  return {
-    id: r.id,
-    uuid: r.uuid,
-    queue: r.queue,
+  return newJob(chunk, i, {
+    id: Number(r.id),
     payload: r.payload,
     status: r.status,
-    run_at: r.run_at,
-    idempotency_key: r.idempotency_key,
-    created_at: r.created_at,
-    updated_at: r.updated_at,
-    job_type: at(chunk.types, i),
+    runAt: r.run_at,
+    idempotencyKey: r.idempotency_key,
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+  });
+}
+
+/**
+ * New job `i` of `chunk` as its row holds it: what the database decided, and for the rest the
+ * chunk's input and the table's column defaults. Every field named (no spread): one object of a
+ * fixed shape per job, in toJob's order.
+ */
+function newJob(chunk: EnqueueChunk, i: number, d: Decided): Job {
+  return {
+    id: d.id,
+    uuid: at(chunk.uuids, i),
+    queue: at(chunk.queues, i),
+    type: at(chunk.types, i),
+    payload: d.payload,
+    status: d.status,
     priority: at(chunk.priorities, i),
+    runAt: d.runAt,
     attempt: 0,
-    max_attempts: at(chunk.maxAttempts, i),
-    lock_key: chunk.lockKeys[i] ?? null,
-    leased_by: null,
-    lease_expires_at: null,
-    cancel_requested_at: null,
-    last_error: null,
+    maxAttempts: at(chunk.maxAttempts, i),
+    idempotencyKey: d.idempotencyKey,
+    lockKey: chunk.lockKeys[i] ?? null,
+    leasedBy: null,
+    leaseExpiresAt: null,
+    cancelRequestedAt: null,
+    lastError: null,
     steps: [],
     result: null,
-    retry_of_id: id(chunk.retryOfIds[i]),
-    team_id: id(chunk.teamIds[i]),
-    resource_id: id(chunk.resourceIds[i]),
-    resume_count: 0,
-    finished_at: null,
-    dead_lettered_at: null,
+    retryOfId: chunk.retryOfIds[i] ?? null,
+    teamId: chunk.teamIds[i] ?? null,
+    resourceId: chunk.resourceIds[i] ?? null,
+    resumeCount: 0,
+    createdAt: d.createdAt,
+    updatedAt: d.updatedAt,
+    finishedAt: null,
+    deadLetteredAt: null,
   };
 }

@@ -64,8 +64,10 @@ export const INSERTED_COLUMNS: ReadonlySet<string> = new Set([
 // A queue name pg_notify cannot carry (its payload stays under 8,000 bytes) is not notified:
 // enqueue bounds queue names far below that, but a row written otherwise must not fail the
 // statement; its workers still find the job by polling.
-const TEXT = `
-WITH input AS (
+
+/** The `input` and `ins` CTEs of both batch statements ($1–$12, $14); `ins` returns `returning`. */
+function insertCtes(returning: string): string {
+  return `input AS (
   SELECT i.*, coalesce(i.given_id, nextval(seq.id)) AS id
   FROM (SELECT pg_get_serial_sequence('__q_schema__.q_jobs', 'id')::regclass AS id) seq, unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::timestamptz[],
               $7::int4[], $8::text[], $9::text[], $10::int8[], $11::int8[], $12::int8[], $14::int8[])
@@ -80,12 +82,18 @@ WITH input AS (
          CASE WHEN run_at > now() THEN 'scheduled'::__q_schema__.q_job_status ELSE 'queued'::__q_schema__.q_job_status END,
          max_attempts, idempotency_key, lock_key, team_id, resource_id, retry_of_id
   FROM input ORDER BY idempotency_key COLLATE "C" NULLS LAST, ord
-  RETURNING ${[...INSERTED_COLUMNS].map((c) => `j.${c}`).join(', ')}
-)
-SELECT ${someJobColumns('ins', INSERTED_COLUMNS)}, true AS inserted,
-       (SELECT count(*) FROM (SELECT pg_notify($13, 'q:' || d.queue)
+  RETURNING ${returning}
+)`;
+}
+
+/** How many notifications the statement sent ($13): one per queue of `ins` that received a queued job. */
+const NOTIFIED = `(SELECT count(*) FROM (SELECT pg_notify($13, 'q:' || d.queue)
                               FROM (SELECT DISTINCT queue FROM ins WHERE status = 'queued') d
-                              WHERE octet_length(d.queue) < ${MAX_NOTIFY_QUEUE_BYTES}) n) AS notified
+                              WHERE octet_length(d.queue) < ${MAX_NOTIFY_QUEUE_BYTES}) n)`;
+
+const TEXT = `
+WITH ${insertCtes([...INSERTED_COLUMNS].map((c) => `j.${c}`).join(', '))}
+SELECT ${someJobColumns('ins', INSERTED_COLUMNS)}, true AS inserted, ${NOTIFIED} AS notified
 FROM ins
 UNION ALL
 SELECT ${jobColumns('o')}, false, 0 FROM __q_schema__.q_jobs_idempotency_keys k JOIN __q_schema__.q_jobs_all o ON o.id = k.job_id
@@ -95,7 +103,7 @@ const TEXT_STMT = statement('q_jobs_enqueue', TEXT, { types: repeatedTimestamps 
 
 /** Inserts a batch (`unnest`), skipping idempotency conflicts; notifies `channel` for queued jobs. */
 export async function enqueueJobs(scope: StatementScope, db: Queryable, b: EnqueueBatch, channel: string): Promise<EnqueueRow[]> {
-  const { rows } = await scope.run<EnqueueRow>(db, TEXT_STMT, batchValues(b, channel, true));
+  const { rows } = await scope.run<EnqueueRow>(db, TEXT_STMT, batchValues(b, channel));
   return rows;
 }
 
@@ -105,29 +113,12 @@ export async function enqueueJobs(scope: StatementScope, db: Queryable, b: Enque
 // that clock, by the same rule the INSERT applies (queued at now() unless runAt is later), so the
 // jobs are those the rows hold; their payload is the JSON text sent, parsed. Per-row results were
 // most of a batch enqueue's own CPU: 1,000 rows of nine columns parsed, then completed from the
-// input all the same.
+// input all the same. It inserts as the statement above does, from the same parameters (the key
+// column is NULL: every key is).
 const KEYLESS = `
-WITH input AS (
-  SELECT i.*, coalesce(i.given_id, nextval(seq.id)) AS id
-  FROM (SELECT pg_get_serial_sequence('__q_schema__.q_jobs', 'id')::regclass AS id) seq, unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::timestamptz[],
-              $7::int4[], $8::text[], $9::int8[], $10::int8[], $11::int8[], $13::int8[])
-    WITH ORDINALITY AS i(uuid, queue, job_type, payload, priority, run_at, max_attempts, lock_key, team_id, resource_id,
-                         retry_of_id, given_id, ord)
-), ins AS (
-  INSERT INTO __q_schema__.q_jobs AS j (id, uuid, queue, job_type, payload, priority, run_at, status, max_attempts,
-                         lock_key, team_id, resource_id, retry_of_id)
-  OVERRIDING SYSTEM VALUE
-  SELECT id, uuid, queue, job_type, payload::jsonb, priority,
-         CASE WHEN run_at > now() THEN run_at ELSE now() END,
-         CASE WHEN run_at > now() THEN 'scheduled'::__q_schema__.q_job_status ELSE 'queued'::__q_schema__.q_job_status END,
-         max_attempts, lock_key, team_id, resource_id, retry_of_id
-  FROM input ORDER BY ord
-  RETURNING j.queue, j.status
-)
+WITH ${insertCtes('j.queue, j.status')}
 SELECT (SELECT string_agg(id::text, ',' ORDER BY ord) FROM input) AS ids, now() AS now, count(*)::int AS inserted,
-       (SELECT count(*) FROM (SELECT pg_notify($12, 'q:' || d.queue)
-                              FROM (SELECT DISTINCT queue FROM ins WHERE status = 'queued') d
-                              WHERE octet_length(d.queue) < ${MAX_NOTIFY_QUEUE_BYTES}) n) AS notified
+       ${NOTIFIED} AS notified
 FROM ins`;
 
 const KEYLESS_STMT = statement('q_jobs_enqueue_keyless', KEYLESS);
@@ -141,19 +132,18 @@ export interface KeylessInsert {
 
 /** Inserts a batch without idempotency keys (`b.idempotencyKeys` all null); see {@link KEYLESS}. */
 export async function enqueueKeylessJobs(scope: StatementScope, db: Queryable, b: EnqueueBatch, channel: string): Promise<KeylessInsert> {
-  const { rows } = await scope.run<{ ids: string | null; now: Date; inserted: number }>(db, KEYLESS_STMT, batchValues(b, channel, false));
+  const { rows } = await scope.run<{ ids: string | null; now: Date; inserted: number }>(db, KEYLESS_STMT, batchValues(b, channel));
   const r = onlyRow(rows, 'keyless enqueue');
   return { ids: r.ids === null ? [] : r.ids.split(',').map(Number), now: r.now, inserted: r.inserted };
 }
 
 /**
- * The parameters of both batch statements, in their order: the keyed one has the idempotency keys
- * as $8, the keyless one not. The uuids are q's own (uuidV7), so a plain literal; the texts one
- * literal each (see textArrayLiteral); the optional columns most batches leave empty go as NULL,
- * which the unnest pads.
+ * The parameters of both batch statements, $1–$14. The uuids are q's own (uuidV7), so a plain
+ * literal; the texts one literal each (see textArrayLiteral); the optional columns most batches
+ * leave empty go as NULL, which the unnest pads.
  */
-function batchValues(b: EnqueueBatch, channel: string, withKeys: boolean): unknown[] {
-  const values: unknown[] = [
+function batchValues(b: EnqueueBatch, channel: string): unknown[] {
+  return [
     plainArrayLiteral(b.uuids),
     textArrayLiteral(b.queues),
     textArrayLiteral(b.types),
@@ -161,15 +151,12 @@ function batchValues(b: EnqueueBatch, channel: string, withKeys: boolean): unkno
     b.priorities,
     unnestColumn(b.runAts),
     b.maxAttempts,
-  ];
-  if (withKeys) values.push(unnestColumn(b.idempotencyKeys));
-  values.push(
+    unnestColumn(b.idempotencyKeys),
     unnestColumn(b.lockKeys),
     unnestColumn(b.teamIds),
     unnestColumn(b.resourceIds),
     unnestColumn(b.retryOfIds),
     channel,
     unnestColumn(b.ids),
-  );
-  return values;
+  ];
 }
