@@ -100,7 +100,8 @@ export class Maintenance {
         this.#lease = (await this.#store.acquireLeadership(this.#owner, this.#ttlMs)) ?? undefined;
         if (this.#lease) this.#logger.info({ epoch: this.#lease.epoch }, 'maintenance leadership acquired');
       }
-      if (this.#lease) {
+      // A bid sent before stop() may still win: stop() releases that lease, no round runs on it.
+      if (this.#lease && !this.#stopped) {
         const result = await this.#store.maintainAsLeader(this.#lease, this.#ttlMs, this.#maxResumes);
         if (!result) {
           this.#logger.warn({ epoch: this.#lease.epoch }, 'maintenance leadership lost');
