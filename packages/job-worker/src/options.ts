@@ -55,7 +55,7 @@ export interface WorkerOptions {
   /** First retry delay (doubles per attempt, capped at 5 min). Default 5 s. */
   retryBaseMs?: number;
   /**
-   * Lease duration; renewed every third of it. Default {@link LEASE_DURATION_MS} (90 s). At
+   * Lease duration; a lease a sixth or more through its time is renewed every sixth of it. Default {@link LEASE_DURATION_MS} (90 s). At
    * least 100 ms and below 2³¹−1 ms, as every timer option.
    */
   leaseDurationMs?: number;

@@ -28,7 +28,7 @@ type State = 'new' | 'running' | 'stopping' | 'stopped';
 
 /**
  * Consumes jobs with bounded concurrency. It claims several jobs per statement, marks them
- * running, renews their leases in one statement every third of the lease, and writes outcomes in
+ * running, renews the leases of jobs held past a sixth of their lease in one statement every sixth of it, and writes outcomes in
  * batches, every write fenced by the lease token. Idle, it waits for a notification (LISTEN) or
  * its poll interval. One worker per job table at a time (advisory lock) reaps lapsed leases and
  * promotes due jobs.

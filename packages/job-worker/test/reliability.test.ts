@@ -148,6 +148,46 @@ it('heartbeats failing for a lease period: the handler is aborted with lease_los
   expect(done).toMatchObject({ result: 'second', resumeCount: 0, attempt: 1 });
 });
 
+it('renewals: a job held past a sixth of its lease is renewed every sixth to third of it; jobs done sooner are never rewritten', async () => {
+  // Every renewal (same token, later expiry) is counted per job by a trigger.
+  await store.pool.query('CREATE TABLE renewals (id bigint NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())');
+  await store.pool.query(`
+    CREATE OR REPLACE FUNCTION count_renewals() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      IF NEW.lease_token = OLD.lease_token AND NEW.lease_expires_at > OLD.lease_expires_at THEN
+        INSERT INTO renewals (id) VALUES (NEW.id);
+      END IF;
+      RETURN NEW;
+    END $$`);
+  await store.pool.query('CREATE TRIGGER count_renewals BEFORE UPDATE ON q_jobs FOR EACH ROW EXECUTE FUNCTION count_renewals()');
+  cleanups.push(async () => {
+    await store.pool.query('DROP TRIGGER IF EXISTS count_renewals ON q_jobs');
+    await store.pool.query('DROP TABLE IF EXISTS renewals');
+  });
+  // Lease 1.2 s: a beat every 200 ms. The long job is held for 1.3 s; each short one for 60 ms,
+  // one after another on the second slot, so a beat always finds one of them just claimed.
+  const [long] = await queue.enqueueMany([{ type: 'long', priority: 1 }]);
+  const shorts = await queue.enqueueMany(Array.from({ length: 20 }, () => ({ type: 'short' })));
+  startWorker({ concurrency: 2, leaseDurationMs: 1_200, prefetch: 0 }, (w) => {
+    w.register('long', () => sleep(1_300).then(() => 'long'));
+    w.register('short', () => sleep(60).then(() => 'short'));
+  });
+  await waitFor(statusOf(long!.uuid, 'succeeded'), 10_000);
+  for (const j of shorts) await waitFor(statusOf(j.uuid, 'succeeded'), 10_000);
+  const { rows } = await store.pool.query<{ id: string; n: number; gaps: number[] }>(
+    `SELECT id::text, count(*)::int AS n,
+            array_agg(extract(epoch FROM at - lag) * 1000 ORDER BY at) FILTER (WHERE lag IS NOT NULL) AS gaps
+     FROM (SELECT id, at, lag(at) OVER (PARTITION BY id ORDER BY at) FROM renewals) r GROUP BY id`,
+  );
+  const byId = new Map(rows.map((r) => [r.id, r]));
+  for (const j of shorts) expect(byId.get(String(j.id))).toBeUndefined();
+  // Renewed first between 200 and 400 ms into the run, then every 200–400 ms: 3 to 6 times in 1.3 s.
+  const renewed = byId.get(String(long!.id));
+  expect(renewed?.n).toBeGreaterThanOrEqual(3);
+  expect(renewed?.n).toBeLessThanOrEqual(6);
+  for (const gap of renewed?.gaps ?? []) expect(gap).toBeLessThan(450);
+});
+
 // --- item 2: drain and outcome writes in flight ---------------------------------------------------
 
 it('a drain timing out never gives back a job whose outcome write is in flight', async () => {

@@ -144,6 +144,8 @@ describe('migrate', () => {
     }
     const req = rows.find((r) => r.relname === 'q_requests')!;
     expect(req.reloptions).toEqual(expect.arrayContaining(['fillfactor=70', 'autovacuum_analyze_scale_factor=0.02']));
+    // No update of a live job is HOT any more (0006_archive): its pages fill.
+    expect(rows.find((r) => r.relname === 'q_jobs')!.reloptions).toContain('fillfactor=100');
   });
 
   it('rejects unknown modules with INVALID_ARGUMENT before touching the database', async () => {

@@ -23,6 +23,12 @@
 -- job of every status is carried over: the finished ones are copied to the archive with every
 -- column and then deleted from q_jobs, in this migration's transaction.
 ALTER TABLE "q_jobs" DROP CONSTRAINT "q_jobs_retry_of_id_fkey";--> statement-breakpoint
+-- The hot table is now written by inserts, non-HOT updates (claim, mark-running, renewal and
+-- retry each change an indexed column or an index predicate's status) and deletes: the 20 % of
+-- every page kept free for HOT updates of the old layout serves only the rare timeline update,
+-- and it spreads live jobs over a quarter more pages, which every claim's index walk and every
+-- completion then touch (and, while a snapshot is held, reads back from disk). Pages fill.
+ALTER TABLE "q_jobs" SET (fillfactor = 100);--> statement-breakpoint
 -- The archive has q_jobs' columns in q_jobs' order (q_jobs_all is one over the other), with their
 -- defaults but not the identity (ids come from q_jobs), the status default, the storage settings
 -- of a table updated in place, or the hot table's indexes.
