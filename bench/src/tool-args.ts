@@ -7,6 +7,8 @@ export interface ToolArgs {
   dsn: string;
   /** The value of `--name`, or `dflt` when absent. Throws on a value that is not a number. */
   num(name: string, dflt: number): number;
+  /** The value of `--name`, or `dflt` when absent. */
+  str(name: string, dflt: string): string;
 }
 
 /** Reads `argv` (without node and the script) and the environment. */
@@ -18,6 +20,13 @@ export function toolArgs(argv: readonly string[] = process.argv.slice(2)): ToolA
       if (i < 0) return dflt;
       const v = Number(argv[i + 1]);
       if (!Number.isFinite(v)) throw new Error(`--${name} needs a number`);
+      return v;
+    },
+    str(name, dflt) {
+      const i = argv.indexOf(`--${name}`);
+      if (i < 0) return dflt;
+      const v = argv[i + 1];
+      if (v === undefined || v.startsWith('--')) throw new Error(`--${name} needs a value`);
       return v;
     },
   };

@@ -131,9 +131,10 @@ export function jobDrainRetained(js: JobSystem = qJobs()): Scenario {
  * `job-drain-held-xmin`: workers at concurrency 8 drain a backlog a producer keeps at about
  * 10,000 jobs; after `before`, another session opens a REPEATABLE READ snapshot and holds it for
  * 60 s (`during`), then lets go (`after`). Reported: the rate in each phase and the dead tuples
- * of the system's hot table at the end of the held phase.
+ * of the system's hot table at the end of the held phase. `heldMsOverride` replaces the 60 s
+ * (`held-xmin.ts` runs one system alone with a shorter hold).
  */
-export function jobDrainHeldXmin(systems: JobSystem[] = [qJobs(), graphileWorker]): Scenario {
+export function jobDrainHeldXmin(systems: JobSystem[] = [qJobs(), graphileWorker], heldMsOverride?: number): Scenario {
   return {
     name: 'job-drain-held-xmin',
     title: 'job drain (c8) while another session holds a snapshot for 60 s: before / during / after',
@@ -151,7 +152,7 @@ export function jobDrainHeldXmin(systems: JobSystem[] = [qJobs(), graphileWorker
       name: js.name,
       ...(js.skip ? { skip: () => (js.skip as () => Promise<string | undefined>)() } : {}),
       async run(ctx) {
-        const heldMs = ctx.n(60_000, 1_500);
+        const heldMs = heldMsOverride ?? ctx.n(60_000, 1_500);
         const sideMs = ctx.n(10_000, 1_000);
         const h = await js.open(ctx.dsn, 10);
         const admin = new pg.Pool({ connectionString: ctx.dsn, max: 2 });
