@@ -35,6 +35,25 @@ function gatedHandler(results: (i: number) => unknown = (i) => `run ${i}`) {
   return { calls, handler };
 }
 
+/**
+ * Runs `action` (PL/pgSQL) in a trigger `name` on every renewal of a lease (same token, later
+ * expiry) until the test ends.
+ */
+async function onRenewal(name: string, action: string): Promise<void> {
+  await store.pool.query(`
+    CREATE OR REPLACE FUNCTION ${name}() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      IF NEW.lease_token = OLD.lease_token AND NEW.lease_expires_at > OLD.lease_expires_at THEN
+        ${action}
+      END IF;
+      RETURN NEW;
+    END $$`);
+  await store.pool.query(`CREATE TRIGGER ${name} BEFORE UPDATE ON q_jobs FOR EACH ROW EXECUTE FUNCTION ${name}()`);
+  cleanups.push(async () => {
+    await store.pool.query(`DROP TRIGGER IF EXISTS ${name} ON q_jobs`);
+  });
+}
+
 /** Lets the job's lease lapse (on the database clock) and has it reaped and queued again. */
 async function lapse(uuid: string): Promise<void> {
   await store.pool.query(`UPDATE q_jobs SET lease_expires_at = now() - interval '1 second' WHERE uuid = $1`, [uuid]);
@@ -109,18 +128,7 @@ it('same-worker re-claim: when both runs finish in one tick only the fresh outco
 });
 
 it('heartbeats failing for a lease period: the handler is aborted with lease_lost while the database still holds its lease', async () => {
-  await store.pool.query(`
-    CREATE OR REPLACE FUNCTION refuse_renewals() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-      IF NEW.lease_token = OLD.lease_token AND NEW.lease_expires_at > OLD.lease_expires_at THEN
-        RAISE EXCEPTION 'renewal refused by the test' USING ERRCODE = '57014';
-      END IF;
-      RETURN NEW;
-    END $$`);
-  await store.pool.query('CREATE TRIGGER refuse_renewals BEFORE UPDATE ON q_jobs FOR EACH ROW EXECUTE FUNCTION refuse_renewals()');
-  cleanups.push(async () => {
-    await store.pool.query('DROP TRIGGER IF EXISTS refuse_renewals ON q_jobs');
-  });
+  await onRenewal('refuse_renewals', "RAISE EXCEPTION 'renewal refused by the test' USING ERRCODE = '57014';");
   const job = await queue.enqueue({ type: 'renewal' });
   const seen: Array<{ reason: unknown; stillLeased: boolean }> = [];
   startWorker({ concurrency: 2, leaseDurationMs: 3_000 }, (w) =>
@@ -151,17 +159,8 @@ it('heartbeats failing for a lease period: the handler is aborted with lease_los
 it('renewals: a job held past a sixth of its lease is renewed every sixth to third of it; jobs done sooner are never rewritten', async () => {
   // Every renewal (same token, later expiry) is counted per job by a trigger.
   await store.pool.query('CREATE TABLE renewals (id bigint NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())');
-  await store.pool.query(`
-    CREATE OR REPLACE FUNCTION count_renewals() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-      IF NEW.lease_token = OLD.lease_token AND NEW.lease_expires_at > OLD.lease_expires_at THEN
-        INSERT INTO renewals (id) VALUES (NEW.id);
-      END IF;
-      RETURN NEW;
-    END $$`);
-  await store.pool.query('CREATE TRIGGER count_renewals BEFORE UPDATE ON q_jobs FOR EACH ROW EXECUTE FUNCTION count_renewals()');
+  await onRenewal('count_renewals', 'INSERT INTO renewals (id) VALUES (NEW.id);');
   cleanups.push(async () => {
-    await store.pool.query('DROP TRIGGER IF EXISTS count_renewals ON q_jobs');
     await store.pool.query('DROP TABLE IF EXISTS renewals');
   });
   // Lease 1.2 s: a beat every 200 ms. The long job is held for 1.3 s; each short one for 60 ms,
