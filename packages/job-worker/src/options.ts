@@ -55,8 +55,9 @@ export interface WorkerOptions {
   /** First retry delay (doubles per attempt, capped at 5 min). Default 5 s. */
   retryBaseMs?: number;
   /**
-   * Lease duration; a lease a sixth or more through its time is renewed every sixth of it. Default {@link LEASE_DURATION_MS} (90 s). At
-   * least 100 ms and below 2³¹−1 ms, as every timer option.
+   * Lease duration. Every sixth of it, the leases a sixth or more through their time are renewed.
+   * Default {@link LEASE_DURATION_MS} (90 s). At least 100 ms and below 2³¹−1 ms, as every timer
+   * option.
    */
   leaseDurationMs?: number;
   /** Idle polling interval, the fallback when no notification arrives. Default 1 s. */

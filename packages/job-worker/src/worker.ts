@@ -28,10 +28,10 @@ type State = 'new' | 'running' | 'stopping' | 'stopped';
 
 /**
  * Consumes jobs with bounded concurrency. It claims several jobs per statement, marks them
- * running, renews the leases of jobs held past a sixth of their lease in one statement every sixth of it, and writes outcomes in
- * batches, every write fenced by the lease token. Idle, it waits for a notification (LISTEN) or
- * its poll interval. One worker per job table at a time (advisory lock) reaps lapsed leases and
- * promotes due jobs.
+ * running, renews (every sixth of the lease, in one statement) the leases of jobs held past a
+ * sixth of it, and writes outcomes in batches, every write fenced by the lease token. Idle, it
+ * waits for a notification (LISTEN) or its poll interval. One worker per job table at a time
+ * (advisory lock) reaps lapsed leases and promotes due jobs.
  *
  * The facade of the claim loop, local queue (and its size), one attempt (with the pure retry
  * policy), lease keeping, maintenance and the attempts in flight (one file each); it owns the slots.
