@@ -13,21 +13,25 @@ export interface ToolArgs {
 
 /** Reads `argv` (without node and the script) and the environment. */
 export function toolArgs(argv: readonly string[] = process.argv.slice(2)): ToolArgs {
+  /** Absent: the flag is not given; otherwise the word after it (undefined at the end). */
+  const given = (name: string): { value: string | undefined } | undefined => {
+    const i = argv.indexOf(`--${name}`);
+    return i < 0 ? undefined : { value: argv[i + 1] };
+  };
   return {
     dsn: process.env.DSN ?? process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test',
     num(name, dflt) {
-      const i = argv.indexOf(`--${name}`);
-      if (i < 0) return dflt;
-      const v = Number(argv[i + 1]);
+      const g = given(name);
+      if (!g) return dflt;
+      const v = Number(g.value);
       if (!Number.isFinite(v)) throw new Error(`--${name} needs a number`);
       return v;
     },
     str(name, dflt) {
-      const i = argv.indexOf(`--${name}`);
-      if (i < 0) return dflt;
-      const v = argv[i + 1];
-      if (v === undefined || v.startsWith('--')) throw new Error(`--${name} needs a value`);
-      return v;
+      const g = given(name);
+      if (!g) return dflt;
+      if (g.value === undefined || g.value.startsWith('--')) throw new Error(`--${name} needs a value`);
+      return g.value;
     },
   };
 }
