@@ -11,11 +11,19 @@ export interface PlanNode {
   'Actual Loops'?: number;
   'Rows Removed by Filter'?: number;
   'Rows Removed by Index Recheck'?: number;
+  'Function Name'?: string;
+  Alias?: string;
+  /** With `buffers`: pages this node (and the nodes under it) found in shared buffers / read. */
+  'Shared Hit Blocks'?: number;
+  'Shared Read Blocks'?: number;
   Plans?: PlanNode[];
 }
 
-/** Turns on auto_explain (ANALYZE, JSON, nested statements) on `client` and collects the plans. */
-export async function capturePlans(client: pg.PoolClient): Promise<{ take(): PlanNode[] }> {
+/**
+ * Turns on auto_explain (ANALYZE, JSON, nested statements) on `client` and collects the plans;
+ * with `buffers`, each node also carries its buffer counts.
+ */
+export async function capturePlans(client: pg.PoolClient, opts: { buffers?: boolean } = {}): Promise<{ take(): PlanNode[] }> {
   let plans: PlanNode[] = [];
   client.on('notice', (msg) => {
     const text = msg.message ?? '';
@@ -33,6 +41,7 @@ export async function capturePlans(client: pg.PoolClient): Promise<{ take(): Pla
     `SET auto_explain.log_format = 'json'`,
     `SET auto_explain.log_level = 'notice'`,
     `SET client_min_messages = 'notice'`,
+    `SET auto_explain.log_buffers = ${opts.buffers === true ? 'on' : 'off'}`,
   ])
     await client.query(s);
   return {
@@ -44,7 +53,8 @@ export async function capturePlans(client: pg.PoolClient): Promise<{ take(): Pla
   };
 }
 
-function walk(node: PlanNode, visit: (n: PlanNode) => void): void {
+/** Calls `visit` on `node` and every node under it. */
+export function walk(node: PlanNode, visit: (n: PlanNode) => void): void {
   visit(node);
   for (const child of node.Plans ?? []) walk(child, visit);
 }
