@@ -141,9 +141,10 @@ export async function enqueueKeylessJobs(scope: StatementScope, db: Queryable, b
 }
 
 /**
- * The parameters of both batch statements, $1–$14. The uuids are q's own (uuidV7), so a plain
- * literal; the texts one literal each (see textArrayLiteral); the optional columns most batches
- * leave empty go as NULL, which the unnest pads.
+ * The parameters of both batch statements, $1–$14. The uuids are q's own (uuidV7) and the
+ * priorities and attempt limits checked integers, so plain literals; the texts one literal each
+ * (see textArrayLiteral); the optional columns most batches leave empty go as NULL, which the
+ * unnest pads.
  */
 function batchValues(b: EnqueueBatch, channel: string): unknown[] {
   return [
@@ -151,9 +152,9 @@ function batchValues(b: EnqueueBatch, channel: string): unknown[] {
     textArrayLiteral(b.queues),
     textArrayLiteral(b.types),
     textArrayLiteral(b.payloads),
-    b.priorities,
+    plainArrayLiteral(b.priorities),
     unnestColumn(b.runAts),
-    b.maxAttempts,
+    plainArrayLiteral(b.maxAttempts),
     unnestColumn(b.idempotencyKeys),
     unnestColumn(b.lockKeys),
     unnestColumn(b.teamIds),
