@@ -5,8 +5,9 @@ import type { Completer } from './completer.js';
 import { DeadLetterError } from './errors.js';
 import type { Execution } from './execution.js';
 import { firstLine, silentLogger, type Logger } from './logger.js';
-import type { HandlerFunc } from './options.js';
+import type { HandlerContext, HandlerFunc } from './options.js';
 import { processSpan } from './process-span.js';
+import type { StepRecorder } from './step-recorder.js';
 import { failureOutcome, refusedOutcome, storableOutcome, storableText } from './retry-policy.js';
 
 /** How an attempt tells its worker where it is. */
@@ -33,6 +34,28 @@ export interface AttemptConfig {
 }
 
 const NO_FIELDS: Record<string, unknown> = Object.freeze({});
+
+/**
+ * A handler's second argument. The signal and the step recorder are made when the handler first
+ * reads them (an AbortController and a recorder per job were a measurable share of a no-op job's
+ * cost); a signal aborted before it is read is aborted when made. A class, so a job costs one
+ * small object, not an object literal with two getter closures.
+ */
+class AttemptContext implements HandlerContext {
+  readonly #e: Execution;
+
+  constructor(e: Execution) {
+    this.#e = e;
+  }
+
+  get signal(): AbortSignal {
+    return this.#e.controller.signal;
+  }
+
+  get steps(): StepRecorder {
+    return this.#e.recorder;
+  }
+}
 
 /** The log fields naming one attempt of `job` on worker `workerId`. */
 export function jobFields(job: Job, workerId: string): Record<string, unknown> {
@@ -79,17 +102,7 @@ export class AttemptRunner {
     const started = performance.now();
     let outcome: JobOutcome;
     let error: string | undefined;
-    // The signal and the step recorder are made when the handler first reads them (an
-    // AbortController and a recorder per job were a measurable share of a no-op job's cost); a
-    // signal aborted before it is read is aborted when made.
-    const ctx = {
-      get signal() {
-        return e.controller.signal;
-      },
-      get steps() {
-        return e.recorder;
-      },
-    };
+    const ctx = new AttemptContext(e);
     let failure: HandlerFailure | undefined;
     try {
       // Untraced (the default), the handler is called directly: no wrapper per job.
@@ -137,10 +150,11 @@ export class AttemptRunner {
     // Should the store still refuse the outcome when it is written (a timeline over 64 MiB), a
     // failed attempt saying why is recorded instead, without the timeline.
     const submitted = outcome;
+    const steps = e.steps;
     const written =
       !e.leaseLost &&
       (await c.completer.submit(
-        { ...outcome, steps: e.steps },
+        steps === undefined ? outcome : { ...outcome, steps },
         () => e.held,
         (problem) => {
           outcome = refusedOutcome(e, submitted, problem, c.retryBaseMs);

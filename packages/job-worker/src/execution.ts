@@ -59,9 +59,16 @@ export class Execution {
     return this.#recorder;
   }
 
-  /** The timeline so far: an empty one (shared, frozen) when the handler recorded no step. */
-  get steps(): readonly Step[] {
-    return this.#recorder ? this.#recorder.steps : NO_STEPS;
+  /**
+   * The timeline the outcome writes: the attempt's own, or, when the handler recorded no step, an
+   * empty one (shared, frozen) replacing an earlier attempt's; `undefined` (the stored one is
+   * kept) when that is already empty, as it is for most jobs. Nothing else writes the timeline
+   * while this attempt holds the lease (step writes are fenced by it), so the one read at the
+   * claim is still the stored one.
+   */
+  get steps(): readonly Step[] | undefined {
+    if (this.#recorder) return this.#recorder.steps;
+    return this.job.steps.length === 0 ? undefined : NO_STEPS;
   }
 
   /** Aborts the handler's signal (with `reason`); a signal asked for later starts aborted. */

@@ -62,6 +62,27 @@ describe('completeAndClaim', () => {
     expect((await row(a!.id)).status).toBe('cancelled');
   });
 
+  it('reports every outcome of a mixed batch: written, fenced, a lease given twice, a token in upper case', async () => {
+    await store.enqueue(Array.from({ length: 5 }, (_, i) => ({ queue: 'default', type: `j${i}` })));
+    const [a, b, c, d] = await store.claim(opts(4));
+    const r = await store.completeAndClaim(
+      [
+        { ...lease(a!), status: 'succeeded' },
+        { ...lease(b!), leaseToken: '00000000-0000-4000-8000-000000000000', status: 'succeeded' },
+        { ...lease(c!), leaseToken: c!.leaseToken.toUpperCase(), status: 'retry_wait', error: 'x', retryDelayMs: 60_000 },
+        { ...lease(a!), status: 'succeeded' },
+        { ...lease(d!), status: 'dead_letter', error: 'y' },
+      ],
+      opts(5),
+    );
+    expect(r.written).toEqual([true, false, true, false, true]);
+    expect(r.jobs.map((j) => j.type)).toEqual(['j4']);
+    expect((await row(a!.id)).status).toBe('succeeded');
+    expect((await row(b!.id)).status).toBe('running');
+    expect((await row(c!.id)).status).toBe('retry_wait');
+    expect((await row(d!.id)).status).toBe('dead_letter');
+  });
+
   it('a lock key released by an outcome is claimable from the next round on, never twice held', async () => {
     await store.enqueue([
       { queue: 'default', type: 'k1', lockKey: 'K' },

@@ -82,6 +82,10 @@ export interface PreparedOutcomes {
   chunks: Array<[number, number]>;
   /** `written[i]` for input i, from the leases written. */
   report(written: ReadonlySet<string>): boolean[];
+  /** `written[i]` for input i, from whether batch entry `slot` was written. */
+  reportBy(written: (slot: number) => boolean): boolean[];
+  /** The {@link leaseKey} of batch entry `slot`. */
+  keyOf(slot: number): string;
 }
 
 /** Checks every outcome (`INVALID_ARGUMENT` naming its index) and splits the batch into statements. */
@@ -120,10 +124,14 @@ export function prepareOutcomes(outcomes: readonly JobOutcome[]): PreparedOutcom
     sizes,
     COMPLETE_CHUNK,
   ).map((c): [number, number] => [at(c, 0), at(c, c.length - 1) + 1]);
+  const keyOf = (j: number) => leaseKey(at(b.ids, j), at(b.tokens, j));
+  const reportBy = (written: (slot: number) => boolean) => slotOf.map((j) => j >= 0 && written(j));
   return {
     batch: b,
     chunks,
-    report: (written) => slotOf.map((j) => j >= 0 && written.has(leaseKey(at(b.ids, j), at(b.tokens, j)))),
+    report: (written) => reportBy((j) => written.has(keyOf(j))),
+    reportBy,
+    keyOf,
   };
 }
 

@@ -62,8 +62,15 @@ export async function completeAndClaim(
       for (let attempt = 0; ; attempt++) {
         try {
           const r = await completeAndClaimJobs(ctx.scope, ctx.pool, last, checked);
-          for (const key of r.written) written.add(key);
-          return { written: prepared.report(written), jobs: r.claimed.map(toLeasedJob).sort(claimOrder) };
+          // The last chunk's outcomes were written but for those fenced (usually none).
+          const fenced = new Set(r.fenced);
+          const inLast = (j: number) => j >= from && j < to;
+          return {
+            written: prepared.reportBy((j) =>
+              inLast(j) ? fenced.size === 0 || !fenced.has(prepared.keyOf(j)) : written.has(prepared.keyOf(j)),
+            ),
+            jobs: r.claimed.map(toLeasedJob).sort(claimOrder),
+          };
         } catch (err) {
           if (!isLockKeyRace(err)) throw err;
           if (attempt >= CLAIM_RACE_RETRIES) {

@@ -11,23 +11,29 @@ import type { Queryable } from './db.js';
 // rows; an outcome matches only a held lease's token), and a lock key released by an outcome is
 // still seen as held by the claim: its next job waits for the following round. The outcome part
 // is durable before any replacement is visible, as with two statements. The result is one row
-// per claimed job (written NULL), then one row listing the leases whose outcomes were written
-// (written = how many, with their `id/token` keys in one text; the job columns NULL). One text
-// instead of a row per outcome (a row of 30 mostly empty columns per job) or two arrays: both
-// were a measurable part of the worker's parsing, and the keys are what the caller looks up.
+// per claimed job (written NULL), then one row saying how many outcomes were written and listing
+// the leases whose outcomes were not (fenced: `id/token` keys in one text, NULL when there are
+// none; the job columns NULL). Almost every round writes every outcome, so the common answer is
+// a count and a NULL: a row per outcome (30 mostly empty columns), and then a key per written
+// lease, were each a measurable part of the worker's parsing and of the statement's own output.
+// The batch holds each lease once (see prepareOutcomes), so input minus written is the fenced.
 const P: ClaimParams = { queues: '$8', limit: '$9', workerId: '$10', leaseMs: '$11', status: '$12' };
 const NULLS = Array.from({ length: JOB_COLUMN_COUNT + 1 }, () => 'NULL').join(', ');
 const TEXT = `
 WITH ${COMPLETION_CTES}, ${claimCtes(P)}, claimed AS (${claimUpdate(P)}
 )
-SELECT NULL::int8 AS written, claimed.*, NULL::text AS written_keys FROM claimed
+SELECT NULL::int8 AS written, claimed.*, NULL::text AS fenced_keys FROM claimed
 UNION ALL
-SELECT count(*), ${NULLS}, string_agg(done.id || '/' || done.token, ',') FROM done`;
+SELECT count(*), ${NULLS},
+       (SELECT string_agg(f.id || '/' || f.token, ',')
+        FROM (SELECT u.id, u.token FROM unnest($1::int8[], $2::uuid[]) AS u(id, token)
+              EXCEPT ALL SELECT id, token FROM done) f)
+FROM done`;
 
 /** What one complete-and-claim round trip did. */
 export interface CompleteAndClaimRows {
-  /** The leases whose outcomes were written (the others were fenced), as `leaseKey`s. */
-  written: string[];
+  /** The leases whose outcomes were not written (fenced), as `leaseKey`s; the others were. */
+  fenced: string[];
   /** The jobs leased, in no particular order. */
   claimed: ClaimedRow[];
 }
@@ -49,18 +55,19 @@ export async function completeAndClaimJobs(
     claim.leaseMs,
     claim.status,
   ]);
-  const out: CompleteAndClaimRows = { written: [], claimed: [] };
+  const out: CompleteAndClaimRows = { fenced: [], claimed: [] };
   for (const r of rows) {
     if (r.written === null) out.claimed.push(r);
     // uuid text is lower case, as leaseKey writes it.
-    else if (r.written_keys) out.written = r.written_keys.split(',');
+    else if (r.fenced_keys) out.fenced = r.fenced_keys.split(',');
   }
   return out;
 }
 
-/** The columns of the row listing the written outcomes (NULL on the claimed rows). */
+/** The columns of the row reporting the outcomes (NULL on the claimed rows). */
 interface WrittenColumns {
+  /** How many outcomes were written. */
   written: string | null;
-  /** `id/token` of each written lease, comma-separated (NULL when none was written). */
-  written_keys: string | null;
+  /** `id/token` of each lease whose outcome was not written, comma-separated (NULL when none). */
+  fenced_keys: string | null;
 }
