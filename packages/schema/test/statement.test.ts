@@ -24,6 +24,13 @@ describe('StatementScope', () => {
     expect(cfg).toEqual({ text: 'SELECT 1 FROM "s".t JOIN "s".u USING (id)', values: [1] });
   });
 
+  it('carries rowMode array into the query config, named or not', () => {
+    const rows = statement('q_test_rows', 'SELECT 1, 2', { rowMode: 'array' });
+    expect(new StatementScope('s').config(rows, [])).toMatchObject({ name: expect.stringMatching(/^q_test_rows_/), rowMode: 'array' });
+    expect(new StatementScope('s', { named: false }).config(rows, [])).toEqual({ text: 'SELECT 1, 2', values: [], rowMode: 'array' });
+    expect(new StatementScope('s').config(ping, [])).not.toHaveProperty('rowMode');
+  });
+
   it('refuses an empty, NUL-holding or over-long schema with INVALID_ARGUMENT', () => {
     for (const bad of ['', 'a\u0000b', 'x'.repeat(64)]) {
       const err = thrownBy(() => new StatementScope(bad));

@@ -32,6 +32,9 @@ const COLUMNS = [
 /** How many columns {@link jobColumns} lists. */
 export const JOB_COLUMN_COUNT = COLUMNS.length;
 
+/** The position of each column in {@link jobColumns}. */
+const AT = Object.freeze(Object.fromEntries(COLUMNS.map((c, i) => [c, i]))) as Readonly<Record<(typeof COLUMNS)[number], number>>;
+
 /** The job columns every statement returns, qualified by `alias` (a constant, never input). */
 export function jobColumns(alias: string): string {
   return COLUMNS.map((c) => `${alias}.${c}`).join(', ');
@@ -80,39 +83,55 @@ const num = (v: string | null): number | null => (v === null ? null : Number(v))
 
 /** Maps a row to the public {@link Job}. A JSON `null` timeline (older writers) reads as `[]`. */
 export function toJob(r: JobRow): Job {
+  return jobOf(
+    COLUMNS.map((c) => r[c]),
+    0,
+  );
+}
+
+/**
+ * The {@link Job} of an array row (a statement run with `rowMode: 'array'`) whose job columns,
+ * in {@link jobColumns}' order, start at position `at`.
+ */
+function jobOf(v: readonly unknown[], at: number): Job {
+  const steps = v[at + AT.steps];
   return {
-    id: Number(r.id),
-    uuid: r.uuid,
-    queue: r.queue,
-    type: r.job_type,
-    payload: r.payload,
-    status: r.status,
-    priority: r.priority,
-    runAt: r.run_at,
-    attempt: r.attempt,
-    maxAttempts: r.max_attempts,
-    idempotencyKey: r.idempotency_key,
-    lockKey: r.lock_key,
-    leasedBy: r.leased_by,
-    leaseExpiresAt: r.lease_expires_at,
-    cancelRequestedAt: r.cancel_requested_at,
-    lastError: r.last_error,
-    steps: Array.isArray(r.steps) ? r.steps : [],
-    result: r.result,
-    retryOfId: num(r.retry_of_id),
-    teamId: num(r.team_id),
-    resourceId: num(r.resource_id),
-    resumeCount: r.resume_count,
-    createdAt: r.created_at,
-    updatedAt: r.updated_at,
-    finishedAt: r.finished_at,
-    deadLetteredAt: r.dead_lettered_at,
+    id: Number(v[at + AT.id] as string),
+    uuid: (v[at + AT.uuid] as string),
+    queue: (v[at + AT.queue] as string),
+    type: (v[at + AT.job_type] as string),
+    payload: v[at + AT.payload],
+    status: v[at + AT.status] as JobStatus,
+    priority: v[at + AT.priority] as number,
+    runAt: v[at + AT.run_at] as Date,
+    attempt: v[at + AT.attempt] as number,
+    maxAttempts: v[at + AT.max_attempts] as number,
+    idempotencyKey: (v[at + AT.idempotency_key] as string | null),
+    lockKey: (v[at + AT.lock_key] as string | null),
+    leasedBy: (v[at + AT.leased_by] as string | null),
+    leaseExpiresAt: (v[at + AT.lease_expires_at] as Date | null),
+    cancelRequestedAt: (v[at + AT.cancel_requested_at] as Date | null),
+    lastError: (v[at + AT.last_error] as string | null),
+    steps: Array.isArray(steps) ? (steps as Step[]) : [],
+    result: v[at + AT.result],
+    retryOfId: num(v[at + AT.retry_of_id] as string | null),
+    teamId: num(v[at + AT.team_id] as string | null),
+    resourceId: num(v[at + AT.resource_id] as string | null),
+    resumeCount: v[at + AT.resume_count] as number,
+    createdAt: v[at + AT.created_at] as Date,
+    updatedAt: v[at + AT.updated_at] as Date,
+    finishedAt: (v[at + AT.finished_at] as Date | null),
+    deadLetteredAt: (v[at + AT.dead_lettered_at] as Date | null),
   };
 }
 
-/** Maps a claimed row (with its `lease_token`). */
-export function toLeasedJob(r: JobRow & { lease_token: string }): LeasedJob {
-  const job = toJob(r) as LeasedJob;
-  job.leaseToken = r.lease_token;
+/**
+ * The {@link LeasedJob} of an array row holding the job columns from position `at`, then the
+ * lease token.
+ */
+export function leasedJobOf(v: readonly unknown[], at: number): LeasedJob {
+  const job = jobOf(v, at) as LeasedJob;
+  job.leaseToken = v[at + JOB_COLUMN_COUNT] as string;
   return job;
 }
+

@@ -4,7 +4,6 @@
 import { at, invalidArgument } from '@q/schema';
 import { leaseKey, prepareOutcomes, sliceBatch } from '../batches.js';
 import { claimOrder } from '../claim-order.js';
-import { toLeasedJob } from '../row.js';
 import { claimJobs } from '../sql/claim-jobs.js';
 import { completeAndClaimJobs } from '../sql/complete-and-claim-jobs.js';
 import { completeJobs } from '../sql/complete-jobs.js';
@@ -27,7 +26,7 @@ export async function claim(ctx: JobStoreContext, opts: ClaimOptions): Promise<L
     for (let attempt = 0; ; attempt++) {
       try {
         const rows = await claimJobs(ctx.scope, ctx.pool, claim.queues, claim.limit, claim.workerId, claim.leaseMs, claim.status);
-        return rows.map(toLeasedJob).sort(claimOrder);
+        return rows.sort(claimOrder);
       } catch (err) {
         if (!isLockKeyRace(err) || attempt >= CLAIM_RACE_RETRIES) {
           if (isLockKeyRace(err)) return [];
@@ -69,7 +68,7 @@ export async function completeAndClaim(
             written: prepared.reportBy((j) =>
               inLast(j) ? fenced.size === 0 || !fenced.has(prepared.keyOf(j)) : written.has(prepared.keyOf(j)),
             ),
-            jobs: r.claimed.map(toLeasedJob).sort(claimOrder),
+            jobs: r.claimed.sort(claimOrder),
           };
         } catch (err) {
           if (!isLockKeyRace(err)) throw err;

@@ -1,5 +1,6 @@
 import { repeatedTimestamps, statement, type StatementScope } from '@q/schema';
-import { jobColumns, type JobRow } from '../row.js';
+import { jobColumns, leasedJobOf } from '../row.js';
+import type { LeasedJob } from '../types.js';
 import type { Queryable } from './db.js';
 
 /** Placeholders of the claim's parameters inside a statement (constants, never input). */
@@ -60,10 +61,10 @@ RETURNING ${jobColumns('jobs')}, jobs.lease_token`;
 const P: ClaimParams = { queues: '$1', limit: '$2', workerId: '$3', leaseMs: '$4', status: '$5' };
 const TEXT = `WITH ${claimCtes(P)}${claimUpdate(P)}`;
 
-/** A claimed row: the job with the fencing token of its new lease. */
-export type ClaimedRow = JobRow & { lease_token: string };
-
-const TEXT_STMT = statement('q_jobs_claim', TEXT, { types: repeatedTimestamps });
+// Rows arrive as arrays (the job columns, then the lease token) and are mapped by position: a
+// claim returns hundreds of rows of twenty-seven columns, and pg's object per row, keyed by
+// column name, was a measurable part of a worker's CPU.
+const TEXT_STMT = statement('q_jobs_claim', TEXT, { types: repeatedTimestamps, rowMode: 'array' });
 
 /**
  * Leases up to `limit` eligible jobs of `queues` for `workerId`; each gets a new fencing token.
@@ -78,7 +79,7 @@ export async function claimJobs(
   workerId: string,
   leaseMs: number,
   status: 'leased' | 'running',
-): Promise<ClaimedRow[]> {
-  const { rows } = await scope.run<ClaimedRow>(db, TEXT_STMT, [queues, limit, workerId, leaseMs, status]);
-  return rows;
+): Promise<LeasedJob[]> {
+  const { rows } = await scope.run<unknown[]>(db, TEXT_STMT, [queues, limit, workerId, leaseMs, status]);
+  return rows.map((v) => leasedJobOf(v, 0));
 }

@@ -1,6 +1,7 @@
 import { repeatedTimestamps, statement, type StatementScope } from '@q/schema';
-import { JOB_COLUMN_COUNT } from '../row.js';
-import { claimCtes, claimUpdate, type ClaimParams, type ClaimedRow } from './claim-jobs.js';
+import { JOB_COLUMN_COUNT, leasedJobOf } from '../row.js';
+import type { LeasedJob } from '../types.js';
+import { claimCtes, claimUpdate, type ClaimParams } from './claim-jobs.js';
 import { COMPLETION_CTES, completionValues, type CompletionBatch } from './complete-jobs.js';
 import type { Queryable } from './db.js';
 
@@ -35,10 +36,13 @@ export interface CompleteAndClaimRows {
   /** The leases whose outcomes were not written (fenced), as `leaseKey`s; the others were. */
   fenced: string[];
   /** The jobs leased, in no particular order. */
-  claimed: ClaimedRow[];
+  claimed: LeasedJob[];
 }
 
-const TEXT_STMT = statement('q_jobs_complete_claim', TEXT, { types: repeatedTimestamps });
+// Rows as arrays, mapped by position (see claim-jobs.ts): `written`, the job columns and the
+// lease token, then `fenced_keys`.
+const TEXT_STMT = statement('q_jobs_complete_claim', TEXT, { types: repeatedTimestamps, rowMode: 'array' });
+const FENCED_AT = JOB_COLUMN_COUNT + 2;
 
 /** Writes `outcomes` and leases up to `limit` jobs of `queues`, in one statement. */
 export async function completeAndClaimJobs(
@@ -47,7 +51,7 @@ export async function completeAndClaimJobs(
   outcomes: CompletionBatch,
   claim: { queues: string[]; limit: number; workerId: string; leaseMs: number; status: 'leased' | 'running' },
 ): Promise<CompleteAndClaimRows> {
-  const { rows } = await scope.run<ClaimedRow & WrittenColumns>(db, TEXT_STMT, [
+  const { rows } = await scope.run<unknown[]>(db, TEXT_STMT, [
     ...completionValues(outcomes),
     claim.queues,
     claim.limit,
@@ -56,18 +60,12 @@ export async function completeAndClaimJobs(
     claim.status,
   ]);
   const out: CompleteAndClaimRows = { fenced: [], claimed: [] };
-  for (const r of rows) {
-    if (r.written === null) out.claimed.push(r);
-    // uuid text is lower case, as leaseKey writes it.
-    else if (r.fenced_keys) out.fenced = r.fenced_keys.split(',');
+  for (const v of rows) {
+    // `written` is NULL on a claimed job's row; the report row has the count, and its
+    // `fenced_keys` lists the `id/token` of each lease whose outcome was not written (NULL when
+    // none; uuid text is lower case, as leaseKey writes it).
+    if (v[0] === null) out.claimed.push(leasedJobOf(v, 1));
+    else if (typeof v[FENCED_AT] === 'string') out.fenced = v[FENCED_AT].split(',');
   }
   return out;
-}
-
-/** The columns of the row reporting the outcomes (NULL on the claimed rows). */
-interface WrittenColumns {
-  /** How many outcomes were written. */
-  written: string | null;
-  /** `id/token` of each lease whose outcome was not written, comma-separated (NULL when none). */
-  fenced_keys: string | null;
 }
