@@ -83,6 +83,26 @@ describe('completeAndClaim', () => {
     expect((await row(d!.id)).status).toBe('dead_letter');
   });
 
+  it('a claimed job is the row as stored: status, holder and lease expiry filled in from the claim match it', async () => {
+    await store.enqueue(Array.from({ length: 3 }, (_, i) => ({ queue: 'default', type: `s${i}`, payload: { i } })));
+    // Without the lease token, a claimed job is exactly what a read of its row gives.
+    const asStored = async (j: LeasedJob) => {
+      const { leaseToken, ...job } = j;
+      expect(leaseToken).toMatch(/^[0-9a-f-]{36}$/);
+      expect(job).toEqual(await row(j.id));
+    };
+    const [first] = await store.claim({ ...opts(1), leaseMs: 12_345.4, start: false });
+    await asStored(first!);
+    expect(first).toMatchObject({ status: 'leased', leasedBy: 'w1' });
+    expect(first!.leaseExpiresAt!.getTime() - first!.updatedAt.getTime()).toBe(12_346);
+    const r = await store.completeAndClaim([{ ...lease(first!), status: 'succeeded' }], { ...opts(2), workerId: 'w2' });
+    for (const j of r.jobs) await asStored(j);
+    expect(r.jobs.map((j) => [j.status, j.leasedBy, j.leaseExpiresAt!.getTime() - j.updatedAt.getTime()])).toEqual([
+      ['running', 'w2', LEASE],
+      ['running', 'w2', LEASE],
+    ]);
+  });
+
   it('a lock key released by an outcome is claimable from the next round on, never twice held', async () => {
     await store.enqueue([
       { queue: 'default', type: 'k1', lockKey: 'K' },

@@ -29,6 +29,9 @@ const COLUMNS = [
   'dead_lettered_at',
 ] as const;
 
+/** The job columns every statement returns, in order. */
+export const JOB_COLUMN_NAMES: readonly string[] = COLUMNS;
+
 /** How many columns {@link jobColumns} lists. */
 export const JOB_COLUMN_COUNT = COLUMNS.length;
 
@@ -97,21 +100,21 @@ function jobOf(v: readonly unknown[], at: number): Job {
   const steps = v[at + AT.steps];
   return {
     id: Number(v[at + AT.id] as string),
-    uuid: (v[at + AT.uuid] as string),
-    queue: (v[at + AT.queue] as string),
-    type: (v[at + AT.job_type] as string),
+    uuid: v[at + AT.uuid] as string,
+    queue: v[at + AT.queue] as string,
+    type: v[at + AT.job_type] as string,
     payload: v[at + AT.payload],
     status: v[at + AT.status] as JobStatus,
     priority: v[at + AT.priority] as number,
     runAt: v[at + AT.run_at] as Date,
     attempt: v[at + AT.attempt] as number,
     maxAttempts: v[at + AT.max_attempts] as number,
-    idempotencyKey: (v[at + AT.idempotency_key] as string | null),
-    lockKey: (v[at + AT.lock_key] as string | null),
-    leasedBy: (v[at + AT.leased_by] as string | null),
-    leaseExpiresAt: (v[at + AT.lease_expires_at] as Date | null),
-    cancelRequestedAt: (v[at + AT.cancel_requested_at] as Date | null),
-    lastError: (v[at + AT.last_error] as string | null),
+    idempotencyKey: v[at + AT.idempotency_key] as string | null,
+    lockKey: v[at + AT.lock_key] as string | null,
+    leasedBy: v[at + AT.leased_by] as string | null,
+    leaseExpiresAt: v[at + AT.lease_expires_at] as Date | null,
+    cancelRequestedAt: v[at + AT.cancel_requested_at] as Date | null,
+    lastError: v[at + AT.last_error] as string | null,
     steps: Array.isArray(steps) ? (steps as Step[]) : [],
     result: v[at + AT.result],
     retryOfId: num(v[at + AT.retry_of_id] as string | null),
@@ -120,18 +123,28 @@ function jobOf(v: readonly unknown[], at: number): Job {
     resumeCount: v[at + AT.resume_count] as number,
     createdAt: v[at + AT.created_at] as Date,
     updatedAt: v[at + AT.updated_at] as Date,
-    finishedAt: (v[at + AT.finished_at] as Date | null),
-    deadLetteredAt: (v[at + AT.dead_lettered_at] as Date | null),
+    finishedAt: v[at + AT.finished_at] as Date | null,
+    deadLetteredAt: v[at + AT.dead_lettered_at] as Date | null,
   };
 }
 
+/** What a claimer knows of the jobs it leased without reading them back (see claim-jobs.ts). */
+export interface ClaimedAs {
+  status: 'leased' | 'running';
+  workerId: string;
+  leaseMs: number;
+}
+
 /**
- * The {@link LeasedJob} of an array row holding the job columns from position `at`, then the
- * lease token.
+ * The {@link LeasedJob} of a claimed array row holding the job columns from position `at`, then
+ * the lease token; the status, the lease holder and the lease expiry (the claim's `now()`, which
+ * is also the row's `updated_at`, plus the lease) come from the claim itself, not the row.
  */
-export function leasedJobOf(v: readonly unknown[], at: number): LeasedJob {
+export function leasedJobOf(v: readonly unknown[], at: number, claim: ClaimedAs): LeasedJob {
   const job = jobOf(v, at) as LeasedJob;
+  job.status = claim.status;
+  job.leasedBy = claim.workerId;
+  job.leaseExpiresAt = new Date(job.updatedAt.getTime() + claim.leaseMs);
   job.leaseToken = v[at + JOB_COLUMN_COUNT] as string;
   return job;
 }
-

@@ -65,9 +65,7 @@ export async function completeAndClaim(
           const fenced = new Set(r.fenced);
           const inLast = (j: number) => j >= from && j < to;
           return {
-            written: prepared.reportBy((j) =>
-              inLast(j) ? fenced.size === 0 || !fenced.has(prepared.keyOf(j)) : written.has(prepared.keyOf(j)),
-            ),
+            written: prepared.reportBy((j) => (inLast(j) ? fenced.size === 0 || !fenced.has(prepared.keyOf(j)) : written.has(prepared.keyOf(j)))),
             jobs: r.claimed.sort(claimOrder),
           };
         } catch (err) {

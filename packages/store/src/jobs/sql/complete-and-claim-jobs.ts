@@ -64,7 +64,7 @@ export async function completeAndClaimJobs(
     // `written` is NULL on a claimed job's row; the report row has the count, and its
     // `fenced_keys` lists the `id/token` of each lease whose outcome was not written (NULL when
     // none; uuid text is lower case, as leaseKey writes it).
-    if (v[0] === null) out.claimed.push(leasedJobOf(v, 1));
+    if (v[0] === null) out.claimed.push(leasedJobOf(v, 1, claim));
     else if (typeof v[FENCED_AT] === 'string') out.fenced = v[FENCED_AT].split(',');
   }
   return out;
