@@ -50,8 +50,8 @@ cand AS (
 
 // The columns the claimer sets to values it knows, returned NULL and filled in by leasedJobOf:
 // the status and the lease holder it asked for, and the lease expiry, which is updated_at (the
-// statement's now()) plus the lease. Three fewer values per row to format and parse, two of
-// them timestamps, on the statement a worker runs most.
+// statement's now()) plus the lease. Three fewer values per row to format and parse (one a
+// timestamp) on the statement a worker runs most.
 const KNOWN = new Set(['status', 'leased_by', 'lease_expires_at']);
 const RETURNED = someJobColumns('jobs', new Set(JOB_COLUMN_NAMES.filter((c) => !KNOWN.has(c))));
 
