@@ -39,7 +39,7 @@ async function main(): Promise<void> {
     if (RETAINED > 0) {
       await admin.query(
         `INSERT INTO "${schema}".q_jobs_archive (id, queue, job_type, payload, status, attempt, result, finished_at)
-         SELECT nextval(pg_get_serial_sequence('"${schema}".q_jobs', 'id')), 'bench', 'noop', jsonb_build_object('i', g),
+         SELECT nextval((SELECT pg_get_serial_sequence('"${schema}".q_jobs', 'id')::regclass)), 'bench', 'noop', jsonb_build_object('i', g),
                 'succeeded', 1, 'null', now() FROM generate_series(1, $1::int) g`,
         [RETAINED],
       );

@@ -103,7 +103,7 @@ export function jobDrainRetained(js: JobSystem = qJobs()): Scenario {
         const empty = await drains('empty');
         await admin.query(
           `INSERT INTO q_jobs_archive (id, queue, job_type, payload, status, attempt, result, finished_at)
-           SELECT nextval(pg_get_serial_sequence('q_jobs', 'id')), 'history', 'noop', jsonb_build_object('i', g),
+           SELECT nextval((SELECT pg_get_serial_sequence('q_jobs', 'id')::regclass)), 'history', 'noop', jsonb_build_object('i', g),
                   'succeeded', 1, 'null', now() - interval '1 hour'
            FROM generate_series(1, $1::int) g`,
           [retained],
