@@ -112,6 +112,32 @@ describe('leader lease', () => {
     }
   });
 
+  it('a bid that waited for a stopped holder’s row lock gets a lease timed from its takeover, not from its wait', async () => {
+    const a = (await store.acquireLeadership('a', 300))!;
+    const client = await store.pool.connect();
+    try {
+      // A holder stopped mid-round: its renewal is made, never committed, and rolled back at last.
+      await client.query('BEGIN');
+      await client.query(`UPDATE q_leader_leases SET renewed_at = clock_timestamp() WHERE name = $1`, [a.name]);
+      const bid = store.acquireLeadership('b', 1_000);
+      await new Promise((r) => setTimeout(r, 1_200)); // longer than the bid's whole lease
+      await client.query('ROLLBACK');
+      const b = (await bid)!;
+      expect(b).toMatchObject({ owner: 'b', epoch: a.epoch + 1 });
+      const { rows } = await store.pool.query<{ live_ms: number; since_acquired_ms: number }>(
+        `SELECT (extract(epoch FROM expires_at - clock_timestamp()) * 1000)::float8 AS live_ms,
+                (extract(epoch FROM clock_timestamp() - acquired_at) * 1000)::float8 AS since_acquired_ms
+           FROM q_leader_leases WHERE name = $1`,
+        [a.name],
+      );
+      expect(rows[0]!.live_ms).toBeGreaterThan(500);
+      expect(rows[0]!.since_acquired_ms).toBeLessThan(500);
+      expect(await store.renewLeadership(b, 1_000)).toMatchObject({ owner: 'b', epoch: b.epoch });
+    } finally {
+      client.release();
+    }
+  });
+
   it('refuses bad arguments with INVALID_ARGUMENT before any statement', async () => {
     for (const call of [
       () => store.acquireLeadership('', 1_000),

@@ -5,6 +5,9 @@ import { statement, type Queryable, type StatementScope } from '@q/schema';
 // it in place, so the epoch never goes back and a deposed holder's fenced writes keep failing.
 // Durations travel as milliseconds ($3) and become intervals on the server.
 
+// The update reads the clock itself, not the proposed row's times: those were taken before the
+// bid waited for the row lock of a holder mid-round (up to a second, or the idle timeout of a
+// stopped one), and a lease timed from then would start shortened, or already expired.
 const ACQUIRE = statement(
   'q_jobs_leader_acquire',
   `INSERT INTO __q_schema__.q_leader_leases AS l (name, owner, epoch, expires_at, acquired_at, renewed_at)
@@ -12,9 +15,9 @@ VALUES ($1, $2, 1, clock_timestamp() + $3::int * interval '1 millisecond', clock
 ON CONFLICT (name) DO UPDATE SET
   owner = EXCLUDED.owner,
   epoch = CASE WHEN l.owner = EXCLUDED.owner THEN l.epoch ELSE l.epoch + 1 END,
-  expires_at = EXCLUDED.expires_at,
-  acquired_at = CASE WHEN l.owner = EXCLUDED.owner THEN l.acquired_at ELSE EXCLUDED.acquired_at END,
-  renewed_at = EXCLUDED.renewed_at
+  expires_at = clock_timestamp() + $3::int * interval '1 millisecond',
+  acquired_at = CASE WHEN l.owner = EXCLUDED.owner THEN l.acquired_at ELSE clock_timestamp() END,
+  renewed_at = clock_timestamp()
 WHERE l.owner = EXCLUDED.owner OR l.expires_at <= clock_timestamp()
 RETURNING epoch::text AS epoch, expires_at`,
 );
