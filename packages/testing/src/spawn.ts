@@ -38,7 +38,7 @@ export interface TsProcess {
   readonly alive: boolean;
   /** Sends `signal` if it is still running. */
   kill(signal?: NodeJS.Signals): void;
-  /** Resolves when it exits. */
+  /** Resolves when it exited and its output is read (its pipes closed, or 2 s after the exit). */
   readonly exited: Promise<Exit>;
 }
 
@@ -67,7 +67,16 @@ export function spawnTs(script: string, opts: SpawnTsOptions = {}): TsProcess {
     all += s;
     opts.onOutput?.(s);
   });
-  const exited = new Promise<Exit>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  // 'exit' can come before the last chunks of output are read: resolve once the pipes closed too,
+  // waiting at most 2 s for them (a grandchild may hold them open).
+  const exited = new Promise<Exit>((resolve) =>
+    child.once('exit', (code, signal) => {
+      const done = (): void => resolve({ code, signal });
+      if (child.stdout.closed && (child.stderr?.closed ?? true)) return done();
+      child.once('close', done);
+      setTimeout(done, 2_000).unref();
+    }),
+  );
   return {
     child,
     stdout: () => out,
