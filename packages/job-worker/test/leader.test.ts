@@ -61,6 +61,8 @@ const lease = async () =>
          FROM q_leader_leases WHERE name = 'jobs_maintenance'`,
     )
   ).rows[0];
+/** The lease once it is live: the row read, not a second read that may differ. */
+const liveLease = (timeoutMs?: number) => waitFor(lease, { ...(timeoutMs !== undefined ? { timeoutMs } : {}), done: (l) => l?.live === true });
 
 async function stopGracefully(p: WorkerProcess): Promise<void> {
   p.child.kill('SIGTERM');
@@ -69,7 +71,7 @@ async function stopGracefully(p: WorkerProcess): Promise<void> {
 
 it('two worker processes: exactly one leader, the same one, for many lease periods', async () => {
   const [a, b] = await Promise.all([start('lead-a'), start('lead-b')]);
-  const first = await waitFor(async () => ((await lease())?.live ? await lease() : undefined));
+  const first = await liveLease();
   const deadline = Date.now() + 3 * TTL_MS;
   while (Date.now() < deadline) {
     const now = await lease();
@@ -83,15 +85,16 @@ it('two worker processes: exactly one leader, the same one, for many lease perio
 });
 
 /**
- * SIGSTOPs whichever of `a`, `b` holds the lease. On a loaded machine the first rounds of a
+ * SIGSTOPs whichever of the two workers (by worker id) holds the lease. On a loaded machine the first rounds of a
  * worker can run late enough for its lease to lapse and change hands just before the stop, and
  * the one stopped then is no leader: it is woken and the stop tried again (at most five times)
  * until the one stopped still holds the lease once whatever it sent before has landed.
  */
-async function stopTheLeader(a: WorkerProcess, b: WorkerProcess) {
+async function stopTheLeader(workers: Record<string, WorkerProcess>) {
+  const [a, b] = Object.values(workers) as [WorkerProcess, WorkerProcess];
   for (let tries = 1; ; tries++) {
-    const held = await waitFor(async () => ((await lease())?.live ? await lease() : undefined));
-    const [leader, other] = held.owner === 'stop-a' ? [a, b] : [b, a];
+    const held = await liveLease();
+    const [leader, other] = workers[held.owner] === a ? [a, b] : [b, a];
     leader.child.kill('SIGSTOP');
     await new Promise((r) => setTimeout(r, 200));
     const last = (await lease())!; // its last renewal: what it sent before the stop has landed
@@ -103,7 +106,7 @@ async function stopTheLeader(a: WorkerProcess, b: WorkerProcess) {
 
 it('a SIGSTOPped leader is replaced after its lease expires; woken, it finds itself fenced and does no maintenance', async () => {
   const [a, b] = await Promise.all([start('stop-a'), start('stop-b')]);
-  const { held, leader, other, last } = await stopTheLeader(a, b);
+  const { held, leader, other, last } = await stopTheLeader({ 'stop-a': a, 'stop-b': b });
   const taken = await waitFor(async () => {
     const l = await lease();
     return l && l.owner !== held.owner && l.live ? l : undefined;
@@ -129,7 +132,7 @@ it('a SIGSTOPped leader is replaced after its lease expires; woken, it finds its
 
 it('nothing leaks after close: the lease is released, no advisory lock or session stays, a new pair elects at once', async () => {
   const [a, b] = await Promise.all([start('leak-a'), start('leak-b')]);
-  await waitFor(async () => ((await lease())?.live ? true : undefined));
+  await liveLease();
   await Promise.all([stopGracefully(a), stopGracefully(b)]);
   expect((await lease())?.live).toBe(false);
   const { rows } = await store.pool.query<{ sessions: number; advisory: number }>(
@@ -141,7 +144,7 @@ it('nothing leaks after close: the lease is released, no advisory lock or sessio
   const before = (await lease())!.epoch;
   const [c, d] = await Promise.all([start('leak-c'), start('leak-d')]);
   // Their first round takes it: no waiting out an old lease (released) or a leaked lock.
-  const next = await waitFor(async () => ((await lease())?.live ? await lease() : undefined), TTL_MS);
+  const next = await liveLease(TTL_MS);
   expect(next.epoch).toBe(before + 1);
   expect(['leak-c', 'leak-d']).toContain(next.owner);
   await Promise.all([stopGracefully(c), stopGracefully(d)]);
