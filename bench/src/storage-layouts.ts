@@ -7,6 +7,7 @@
  * once per round, the order rotated) and medians reported.
  *
  *   DSN=postgres://… node bench/dist/storage-layouts.js [--jobs 20000] [--reps 3] [--retained 1000000]
+ *     [--layouts archive,archive-brin,raw]
  *
  * With `--retained N`, N finished jobs are kept where the layout keeps its history (the wide
  * table, or the archive) before the drain, then `VACUUM ANALYZE` and a `CHECKPOINT`, as in the
@@ -14,13 +15,21 @@
  *
  * The layouts (the statements keep the parts of q's that write: a fenced lease token, the attempt
  * count, the timestamps; no lock keys, no idempotency keys):
- * - `current`: q's `q_jobs` as its migrations leave it (created by `JobStore.open`): one wide
- *   row per job, updated at claim and at completion, both updates non-HOT;
+ * - `current`: q's tables as its migrations leave them (created by `JobStore.open`), written as
+ *   before the archive: a completion updates the row to `succeeded`, which q's trigger turns into
+ *   a move to the archive (the path of an application's own SQL, not of q's worker);
  * - `narrow-active`: the wide row keeps only its primary key and uuid index (fillfactor 50), so
  *   its updates are HOT; a narrow `active` table holds what claims and lease expiry search;
  * - `claim-narrow`: as `narrow-active`, but a claim writes only the narrow row (and reads the
  *   wide one): the wide row is written once, at completion;
- * - `archive`: today's hot table; completion moves the row into an archive table;
+ * - `archive`: q's hot table of live jobs; completion moves the row into an archive table (what
+ *   q's completion statement does, without its lock keys, retries and report);
+ * - `archive-no-uuid`, `-no-lease`, `-no-both`: as `archive`, without the hot table's uuid
+ *   index, its lease-expiry index, or both: what those index entries cost a claim;
+ * - `archive-brin`: as `archive`, with block-range indexes on the archive's id, uuid and finish
+ *   time instead of its primary key and unique uuid index: what its two b-trees cost;
+ * - `home-outcome`: the wide row is written once, at enqueue, and never moved; a narrow `active`
+ *   row per live job takes the claims, and a completion deletes it and inserts a narrow outcome;
  * - `delete`: completion deletes the row, keeping no history (what `CONTRACT.md` §5 rules out:
  *   shown for the price of that history);
  * - `raw`: the raw-SQL limit of `systems/raw-jobs.ts` (six columns, one index).
@@ -30,6 +39,7 @@
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { JobStore } from '@q/store';
+import { summarize } from './stats.js';
 import { toolArgs } from './tool-args.js';
 
 const args = toolArgs();
@@ -37,6 +47,8 @@ const dsn = args.dsn;
 const JOBS = args.num('jobs', 20_000);
 const REPS = args.num('reps', 3);
 const RETAINED = args.num('retained', 0);
+/** `--layouts a,b`: only these (the first is then the baseline unless `current` is among them). */
+const LAYOUTS = args.str('layouts', '');
 const ENQUEUE_BATCH = 1_000;
 const CLAIM_BATCH = 500;
 /** Clock ticks per second of /proc/<pid>/stat (USER_HZ, 100 on Linux). */
@@ -110,6 +122,16 @@ async function createActive(db: pg.Client, s: string): Promise<void> {
   await db.query(`CREATE SEQUENCE ${s}.ids`);
 }
 
+/** A claim that leases the narrow `active` rows (`createActive`) and reads the wide ones. */
+const CLAIM_ACTIVE = (s: string) => `WITH a AS (UPDATE ${s}.active a SET leased = true, lease_token = gen_random_uuid(), leased_by = 'w',
+      attempt = a.attempt + 1, lease_expires_at = now() + interval '30 s'
+    FROM (${PICK(`${s}.active`, 'NOT leased')}) p WHERE a.id = p.id RETURNING a.*)
+  SELECT j.*, a.lease_token AS lease_token, a.attempt AS attempt FROM a JOIN ${s}.q_jobs j ON j.id = a.id`;
+
+/** The CTE `d(id, attempt)`: the fenced delete of the finished jobs' `active` rows. */
+const FINISH_ACTIVE = (s: string) => `d AS (DELETE FROM ${s}.active a USING ${OUTCOMES}
+    WHERE a.id = ANY($1) AND a.id = u.id AND a.lease_token = u.token RETURNING a.id, a.attempt)`;
+
 /** History, tables and enqueue of a layout with a narrow `active` table beside the wide row. */
 function besideActive(schema: string, fillfactor: number): Pick<Layout, 'history' | 'create' | 'enqueue'> {
   return {
@@ -123,12 +145,50 @@ function besideActive(schema: string, fillfactor: number): Pick<Layout, 'history
   };
 }
 
+/** Which indexes an `archive`-family layout has (see the header). */
+interface ArchiveIndexes {
+  /** The hot table's unique uuid index. */
+  hotUuid: boolean;
+  /** The hot table's partial lease-expiry index. */
+  hotLease: boolean;
+  /** The archive's: primary key and unique uuid (`btree`), or block-range indexes only (`brin`). */
+  archive: 'btree' | 'brin';
+}
+
+/** A hot table of live jobs whose completion moves the row into an archive, with `ix`'s indexes. */
+function archiveLike(name: string, schema: string, ix: ArchiveIndexes): Layout {
+  return {
+    name,
+    history: `${schema}.archive`,
+    create: async (db) => {
+      await db.query(`CREATE TABLE ${schema}.q_jobs (LIKE ${TEMPLATE}.q_jobs INCLUDING DEFAULTS)`);
+      await db.query(`ALTER TABLE ${schema}.q_jobs ADD PRIMARY KEY (id)`);
+      if (ix.hotUuid) await db.query(`CREATE UNIQUE INDEX ON ${schema}.q_jobs (uuid)`);
+      await db.query(`CREATE INDEX ON ${schema}.q_jobs (queue, priority DESC NULLS LAST, run_at, id) WHERE status = 'queued'`);
+      if (ix.hotLease) await db.query(`CREATE INDEX ON ${schema}.q_jobs (lease_expires_at) WHERE status IN ('leased', 'running')`);
+      if (ix.archive === 'btree') await likeCurrent(db, schema, 'archive');
+      else {
+        await db.query(`CREATE TABLE ${schema}.archive (LIKE ${TEMPLATE}.q_jobs INCLUDING DEFAULTS)`);
+        for (const column of ['id', 'uuid', 'finished_at']) await db.query(`CREATE INDEX ON ${schema}.archive USING brin (${column})`);
+      }
+      await db.query(`CREATE SEQUENCE ${schema}.ids`);
+    },
+    enqueue: INSERT_WIDE(schema),
+    claim: `UPDATE ${schema}.q_jobs j SET ${LEASE_WIDE} FROM (${PICK(`${schema}.q_jobs`, `status = 'queued'`)}) p
+      WHERE j.id = p.id RETURNING j.*`,
+    complete: `WITH d AS (DELETE FROM ${schema}.q_jobs j USING ${OUTCOMES}
+        WHERE j.id = ANY($1) AND j.id = u.id AND j.lease_token = u.token RETURNING j.*)
+      INSERT INTO ${schema}.archive (${JOB_COLUMNS.join(', ')})
+      SELECT ${JOB_COLUMNS.map((c) => ON_COMPLETION[c] ?? c).join(', ')} FROM d`,
+  };
+}
+
 function layouts(): Array<Layout & { schema: string }> {
   const s = (name: string) => `${PREFIX}${name.replace(/-/g, '_')}`;
   const cur = s('current');
   const na = s('narrow-active');
   const cn = s('claim-narrow');
-  const ar = s('archive');
+  const ho = s('home-outcome');
   const de = s('delete');
   const raw = s('raw');
   const list: Layout[] = [
@@ -159,33 +219,32 @@ function layouts(): Array<Layout & { schema: string }> {
     {
       name: 'claim-narrow',
       ...besideActive(cn, 70),
-      claim: `WITH a AS (UPDATE ${cn}.active a SET leased = true, lease_token = gen_random_uuid(), leased_by = 'w',
-            attempt = a.attempt + 1, lease_expires_at = now() + interval '30 s'
-          FROM (${PICK(`${cn}.active`, 'NOT leased')}) p WHERE a.id = p.id RETURNING a.*)
-        SELECT j.*, a.lease_token AS lease_token, a.attempt AS attempt FROM a JOIN ${cn}.q_jobs j ON j.id = a.id`,
-      complete: `WITH d AS (DELETE FROM ${cn}.active a USING ${OUTCOMES}
-          WHERE a.id = ANY($1) AND a.id = u.id AND a.lease_token = u.token RETURNING a.id, a.attempt)
+      claim: CLAIM_ACTIVE(cn),
+      complete: `WITH ${FINISH_ACTIVE(cn)}
         UPDATE ${cn}.q_jobs j SET status = 'succeeded', attempt = d.attempt, result = 'null', finished_at = now(),
           updated_at = now() FROM d WHERE j.id = d.id`,
     },
-    {
-      name: 'archive',
-      history: `${ar}.archive`,
-      create: async (db) => {
-        await likeCurrent(db, ar, 'q_jobs');
-        await db.query(`CREATE INDEX ON ${ar}.q_jobs (queue, priority DESC NULLS LAST, run_at, id) WHERE status = 'queued'`);
-        await db.query(`CREATE INDEX ON ${ar}.q_jobs (lease_expires_at) WHERE status IN ('leased', 'running')`);
-        await likeCurrent(db, ar, 'archive');
-        await db.query(`CREATE SEQUENCE ${ar}.ids`);
-      },
-      enqueue: INSERT_WIDE(ar),
-      claim: `UPDATE ${ar}.q_jobs j SET ${LEASE_WIDE} FROM (${PICK(`${ar}.q_jobs`, `status = 'queued'`)}) p
-        WHERE j.id = p.id RETURNING j.*`,
-      complete: `WITH d AS (DELETE FROM ${ar}.q_jobs j USING ${OUTCOMES}
-          WHERE j.id = ANY($1) AND j.id = u.id AND j.lease_token = u.token RETURNING j.*)
-        INSERT INTO ${ar}.archive (${JOB_COLUMNS.join(', ')})
-        SELECT ${JOB_COLUMNS.map((c) => ON_COMPLETION[c] ?? c).join(', ')} FROM d`,
-    },
+    archiveLike('archive', s('archive'), { hotUuid: true, hotLease: true, archive: 'btree' }),
+    archiveLike('archive-no-uuid', s('archive-no-uuid'), { hotUuid: false, hotLease: true, archive: 'btree' }),
+    archiveLike('archive-no-lease', s('archive-no-lease'), { hotUuid: true, hotLease: false, archive: 'btree' }),
+    archiveLike('archive-no-both', s('archive-no-both'), { hotUuid: false, hotLease: false, archive: 'btree' }),
+    archiveLike('archive-brin', s('archive-brin'), { hotUuid: true, hotLease: true, archive: 'brin' }),
+    (() => {
+      const beside = besideActive(ho, 100);
+      return {
+        name: 'home-outcome',
+        ...beside,
+        create: async (db: pg.Client, schema: string) => {
+          await beside.create(db, schema);
+          await db.query(`CREATE TABLE ${ho}.outcome (id int8 PRIMARY KEY, status text NOT NULL, attempt int NOT NULL,
+            result jsonb, finished_at timestamptz NOT NULL)`);
+        },
+        claim: CLAIM_ACTIVE(ho),
+        complete: `WITH ${FINISH_ACTIVE(ho)}
+          INSERT INTO ${ho}.outcome (id, status, attempt, result, finished_at)
+          SELECT id, 'succeeded', attempt, 'null', now() FROM d`,
+      };
+    })(),
     {
       name: 'delete',
       create: async (db) => {
@@ -213,7 +272,8 @@ function layouts(): Array<Layout & { schema: string }> {
       complete: `DELETE FROM ${raw}.jobs j USING ${OUTCOMES} WHERE j.id = ANY($1) AND j.id = u.id AND j.lease_token = u.token`,
     },
   ];
-  return list.map((l) => ({ ...l, schema: s(l.name) }));
+  const only = LAYOUTS === '' ? undefined : LAYOUTS.split(',');
+  return list.filter((l) => !only || only.includes(l.name)).map((l) => ({ ...l, schema: s(l.name) }));
 }
 
 /** utime + stime of a process in seconds. */
@@ -277,11 +337,7 @@ async function runOnce(db: pg.Client, pid: number, layout: Layout & { schema: st
   return { enqueueMicros, enqueueWal, drainMicros, drainWal, hotShare: upd > 0 ? Number(rows[0]?.hot ?? 0) / upd : 0 };
 }
 
-const median = (a: number[]): number => {
-  const s = [...a].sort((x, y) => x - y);
-  const mid = s.length >> 1;
-  return s.length % 2 ? (s[mid] ?? 0) : ((s[mid - 1] ?? 0) + (s[mid] ?? 0)) / 2;
-};
+const median = (a: readonly number[]): number => summarize(a).median;
 
 async function main(): Promise<void> {
   const db = new pg.Client({ connectionString: dsn, application_name: 'q-storage-layouts' });
@@ -300,9 +356,11 @@ async function main(): Promise<void> {
         console.error(`round ${r + 1}/${REPS} ${layout.name}: ${s.drainMicros.toFixed(1)} µs/job claim+complete`);
       }
     }
-    const cur = median((samples.get('current') ?? []).map((s) => s.drainMicros));
+    const baseName = samples.has('current') ? 'current' : (LAYOUTS.split(',')[0] ?? 'current');
+    const baseline = samples.get(baseName) ?? [];
+    const cur = median(baseline.map((s) => s.drainMicros));
     console.log(
-      `| layout | enqueue, µs CPU / job | enqueue, WAL bytes / job | claim + complete, µs CPU / job | claim + complete, WAL bytes / job | ÷ current | HOT updates |`,
+      `| layout | enqueue, µs CPU / job | enqueue, WAL bytes / job | claim + complete, µs CPU / job | claim + complete, WAL bytes / job | ÷ ${baseName} | HOT updates |`,
     );
     console.log('|---|---:|---:|---:|---:|---:|---:|');
     for (const [name, s] of samples) {

@@ -3,6 +3,7 @@ import { isQError } from '@q/schema';
 import { useJobStore } from '@q/testing';
 import { describe, expect, it } from 'vitest';
 import { JobStore, type ClaimOptions, type LeasedJob } from '../src/index.js';
+import { COMPLETE_CHUNK } from '../src/jobs/batches.js';
 
 let store: JobStore;
 const LEASE = 30_000;
@@ -81,6 +82,41 @@ describe('completeAndClaim', () => {
     expect((await row(b!.id)).status).toBe('running');
     expect((await row(c!.id)).status).toBe('retry_wait');
     expect((await row(d!.id)).status).toBe('dead_letter');
+  });
+
+  // A batch larger than one statement's share goes out in several; each statement reports only
+  // the leases it did not write, so a fenced outcome in an earlier statement must still come
+  // back false, and every other one true.
+  it('reports the fenced outcomes of every statement when a batch is split (complete, then completeAndClaim)', async () => {
+    const n = COMPLETE_CHUNK + 40;
+    await store.enqueue(Array.from({ length: 2 * n + 1 }, (_, i) => ({ queue: 'default', type: `b${i}` })));
+    const stale = '00000000-0000-4000-8000-000000000000';
+    // Fenced: one in the first statement's share, one in the last's; a token in upper case and a
+    // lease given twice, as in a smaller batch.
+    const outcomesOf = (held: LeasedJob[]) => [
+      ...held.map((j, i) => ({
+        id: j.id,
+        leaseToken: i === 3 || i === n - 2 ? stale : i === 7 ? j.leaseToken.toUpperCase() : j.leaseToken,
+        status: 'succeeded' as const,
+      })),
+      { ...lease(held[0]!), status: 'succeeded' as const },
+    ];
+    const expected = [...Array.from({ length: n }, (_, i) => i !== 3 && i !== n - 2), false];
+    const check = async (held: LeasedJob[], written: boolean[]) => {
+      expect(written).toEqual(expected);
+      const statuses = await Promise.all([3, 7, n - 2, 0, n - 1].map(async (i) => (await row(held[i]!.id)).status));
+      expect(statuses).toEqual(['running', 'succeeded', 'running', 'succeeded', 'succeeded']);
+    };
+
+    const first = await store.claim(opts(n));
+    expect(first).toHaveLength(n);
+    await check(first, await store.complete(outcomesOf(first)));
+
+    const second = await store.claim(opts(n));
+    expect(second).toHaveLength(n);
+    const r = await store.completeAndClaim(outcomesOf(second), opts(5));
+    await check(second, r.written);
+    expect(r.jobs).toHaveLength(1);
   });
 
   it('a claimed job is the row as stored: status, holder and lease expiry filled in from the claim match it', async () => {

@@ -80,12 +80,11 @@ export interface PreparedOutcomes {
   batch: CompletionBatch;
   /** `[from, to)` ranges of `batch`, one per statement. */
   chunks: Array<[number, number]>;
-  /** `written[i]` for input i, from the leases written. */
-  report(written: ReadonlySet<string>): boolean[];
-  /** `written[i]` for input i, from whether batch entry `slot` was written. */
-  reportBy(written: (slot: number) => boolean): boolean[];
-  /** The {@link leaseKey} of batch entry `slot`. */
-  keyOf(slot: number): string;
+  /**
+   * `written[i]` for input i: every batch entry was written but those whose {@link leaseKey} is
+   * in `fenced` (a repeated lease is reported not written).
+   */
+  reportFenced(fenced: ReadonlySet<string>): boolean[];
 }
 
 /** Checks every outcome (`INVALID_ARGUMENT` naming its index) and splits the batch into statements. */
@@ -124,14 +123,10 @@ export function prepareOutcomes(outcomes: readonly JobOutcome[]): PreparedOutcom
     sizes,
     COMPLETE_CHUNK,
   ).map((c): [number, number] => [at(c, 0), at(c, c.length - 1) + 1]);
-  const keyOf = (j: number) => leaseKey(at(b.ids, j), at(b.tokens, j));
-  const reportBy = (written: (slot: number) => boolean) => slotOf.map((j) => j >= 0 && written(j));
   return {
     batch: b,
     chunks,
-    report: (written) => reportBy((j) => written.has(keyOf(j))),
-    reportBy,
-    keyOf,
+    reportFenced: (fenced) => slotOf.map((j) => j >= 0 && (fenced.size === 0 || !fenced.has(leaseKey(at(b.ids, j), at(b.tokens, j))))),
   };
 }
 

@@ -2,7 +2,7 @@
 // Kept apart from the store facade because the lock-key race retries and the outcome chunking
 // belong together: completeAndClaim is both at once.
 import { at, invalidArgument } from '@q/schema';
-import { leaseKey, prepareOutcomes, sliceBatch } from '../batches.js';
+import { prepareOutcomes, sliceBatch } from '../batches.js';
 import { claimOrder } from '../claim-order.js';
 import { claimJobs } from '../sql/claim-jobs.js';
 import { completeAndClaimJobs } from '../sql/complete-and-claim-jobs.js';
@@ -50,29 +50,25 @@ export async function completeAndClaim(
   return ctx.op(
     'complete_claim',
     async () => {
-      const written = new Set<string>();
+      // Every outcome is written but for the fenced ones each statement reports (usually none).
+      const fenced = new Set<string>();
       const { batch, chunks } = prepared;
       // Rare (a worker submits fewer): the older outcomes alone first, the last chunk with the claim.
       for (const [from, to] of chunks.slice(0, -1)) {
-        for (const r of await completeJobs(ctx.scope, ctx.pool, sliceBatch(batch, from, to))) written.add(leaseKey(r.id, r.token));
+        for (const k of (await completeJobs(ctx.scope, ctx.pool, sliceBatch(batch, from, to))).fenced) fenced.add(k);
       }
       const [from, to] = at(chunks, chunks.length - 1);
       const last = sliceBatch(batch, from, to);
       for (let attempt = 0; ; attempt++) {
         try {
           const r = await completeAndClaimJobs(ctx.scope, ctx.pool, last, checked);
-          // The last chunk's outcomes were written but for those fenced (usually none).
-          const fenced = new Set(r.fenced);
-          const inLast = (j: number) => j >= from && j < to;
-          return {
-            written: prepared.reportBy((j) => (inLast(j) ? fenced.size === 0 || !fenced.has(prepared.keyOf(j)) : written.has(prepared.keyOf(j)))),
-            jobs: r.claimed.sort(claimOrder),
-          };
+          for (const k of r.fenced) fenced.add(k);
+          return { written: prepared.reportFenced(fenced), jobs: r.claimed.sort(claimOrder) };
         } catch (err) {
           if (!isLockKeyRace(err)) throw err;
           if (attempt >= CLAIM_RACE_RETRIES) {
-            for (const r of await completeJobs(ctx.scope, ctx.pool, last)) written.add(leaseKey(r.id, r.token));
-            return { written: prepared.report(written), jobs: [] };
+            for (const k of (await completeJobs(ctx.scope, ctx.pool, last)).fenced) fenced.add(k);
+            return { written: prepared.reportFenced(fenced), jobs: [] };
           }
         }
       }
@@ -89,11 +85,11 @@ export async function complete(ctx: JobStoreContext, outcomes: readonly JobOutco
   return ctx.op(
     'complete',
     async () => {
-      const written = new Set<string>();
+      const fenced = new Set<string>();
       for (const [from, to] of prepared.chunks) {
-        for (const r of await completeJobs(ctx.scope, ctx.pool, sliceBatch(prepared.batch, from, to))) written.add(leaseKey(r.id, r.token));
+        for (const k of (await completeJobs(ctx.scope, ctx.pool, sliceBatch(prepared.batch, from, to))).fenced) fenced.add(k);
       }
-      return prepared.report(written);
+      return prepared.reportFenced(fenced);
     },
     { 'job.count': outcomes.length },
   );

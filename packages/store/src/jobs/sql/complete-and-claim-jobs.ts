@@ -2,7 +2,7 @@ import { repeatedTimestamps, statement, type StatementScope } from '@q/schema';
 import { JOB_COLUMN_COUNT, leasedJobOf } from '../row.js';
 import type { LeasedJob } from '../types.js';
 import { claimCtes, claimUpdate, type ClaimParams } from './claim-jobs.js';
-import { COMPLETION_CTES, completionValues, type CompletionBatch } from './complete-jobs.js';
+import { COMPLETION_CTES, FENCED_KEYS, completionValues, type CompletionBatch } from './complete-jobs.js';
 import type { Queryable } from './db.js';
 
 // A worker's steady-state round trip: the outcomes of the attempts that just finished (exactly
@@ -25,10 +25,7 @@ WITH ${COMPLETION_CTES}, ${claimCtes(P)}, claimed AS (${claimUpdate(P)}
 )
 SELECT NULL::int8 AS written, claimed.*, NULL::text AS fenced_keys FROM claimed
 UNION ALL
-SELECT count(*), ${NULLS},
-       (SELECT string_agg(f.id || '/' || f.token, ',')
-        FROM (SELECT u.id, u.token FROM unnest($1::int8[], $2::uuid[]) AS u(id, token)
-              EXCEPT ALL SELECT id, token FROM done) f)
+SELECT count(*), ${NULLS}, ${FENCED_KEYS}
 FROM done`;
 
 /** What one complete-and-claim round trip did. */

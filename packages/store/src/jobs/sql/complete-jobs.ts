@@ -1,5 +1,4 @@
 import { plainArrayLiteral, statement, textArrayLiteral, unnestColumn, type StatementScope } from '@q/schema';
-import type { JobStatus } from '../types.js';
 import type { Queryable } from './db.js';
 
 /** Column arrays of one completion batch; index i of every array is outcome i. */
@@ -114,20 +113,33 @@ gone AS (
   SELECT id, token, status FROM waits
 )`;
 
+/**
+ * The `id/token` keys of the batch's leases whose outcomes `done` does not hold (fenced), as one
+ * text, NULL when there are none. The batch holds each lease once (see prepareOutcomes), so input
+ * minus written is the fenced; uuid text is lower case, as leaseKey writes it.
+ */
+export const FENCED_KEYS = `(SELECT string_agg(f.id || '/' || f.token, ',')
+        FROM (SELECT u.id, u.token FROM unnest($1::int8[], $2::uuid[]) AS u(id, token)
+              EXCEPT ALL SELECT id, token FROM done) f)`;
+
+// One row: how many outcomes were written, and the leases of those that were not. Almost every
+// batch writes every outcome, so the common answer is a count and a NULL, not a row per outcome.
 const TEXT = `WITH ${COMPLETION_CTES}
-SELECT id, token, status FROM done`;
+SELECT count(*) AS written, ${FENCED_KEYS} AS fenced_keys FROM done`;
 
-const TEXT_STMT = statement('q_jobs_complete', TEXT);
+const TEXT_STMT = statement('q_jobs_complete', TEXT, { rowMode: 'array' });
 
-/** A written outcome: its job, the lease token it was written under, and the job's new status. */
-export interface CompletedRow {
-  id: string;
-  token: string;
-  status: JobStatus;
+/** What one completion statement wrote. */
+export interface CompletedBatch {
+  /** How many outcomes were written. */
+  written: number;
+  /** The leases whose outcomes were not written (fenced), as `leaseKey`s. */
+  fenced: string[];
 }
 
-/** Writes the outcomes whose lease is still held; returns those leases with the job's new status. */
-export async function completeJobs(scope: StatementScope, db: Queryable, b: CompletionBatch): Promise<CompletedRow[]> {
-  const { rows } = await scope.run<CompletedRow>(db, TEXT_STMT, completionValues(b));
-  return rows;
+/** Writes the outcomes whose lease is still held; reports how many, and the leases of the others. */
+export async function completeJobs(scope: StatementScope, db: Queryable, b: CompletionBatch): Promise<CompletedBatch> {
+  const { rows } = await scope.run<unknown[]>(db, TEXT_STMT, completionValues(b));
+  const row = rows[0] ?? [];
+  return { written: Number(row[0] ?? 0), fenced: typeof row[1] === 'string' ? row[1].split(',') : [] };
 }
