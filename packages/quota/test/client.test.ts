@@ -160,6 +160,8 @@ describe('Quota client', () => {
     await second!();
     // The lapsed holder is deleted once nothing it holds is outstanding.
     await waitFor(async () => !(await holderRows()).includes(old!), 10_000, 'the lapsed holder deleted');
+    // The client forgets a holder once its delete has returned, a moment after the row is gone.
+    await waitFor(async () => !quota.holders.includes(old!), 10_000, 'the lapsed holder forgotten');
     expect(quota.holders).toEqual(current);
   });
 
