@@ -12,12 +12,13 @@
  * recorded as a V8 CPU profile (open it in Chrome DevTools' Performance panel).
  */
 import { randomBytes } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { JobStore } from '@q/store';
 import { JobQueue, Worker } from '@q/job-worker';
+import { cpuSeconds } from './backend-cpu.js';
 import { toolArgs } from './tool-args.js';
 
 const args = toolArgs();
@@ -27,15 +28,11 @@ const JOBS = arg('jobs', 50_000);
 const CONCURRENCY = arg('concurrency', 8);
 const REPS = arg('reps', 3);
 const QUEUE = 'cpu-split';
-/** Clock ticks per second of /proc/<pid>/stat (USER_HZ, 100 on Linux). */
-const TICKS = 100;
 
 /** utime + stime of a process in seconds, or 0 when it has gone. */
-function cpuSeconds(pid: number): number {
+function cpuSecondsOrZero(pid: number): number {
   try {
-    // Fields after the command (which may hold spaces) start after the last ')'.
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(')').pop()?.trim().split(' ') ?? [];
-    return (Number(fields[11]) + Number(fields[12])) / TICKS;
+    return cpuSeconds(pid);
   } catch {
     return 0;
   }
@@ -114,7 +111,7 @@ async function run(admin: pg.Pool, profile: string | undefined): Promise<Record<
     // Every backend the drain may use exists before it starts (the pool opens them on demand).
     await Promise.all(Array.from({ length: CONCURRENCY + 2 }, () => store.pool.query('SELECT pg_sleep(0.05)')));
     const pids = await backends();
-    const dbBefore = pids.map(cpuSeconds).reduce((a, b) => a + b, 0);
+    const dbBefore = pids.map(cpuSecondsOrZero).reduce((a, b) => a + b, 0);
     const profiler = profile ? await startProfile() : undefined;
     const nodeBefore = process.cpuUsage();
     const t0 = performance.now();
@@ -128,7 +125,7 @@ async function run(admin: pg.Pool, profile: string | undefined): Promise<Record<
     }
     const seconds = (performance.now() - t0) / 1000;
     const node = process.cpuUsage(nodeBefore);
-    const db = pids.map(cpuSeconds).reduce((a, b) => a + b, 0) - dbBefore;
+    const db = pids.map(cpuSecondsOrZero).reduce((a, b) => a + b, 0) - dbBefore;
     if (profiler && profile) await profiler.stop(profile);
     abort.abort();
     await running;

@@ -13,7 +13,7 @@
  * and this process's CPU of the `complete` calls alone.
  *
  * Each runs on one connection of its own, whose backend's CPU is read from /proc (so the server
- * must run on this machine), per job. Rounds alternate the two, first one then the other; medians
+ * must run on this machine), per job. The order of the three drains is rotated each round; medians
  * are reported, with how often the server planned q's statement afresh (`custom_plans` of
  * `pg_prepared_statements`): a custom plan is a planning pass on every execution.
  *
@@ -21,9 +21,10 @@
  *
  * It runs on a fresh schema of its own (dropped at the end); nothing else should run meanwhile.
  */
-import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { JobStore, type JobLease, type LeasedJob } from '@q/store';
+import { cpuSeconds } from './backend-cpu.js';
+import { ARCHIVED_ON_SUCCESS, JOB_COLUMNS } from './job-columns.js';
 import { summarize } from './stats.js';
 import { toolArgs } from './tool-args.js';
 
@@ -36,34 +37,14 @@ const SCHEMA = `q_round_trip_${process.pid}`;
 const QUEUE = 'round-trip';
 const ENQUEUE_BATCH = 1_000;
 const LEASE_MS = 90_000;
-/** Clock ticks per second of /proc/<pid>/stat (USER_HZ, 100 on Linux). */
-const TICKS = 100;
-
-/** utime + stime of a process in seconds. */
-function cpuSeconds(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(')').pop()?.trim().split(' ') ?? [];
-  return (Number(fields[11]) + Number(fields[12])) / TICKS;
-}
-
 const backendPid = async (db: pg.Pool | pg.Client): Promise<number> =>
   (await db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid ?? 0;
 
-const COLUMNS =
-  'id, uuid, queue, job_type, payload, status, priority, run_at, attempt, max_attempts, idempotency_key, lock_key, leased_by, lease_token, lease_expires_at, heartbeat_at, cancel_requested_at, last_error, steps, result, retry_of_id, team_id, resource_id, correlation_id, dead_lettered_at, finished_at, created_at, updated_at, resume_count';
-/** What the archive row of a succeeded job holds in place of the live row's columns. */
-const ARCHIVED: Record<string, string> = {
-  status: `'succeeded'`,
-  leased_by: 'NULL',
-  lease_token: 'NULL',
-  lease_expires_at: 'NULL',
-  result: `'null'::jsonb`,
-  finished_at: 'now()',
-  updated_at: 'now()',
-};
 const T = `"${SCHEMA}"`;
 /** The columns q's claim returns besides the id and the lease token (the worker's job fields). */
-const RETURNED = COLUMNS.split(', ')
-  .filter((c) => !['id', 'lease_token', 'status', 'leased_by', 'lease_expires_at', 'heartbeat_at', 'correlation_id'].includes(c))
+const RETURNED = JOB_COLUMNS.filter(
+  (c) => !['id', 'lease_token', 'status', 'leased_by', 'lease_expires_at', 'heartbeat_at', 'correlation_id'].includes(c),
+)
   .map((c) => `j.${c}`)
   .join(', ');
 /**
@@ -76,10 +57,8 @@ WITH gone AS (
   DELETE FROM ${T}.q_jobs j USING unnest($1::int8[], $2::uuid[]) AS u(id, token)
   WHERE j.id = ANY($1::int8[]) AND j.id = u.id AND j.lease_token = u.token RETURNING j.*
 ), archived AS (
-  INSERT INTO ${T}.q_jobs_archive (${COLUMNS})
-  SELECT ${COLUMNS.split(', ')
-    .map((c) => ARCHIVED[c] ?? c)
-    .join(', ')} FROM gone
+  INSERT INTO ${T}.q_jobs_archive (${JOB_COLUMNS.join(', ')})
+  SELECT ${ARCHIVED_ON_SUCCESS} FROM gone
 ), claimed AS (
   UPDATE ${T}.q_jobs j SET status = 'running', leased_by = 'w', lease_token = gen_random_uuid(),
          lease_expires_at = now() + interval '${LEASE_MS} milliseconds', heartbeat_at = now(),

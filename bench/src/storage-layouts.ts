@@ -36,9 +36,10 @@
  *
  * Nothing else should run meanwhile; every schema it makes is dropped at the end.
  */
-import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { JobStore } from '@q/store';
+import { cpuSeconds } from './backend-cpu.js';
+import { ARCHIVED_ON_SUCCESS, JOB_COLUMNS } from './job-columns.js';
 import { summarize } from './stats.js';
 import { toolArgs } from './tool-args.js';
 
@@ -48,11 +49,12 @@ const JOBS = args.num('jobs', 20_000);
 const REPS = args.num('reps', 3);
 const RETAINED = args.num('retained', 0);
 /** `--layouts a,b`: only these (the first is then the baseline unless `current` is among them). */
-const LAYOUTS = args.str('layouts', '');
+const ONLY = args
+  .str('layouts', '')
+  .split(',')
+  .filter((name) => name !== '');
 const ENQUEUE_BATCH = 1_000;
 const CLAIM_BATCH = 500;
-/** Clock ticks per second of /proc/<pid>/stat (USER_HZ, 100 on Linux). */
-const TICKS = 100;
 const PREFIX = 'q_layout_';
 
 /** The statements of one layout: `$1` = how many (enqueue, claim); complete gets ids and tokens. */
@@ -68,22 +70,6 @@ interface Layout {
   /** Where finished jobs are kept (a table with q's job columns), if the layout keeps them. */
   history?: string;
 }
-
-/** q's job columns in table order, with what a completion sets in place of some (archive). */
-const JOB_COLUMNS =
-  'id,uuid,queue,job_type,payload,status,priority,run_at,attempt,max_attempts,idempotency_key,lock_key,leased_by,lease_token,lease_expires_at,heartbeat_at,cancel_requested_at,last_error,steps,result,retry_of_id,team_id,resource_id,correlation_id,dead_lettered_at,finished_at,created_at,updated_at,resume_count'.split(
-    ',',
-  );
-const ON_COMPLETION: Record<string, string> = {
-  status: `'succeeded'`,
-  leased_by: 'NULL',
-  lease_token: 'NULL',
-  lease_expires_at: 'NULL',
-  heartbeat_at: 'NULL',
-  result: `'null'`,
-  finished_at: 'now()',
-  updated_at: 'now()',
-};
 
 /** Where q's own `q_jobs` is made once, for the other layouts to copy. */
 const TEMPLATE = `${PREFIX}template`;
@@ -179,7 +165,7 @@ function archiveLike(name: string, schema: string, ix: ArchiveIndexes): Layout {
     complete: `WITH d AS (DELETE FROM ${schema}.q_jobs j USING ${OUTCOMES}
         WHERE j.id = ANY($1) AND j.id = u.id AND j.lease_token = u.token RETURNING j.*)
       INSERT INTO ${schema}.archive (${JOB_COLUMNS.join(', ')})
-      SELECT ${JOB_COLUMNS.map((c) => ON_COMPLETION[c] ?? c).join(', ')} FROM d`,
+      SELECT ${ARCHIVED_ON_SUCCESS} FROM d`,
   };
 }
 
@@ -272,14 +258,9 @@ function layouts(): Array<Layout & { schema: string }> {
       complete: `DELETE FROM ${raw}.jobs j USING ${OUTCOMES} WHERE j.id = ANY($1) AND j.id = u.id AND j.lease_token = u.token`,
     },
   ];
-  const only = LAYOUTS === '' ? undefined : LAYOUTS.split(',');
-  return list.filter((l) => !only || only.includes(l.name)).map((l) => ({ ...l, schema: s(l.name) }));
-}
-
-/** utime + stime of a process in seconds. */
-function cpuSeconds(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(')').pop()?.trim().split(' ') ?? [];
-  return (Number(fields[11]) + Number(fields[12])) / TICKS;
+  const unknown = ONLY.filter((name) => !list.some((l) => l.name === name));
+  if (unknown.length > 0) throw new Error(`--layouts: no layout ${unknown.join(', ')} (there are ${list.map((l) => l.name).join(', ')})`);
+  return list.filter((l) => ONLY.length === 0 || ONLY.includes(l.name)).map((l) => ({ ...l, schema: s(l.name) }));
 }
 
 interface Sample {
@@ -356,7 +337,7 @@ async function main(): Promise<void> {
         console.error(`round ${r + 1}/${REPS} ${layout.name}: ${s.drainMicros.toFixed(1)} µs/job claim+complete`);
       }
     }
-    const baseName = samples.has('current') ? 'current' : (LAYOUTS.split(',')[0] ?? 'current');
+    const baseName = samples.has('current') ? 'current' : (ONLY[0] ?? 'current');
     const baseline = samples.get(baseName) ?? [];
     const cur = median(baseline.map((s) => s.drainMicros));
     console.log(

@@ -55,7 +55,7 @@ export async function completeAndClaim(
       const { batch, chunks } = prepared;
       // Rare (a worker submits fewer): the older outcomes alone first, the last chunk with the claim.
       for (const [from, to] of chunks.slice(0, -1)) {
-        for (const k of (await completeJobs(ctx.scope, ctx.pool, sliceBatch(batch, from, to))).fenced) fenced.add(k);
+        for (const k of await completeJobs(ctx.scope, ctx.pool, sliceBatch(batch, from, to))) fenced.add(k);
       }
       const [from, to] = at(chunks, chunks.length - 1);
       const last = sliceBatch(batch, from, to);
@@ -67,7 +67,7 @@ export async function completeAndClaim(
         } catch (err) {
           if (!isLockKeyRace(err)) throw err;
           if (attempt >= CLAIM_RACE_RETRIES) {
-            for (const k of (await completeJobs(ctx.scope, ctx.pool, last)).fenced) fenced.add(k);
+            for (const k of await completeJobs(ctx.scope, ctx.pool, last)) fenced.add(k);
             return { written: prepared.reportFenced(fenced), jobs: [] };
           }
         }
@@ -87,7 +87,7 @@ export async function complete(ctx: JobStoreContext, outcomes: readonly JobOutco
     async () => {
       const fenced = new Set<string>();
       for (const [from, to] of prepared.chunks) {
-        for (const k of (await completeJobs(ctx.scope, ctx.pool, sliceBatch(prepared.batch, from, to))).fenced) fenced.add(k);
+        for (const k of await completeJobs(ctx.scope, ctx.pool, sliceBatch(prepared.batch, from, to))) fenced.add(k);
       }
       return prepared.reportFenced(fenced);
     },

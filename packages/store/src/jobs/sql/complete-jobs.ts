@@ -122,24 +122,19 @@ export const FENCED_KEYS = `(SELECT string_agg(f.id || '/' || f.token, ',')
         FROM (SELECT u.id, u.token FROM unnest($1::int8[], $2::uuid[]) AS u(id, token)
               EXCEPT ALL SELECT id, token FROM done) f)`;
 
-// One row: how many outcomes were written, and the leases of those that were not. Almost every
-// batch writes every outcome, so the common answer is a count and a NULL, not a row per outcome.
+// One row: the leases of the outcomes not written. Almost every batch writes every outcome, so the
+// common answer is a NULL, not a row per outcome.
 const TEXT = `WITH ${COMPLETION_CTES}
-SELECT count(*) AS written, ${FENCED_KEYS} AS fenced_keys FROM done`;
+SELECT ${FENCED_KEYS} AS fenced_keys`;
 
 const TEXT_STMT = statement('q_jobs_complete', TEXT, { rowMode: 'array' });
 
-/** What one completion statement wrote. */
-export interface CompletedBatch {
-  /** How many outcomes were written. */
-  written: number;
-  /** The leases whose outcomes were not written (fenced), as `leaseKey`s. */
-  fenced: string[];
-}
-
-/** Writes the outcomes whose lease is still held; reports how many, and the leases of the others. */
-export async function completeJobs(scope: StatementScope, db: Queryable, b: CompletionBatch): Promise<CompletedBatch> {
+/**
+ * Writes the outcomes whose lease is still held; returns the `leaseKey`s of the others (fenced),
+ * usually none.
+ */
+export async function completeJobs(scope: StatementScope, db: Queryable, b: CompletionBatch): Promise<string[]> {
   const { rows } = await scope.run<unknown[]>(db, TEXT_STMT, completionValues(b));
-  const row = rows[0] ?? [];
-  return { written: Number(row[0] ?? 0), fenced: typeof row[1] === 'string' ? row[1].split(',') : [] };
+  const keys = rows[0]?.[0];
+  return typeof keys === 'string' ? keys.split(',') : [];
 }
