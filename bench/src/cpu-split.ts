@@ -9,7 +9,9 @@
  *
  * It runs on a fresh schema of its own (dropped at the end); nothing else should run meanwhile.
  * With `CPU_PROFILE=<file>` the drain alone (not the enqueue before it) of the last repetition is
- * recorded as a V8 CPU profile (open it in Chrome DevTools' Performance panel).
+ * recorded as a V8 CPU profile (open it in Chrome DevTools' Performance panel). With
+ * `HEAP_PROFILE=<file>` it is recorded instead as a sampling heap profile that keeps the objects
+ * the garbage collector freed (where a drain allocates, not what it keeps; DevTools' Memory panel).
  */
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
@@ -71,22 +73,46 @@ function countTrips(store: JobStore): TripStats {
   return stats;
 }
 
-/** Starts a CPU profile of this process; `stop` writes it to a file. */
-async function startProfile(): Promise<{ stop(file: string): Promise<void> }> {
+/** What to record of the drain, and where to write it. */
+interface ProfileRequest {
+  kind: 'cpu' | 'heap';
+  file: string;
+}
+
+/** Starts a CPU or an allocation profile of this process; `stop` writes it to the file. */
+async function startProfile(kind: ProfileRequest['kind']): Promise<{ stop(file: string): Promise<void> }> {
   const session = new Session();
   session.connect();
-  await session.post('Profiler.enable');
-  await session.post('Profiler.start');
+  if (kind === 'cpu') {
+    await session.post('Profiler.enable');
+    await session.post('Profiler.start');
+  } else {
+    // Every 4 KiB allocated on average; freed objects stay in, so short-lived garbage shows.
+    await session.post('HeapProfiler.startSampling', {
+      samplingInterval: 4096,
+      includeObjectsCollectedByMajorGC: true,
+      includeObjectsCollectedByMinorGC: true,
+    });
+  }
   return {
     async stop(file) {
-      const { profile } = await session.post('Profiler.stop');
+      const { profile } = kind === 'cpu' ? await session.post('Profiler.stop') : await session.post('HeapProfiler.stopSampling');
       writeFileSync(file, JSON.stringify(profile));
       session.disconnect();
     },
   };
 }
 
-async function run(admin: pg.Pool, profile: string | undefined): Promise<Record<string, number>> {
+/** The profile asked for by `CPU_PROFILE` or `HEAP_PROFILE` (not both), if any. */
+function profileRequest(): ProfileRequest | undefined {
+  const cpu = process.env.CPU_PROFILE;
+  const heap = process.env.HEAP_PROFILE;
+  if (cpu && heap) throw new Error('cpu-split: set CPU_PROFILE or HEAP_PROFILE, not both');
+  if (cpu) return { kind: 'cpu', file: cpu };
+  return heap ? { kind: 'heap', file: heap } : undefined;
+}
+
+async function run(admin: pg.Pool, profile: ProfileRequest | undefined): Promise<Record<string, number>> {
   const schema = `cpu_split_${randomBytes(4).toString('hex')}`;
   const app = `q-cpu-split-${randomBytes(4).toString('hex')}`;
   const store = await JobStore.open(dsn, { schema, maxConns: CONCURRENCY + 2, applicationName: app });
@@ -112,7 +138,7 @@ async function run(admin: pg.Pool, profile: string | undefined): Promise<Record<
     await Promise.all(Array.from({ length: CONCURRENCY + 2 }, () => store.pool.query('SELECT pg_sleep(0.05)')));
     const pids = await backends();
     const dbBefore = pids.map(cpuSecondsOrZero).reduce((a, b) => a + b, 0);
-    const profiler = profile ? await startProfile() : undefined;
+    const profiler = profile ? await startProfile(profile.kind) : undefined;
     const nodeBefore = process.cpuUsage();
     const t0 = performance.now();
     const abort = new AbortController();
@@ -126,7 +152,7 @@ async function run(admin: pg.Pool, profile: string | undefined): Promise<Record<
     const seconds = (performance.now() - t0) / 1000;
     const node = process.cpuUsage(nodeBefore);
     const db = pids.map(cpuSecondsOrZero).reduce((a, b) => a + b, 0) - dbBefore;
-    if (profiler && profile) await profiler.stop(profile);
+    if (profiler && profile) await profiler.stop(profile.file);
     abort.abort();
     await running;
     await worker.wait(10_000);
@@ -153,7 +179,7 @@ async function main(): Promise<void> {
   const admin = new pg.Pool({ connectionString: dsn, max: 1 });
   try {
     for (let r = 0; r < REPS; r++) {
-      const profile = r === REPS - 1 ? process.env.CPU_PROFILE : undefined;
+      const profile = r === REPS - 1 ? profileRequest() : undefined;
       console.log(JSON.stringify({ jobs: JOBS, concurrency: CONCURRENCY, ...(await run(admin, profile)) }));
     }
   } finally {

@@ -95,8 +95,7 @@ export class AttemptRunner {
     if (!handler) {
       const msg = `no handler registered for job type "${job.type}"`;
       this.#hooks.free(e);
-      await this.record(e, storableOutcome(e, failureOutcome(e, msg, c.retryBaseMs), c.retryBaseMs), undefined, msg);
-      this.#hooks.settle(e);
+      this.#record(e, storableOutcome(e, failureOutcome(e, msg, c.retryBaseMs), c.retryBaseMs), undefined, msg, () => this.#hooks.settle(e));
       return;
     }
     const started = performance.now();
@@ -134,54 +133,70 @@ export class AttemptRunner {
       c.metrics.completed.add(1, attrs);
       c.metrics.duration.record((performance.now() - started) / 1000, attrs);
     }
-    await this.record(e, outcome, status, error);
-    this.#hooks.settle(e);
+    // Not awaited: this function's frame ends here instead of waiting out the write.
+    this.#record(e, outcome, status, error, () => this.#hooks.settle(e));
   }
 
   /**
    * Writes the outcome with the final timeline, unless the job was given back by a drain or its
    * lease is known lost (then someone else owns the job, or soon will: nothing is recorded).
+   * Resolves once the outcome is written or known not to be (and a lease given up unrenewed has
+   * been handed back).
    */
-  async record(e: Execution, outcome: JobOutcome, status: string | undefined, error: string | undefined): Promise<void> {
-    if (e.released) return;
+  record(e: Execution, outcome: JobOutcome, status: string | undefined, error: string | undefined): Promise<void> {
+    return new Promise((resolve) => this.#record(e, outcome, status, error, resolve));
+  }
+
+  /** {@link record}, calling `then` once where record resolves. */
+  #record(e: Execution, outcome: JobOutcome, status: string | undefined, error: string | undefined, then: () => void): void {
+    if (e.released) return then();
     const c = this.#c;
     // Built for the log line only, and a silent logger (the default) has none to write.
     const fields = c.logger === silentLogger ? NO_FIELDS : jobFields(e.job, c.workerId);
+    const finish = (written: boolean): void => {
+      if (written) {
+        this.#logRecorded(fields, outcome, status, error);
+        return then();
+      }
+      c.logger.warn(fields, e.leaseLost ? 'job outcome not recorded: its lease was lost' : 'could not record job outcome (lease lost?)');
+      if (e.unrenewed) void this.#hooks.giveUp(e).finally(then);
+      else then();
+    };
+    if (e.leaseLost) return finish(false);
     // Should the store still refuse the outcome when it is written (a timeline over 64 MiB), a
     // failed attempt saying why is recorded instead, without the timeline.
     const submitted = outcome;
     const steps = e.steps;
-    const written =
-      !e.leaseLost &&
-      (await c.completer.submit(
-        steps === undefined ? outcome : { ...outcome, steps },
-        () => e.held,
-        (problem) => {
-          outcome = refusedOutcome(e, submitted, problem, c.retryBaseMs);
-          if ('error' in outcome) error = outcome.error;
-          return outcome;
-        },
-      ));
-    if (!written) {
-      c.logger.warn(fields, e.leaseLost ? 'job outcome not recorded: its lease was lost' : 'could not record job outcome (lease lost?)');
-      if (e.unrenewed) await this.#hooks.giveUp(e);
-      return;
-    }
+    c.completer.submitWith(
+      steps === undefined ? outcome : { ...outcome, steps },
+      () => e.held,
+      finish,
+      (problem) => {
+        outcome = refusedOutcome(e, submitted, problem, c.retryBaseMs);
+        if ('error' in outcome) error = outcome.error;
+        return outcome;
+      },
+    );
+  }
+
+  /** The log line of a recorded outcome. */
+  #logRecorded(fields: Record<string, unknown>, outcome: JobOutcome, status: string | undefined, error: string | undefined): void {
+    const { logger } = this.#c;
     switch (outcome.status) {
       case 'succeeded':
-        c.logger.info(fields, 'job succeeded');
+        logger.info(fields, 'job succeeded');
         break;
       case 'retry_wait':
-        c.logger.warn(
+        logger.warn(
           { ...fields, err: { message: firstLine(error ?? '') }, retry_in_ms: Math.round(outcome.retryDelayMs) },
           'job attempt failed, will retry',
         );
         break;
       case 'dead_letter':
-        c.logger.error({ ...fields, err: { message: firstLine(error ?? '') } }, 'job dead-lettered');
+        logger.error({ ...fields, err: { message: firstLine(error ?? '') } }, 'job dead-lettered');
         break;
       default:
-        c.logger.info({ ...fields, status }, 'job cancelled');
+        logger.info({ ...fields, status }, 'job cancelled');
     }
   }
 }

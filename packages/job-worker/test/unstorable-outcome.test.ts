@@ -123,3 +123,40 @@ it('the completer: an outcome the store refuses in a batch is replaced by its fa
   expect(jobs.map((j) => j.uuid).sort()).toEqual(leased.map((j) => j.uuid).sort());
   expect(logs.lines.filter((l) => l.level === 'error')).toEqual([]);
 });
+
+it('the completer: a submitter whose callback throws is logged; the rest of its batch is still told', async () => {
+  await queue.enqueueMany(Array.from({ length: 2 }, (_, i) => ({ type: 'callback', payload: { i } })));
+  const leased = await store.claim({ queues: ['default'], workerId: 'callback', limit: 2, leaseMs: 30_000 });
+  expect(leased).toHaveLength(2);
+  let deferred = true;
+  const logs = memoryLogger();
+  const completer = new Completer(store, logs, () => deferred);
+  const told: Array<[number, boolean]> = [];
+  for (const j of leased) {
+    completer.submitWith(
+      { id: j.id, leaseToken: j.leaseToken, status: 'succeeded' },
+      () => true,
+      (written) => {
+        told.push([j.id, written]);
+        if (j === leased[0]) throw new Error('callback broke');
+      },
+    );
+  }
+  deferred = false;
+  completer.kick();
+  await waitFor(async () => (told.length === 2 ? told : undefined));
+  expect(told).toEqual(leased.map((j) => [j.id, true]));
+  expect(logs.lines.filter((l) => l.level === 'error')).toEqual([
+    {
+      level: 'error',
+      msg: 'job outcome callback failed',
+      fields: { job_id: leased[0]!.id, err: { name: 'Error', message: 'callback broke' } },
+    },
+  ]);
+  // Both outcomes were written, and the completer goes on writing.
+  expect((await Promise.all(leased.map((j) => store.get(j.uuid)))).map((j) => j?.status)).toEqual(['succeeded', 'succeeded']);
+  const [more] = await queue.enqueueMany([{ type: 'callback', payload: { i: 2 } }]);
+  const [again] = await store.claim({ queues: ['default'], workerId: 'callback', limit: 1, leaseMs: 30_000 });
+  expect(again?.id).toBe(more?.id);
+  expect(await completer.submit({ id: again!.id, leaseToken: again!.leaseToken, status: 'succeeded' })).toBe(true);
+});

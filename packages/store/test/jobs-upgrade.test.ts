@@ -113,10 +113,11 @@ describe('migration 0004 (q_ prefix) on a database of the previous schema', () =
       'q_jobs_idempotency_key_key',
       'q_jobs_lease_expiry_idx',
       'q_jobs_lock_key_active_key',
+      // Migration 0007: the uuid index covers only uuids that carry no id of their own.
+      'q_jobs_other_uuid_key',
       'q_jobs_pkey',
       'q_jobs_status_id_idx',
       'q_jobs_team_id_id_idx',
-      'q_jobs_uuid_key',
       'q_jobs_waiting_run_at_idx',
     ]);
     const { rows: journal } = await store.pool.query<{ tag: string }>(`SELECT tag FROM ${JOURNAL_TABLE} WHERE module = 'jobs' ORDER BY tag`);

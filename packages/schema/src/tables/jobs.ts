@@ -15,8 +15,8 @@ export const jobStatus = pgEnum('q_job_status', [
 
 /**
  * The columns of a job table in table order, with the three that differ between the tables given:
- * the id (an identity in `q_jobs`, copied in the archive), the uuid (each table's own unique
- * constraint) and the status (defaulted only where jobs are created). Fresh builders per call.
+ * the id (an identity in `q_jobs`, copied in the archive), the uuid (unique in the archive, kept
+ * unique by the id it carries in `q_jobs`) and the status (defaulted only where jobs are created). Fresh builders per call.
  */
 function jobColumns<I, U, S>(id: I, jobUuid: U, status: S) {
   return {
@@ -63,10 +63,17 @@ export const jobs = pgTable(
   'q_jobs',
   jobColumns(
     bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
-    uuid('uuid').notNull().unique('q_jobs_uuid_key').defaultRandom(),
+    // Not unique on its own: a uuid q writes carries its row's id (migration 0007, q_job_uuid).
+    uuid('uuid').notNull().defaultRandom(),
     jobStatus('status').notNull().default('queued'),
   ),
   (t) => [
+    // The rows whose uuid carries no id (made before migration 0007, or inserted with a uuid of
+    // another kind): the others are found, and kept unique, by the id theirs carries.
+    uniqueIndex('q_jobs_other_uuid_key')
+      .on(t.uuid)
+      .where(sql`q_job_uuid_id(uuid) IS NULL`),
+    check('q_jobs_uuid_carries_id', sql`coalesce(q_job_uuid_id(uuid), id) = id`),
     uniqueIndex('q_jobs_idempotency_key_key')
       .on(t.idempotencyKey)
       .where(sql`idempotency_key IS NOT NULL`),

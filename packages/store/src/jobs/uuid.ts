@@ -1,7 +1,29 @@
 import { randomUUID } from 'node:crypto';
 
 /**
- * A time-ordered UUID (version 7, RFC 9562): 48 bits of Unix milliseconds, then random bits.
+ * The uuid q stores for job `id` (migration 0007, the SQL function q_job_uuid, which this
+ * matches): the id in the first 60 bits, the version 8, then the last 62 bits of `random` with its
+ * variant. A live job is found by the id its uuid carries (the hot table has no uuid index), the
+ * uuids sort as the ids do, and 62 random bits keep a uuid from being derived from an id. Every
+ * id a JavaScript number holds exactly fits in 60 bits.
+ */
+export function jobUuid(id: number, random: string): string {
+  const hex = id.toString(16).padStart(15, '0');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-8${hex.slice(12, 15)}-${random.slice(19)}`;
+}
+
+/**
+ * The part of a stored job uuid that comes from the random uuid it was made from ({@link jobUuid}):
+ * the same in both, so it matches the rows a statement returns to its inputs.
+ */
+export function uuidTail(uuid: string): string {
+  return uuid.slice(19);
+}
+
+/**
+ * A time-ordered UUID (version 7, RFC 9562): 48 bits of Unix milliseconds, then random bits. The
+ * random source of each job's uuid ({@link jobUuid}); the stored uuid is this one when its id does
+ * not fit the layout (never for a JavaScript number).
  *
  * Why not version 4: every job row is indexed by its uuid, and the index is written again
  * whenever the row gets a new version (each claim and completion). Random keys spread those writes

@@ -13,6 +13,7 @@ import { enqueueJobs, enqueueKeylessJobs, type EnqueueBatch, type EnqueueRow } f
 import { getJobsByIdempotencyKey } from '../sql/get-jobs-by-idempotency-key.js';
 import type { Job, NewJob } from '../types.js';
 import { checkCallSize, toEnqueueBatch } from '../validate.js';
+import { jobUuid, uuidTail, uuidV7 } from '../uuid.js';
 import { mapWriteError, type JobStoreContext } from './context.js';
 
 /** Jobs per enqueue statement; larger batches are split, in one transaction. */
@@ -104,6 +105,13 @@ async function enqueueChunk(ctx: JobStoreContext, db: Queryable, b: ReturnType<t
     ids: indices === null ? b.uuids.map(() => null) : pick(b.ids),
   };
   if (chunk.uuids.length > 1 && chunk.idempotencyKeys.every((k) => k === null)) return enqueueKeyless(ctx, db, chunk);
+  // An inserted row is matched to its input by the random tail its stored uuid keeps (see
+  // jobUuid): made unique within the chunk before it is sent (two alike are a 2^-62 chance).
+  const position = new Map<string, number>();
+  chunk.uuids.forEach((u, i) => {
+    while (position.has(uuidTail(u))) u = chunk.uuids[i] = uuidV7();
+    position.set(uuidTail(u), i);
+  });
   let rows: EnqueueRow[];
   try {
     // A single job with its id left to the table (not part of a split batch) takes the scalar statement.
@@ -114,26 +122,26 @@ async function enqueueChunk(ctx: JobStoreContext, db: Queryable, b: ReturnType<t
   } catch (err) {
     throw mapWriteError(err);
   }
-  const byUuid = new Map<string, Job>();
+  /** The jobs this chunk inserted, by the tail of their uuid. */
+  const byTail = new Map<string, Job>();
   const byKey = new Map<string, Job>();
-  const position = rows.some((r) => r.inserted) ? new Map(chunk.uuids.map((u, i) => [u, i])) : undefined;
   for (const r of rows) {
-    const job = r.inserted && position ? insertedJob(r, chunk, position.get(r.uuid)) : toJob(r);
-    if (r.inserted) byUuid.set(job.uuid, job);
+    const job = r.inserted ? insertedJob(r, chunk, position.get(uuidTail(r.uuid))) : toJob(r);
+    if (r.inserted) byTail.set(uuidTail(job.uuid), job);
     // At most one row per key: an original committed before the statement, or the row this
     // batch inserted first (a later duplicate in the batch resolves to it).
     if (job.idempotencyKey !== null) byKey.set(job.idempotencyKey, job);
   }
   const missing = chunk.uuids.flatMap((u, i) => {
     const key = chunk.idempotencyKeys[i];
-    return !byUuid.has(u) && key !== null && key !== undefined && !byKey.has(key) ? [key] : [];
+    return !byTail.has(uuidTail(u)) && key !== null && key !== undefined && !byKey.has(key) ? [key] : [];
   });
   if (missing.length > 0) {
     // A concurrent producer committed the key while this statement ran: read its row now.
     for (const r of await getJobsByIdempotencyKey(ctx.scope, db, missing)) if (r.idempotency_key) byKey.set(r.idempotency_key, toJob(r));
   }
   return chunk.uuids.map((u, i) => {
-    const job = byUuid.get(u) ?? byKey.get(chunk.idempotencyKeys[i] ?? '');
+    const job = byTail.get(uuidTail(u)) ?? byKey.get(chunk.idempotencyKeys[i] ?? '');
     if (!job) throw new QError(QErrorCode.NOT_FOUND, 'the job holding this idempotency key was deleted meanwhile');
     return job;
   });
@@ -162,8 +170,10 @@ async function enqueueKeyless(ctx: JobStoreContext, db: Queryable, chunk: Enqueu
     // comparison comes out as the statement's did.
     const runAt = chunk.runAts[i]?.getTime();
     const scheduled = runAt !== undefined && runAt > now;
+    const id = at(r.ids, i);
     out[i] = newJob(chunk, i, {
-      id: at(r.ids, i),
+      id,
+      uuid: jobUuid(id, at(chunk.uuids, i)),
       payload: JSON.parse(at(chunk.payloads, i)) as unknown,
       status: scheduled ? 'scheduled' : 'queued',
       runAt: new Date(scheduled ? runAt : now),
@@ -179,13 +189,14 @@ async function enqueueKeyless(ctx: JobStoreContext, db: Queryable, chunk: Enqueu
 type EnqueueChunk = Omit<ReturnType<typeof toEnqueueBatch>, 'ids'>;
 
 /** What the database decided for a new job (see INSERTED_COLUMNS); the rest is its input. */
-type Decided = Pick<Job, 'id' | 'payload' | 'status' | 'runAt' | 'idempotencyKey' | 'createdAt' | 'updatedAt'>;
+type Decided = Pick<Job, 'id' | 'uuid' | 'payload' | 'status' | 'runAt' | 'idempotencyKey' | 'createdAt' | 'updatedAt'>;
 
 /** A job this chunk inserted (input `i`), from the columns the statement returned (INSERTED_COLUMNS). */
 function insertedJob(r: EnqueueRow, chunk: EnqueueChunk, i: number | undefined): Job {
   if (i === undefined) throw new QError(QErrorCode.INVALID_STATE, 'an inserted job is not in its batch');
   return newJob(chunk, i, {
     id: Number(r.id),
+    uuid: r.uuid,
     payload: r.payload,
     status: r.status,
     runAt: r.run_at,
@@ -203,7 +214,7 @@ function insertedJob(r: EnqueueRow, chunk: EnqueueChunk, i: number | undefined):
 function newJob(chunk: EnqueueChunk, i: number, d: Decided): Job {
   return {
     id: d.id,
-    uuid: at(chunk.uuids, i),
+    uuid: d.uuid,
     queue: at(chunk.queues, i),
     type: at(chunk.types, i),
     payload: d.payload,

@@ -1,5 +1,6 @@
 import { statement, type StatementScope } from '@q/schema';
 import type { JobStatus } from '../types.js';
+import { liveJobByUuid } from './by-uuid.js';
 import type { Queryable } from './db.js';
 
 // A waiting job is cancelled at once (and moved to q_jobs_archive by the table's trigger, after
@@ -12,7 +13,7 @@ WITH c AS (
     finished_at = CASE WHEN status IN ('queued', 'scheduled', 'retry_wait') THEN now() ELSE finished_at END,
     cancel_requested_at = coalesce(cancel_requested_at, now()),
     updated_at = now()
-  WHERE uuid = $1::uuid AND status IN ('queued', 'scheduled', 'retry_wait', 'leased', 'running')
+  WHERE ${liveJobByUuid('jobs', '$1')} AND status IN ('queued', 'scheduled', 'retry_wait', 'leased', 'running')
   RETURNING id, status
 )
 SELECT c.id, c.status,

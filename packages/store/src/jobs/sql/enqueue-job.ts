@@ -9,14 +9,20 @@ import { INSERTED_COLUMNS, type EnqueueBatch, type EnqueueRow } from './enqueue-
 // single enqueue is most applications' hot path and mostly waits for its commit, so those were a
 // large share of it. Same result rows: the job inserted (only what the database decided, see
 // INSERTED_COLUMNS), or the original holding its idempotency key, committed before this statement.
+// The id is drawn first (the sequence looked up once, by a sub-select) because the uuid stored
+// carries it: q_job_uuid(id, $1), see enqueue-jobs.ts.
+const NEW_ID = `(SELECT nextval((SELECT pg_get_serial_sequence('__q_schema__.q_jobs', 'id')::regclass)) AS id) AS n`;
+
 const TEXT = `
 WITH ins AS (
-  INSERT INTO __q_schema__.q_jobs AS j (uuid, queue, job_type, payload, priority, run_at, status, max_attempts,
+  INSERT INTO __q_schema__.q_jobs AS j (id, uuid, queue, job_type, payload, priority, run_at, status, max_attempts,
                          idempotency_key, lock_key, team_id, resource_id, retry_of_id)
-  VALUES ($1::uuid, $2::text, $3::text, $4::jsonb, $5::int4,
+  OVERRIDING SYSTEM VALUE
+  SELECT n.id, __q_schema__.q_job_uuid(n.id, $1::uuid), $2::text, $3::text, $4::jsonb, $5::int4,
           CASE WHEN $6::timestamptz > now() THEN $6::timestamptz ELSE now() END,
           CASE WHEN $6::timestamptz > now() THEN 'scheduled'::__q_schema__.q_job_status ELSE 'queued'::__q_schema__.q_job_status END,
-          $7::int4, $8::text, $9::text, $10::int8, $11::int8, $12::int8)
+          $7::int4, $8::text, $9::text, $10::int8, $11::int8, $12::int8
+  FROM ${NEW_ID}
   RETURNING ${[...INSERTED_COLUMNS].map((c) => `j.${c}`).join(', ')}
 )
 SELECT ${someJobColumns('ins', INSERTED_COLUMNS)}, true AS inserted,
@@ -32,12 +38,14 @@ const TEXT_STMT = statement('q_jobs_enqueue_one', TEXT, { types: repeatedTimesta
 // Without an idempotency key there is no conflict to resolve and no original to read: one INSERT
 // whose RETURNING also sends the notification (the same rows as above, `inserted` always true).
 const KEYLESS = `
-INSERT INTO __q_schema__.q_jobs AS j (uuid, queue, job_type, payload, priority, run_at, status, max_attempts,
+INSERT INTO __q_schema__.q_jobs AS j (id, uuid, queue, job_type, payload, priority, run_at, status, max_attempts,
                        lock_key, team_id, resource_id, retry_of_id)
-VALUES ($1::uuid, $2::text, $3::text, $4::jsonb, $5::int4,
-        CASE WHEN $6::timestamptz > now() THEN $6::timestamptz ELSE now() END,
-        CASE WHEN $6::timestamptz > now() THEN 'scheduled'::__q_schema__.q_job_status ELSE 'queued'::__q_schema__.q_job_status END,
-        $7::int4, $8::text, $9::int8, $10::int8, $11::int8)
+OVERRIDING SYSTEM VALUE
+SELECT n.id, __q_schema__.q_job_uuid(n.id, $1::uuid), $2::text, $3::text, $4::jsonb, $5::int4,
+       CASE WHEN $6::timestamptz > now() THEN $6::timestamptz ELSE now() END,
+       CASE WHEN $6::timestamptz > now() THEN 'scheduled'::__q_schema__.q_job_status ELSE 'queued'::__q_schema__.q_job_status END,
+       $7::int4, $8::text, $9::int8, $10::int8, $11::int8
+FROM ${NEW_ID}
 RETURNING ${someJobColumns('j', INSERTED_COLUMNS)}, true AS inserted,
           CASE WHEN j.status = 'queued' AND octet_length(j.queue) < ${MAX_NOTIFY_QUEUE_BYTES}
                THEN (pg_notify($12, 'q:' || j.queue) IS NULL)::int ELSE 0 END AS notified`;

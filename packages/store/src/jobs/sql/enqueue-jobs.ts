@@ -4,6 +4,11 @@ import { MAX_NOTIFY_QUEUE_BYTES, type Queryable } from './db.js';
 
 /** Column arrays of one enqueue batch; index i of every array is job i. */
 export interface EnqueueBatch {
+  /**
+   * Random uuids, one per job: the statement stores `q_job_uuid(id, uuid)`, the job's id followed
+   * by this uuid's last 62 random bits (see jobUuid), so the tail of a stored uuid tells which
+   * input it came from.
+   */
   uuids: string[];
   queues: string[];
   types: string[];
@@ -80,7 +85,7 @@ function insertCtes(returning: string): string {
   INSERT INTO __q_schema__.q_jobs AS j (id, uuid, queue, job_type, payload, priority, run_at, status, max_attempts,
                          idempotency_key, lock_key, team_id, resource_id, retry_of_id)
   OVERRIDING SYSTEM VALUE
-  SELECT id, uuid, queue, job_type, payload::jsonb, priority,
+  SELECT id, __q_schema__.q_job_uuid(id, uuid), queue, job_type, payload::jsonb, priority,
          CASE WHEN run_at > now() THEN run_at ELSE now() END,
          CASE WHEN run_at > now() THEN 'scheduled'::__q_schema__.q_job_status ELSE 'queued'::__q_schema__.q_job_status END,
          max_attempts, idempotency_key, lock_key, team_id, resource_id, retry_of_id
@@ -141,7 +146,8 @@ export async function enqueueKeylessJobs(scope: StatementScope, db: Queryable, b
 }
 
 /**
- * The parameters of both batch statements, $1–$14. The uuids are q's own (uuidV7) and the
+ * The parameters of both batch statements, $1–$14. The uuids are q's own (uuidV7: the random
+ * part of each stored uuid) and the
  * priorities and attempt limits checked integers, so plain literals; the texts one literal each
  * (see textArrayLiteral); the optional columns most batches leave empty go as NULL, which the
  * unnest pads.
