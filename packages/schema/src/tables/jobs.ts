@@ -72,8 +72,11 @@ export const jobs = pgTable(
     // another kind): the others are found, and kept unique, by the id theirs carries.
     uniqueIndex('q_jobs_other_uuid_key')
       .on(t.uuid)
-      .where(sql`q_job_uuid_id(uuid) IS NULL`),
-    check('q_jobs_uuid_carries_id', sql`coalesce(q_job_uuid_id(uuid), id) = id`),
+      .where(sql`q_job_uuid_version(uuid) <> 8`),
+    check(
+      'q_jobs_uuid_carries_id',
+      sql`q_job_uuid_version(uuid) <> 8 OR substring(uuid_send(uuid) FROM 1 FOR 8) = int8send(((id >> 12) << 16) | 32768 | (id & 4095))`,
+    ),
     uniqueIndex('q_jobs_idempotency_key_key')
       .on(t.idempotencyKey)
       .where(sql`idempotency_key IS NOT NULL`),

@@ -8,8 +8,11 @@ import { randomUUID } from 'node:crypto';
  * id a JavaScript number holds exactly fits in 60 bits.
  */
 export function jobUuid(id: number, random: string): string {
-  const hex = id.toString(16).padStart(15, '0');
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-8${hex.slice(12, 15)}-${random.slice(19)}`;
+  // The id's bits above its low 12 (under 2^41 for any safe integer), then its low 12 after the version.
+  const high = Math.floor(id / 4096)
+    .toString(16)
+    .padStart(12, '0');
+  return high.slice(0, 8) + '-' + high.slice(8) + '-8' + (id % 4096).toString(16).padStart(3, '0') + random.substring(18);
 }
 
 /**
