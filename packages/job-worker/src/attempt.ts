@@ -154,13 +154,14 @@ export class AttemptRunner {
     // Built for the log line only, and a silent logger (the default) has none to write.
     const fields = c.logger === silentLogger ? NO_FIELDS : jobFields(e.job, c.workerId);
     const finish = (written: boolean): void => {
-      if (written) {
-        this.#logRecorded(fields, outcome, status, error);
-        return then();
+      try {
+        if (written) this.#logRecorded(fields, outcome, status, error);
+        else c.logger.warn(fields, e.leaseLost ? 'job outcome not recorded: its lease was lost' : 'could not record job outcome (lease lost?)');
+      } finally {
+        // Even should the log line throw: the attempt is over either way.
+        if (!written && e.unrenewed) void this.#hooks.giveUp(e).finally(then);
+        else then();
       }
-      c.logger.warn(fields, e.leaseLost ? 'job outcome not recorded: its lease was lost' : 'could not record job outcome (lease lost?)');
-      if (e.unrenewed) void this.#hooks.giveUp(e).finally(then);
-      else then();
     };
     if (e.leaseLost) return finish(false);
     // Should the store still refuse the outcome when it is written (a timeline over 64 MiB), a

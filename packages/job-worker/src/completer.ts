@@ -119,7 +119,14 @@ export class Completer {
     try {
       p.resolve(written);
     } catch (err) {
-      this.#logger.error({ ...errorFields(err), job_id: p.outcome.id }, 'job outcome callback failed');
+      try {
+        this.#logger.error({ ...errorFields(err), job_id: p.outcome.id }, 'job outcome callback failed');
+      } catch {
+        // The logger itself fails: the error is raised outside, as an uncaught exception.
+        queueMicrotask(() => {
+          throw err;
+        });
+      }
     }
   }
 
