@@ -59,9 +59,9 @@ export class Completer {
   /**
    * {@link submit} with a callback instead of a promise: `done` is called once, with true once
    * written, false when fenced, dropped or not writable (should it throw, the error is logged and
-   * every other outcome of its batch is still told). A worker records every attempt this way: an outcome waits
-   * a round trip or two to be written, and a promise (with the suspended functions awaiting it)
-   * per waiting outcome was a measurable part of a short job's garbage.
+   * every other outcome of its batch is still told). A worker records every attempt this way: an
+   * outcome waits a round trip or two to be written, and a promise (with the suspended functions
+   * awaiting it) per waiting outcome was a measurable part of a short job's garbage.
    */
   submitWith(outcome: JobOutcome, held: () => boolean, done: (written: boolean) => void, refused?: (problem: string) => JobOutcome): void {
     this.#queue.push({ outcome, held, resolve: done, refused });

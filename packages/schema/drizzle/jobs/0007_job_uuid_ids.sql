@@ -5,9 +5,9 @@
 -- eighth of the database's work per job in a drain. A job's uuid now carries its id.
 -- q_job_uuid(id, random) writes the id in the uuid's first 60 bits, then the version 8 (a layout of
 -- its own, RFC 9562), then the last 62 bits of `random` (with its variant); q_job_uuid_id reads the
--- id back (NULL from a uuid of another version, which q_job_uuid_version tells). So a live job is found by its primary key and
--- checked against the uuid. The uuids sort as their ids, as the time-ordered ones did, and keep 62
--- random bits: knowing a job's id is not enough to name it.
+-- id back (NULL from a uuid of another version, which q_job_uuid_version tells). So a live job is
+-- found by its primary key and checked against the uuid. The uuids sort as their ids, as the
+-- time-ordered ones did, and keep 62 random bits: knowing a job's id is not enough to name it.
 --
 -- A q_jobs row whose uuid is of another version stays unique and findable through
 -- q_jobs_other_uuid_key, partial on exactly those rows: every job made before this migration (it
@@ -17,6 +17,7 @@
 -- and no uuid of another version equals it. (A row already holding a version-8 uuid that does not
 -- carry its id fails that check, and the migration with it: nothing q wrote holds one.) The
 -- archive keeps its unique index on uuid: a finished job is written there once, and looked up there.
+--
 -- Each function is one SELECT of one expression, so the planner inlines it; and each works on the
 -- uuid's bytes, not its text: the check and the index predicate run for every row version written
 -- (each insert and claim), where formatting and parsing uuid text cost more than the index entry

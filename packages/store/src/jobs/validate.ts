@@ -1,8 +1,8 @@
+import { randomUUID } from 'node:crypto';
 import { QError, QErrorCode, checkName, checkText, invalidArgument } from '@q/schema';
 import { jsonText, overLimit, repairJson, sizeProblem, tryStringify } from './json.js';
 import { JOB_STATUSES, type ClaimOptions, type JobLease, type JobOutcome, type JobStatus, type NewJob, type Step } from './types.js';
 import type { EnqueueBatch } from './sql/enqueue-jobs.js';
-import { uuidV7 } from './uuid.js';
 
 const INT32_MIN = -2_147_483_648;
 /** Largest 32-bit integer: also the longest lease (about 24.8 days, the longest Node timer). */
@@ -92,7 +92,7 @@ export function toEnqueueBatch(jobs: readonly NewJob[]): EnqueueBatch {
         if (job.runAt.getTime() < MIN_RUN_AT) throw invalidArgument('runAt must not be before the year 1');
         runAt = job.runAt;
       }
-      b.uuids.push(uuidV7());
+      b.uuids.push(randomUUID());
       b.queues.push(queue);
       b.types.push(type);
       if (json.text === null) throw invalidArgument('payload must be a JSON value');

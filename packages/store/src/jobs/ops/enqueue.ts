@@ -1,6 +1,7 @@
 // Enqueueing jobs: the one operation of the store that writes many rows of user data, so it owns
 // statement sizing, key-ordered chunks across a transaction, idempotency-key resolution and the
 // caller's-transaction path. Kept apart from the store facade for that weight alone.
+import { randomUUID } from 'node:crypto';
 import { QError, QErrorCode, at, invalidArgument, withTransaction } from '@q/schema';
 import { checkInTransaction, inCallerTransaction, type InTransaction } from '../../transaction.js';
 import { STATEMENT_TEXT_BUDGET, chunkIndices, keyOrder, retryDeadlock } from '../batches.js';
@@ -13,7 +14,7 @@ import { enqueueJobs, enqueueKeylessJobs, type EnqueueBatch, type EnqueueRow } f
 import { getJobsByIdempotencyKey } from '../sql/get-jobs-by-idempotency-key.js';
 import type { Job, NewJob } from '../types.js';
 import { checkCallSize, toEnqueueBatch } from '../validate.js';
-import { jobUuid, uuidTail, uuidV7 } from '../uuid.js';
+import { jobUuid, uuidTail } from '../uuid.js';
 import { mapWriteError, type JobStoreContext } from './context.js';
 
 /** Jobs per enqueue statement; larger batches are split, in one transaction. */
@@ -109,7 +110,7 @@ async function enqueueChunk(ctx: JobStoreContext, db: Queryable, b: ReturnType<t
   // jobUuid): made unique within the chunk before it is sent (two alike are a 2^-62 chance).
   const position = new Map<string, number>();
   chunk.uuids.forEach((u, i) => {
-    while (position.has(uuidTail(u))) u = chunk.uuids[i] = uuidV7();
+    while (position.has(uuidTail(u))) u = chunk.uuids[i] = randomUUID();
     position.set(uuidTail(u), i);
   });
   let rows: EnqueueRow[];

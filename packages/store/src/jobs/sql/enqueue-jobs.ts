@@ -146,8 +146,8 @@ export async function enqueueKeylessJobs(scope: StatementScope, db: Queryable, b
 }
 
 /**
- * The parameters of both batch statements, $1–$14. The uuids are q's own (uuidV7: the random
- * part of each stored uuid) and the
+ * The parameters of both batch statements, $1–$14. The uuids are q's own (randomUUID: the
+ * random part of each stored uuid) and the
  * priorities and attempt limits checked integers, so plain literals; the texts one literal each
  * (see textArrayLiteral); the optional columns most batches leave empty go as NULL, which the
  * unnest pads.
