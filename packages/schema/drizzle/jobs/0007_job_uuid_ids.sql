@@ -21,7 +21,9 @@
 -- Each function is one SELECT of one expression, so the planner inlines it; and each works on the
 -- uuid's bytes, not its text: the check and the index predicate run for every row version written
 -- (each insert and claim), where formatting and parsing uuid text cost more than the index entry
--- they save.
+-- they save. Their bodies, and the check's, name built-in functions only, so q_job_uuid and the
+-- check each spell out the id's bytes: a function with SET search_path is never inlined, so a body
+-- is resolved in the caller's search_path, where this schema's functions may not be.
 CREATE FUNCTION q_job_uuid(id bigint, random uuid) RETURNS uuid
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
   SELECT CASE WHEN id >= 0 AND id < 1152921504606846976

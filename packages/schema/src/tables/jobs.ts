@@ -16,7 +16,8 @@ export const jobStatus = pgEnum('q_job_status', [
 /**
  * The columns of a job table in table order, with the three that differ between the tables given:
  * the id (an identity in `q_jobs`, copied in the archive), the uuid (unique in the archive, kept
- * unique by the id it carries in `q_jobs`) and the status (defaulted only where jobs are created). Fresh builders per call.
+ * unique by the id it carries in `q_jobs`) and the status (defaulted only where jobs are created).
+ * Fresh builders per call.
  */
 function jobColumns<I, U, S>(id: I, jobUuid: U, status: S) {
   return {

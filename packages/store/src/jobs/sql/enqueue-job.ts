@@ -1,6 +1,7 @@
 import { repeatedTimestamps, statement, type StatementScope } from '@q/schema';
 import { jobColumns, someJobColumns } from '../row.js';
 import { MAX_NOTIFY_QUEUE_BYTES, type Queryable } from './db.js';
+import { NEXT_JOB_ID } from './draw-job-ids.js';
 import { INSERTED_COLUMNS, type EnqueueBatch, type EnqueueRow } from './enqueue-jobs.js';
 
 // One job: the batch statement's rules (enqueue-jobs.ts) for a single row, with scalar
@@ -9,9 +10,9 @@ import { INSERTED_COLUMNS, type EnqueueBatch, type EnqueueRow } from './enqueue-
 // single enqueue is most applications' hot path and mostly waits for its commit, so those were a
 // large share of it. Same result rows: the job inserted (only what the database decided, see
 // INSERTED_COLUMNS), or the original holding its idempotency key, committed before this statement.
-// The id is drawn first (the sequence looked up once, by a sub-select) because the uuid stored
-// carries it: q_job_uuid(id, $1), see enqueue-jobs.ts.
-const NEW_ID = `(SELECT nextval((SELECT pg_get_serial_sequence('__q_schema__.q_jobs', 'id')::regclass)) AS id) AS n`;
+// The id is drawn first because the uuid stored carries it: q_job_uuid(id, $1), see
+// enqueue-jobs.ts.
+const NEW_ID = `(SELECT ${NEXT_JOB_ID} AS id) AS n`;
 
 const TEXT = `
 WITH ins AS (

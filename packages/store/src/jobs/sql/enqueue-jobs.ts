@@ -1,6 +1,7 @@
 import { onlyRow, plainArrayLiteral, repeatedTimestamps, statement, textArrayLiteral, unnestColumn, type StatementScope } from '@q/schema';
 import { jobColumns, someJobColumns, type JobRow } from '../row.js';
 import { MAX_NOTIFY_QUEUE_BYTES, type Queryable } from './db.js';
+import { NEXT_JOB_ID } from './draw-job-ids.js';
 
 /** Column arrays of one enqueue batch; index i of every array is job i. */
 export interface EnqueueBatch {
@@ -70,13 +71,10 @@ export const INSERTED_COLUMNS: ReadonlySet<string> = new Set([
 // enqueue bounds queue names far below that, but a row written otherwise must not fail the
 // statement; its workers still find the job by polling.
 
-// The sequence is looked up once per statement, by a sub-select (an InitPlan): written as a
-// one-row FROM item, the planner pulls it up into nextval's argument, and the catalog lookup of
-// pg_get_serial_sequence then ran for every row, about a third of a 1,000-job batch's time.
 /** The `input` and `ins` CTEs of both batch statements ($1–$12, $14); `ins` returns `returning`. */
 function insertCtes(returning: string): string {
   return `input AS (
-  SELECT i.*, coalesce(i.given_id, nextval((SELECT pg_get_serial_sequence('__q_schema__.q_jobs', 'id')::regclass))) AS id
+  SELECT i.*, coalesce(i.given_id, ${NEXT_JOB_ID}) AS id
   FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::timestamptz[],
               $7::int4[], $8::text[], $9::text[], $10::int8[], $11::int8[], $12::int8[], $14::int8[])
     WITH ORDINALITY AS i(uuid, queue, job_type, payload, priority, run_at, max_attempts, idempotency_key,
