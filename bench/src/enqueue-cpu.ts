@@ -4,7 +4,9 @@
  * awaited before the next. Prints the rate, the wall time per batch and this process's CPU per
  * batch (user + system): the rest of a batch's time is the database's and the round trip's.
  * With `--single N`, each run also enqueues N jobs one `JobQueue.enqueue` at a time (one commit
- * each, as `job-enqueue`'s single phase does) and prints that rate.
+ * each, as `job-enqueue`'s single phase does) and prints that rate, with the Node CPU and the
+ * database CPU (its backends' utime + stime, read from /proc: the server must run on this
+ * machine) per call.
  *
  *   DSN=postgres://… node bench/dist/enqueue-cpu.js [--batch 1000] [--batches 20] [--reps 3] [--single 3000]
  *
@@ -15,6 +17,7 @@ import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { JobStore } from '@q/store';
 import { JobQueue } from '@q/job-worker';
+import { cpuSeconds } from './backend-cpu.js';
 import { toolArgs } from './tool-args.js';
 
 const args = toolArgs();
@@ -29,7 +32,13 @@ const batch = (from: number) => Array.from({ length: BATCH }, (_, k) => ({ queue
 async function main(): Promise<void> {
   const schema = `bench_enqueue_cpu_${randomBytes(4).toString('hex')}`;
   const admin = new pg.Pool({ connectionString: args.dsn, max: 1 });
-  const store = await JobStore.open(args.dsn, { schema, maxConns: 2 });
+  const app = `q-enqueue-cpu-${randomBytes(4).toString('hex')}`;
+  const store = await JobStore.open(args.dsn, { schema, maxConns: 2, applicationName: app });
+  /** CPU seconds the store's backends have used so far. */
+  const backendSeconds = async (): Promise<number> => {
+    const { rows } = await admin.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE application_name = $1', [app]);
+    return rows.reduce((sum, r) => sum + cpuSeconds(r.pid), 0);
+  };
   try {
     const queue = new JobQueue(store, { knownQueues: [QUEUE] });
     for (let i = 0; i < 5; i++) await queue.enqueueMany(batch(i * BATCH));
@@ -39,11 +48,20 @@ async function main(): Promise<void> {
       for (let i = 0; i < BATCHES; i++) await queue.enqueueMany(batch(i * BATCH));
       const ms = performance.now() - t0;
       const used = process.cpuUsage(cpu);
-      let singleRate: number | undefined;
+      let single: { single: number; singleRate: number; singleNodeCpuUs: number; singleDbCpuUs: number } | undefined;
       if (SINGLE > 0) {
+        const db0 = await backendSeconds();
+        const cpu0 = process.cpuUsage();
         const s0 = performance.now();
         for (let i = 0; i < SINGLE; i++) await queue.enqueue({ queue: QUEUE, type: 'noop', payload: { i } });
-        singleRate = Math.round(SINGLE / ((performance.now() - s0) / 1000));
+        const wall = performance.now() - s0;
+        const node = process.cpuUsage(cpu0);
+        single = {
+          single: SINGLE,
+          singleRate: Math.round(SINGLE / (wall / 1000)),
+          singleNodeCpuUs: Math.round((node.user + node.system) / SINGLE),
+          singleDbCpuUs: Math.round((((await backendSeconds()) - db0) * 1e6) / SINGLE),
+        };
       }
       console.log(
         JSON.stringify({
@@ -52,7 +70,7 @@ async function main(): Promise<void> {
           rate: Math.round((BATCHES * BATCH) / (ms / 1000)),
           msPerBatch: Number((ms / BATCHES).toFixed(2)),
           nodeCpuMsPerBatch: Number(((used.user + used.system) / 1000 / BATCHES).toFixed(2)),
-          ...(singleRate === undefined ? {} : { single: SINGLE, singleRate }),
+          ...single,
         }),
       );
     }

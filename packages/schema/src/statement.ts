@@ -84,9 +84,16 @@ export class StatementScope {
     this.#suffix = `_${createHash('sha1').update(schema).digest('hex').slice(0, 8)}`;
   }
 
-  /** `text` with every `__q_schema__.` replaced by this scope's quoted schema. */
+  /**
+   * `text` with every `__q_schema__.` replaced by this scope's quoted schema. One that opens a
+   * string literal (`'__q_schema__.q_jobs_id_seq'::regclass`) gets the schema with its single
+   * quotes doubled as well, so a schema named `o'hara` still closes the literal where it should.
+   */
   sql(text: string): string {
-    return text.split(`${SCHEMA_TOKEN}.`).join(this.#prefix);
+    return text
+      .split(`'${SCHEMA_TOKEN}.`)
+      .map((part) => part.split(`${SCHEMA_TOKEN}.`).join(this.#prefix))
+      .join(`'${this.#prefix.replace(/'/g, "''")}`);
   }
 
   /** `stmt` bound to this scope: text qualified, name suffixed with the schema's hash. */

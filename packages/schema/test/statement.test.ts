@@ -19,6 +19,13 @@ describe('StatementScope', () => {
     expect(new StatementScope('we"ird').sql(`${SCHEMA_TOKEN}.t`)).toBe('"we""ird".t');
   });
 
+  it('doubles a single quote of the schema name where the name opens a string literal', () => {
+    const s = new StatementScope("o'hara");
+    expect(s.sql(`SELECT nextval('${SCHEMA_TOKEN}.q_jobs_id_seq'::regclass) FROM ${SCHEMA_TOKEN}.t`)).toBe(
+      `SELECT nextval('"o''hara".q_jobs_id_seq'::regclass) FROM "o'hara".t`,
+    );
+  });
+
   it('sends statements unnamed when named is false', () => {
     const cfg = new StatementScope('s', { named: false }).config(ping, [1]);
     expect(cfg).toEqual({ text: 'SELECT 1 FROM "s".t JOIN "s".u USING (id)', values: [1] });

@@ -134,3 +134,31 @@ it('a job enqueued alone (its own statement) returns as stored too, and its key 
   await expect(store.enqueue([{ queue: 'default', type: 'orphan', retryOfId: 987_654_321 }])).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
   expect((await store.list({ type: 'orphan' })).jobs).toHaveLength(0);
 });
+
+it('a job without a key enqueued alone (two columns back, the job built from its input) returns as stored, with every option set or left out', async () => {
+  const [parent] = await store.enqueue([{ queue: 'default', type: 'parent' }]);
+  const alone: NewJob[] = [
+    { queue: 'default', type: 'plain' },
+    { queue: 'other', type: '', payload: null },
+    {
+      queue: 'mail',
+      type: 'send',
+      payload: { zeta: 1, a: [1, { y: 'x', b: null }], n: 1.5 },
+      priority: -7,
+      runAt: new Date(Date.now() + 3_600_000),
+      maxAttempts: 9,
+      lockKey: 'alone-keyless-lock',
+      teamId: 42,
+      resourceId: 9_007_199_254_740_991,
+      retryOfId: parent!.id,
+    },
+    { queue: 'default', type: 'past', runAt: new Date(Date.now() - 60_000), priority: 3, payload: 'a string' },
+  ];
+  const returned = [];
+  for (const job of alone) returned.push(...(await store.enqueue([job])));
+  expect(returned).toHaveLength(alone.length);
+  for (const job of returned) expect(job).toStrictEqual(await store.get(job.uuid));
+  expect(returned.map((j) => j.status)).toEqual(['queued', 'queued', 'scheduled', 'queued']);
+  expect(returned[1]!.payload).toEqual({});
+  expect(returned[3]!.runAt.getTime()).toBe(returned[3]!.createdAt.getTime());
+});

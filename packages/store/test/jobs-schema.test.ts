@@ -1,10 +1,11 @@
 // JobStore `schema` and `pooler` options, and the q.jobs.backlog gauge.
 import type { MeterProvider } from '@opentelemetry/api';
 import { createTestSchema, type TestSchema } from '@q/testing';
-import { StatementScope } from '@q/schema';
+import { StatementScope, quoteIdent } from '@q/schema';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JOBS_BACKLOG_METRIC, JobStore, type JobNotification } from '../src/index.js';
+import { ENQUEUE_CHUNK } from '../src/jobs/index.js';
 import { COUNT_BACKLOG } from '../src/jobs/sql/count-backlog.js';
 
 let dsnSchema: TestSchema;
@@ -117,6 +118,24 @@ describe('JobStore with schema on a DSN whose search_path is another schema', ()
       await store.close();
     } finally {
       await pool.end();
+    }
+  });
+
+  it('works in a schema whose name holds quotes (the id sequence is named inside a string literal)', async () => {
+    const odd = `${dsnSchema.name}_o'h"x`;
+    const store = await JobStore.open(dsnSchema.dsn, { schema: odd, maxConns: 2 });
+    try {
+      const [alone] = await store.enqueue([{ queue: 'odd', type: 'noop' }]);
+      const [keyed] = await store.enqueue([{ queue: 'odd', type: 'noop', idempotencyKey: 'odd-key' }]);
+      const batch = await store.enqueue(Array.from({ length: 3 }, () => ({ queue: 'odd', type: 'noop' })));
+      const split = await store.enqueue(Array.from({ length: ENQUEUE_CHUNK + 1 }, () => ({ queue: 'odd', type: 'noop' })));
+      const ids = [alone!, keyed!, ...batch, ...split].map((j) => j.id);
+      expect(new Set(ids).size).toBe(ids.length);
+      expect(ids).toEqual([...ids].sort((a, b) => a - b));
+      expect(await store.get(alone!.uuid)).toStrictEqual(alone);
+    } finally {
+      await store.close();
+      await admin.query(`DROP SCHEMA IF EXISTS ${quoteIdent(odd)} CASCADE`);
     }
   });
 

@@ -9,7 +9,7 @@ import { transactionWriteError } from '../from-pool.js';
 import { toJob } from '../row.js';
 import type { Queryable } from '../sql/db.js';
 import { drawJobIds } from '../sql/draw-job-ids.js';
-import { enqueueJob } from '../sql/enqueue-job.js';
+import { enqueueJob, enqueueKeylessJob } from '../sql/enqueue-job.js';
 import { enqueueJobs, enqueueKeylessJobs, type EnqueueBatch, type EnqueueRow } from '../sql/enqueue-jobs.js';
 import { getJobsByIdempotencyKey } from '../sql/get-jobs-by-idempotency-key.js';
 import type { Job, NewJob } from '../types.js';
@@ -105,7 +105,7 @@ async function enqueueChunk(ctx: JobStoreContext, db: Queryable, b: ReturnType<t
     retryOfIds: pick(b.retryOfIds),
     ids: indices === null ? b.uuids.map(() => null) : pick(b.ids),
   };
-  if (chunk.uuids.length > 1 && chunk.idempotencyKeys.every((k) => k === null)) return enqueueKeyless(ctx, db, chunk);
+  if (chunk.idempotencyKeys.every((k) => k === null)) return enqueueKeyless(ctx, db, chunk);
   // An inserted row is matched to its input by the random tail its stored uuid keeps (see
   // jobUuid): made unique within the chunk before it is sent (two alike are a 2^-62 chance).
   const position = new Map<string, number>();
@@ -150,12 +150,16 @@ async function enqueueChunk(ctx: JobStoreContext, db: Queryable, b: ReturnType<t
 
 /**
  * A chunk without idempotency keys: one statement that reports ids and its clock (see
- * enqueue-jobs.ts), each job then built from its input as the row holds it.
+ * enqueue-jobs.ts), each job then built from its input as the row holds it. A single job with its
+ * id left to the table (not part of a split batch) takes the scalar statement (enqueue-job.ts).
  */
 async function enqueueKeyless(ctx: JobStoreContext, db: Queryable, chunk: EnqueueBatch): Promise<Job[]> {
   let r;
   try {
-    r = await enqueueKeylessJobs(ctx.scope, db, chunk, ctx.channel);
+    r =
+      chunk.uuids.length === 1 && chunk.ids[0] === null
+        ? await enqueueKeylessJob(ctx.scope, db, chunk, 0, ctx.channel)
+        : await enqueueKeylessJobs(ctx.scope, db, chunk, ctx.channel);
   } catch (err) {
     throw mapWriteError(err);
   }
