@@ -66,20 +66,7 @@ export async function enqueueKeylessJob(
   i: number,
   channel: string,
 ): Promise<KeylessInsert> {
-  const { rows } = await scope.run<unknown[]>(db, KEYLESS_STMT, [
-    b.uuids[i],
-    b.queues[i],
-    b.types[i],
-    b.payloads[i],
-    b.priorities[i],
-    b.runAts[i],
-    b.maxAttempts[i],
-    b.lockKeys[i],
-    b.teamIds[i],
-    b.resourceIds[i],
-    b.retryOfIds[i],
-    channel,
-  ]);
+  const { rows } = await scope.run<unknown[]>(db, KEYLESS_STMT, singleParams(b, i, channel, false));
   const [id, now] = onlyRow(rows, 'single keyless enqueue');
   return { ids: [Number(id)], now: now as Date, inserted: 1 };
 }
@@ -92,20 +79,14 @@ export async function enqueueJob(
   i: number,
   channel: string,
 ): Promise<EnqueueRow[]> {
-  const { rows } = await scope.run<EnqueueRow>(db, TEXT_STMT, [
-    b.uuids[i],
-    b.queues[i],
-    b.types[i],
-    b.payloads[i],
-    b.priorities[i],
-    b.runAts[i],
-    b.maxAttempts[i],
-    b.idempotencyKeys[i] ?? null,
-    b.lockKeys[i],
-    b.teamIds[i],
-    b.resourceIds[i],
-    b.retryOfIds[i],
-    channel,
-  ]);
+  const { rows } = await scope.run<EnqueueRow>(db, TEXT_STMT, singleParams(b, i, channel, true));
   return rows;
+}
+
+/** The parameters of job `i` for either statement: the keyed one has the key as $8. */
+function singleParams(b: Omit<EnqueueBatch, 'ids'>, i: number, channel: string, keyed: boolean): unknown[] {
+  const values: unknown[] = [b.uuids[i], b.queues[i], b.types[i], b.payloads[i], b.priorities[i], b.runAts[i], b.maxAttempts[i]];
+  if (keyed) values.push(b.idempotencyKeys[i] ?? null);
+  values.push(b.lockKeys[i], b.teamIds[i], b.resourceIds[i], b.retryOfIds[i], channel);
+  return values;
 }
