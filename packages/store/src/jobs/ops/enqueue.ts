@@ -115,11 +115,7 @@ async function enqueueChunk(ctx: JobStoreContext, db: Queryable, b: ReturnType<t
   });
   let rows: EnqueueRow[];
   try {
-    // A single job with its id left to the table (not part of a split batch) takes the scalar statement.
-    rows =
-      chunk.uuids.length === 1 && chunk.ids[0] === null
-        ? await enqueueJob(ctx.scope, db, chunk, 0, ctx.channel)
-        : await enqueueJobs(ctx.scope, db, chunk, ctx.channel);
+    rows = alone(chunk) ? await enqueueJob(ctx.scope, db, chunk, 0, ctx.channel) : await enqueueJobs(ctx.scope, db, chunk, ctx.channel);
   } catch (err) {
     throw mapWriteError(err);
   }
@@ -149,17 +145,23 @@ async function enqueueChunk(ctx: JobStoreContext, db: Queryable, b: ReturnType<t
 }
 
 /**
+ * Whether `chunk` is a single job with its id left to the table (not part of a split batch): it
+ * takes a scalar statement of enqueue-job.ts, with or without a key.
+ */
+function alone(chunk: EnqueueBatch): boolean {
+  return chunk.uuids.length === 1 && chunk.ids[0] === null;
+}
+
+/**
  * A chunk without idempotency keys: one statement that reports ids and its clock (see
- * enqueue-jobs.ts), each job then built from its input as the row holds it. A single job with its
- * id left to the table (not part of a split batch) takes the scalar statement (enqueue-job.ts).
+ * enqueue-jobs.ts), each job then built from its input as the row holds it.
  */
 async function enqueueKeyless(ctx: JobStoreContext, db: Queryable, chunk: EnqueueBatch): Promise<Job[]> {
   let r;
   try {
-    r =
-      chunk.uuids.length === 1 && chunk.ids[0] === null
-        ? await enqueueKeylessJob(ctx.scope, db, chunk, 0, ctx.channel)
-        : await enqueueKeylessJobs(ctx.scope, db, chunk, ctx.channel);
+    r = alone(chunk)
+      ? await enqueueKeylessJob(ctx.scope, db, chunk, 0, ctx.channel)
+      : await enqueueKeylessJobs(ctx.scope, db, chunk, ctx.channel);
   } catch (err) {
     throw mapWriteError(err);
   }
