@@ -1,9 +1,12 @@
 // enqueue returns each new job as stored: the statement sends back only what the database
 // decided and the store completes the row from its input, so every field is checked here
 // against a read of the stored row.
+import { StatementScope } from '@q/schema';
 import { useJobStore } from '@q/testing';
 import { expect, it } from 'vitest';
-import { JobStore, type NewJob } from '../src/index.js';
+import { JobStore, type Job, type NewJob } from '../src/index.js';
+import { enqueueKeylessJobs } from '../src/jobs/sql/enqueue-jobs.js';
+import { toEnqueueBatch } from '../src/jobs/validate.js';
 
 let store: JobStore;
 
@@ -161,4 +164,57 @@ it('a job without a key enqueued alone (two columns back, the job built from its
   expect(returned.map((j) => j.status)).toEqual(['queued', 'queued', 'scheduled', 'queued']);
   expect(returned[1]!.payload).toEqual({});
   expect(returned[3]!.runAt.getTime()).toBe(returned[3]!.createdAt.getTime());
+});
+
+/** The stored id, uuid and payload of each of `jobs`, read in one query. */
+async function storedRows(jobs: readonly Job[]): Promise<Map<number, { uuid: string; payload: unknown }>> {
+  const { rows } = await store.pool.query<{ id: string; uuid: string; payload: unknown }>(
+    'SELECT id, uuid, payload FROM q_jobs WHERE id = ANY($1::int8[])',
+    [jobs.map((j) => j.id)],
+  );
+  return new Map(rows.map((r) => [Number(r.id), { uuid: r.uuid, payload: r.payload }]));
+}
+
+it('keyless batches enqueued side by side, their ids drawn at once, each return their own jobs', async () => {
+  // Two statements drawing from the sequence at the same moment interleave their ids: a batch
+  // then reports them one by one instead of as a run from its first id. Either way every
+  // returned job must be the row holding its payload.
+  for (let round = 0; round < 5; round++) {
+    const batches = await Promise.all(
+      Array.from({ length: 4 }, (_, b) =>
+        store.enqueue(Array.from({ length: 500 }, (_, i) => ({ queue: 'side', type: 'noop', payload: { round, b, i } }))),
+      ),
+    );
+    const all = batches.flat();
+    const stored = await storedRows(all);
+    expect(stored.size).toBe(2_000);
+    batches.forEach((jobs, b) =>
+      jobs.forEach((job, i) => {
+        expect(job.payload).toEqual({ round, b, i });
+        expect(stored.get(job.id), `job ${b}/${i}`).toEqual({ uuid: job.uuid, payload: { round, b, i } });
+      }),
+    );
+  }
+});
+
+it('a keyless batch whose ids are not one run in input order reports each id', async () => {
+  // The ids a split batch brings are drawn beforehand; here they are given out of order, with
+  // gaps, so the statement's one-run shortcut (first id + position) cannot hold.
+  const scope = new StatementScope(store.schema);
+  const base = 1_000_000_000;
+  for (const given of [
+    [base + 5, base + 1, base + 9],
+    [base + 23, base + 22, base + 21],
+    [base + 30, base + 31, base + 32],
+  ]) {
+    const batch = toEnqueueBatch(given.map((id) => ({ queue: 'given', type: 'noop', payload: { id } })));
+    const r = await enqueueKeylessJobs(scope, store.pool, { ...batch, ids: given }, 'q_test_unused_channel');
+    expect(r.ids).toEqual(given);
+    expect(r.inserted).toBe(3);
+    const { rows } = await store.pool.query<{ id: string; payload: { id: number } }>(
+      'SELECT id, payload FROM q_jobs WHERE id = ANY($1::int8[])',
+      [given],
+    );
+    expect(rows.map((row) => [Number(row.id), row.payload.id]).sort()).toEqual(given.map((id) => [id, id]).sort());
+  }
 });

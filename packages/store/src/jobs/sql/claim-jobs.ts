@@ -1,7 +1,7 @@
 import { repeatedTimestamps, statement, type StatementScope } from '@q/schema';
 import { JOB_COLUMN_NAMES, leasedJobOf, someJobColumns } from '../row.js';
 import type { LeasedJob } from '../types.js';
-import type { Queryable } from './db.js';
+import { opaque, type Queryable } from './db.js';
 
 /** Placeholders of the claim's parameters inside a statement (constants, never input). */
 export interface ClaimParams {
@@ -27,7 +27,7 @@ export function claimCtes(p: ClaimParams): string {
   return `
 cand AS (
   SELECT c.id, c.lock_key, c.priority, c.run_at
-  FROM unnest(${p.queues}::text[]) AS q(name)
+  FROM unnest(${opaque(p.queues, 'text[]')}) AS q(name)
   CROSS JOIN LATERAL (
     SELECT j.id, j.lock_key, j.priority, j.run_at FROM __q_schema__.q_jobs j
     WHERE j.queue = q.name AND j.status = 'queued' AND j.run_at <= now()
@@ -35,7 +35,7 @@ cand AS (
             SELECT 1 FROM __q_schema__.q_jobs h
             WHERE h.lock_key = j.lock_key AND h.lock_key IS NOT NULL AND h.status IN ('leased', 'running')))
     ORDER BY j.priority DESC NULLS LAST, j.run_at, j.id
-    LIMIT ${p.limit}
+    LIMIT ${opaque(p.limit, 'int8')}
     FOR UPDATE OF j SKIP LOCKED
   ) c
 ), pick AS (
@@ -44,7 +44,7 @@ cand AS (
   ) r
   WHERE r.lock_key IS NULL OR r.rn = 1
   ORDER BY r.priority DESC, r.run_at, r.id
-  LIMIT ${p.limit}
+  LIMIT ${opaque(p.limit, 'int8')}
 )`;
 }
 
@@ -55,13 +55,17 @@ cand AS (
 const KNOWN = new Set(['status', 'leased_by', 'lease_expires_at']);
 const RETURNED = someJobColumns('jobs', new Set(JOB_COLUMN_NAMES.filter((c) => !KNOWN.has(c))));
 
+// The claim runs on its generic plan (the queues and the limit are read through `opaque`, see
+// db.ts), whose estimates know nothing of the limit: a join of the picked rows could then be
+// hashed against a scan of the whole table. The picked ids are read as one array instead, which
+// leaves the primary key as the only way to the rows.
 /** The UPDATE that leases the picked jobs, each with a fresh fencing token. */
 export function claimUpdate(p: ClaimParams): string {
   return `
 UPDATE __q_schema__.q_jobs AS jobs SET status = ${p.status}::__q_schema__.q_job_status, leased_by = ${p.workerId}, lease_token = gen_random_uuid(),
        lease_expires_at = now() + ${p.leaseMs} * interval '1 millisecond', heartbeat_at = now(),
        attempt = jobs.attempt + 1, updated_at = now()
-FROM pick WHERE jobs.id = pick.id
+WHERE jobs.id = ANY(ARRAY(SELECT pick.id FROM pick))
 RETURNING ${RETURNED}, jobs.lease_token`;
 }
 

@@ -1,5 +1,5 @@
 import { plainArrayLiteral, statement, textArrayLiteral, unnestColumn, type StatementScope } from '@q/schema';
-import type { Queryable } from './db.js';
+import { opaque, type Queryable } from './db.js';
 
 /** Column arrays of one completion batch; index i of every array is outcome i. */
 export interface CompletionBatch {
@@ -39,7 +39,8 @@ function textColumn(values: ReadonlyArray<string | null>): string | null {
 }
 
 /** The outcomes as rows `u`, from parameters $1–$7. */
-export const COMPLETION_INPUT = `unnest($1::int8[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::int8[], $7::text[])
+export const COMPLETION_INPUT = `unnest(${opaque('$1', 'int8[]')}, ${opaque('$2', 'uuid[]')}, ${opaque('$3', 'text[]')}, ${opaque('$4', 'text[]')},
+    ${opaque('$5', 'text[]')}, ${opaque('$6', 'int8[]')}, ${opaque('$7', 'text[]')})
   AS u(id, token, status, result, error, delay_ms, steps)`;
 
 // Records many attempts' outcomes in one statement, each fenced by its lease token (in the
@@ -63,10 +64,9 @@ export const COMPLETION_INPUT = `unnest($1::int8[], $2::uuid[], $3::text[], $4::
 // batch comparisons. Without it, each outcome is one primary-key lookup. The `id = ANY(…)`
 // restates the join as an index condition: joined to the unnest alone, the planner (which
 // guesses 100 rows for it) hashed the batch against a sequential scan of the whole table once
-// the batch was a few hundred outcomes. The array is read through a sub-select, so the planner
-// sees a parameter, not the batch's hundreds of ids: it estimated each of them on every custom
-// plan (one per round trip), about 0.6 ms of a 500-outcome round's 2 ms of planning, and the plan
-// is the same primary-key scan either way.
+// the batch was a few hundred outcomes. Every array is read through a sub-select (`opaque`, see
+// db.ts), so no estimate depends on the batch and the statement keeps its generic plan: planned
+// per round trip, a 500-outcome round spent about 1.5 ms planning the same primary-key scan.
 const FINAL = (row: string, given: string) =>
   `(CASE WHEN ${row}.cancel_requested_at IS NOT NULL THEN 'cancelled'::__q_schema__.q_job_status ELSE ${given}::__q_schema__.q_job_status END)`;
 
@@ -85,7 +85,7 @@ const ARCHIVE_COLUMNS = `id, uuid, queue, job_type, payload, status, priority, r
 export const COMPLETION_CTES = `
 gone AS (
   DELETE FROM __q_schema__.q_jobs AS jobs USING ${COMPLETION_INPUT}
-  WHERE jobs.id = ANY((SELECT $1::int8[])::int8[]) AND jobs.id = u.id AND jobs.lease_token = u.token AND u.status <> 'retry_wait'
+  WHERE jobs.id = ANY(${opaque('$1', 'int8[]')}::int8[]) AND jobs.id = u.id AND jobs.lease_token = u.token AND u.status <> 'retry_wait'
   RETURNING jobs.*, u.token AS given_token, u.status AS given_status, ${FINAL('jobs', 'u.status')} AS final, u.result AS given_result,
             u.error AS given_error, u.steps AS given_steps
 ), archived AS (
@@ -108,7 +108,7 @@ gone AS (
     dead_lettered_at = CASE WHEN jobs.cancel_requested_at IS NULL THEN NULL ELSE jobs.dead_lettered_at END,
     leased_by = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
   FROM ${COMPLETION_INPUT}
-  WHERE jobs.id = ANY((SELECT $1::int8[])::int8[]) AND jobs.id = u.id AND jobs.lease_token = u.token AND u.status = 'retry_wait'
+  WHERE jobs.id = ANY(${opaque('$1', 'int8[]')}::int8[]) AND jobs.id = u.id AND jobs.lease_token = u.token AND u.status = 'retry_wait'
   RETURNING jobs.id, u.token, jobs.status
 ), done AS (
   SELECT id, given_token AS token, final AS status FROM gone
@@ -122,7 +122,7 @@ gone AS (
  * minus written is the fenced; uuid text is lower case, as leaseKey writes it.
  */
 export const FENCED_KEYS = `(SELECT string_agg(f.id || '/' || f.token, ',')
-        FROM (SELECT u.id, u.token FROM unnest($1::int8[], $2::uuid[]) AS u(id, token)
+        FROM (SELECT u.id, u.token FROM unnest(${opaque('$1', 'int8[]')}, ${opaque('$2', 'uuid[]')}) AS u(id, token)
               EXCEPT ALL SELECT id, token FROM done) f)`;
 
 // One row: the leases of the outcomes not written. Almost every batch writes every outcome, so the

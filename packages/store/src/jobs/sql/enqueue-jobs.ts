@@ -67,14 +67,26 @@ export const INSERTED_COLUMNS: ReadonlySet<string> = new Set([
 // drawn first, in input order, so the order of the batch (its FIFO) is kept all the same; a batch
 // split over several statements brings ids drawn for the whole batch (see JobStore.enqueue).
 //
+// Four columns are usually one value for the whole batch (its queue, its type, the default
+// priority and attempt limit): such a column comes as a one-element array, which the unnest pads
+// with NULL, and `input` reads the NULL as that first element (none of the four is ever NULL in a
+// job). Otherwise the column comes whole and the coalesce never applies. That spares the
+// statement parsing, and the store building, four arrays of a thousand equal elements.
+//
 // A queue name pg_notify cannot carry (its payload stays under 8,000 bytes) is not notified:
 // enqueue bounds queue names far below that, but a row written otherwise must not fail the
 // statement; its workers still find the job by polling.
 
-/** The `input` and `ins` CTEs of both batch statements ($1–$12, $14); `ins` returns `returning`. */
-function insertCtes(returning: string): string {
+/**
+ * The `input` and `ins` CTEs of both batch statements ($1–$12, $14); `ins` returns `returning`.
+ * `keyOrdered`: rows go in in idempotency-key order (see above); a keyless batch has no key to
+ * wait on, so it inserts in input order without sorting.
+ */
+function insertCtes(returning: string, keyOrdered: boolean): string {
   return `input AS (
-  SELECT i.*, coalesce(i.given_id, ${NEXT_JOB_ID}) AS id
+  SELECT i.uuid, coalesce(i.queue, ($2::text[])[1]) AS queue, coalesce(i.job_type, ($3::text[])[1]) AS job_type, i.payload,
+         coalesce(i.priority, ($5::int4[])[1]) AS priority, i.run_at, coalesce(i.max_attempts, ($7::int4[])[1]) AS max_attempts,
+         i.idempotency_key, i.lock_key, i.team_id, i.resource_id, i.retry_of_id, i.ord, coalesce(i.given_id, ${NEXT_JOB_ID}) AS id
   FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::timestamptz[],
               $7::int4[], $8::text[], $9::text[], $10::int8[], $11::int8[], $12::int8[], $14::int8[])
     WITH ORDINALITY AS i(uuid, queue, job_type, payload, priority, run_at, max_attempts, idempotency_key,
@@ -87,18 +99,23 @@ function insertCtes(returning: string): string {
          CASE WHEN run_at > now() THEN run_at ELSE now() END,
          CASE WHEN run_at > now() THEN 'scheduled'::__q_schema__.q_job_status ELSE 'queued'::__q_schema__.q_job_status END,
          max_attempts, idempotency_key, lock_key, team_id, resource_id, retry_of_id
-  FROM input ORDER BY idempotency_key COLLATE "C" NULLS LAST, ord
+  FROM input${keyOrdered ? ' ORDER BY idempotency_key COLLATE "C" NULLS LAST, ord' : ''}
   RETURNING ${returning}
 )`;
 }
 
-/** How many notifications the statement sent ($13): one per queue of `ins` that received a queued job. */
-const NOTIFIED = `(SELECT count(*) FROM (SELECT pg_notify($13, 'q:' || d.queue)
-                              FROM (SELECT DISTINCT queue FROM ins WHERE status = 'queued') d
-                              WHERE octet_length(d.queue) < ${MAX_NOTIFY_QUEUE_BYTES}) n)`;
+/**
+ * How many notifications the statement sent ($13): one per queue of `ins` that received a queued
+ * job. The batch's distinct queue names come as $15, so each needs only to find one queued row of
+ * its own (usually the first), where a DISTINCT over the inserted rows sorted them all.
+ */
+const NOTIFIED = `(SELECT count(*) FROM (SELECT pg_notify($13, 'q:' || d.name)
+                              FROM unnest($15::text[]) AS d(name)
+                              WHERE octet_length(d.name) < ${MAX_NOTIFY_QUEUE_BYTES}
+                                AND EXISTS (SELECT 1 FROM ins WHERE ins.queue = d.name AND ins.status = 'queued')) n)`;
 
 const TEXT = `
-WITH ${insertCtes([...INSERTED_COLUMNS].map((c) => `j.${c}`).join(', '))}
+WITH ${insertCtes([...INSERTED_COLUMNS].map((c) => `j.${c}`).join(', '), true)}
 SELECT ${someJobColumns('ins', INSERTED_COLUMNS)}, true AS inserted, ${NOTIFIED} AS notified
 FROM ins
 UNION ALL
@@ -114,18 +131,25 @@ export async function enqueueJobs(scope: StatementScope, db: Queryable, b: Enque
 }
 
 // A batch without idempotency keys (most batches): no conflict to resolve and no original to read
-// back, so the statement returns one row, not one per job: the ids in input order (one text),
-// the statement's now() and how many rows went in. The caller builds each job from its input and
-// that clock, by the same rule the INSERT applies (queued at now() unless runAt is later), so the
-// jobs are those the rows hold; their payload is the JSON text sent, parsed. Per-row results were
-// most of a batch enqueue's own CPU: 1,000 rows of nine columns parsed, then completed from the
-// input all the same. It inserts as the statement above does, from the same parameters (the key
-// column is NULL: every key is).
+// back, so the statement returns one row, not one per job: its ids, the statement's now() and how
+// many rows went in. The caller builds each job from its input and that clock, by the same rule
+// the INSERT applies (queued at now() unless runAt is later), so the jobs are those the rows
+// hold; their payload is the JSON text sent, parsed. Per-row results were most of a batch
+// enqueue's own CPU: 1,000 rows of nine columns parsed, then completed from the input all the
+// same. It inserts as the statement above does, from the same parameters (the key column is NULL:
+// every key is).
+//
+// The ids: `input` draws them in input order, and unless another session drew ids meanwhile they
+// are consecutive. `span` checks that (id − ord is the same on every row) in one pass, and then
+// the first id says them all; otherwise the ids come as one text in input order (sorted by ord:
+// the ELSE branch's sub-select runs only when reached).
 const KEYLESS = `
-WITH ${insertCtes('j.queue, j.status')}
-SELECT (SELECT string_agg(id::text, ',' ORDER BY ord) FROM input) AS ids, now() AS now, count(*)::int AS inserted,
-       ${NOTIFIED} AS notified
-FROM ins`;
+WITH ${insertCtes('j.queue, j.status', false)},
+span AS (SELECT min(id - ord) AS lo, max(id - ord) AS hi FROM input)
+SELECT span.lo + 1 AS first_id,
+       CASE WHEN span.lo = span.hi THEN NULL ELSE (SELECT string_agg(id::text, ',' ORDER BY ord) FROM input) END AS ids,
+       now() AS now, (SELECT count(*)::int FROM ins) AS inserted, ${NOTIFIED} AS notified
+FROM span`;
 
 const KEYLESS_STMT = statement('q_jobs_enqueue_keyless', KEYLESS);
 
@@ -138,13 +162,26 @@ export interface KeylessInsert {
 
 /** Inserts a batch without idempotency keys (`b.idempotencyKeys` all null); see {@link KEYLESS}. */
 export async function enqueueKeylessJobs(scope: StatementScope, db: Queryable, b: EnqueueBatch, channel: string): Promise<KeylessInsert> {
-  const { rows } = await scope.run<{ ids: string | null; now: Date; inserted: number }>(db, KEYLESS_STMT, batchValues(b, channel));
+  const { rows } = await scope.run<{ first_id: string | null; ids: string | null; now: Date; inserted: number }>(
+    db,
+    KEYLESS_STMT,
+    batchValues(b, channel),
+  );
   const r = onlyRow(rows, 'keyless enqueue');
-  return { ids: r.ids === null ? [] : r.ids.split(',').map(Number), now: r.now, inserted: r.inserted };
+  let ids: number[];
+  if (r.ids !== null) ids = r.ids.split(',').map(Number);
+  else if (r.first_id === null) ids = [];
+  else {
+    const first = Number(r.first_id);
+    ids = b.uuids.map((_, i) => first + i);
+  }
+  return { ids, now: r.now, inserted: r.inserted };
 }
 
 /**
- * The parameters of both batch statements, $1–$14. The uuids are q's own (randomUUID: the
+ * The parameters of both batch statements, $1–$15 ($15: the batch's distinct queues); the
+ * queues, types, priorities and attempt limits as one element when the batch has one value
+ * (see uniformColumn). The uuids are q's own (randomUUID: the
  * random part of each stored uuid) and the
  * priorities and attempt limits checked integers, so plain literals; the texts one literal each
  * (see textArrayLiteral); the optional columns most batches leave empty go as NULL, which the
@@ -153,12 +190,12 @@ export async function enqueueKeylessJobs(scope: StatementScope, db: Queryable, b
 function batchValues(b: EnqueueBatch, channel: string): unknown[] {
   return [
     plainArrayLiteral(b.uuids),
-    textArrayLiteral(b.queues),
-    textArrayLiteral(b.types),
+    textArrayLiteral(uniformColumn(b.queues)),
+    textArrayLiteral(uniformColumn(b.types)),
     textArrayLiteral(b.payloads),
-    plainArrayLiteral(b.priorities),
+    plainArrayLiteral(uniformColumn(b.priorities)),
     unnestColumn(b.runAts),
-    plainArrayLiteral(b.maxAttempts),
+    plainArrayLiteral(uniformColumn(b.maxAttempts)),
     unnestColumn(b.idempotencyKeys),
     unnestColumn(b.lockKeys),
     unnestColumn(b.teamIds),
@@ -166,5 +203,16 @@ function batchValues(b: EnqueueBatch, channel: string): unknown[] {
     unnestColumn(b.retryOfIds),
     channel,
     unnestColumn(b.ids),
+    textArrayLiteral([...new Set(b.queues)]),
   ];
+}
+
+/**
+ * A column of a NOT NULL value as the batch statements take it: one element when every job has
+ * the same (`input` reads the unnest's padding NULLs as it), else every value.
+ */
+function uniformColumn<T>(values: readonly T[]): readonly T[] {
+  const first = values[0];
+  for (let i = 1; i < values.length; i++) if (values[i] !== first) return values;
+  return values.slice(0, 1);
 }
