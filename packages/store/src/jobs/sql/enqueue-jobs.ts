@@ -179,13 +179,12 @@ export async function enqueueKeylessJobs(scope: StatementScope, db: Queryable, b
 }
 
 /**
- * The parameters of both batch statements, $1–$15 ($15: the batch's distinct queues); the
- * queues, types, priorities and attempt limits as one element when the batch has one value
- * (see uniformColumn). The uuids are q's own (randomUUID: the
- * random part of each stored uuid) and the
- * priorities and attempt limits checked integers, so plain literals; the texts one literal each
- * (see textArrayLiteral); the optional columns most batches leave empty go as NULL, which the
- * unnest pads.
+ * The parameters of both batch statements, $1–$15 ($15: the batch's distinct queues). The uuids
+ * are q's own (randomUUID: the random part of each stored uuid) and the priorities and attempt
+ * limits checked integers, so plain literals; the texts one literal each (see textArrayLiteral).
+ * The queues, types, priorities and attempt limits go as one element when the whole batch has one
+ * value (see uniformColumn); the optional columns most batches leave empty go as NULL. The unnest
+ * pads both.
  */
 function batchValues(b: EnqueueBatch, channel: string): unknown[] {
   return [
