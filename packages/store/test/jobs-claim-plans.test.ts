@@ -7,7 +7,7 @@
 import { useJobStore } from '@q/testing';
 import { describe, expect, it } from 'vitest';
 import { JobStore, type JobOutcome, type LeasedJob } from '../src/index.js';
-import { capturePlans, walk, type PlanNode } from './requests/plans.js';
+import { plansOf, walk, type PlanNode } from './requests/plans.js';
 
 let store: JobStore;
 
@@ -28,26 +28,6 @@ async function planCounts(): Promise<Map<string, { generic: number; custom: numb
     'SELECT name, generic_plans, custom_plans FROM pg_prepared_statements',
   );
   return new Map(rows.map((r) => [r.name.replace(/_[0-9a-f]{8}$/, ''), { generic: Number(r.generic_plans), custom: Number(r.custom_plans) }]));
-}
-
-/** Runs `fn` on the store's only connection with auto_explain on; returns the plans it produced. */
-async function plansOf(fn: () => Promise<unknown>): Promise<PlanNode[]> {
-  const client = await store.pool.connect();
-  let plans: { take(): PlanNode[] };
-  try {
-    plans = await capturePlans(client);
-  } finally {
-    client.release();
-  }
-  await fn();
-  const got = plans.take();
-  const off = await store.pool.connect();
-  try {
-    await off.query('SET auto_explain.log_min_duration = -1');
-  } finally {
-    off.release();
-  }
-  return got;
 }
 
 /** Every scan of a job table in `plans`, as `node on relation (index)`. */
@@ -89,12 +69,12 @@ describe('worker statement plans', () => {
     for (let i = 0; i < 5; i++) await store.complete(succeeded(await store.completeAndClaim([], claimOpts(1)).then((r) => r.jobs)));
     for (let i = 0; i < 5; i++) await store.complete(succeeded(await store.claim(claimOpts(1))));
     let claimed: LeasedJob[] = [];
-    const claimPlans = await plansOf(async () => {
+    const claimPlans = await plansOf(store.pool, async () => {
       claimed = await store.claim(claimOpts(500));
     });
     expect(claimed).toHaveLength(500);
     let next: LeasedJob[] = [];
-    const roundPlans = await plansOf(async () => {
+    const roundPlans = await plansOf(store.pool, async () => {
       next = (await store.completeAndClaim(succeeded(claimed), claimOpts(500))).jobs;
     });
     expect(next).toHaveLength(500);

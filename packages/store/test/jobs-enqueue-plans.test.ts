@@ -7,7 +7,7 @@ import { useJobStore } from '@q/testing';
 import { describe, expect, it } from 'vitest';
 import { JobStore } from '../src/index.js';
 import { ENQUEUE_CHUNK } from '../src/jobs/index.js';
-import { capturePlans, walk, type PlanNode } from './requests/plans.js';
+import { plansOf, walk, type PlanNode } from './requests/plans.js';
 
 let store: JobStore;
 
@@ -16,26 +16,6 @@ useJobStore(
   { prefix: 'enqplans', maxConns: 1, truncate: ['q_jobs', 'q_jobs_archive', 'q_jobs_idempotency_keys'] },
   (t) => ({ store } = t),
 );
-
-/** Runs `fn` on the store's only connection with auto_explain on; returns the plans it produced. */
-async function plansOf(fn: () => Promise<unknown>): Promise<PlanNode[]> {
-  const client = await store.pool.connect();
-  let plans: { take(): PlanNode[] };
-  try {
-    plans = await capturePlans(client, { buffers: true });
-  } finally {
-    client.release();
-  }
-  await fn();
-  const got = plans.take();
-  const off = await store.pool.connect();
-  try {
-    await off.query('SET auto_explain.log_min_duration = -1');
-  } finally {
-    off.release();
-  }
-  return got;
-}
 
 /**
  * Pages read by the function scans `which` picks: the rows' source, with the per-row
@@ -59,7 +39,7 @@ const jobs = (n: number) => Array.from({ length: n }, (_, i) => ({ queue: 'plans
 describe('batch enqueue per-row cost', () => {
   it('a keyless batch of 1,000 reads about one page per job where its rows are made (the unnest of its input)', async () => {
     await store.enqueue(jobs(10));
-    const plans = await plansOf(() => store.enqueue(jobs(1_000)));
+    const plans = await plansOf(store.pool, () => store.enqueue(jobs(1_000)), { buffers: true });
     const got = functionScanPages(plans, (n) => n.Alias === 'i');
     expect(got.rows).toBe(1_000);
     expect(got.pages, `${got.pages} pages for ${got.rows} rows`).toBeLessThanOrEqual(1.5 * got.rows);
@@ -67,7 +47,7 @@ describe('batch enqueue per-row cost', () => {
 
   it('a batch split over statements draws its ids with one sequence lookup', async () => {
     const n = ENQUEUE_CHUNK + 500;
-    const plans = await plansOf(() => store.enqueue(jobs(n)));
+    const plans = await plansOf(store.pool, () => store.enqueue(jobs(n)), { buffers: true });
     const got = functionScanPages(plans, (n) => n['Function Name'] === 'generate_series');
     expect(got.rows).toBe(n);
     expect(got.pages, `${got.pages} pages for ${got.rows} ids`).toBeLessThanOrEqual(1.5 * got.rows);

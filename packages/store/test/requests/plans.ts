@@ -53,6 +53,29 @@ export async function capturePlans(client: pg.PoolClient, opts: { buffers?: bool
   };
 }
 
+/**
+ * Runs `fn` with auto_explain on the only connection of `pool` (a pool of one, so `fn`'s
+ * statements run on it) and returns the plans they produced; auto_explain is off again after.
+ */
+export async function plansOf(pool: pg.Pool, fn: () => Promise<unknown>, opts: { buffers?: boolean } = {}): Promise<PlanNode[]> {
+  const client = await pool.connect();
+  let plans: { take(): PlanNode[] };
+  try {
+    plans = await capturePlans(client, opts);
+  } finally {
+    client.release();
+  }
+  await fn();
+  const got = plans.take();
+  const off = await pool.connect();
+  try {
+    await off.query('SET auto_explain.log_min_duration = -1');
+  } finally {
+    off.release();
+  }
+  return got;
+}
+
 /** Calls `visit` on `node` and every node under it. */
 export function walk(node: PlanNode, visit: (n: PlanNode) => void): void {
   visit(node);
