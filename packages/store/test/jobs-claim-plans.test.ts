@@ -61,7 +61,7 @@ describe('worker statement plans', () => {
     }
   });
 
-  it('on a backlog of 20,000 jobs the generic plans read jobs by index only', async () => {
+  it('on a backlog of 20,000 jobs the generic plans read the job table through its indexes', async () => {
     await store.enqueue(jobs(20_000));
     await store.enqueue(jobs(2_000, 'other'));
     await store.pool.query('ANALYZE q_jobs');
@@ -81,10 +81,12 @@ describe('worker statement plans', () => {
     const counts = await planCounts();
     expect(counts.get('q_jobs_claim')?.generic).toBeGreaterThanOrEqual(1);
     expect(counts.get('q_jobs_complete_claim')?.generic).toBeGreaterThanOrEqual(1);
+    // Through an index, plain or bitmap: a sequential scan of the table (the plan a join of the
+    // picked jobs could get under generic estimates) is what must not happen.
     for (const found of [scans(claimPlans), scans(roundPlans)]) {
       expect(found.length, found.join('\n')).toBeGreaterThan(0);
       expect(
-        found.filter((s) => !s.startsWith('Index Scan') && !s.startsWith('Index Only Scan')),
+        found.filter((s) => s.startsWith('Seq Scan')),
         found.join('\n'),
       ).toEqual([]);
     }
