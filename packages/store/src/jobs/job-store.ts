@@ -8,6 +8,7 @@ import type { JobStoreFromPoolOptions, JobStoreOpenOptions } from './options.js'
 import type { InTransaction } from '../transaction.js';
 import * as leadership from './leadership.js';
 import { MAINTENANCE_LEADERSHIP, checkLeaderLease, checkLeadership, type LeaderLease, type LeaderMaintenanceResult } from './leadership.js';
+import { ClaimStarts } from './claim-starts.js';
 import { JobListener, type JobListenerHandlers } from './listener.js';
 import { countBacklog } from './sql/count-backlog.js';
 import { dbNow } from './sql/db-now.js';
@@ -93,7 +94,13 @@ export class JobStore {
     this.channel = `q_jobs_${createHash('sha256').update(schema).digest('hex').slice(0, 24)}`;
     this.#tracer = tracer;
     this.#applicationName = applicationName;
-    this.#ctx = { pool, scope: this.#scope, channel: this.channel, op: (name, fn, attrs) => this.#op(name, fn, attrs) };
+    this.#ctx = {
+      pool,
+      scope: this.#scope,
+      starts: new ClaimStarts(),
+      channel: this.channel,
+      op: (name, fn, attrs) => this.#op(name, fn, attrs),
+    };
     this.#unobserve = observeBacklog(opts.meterProvider, this.#ctx, () => this.#closed);
   }
 
@@ -364,11 +371,14 @@ export class JobStore {
    * by the server after `max(ttlMs, 1 s)` idle, rolling the round back: a deposed leader's late
    * writes never commit.
    */
-  maintainAsLeader(lease: LeaderLease, ttlMs: number, maxResumes = DEFAULT_MAX_RESUMES): Promise<LeaderMaintenanceResult | null> {
+  async maintainAsLeader(lease: LeaderLease, ttlMs: number, maxResumes = DEFAULT_MAX_RESUMES): Promise<LeaderMaintenanceResult | null> {
     checkLeaderLease('maintainAsLeader', lease);
     const ttl = checkLeadership('maintainAsLeader', lease.owner, ttlMs, lease.name);
     checkMaxResumes(maxResumes);
-    return this.#op('maintain', () => leadership.maintainFenced(this.#scope, this.pool, this.channel, lease, ttl, maxResumes));
+    const result = await this.#op('maintain', () => leadership.maintainFenced(this.#scope, this.pool, this.channel, lease, ttl, maxResumes));
+    // Reaped and promoted jobs are queued behind the claims' start positions (see claim-starts.ts).
+    if (result !== null && (result.reaped.length > 0 || result.promoted > 0)) this.#ctx.starts.forget();
+    return result;
   }
 
   /**

@@ -23,15 +23,16 @@ export interface PlanNode {
  * Turns on auto_explain (ANALYZE, JSON, nested statements) on `client` and collects the plans;
  * with `buffers`, each node also carries its buffer counts.
  */
-export async function capturePlans(client: pg.PoolClient, opts: { buffers?: boolean } = {}): Promise<{ take(): PlanNode[] }> {
+export async function capturePlans(client: pg.PoolClient, opts: { buffers?: boolean } = {}): Promise<{ take(): PlanNode[]; stop(): void }> {
   let plans: PlanNode[] = [];
-  client.on('notice', (msg) => {
+  const onNotice = (msg: { message?: string }): void => {
     const text = msg.message ?? '';
     const at = text.indexOf('{');
     if (!text.includes('plan:') || at < 0) return;
     const parsed = JSON.parse(text.slice(at)) as { Plan: PlanNode };
     plans.push(parsed.Plan);
-  });
+  };
+  client.on('notice', onNotice);
   for (const s of [
     `LOAD 'auto_explain'`,
     'SET auto_explain.log_min_duration = 0',
@@ -50,6 +51,9 @@ export async function capturePlans(client: pg.PoolClient, opts: { buffers?: bool
       plans = [];
       return out;
     },
+    stop() {
+      client.off('notice', onNotice);
+    },
   };
 }
 
@@ -59,7 +63,7 @@ export async function capturePlans(client: pg.PoolClient, opts: { buffers?: bool
  */
 export async function plansOf(pool: pg.Pool, fn: () => Promise<unknown>, opts: { buffers?: boolean } = {}): Promise<PlanNode[]> {
   const client = await pool.connect();
-  let plans: { take(): PlanNode[] };
+  let plans: { take(): PlanNode[]; stop(): void };
   try {
     plans = await capturePlans(client, opts);
   } finally {
@@ -67,6 +71,7 @@ export async function plansOf(pool: pg.Pool, fn: () => Promise<unknown>, opts: {
   }
   await fn();
   const got = plans.take();
+  plans.stop();
   const off = await pool.connect();
   try {
     await off.query('SET auto_explain.log_min_duration = -1');

@@ -25,8 +25,10 @@ export async function claim(ctx: JobStoreContext, opts: ClaimOptions): Promise<L
   return ctx.op('claim', async () => {
     for (let attempt = 0; ; attempt++) {
       try {
-        const rows = await claimJobs(ctx.scope, ctx.pool, claim.queues, claim.limit, claim.workerId, claim.leaseMs, claim.status);
-        return rows.sort(claimOrder);
+        const plan = ctx.starts.plan(claim.queues);
+        const got = await claimJobs(ctx.scope, ctx.pool, { ...claim, starts: plan.params });
+        ctx.starts.record(plan, claim.queues, claim.limit, got);
+        return got.jobs.sort(claimOrder);
       } catch (err) {
         if (!isLockKeyRace(err) || attempt >= CLAIM_RACE_RETRIES) {
           if (isLockKeyRace(err)) return [];
@@ -61,9 +63,11 @@ export async function completeAndClaim(
       const last = sliceBatch(batch, from, to);
       for (let attempt = 0; ; attempt++) {
         try {
-          const r = await completeAndClaimJobs(ctx.scope, ctx.pool, last, checked);
+          const plan = ctx.starts.plan(checked.queues);
+          const r = await completeAndClaimJobs(ctx.scope, ctx.pool, last, { ...checked, starts: plan.params });
+          ctx.starts.record(plan, checked.queues, checked.limit, r.claimed);
           for (const k of r.fenced) fenced.add(k);
-          return { written: prepared.reportFenced(fenced), jobs: r.claimed.sort(claimOrder) };
+          return { written: prepared.reportFenced(fenced), jobs: r.claimed.jobs.sort(claimOrder) };
         } catch (err) {
           if (!isLockKeyRace(err)) throw err;
           if (attempt >= CLAIM_RACE_RETRIES) {

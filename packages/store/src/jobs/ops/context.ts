@@ -4,11 +4,14 @@ import type { Tracer } from '@opentelemetry/api';
 import { withOperation } from '@q/otel';
 import { QError, QErrorCode, databaseError, invalidArgument, type StatementScope } from '@q/schema';
 import type pg from 'pg';
+import type { ClaimStarts } from '../claim-starts.js';
 
 /** What an operation of the job store needs from it. */
 export interface JobStoreContext {
   readonly pool: pg.Pool;
   readonly scope: StatementScope;
+  /** Where each queue's next claim starts reading it (see claim-starts.ts). */
+  readonly starts: ClaimStarts;
   /** The LISTEN/NOTIFY channel that statements waking workers notify. */
   readonly channel: string;
   /** Runs `fn` as operation `name`: traced, and every failure a `QError` (`CLOSED` once closed). */

@@ -37,5 +37,7 @@ export async function updateSteps(ctx: JobStoreContext, lease: JobLease, steps: 
 export async function release(ctx: JobStoreContext, leases: readonly JobLease[]): Promise<number[]> {
   const { ids, tokens } = splitLeases(leases);
   if (ids.length === 0) return [];
-  return ctx.op('release', () => releaseJobs(ctx.scope, ctx.pool, ids, tokens, ctx.channel));
+  const released = await ctx.op('release', () => releaseJobs(ctx.scope, ctx.pool, ids, tokens, ctx.channel));
+  if (released.length > 0) ctx.starts.forget();
+  return released;
 }

@@ -19,21 +19,24 @@ export interface MaintenanceResult {
 }
 
 /** `JobStore.promoteDue`. */
-export function promoteDue(ctx: JobStoreContext): Promise<number> {
-  return ctx.op('promote', () => promoteDueJobs(ctx.scope, ctx.pool, ctx.channel));
+export async function promoteDue(ctx: JobStoreContext): Promise<number> {
+  const promoted = await ctx.op('promote', () => promoteDueJobs(ctx.scope, ctx.pool, ctx.channel));
+  if (promoted > 0) ctx.starts.forget();
+  return promoted;
 }
 
 /** `JobStore.reapExpired`. */
 export async function reapExpired(ctx: JobStoreContext, maxResumes: number): Promise<ReapedJob[]> {
   checkMaxResumes(maxResumes);
   const rows = await ctx.op('reap', () => reapExpiredLeases(ctx.scope, ctx.pool, maxResumes));
+  if (rows.length > 0) ctx.starts.forget();
   return rows.map((r) => ({ id: Number(r.id), uuid: r.uuid, status: r.status }));
 }
 
 /** `JobStore.maintain`. */
 export async function maintain(ctx: JobStoreContext, maxResumes: number): Promise<MaintenanceResult | null> {
   checkMaxResumes(maxResumes);
-  return ctx.op('maintain', () =>
+  const result = await ctx.op('maintain', () =>
     withTransaction(ctx.pool, async (client) => {
       if (!(await tryMaintenanceXactLock(ctx.scope, client))) return null;
       const reaped = await reapExpiredLeases(ctx.scope, client, maxResumes);
@@ -41,6 +44,8 @@ export async function maintain(ctx: JobStoreContext, maxResumes: number): Promis
       return { reaped: reaped.map((r) => ({ id: Number(r.id), uuid: r.uuid, status: r.status })), promoted };
     }),
   );
+  if (result !== null && (result.reaped.length > 0 || result.promoted > 0)) ctx.starts.forget();
+  return result;
 }
 
 /** `JobStore.cancel`. */

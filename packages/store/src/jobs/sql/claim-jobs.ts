@@ -1,5 +1,6 @@
 import { repeatedTimestamps, statement, type StatementScope } from '@q/schema';
-import { JOB_COLUMN_NAMES, leasedJobOf, someJobColumns } from '../row.js';
+import { JOB_COLUMN_COUNT, JOB_COLUMN_NAMES, leasedJobOf, someJobColumns, type ClaimedAs } from '../row.js';
+import type { ClaimEnd, ClaimStartParams } from '../claim-starts.js';
 import type { LeasedJob } from '../types.js';
 import { opaque, type Queryable } from './db.js';
 
@@ -10,6 +11,13 @@ export interface ClaimParams {
   workerId: string;
   leaseMs: string;
   status: string;
+  /**
+   * Per queue, aligned with `queues`: the dequeue position (priority, run_at, id) the claim starts
+   * past, NULL for a scan from the queue's head (see claim-starts.ts).
+   */
+  afterPriority: string;
+  afterRunAt: string;
+  afterId: string;
 }
 
 // The CTEs `cand` and `pick` choose up to `limit` jobs. Each queue is scanned in dequeue-index
@@ -22,29 +30,47 @@ export interface ClaimParams {
 // predicate on its own. Rows locked but not picked are released when the statement commits. The
 // ORDER BY spells out NULLS LAST to match jobs_dequeue_idx exactly (priority is NOT NULL, but the
 // planner only uses an index for ordering when the null placement matches).
+//
+// A queue given a start position is read in three ranges of its index, in index order, each its
+// own scan: the higher priorities whole, the position's priority past the position, the lower
+// priorities whole; without one (NULL), the first range is the whole queue and the others are
+// empty. The Append runs them lazily: the LIMIT above stops it once it has its rows, so a range
+// after a full one is never read (nor a row of it locked). Why a claim skips a range at all, and
+// why that is safe, is the essay of claim-starts.ts.
+function claimRange(range: string, limit: string): string {
+  return `SELECT j.id, j.lock_key, j.priority, j.run_at FROM __q_schema__.q_jobs j
+      WHERE j.queue = q.name AND ${range} AND j.status = 'queued' AND j.run_at <= now()
+        AND (j.lock_key IS NULL OR NOT EXISTS (
+              SELECT 1 FROM __q_schema__.q_jobs h
+              WHERE h.lock_key = j.lock_key AND h.lock_key IS NOT NULL AND h.status IN ('leased', 'running')))
+      ORDER BY j.priority DESC NULLS LAST, j.run_at, j.id
+      LIMIT ${limit}
+      FOR UPDATE OF j SKIP LOCKED`;
+}
+
 /** The `cand` and `pick` CTEs of a claim (shared with the combined complete-and-claim). */
 export function claimCtes(p: ClaimParams): string {
+  const limit = opaque(p.limit, 'int8');
   return `
 cand AS (
   SELECT c.id, c.lock_key, c.priority, c.run_at
-  FROM unnest(${opaque(p.queues, 'text[]')}) AS q(name)
+  FROM unnest(${opaque(p.queues, 'text[]')}, ${opaque(p.afterPriority, 'int4[]')}, ${opaque(p.afterRunAt, 'text[]')},
+              ${opaque(p.afterId, 'int8[]')}) AS q(name, priority, run_at, id)
   CROSS JOIN LATERAL (
-    SELECT j.id, j.lock_key, j.priority, j.run_at FROM __q_schema__.q_jobs j
-    WHERE j.queue = q.name AND j.status = 'queued' AND j.run_at <= now()
-      AND (j.lock_key IS NULL OR NOT EXISTS (
-            SELECT 1 FROM __q_schema__.q_jobs h
-            WHERE h.lock_key = j.lock_key AND h.lock_key IS NOT NULL AND h.status IN ('leased', 'running')))
-    ORDER BY j.priority DESC NULLS LAST, j.run_at, j.id
-    LIMIT ${opaque(p.limit, 'int8')}
-    FOR UPDATE OF j SKIP LOCKED
+    SELECT * FROM (${claimRange('j.priority >= coalesce(q.priority::int8 + 1, -2147483648)', limit)}) above
+    UNION ALL
+    SELECT * FROM (${claimRange(`j.priority = q.priority AND (j.run_at, j.id) > (q.run_at::timestamp AT TIME ZONE 'UTC', q.id)`, limit)}) past
+    UNION ALL
+    SELECT * FROM (${claimRange('j.priority < q.priority', limit)}) below
+    LIMIT ${limit}
   ) c
 ), pick AS (
-  SELECT r.id FROM (
+  SELECT r.id, r.priority, r.run_at FROM (
     SELECT cand.*, row_number() OVER (PARTITION BY lock_key ORDER BY priority DESC, run_at, id) AS rn FROM cand
   ) r
   WHERE r.lock_key IS NULL OR r.rn = 1
   ORDER BY r.priority DESC, r.run_at, r.id
-  LIMIT ${opaque(p.limit, 'int8')}
+  LIMIT ${limit}
 )`;
 }
 
@@ -55,43 +81,90 @@ cand AS (
 const KNOWN = new Set(['status', 'leased_by', 'lease_expires_at']);
 const RETURNED = someJobColumns('jobs', new Set(JOB_COLUMN_NAMES.filter((c) => !KNOWN.has(c))));
 
+// The claim's last job in dequeue order (where the next claim may start, see claim-starts.ts)
+// also carries its run_at exactly: a Date keeps milliseconds, run_at has microseconds, and the
+// jobs of one batch enqueue share one run_at, so a position a millisecond early would read the
+// batch's claimed entries again. In UTC, in a format whose text order is time order (the
+// years a claimable run_at has: four digits) and that reads back the same whatever DateStyle.
+const RUN_AT_FORMAT = 'YYYY-MM-DD"T"HH24:MI:SS.US';
+
 // The claim runs on its generic plan (the queues and the limit are read through `opaque`, see
 // db.ts), whose estimates know nothing of the limit: a join of the picked rows could then be
 // hashed against a scan of the whole table. The picked ids are read as one array instead, which
 // leaves the primary key as the only way to the rows.
-/** The UPDATE that leases the picked jobs, each with a fresh fencing token. */
+/**
+ * The UPDATE that leases the picked jobs, each with a fresh fencing token; every row returns
+ * the job columns, its lease token, and (on the claim's last job only) that job's exact run_at.
+ */
 export function claimUpdate(p: ClaimParams): string {
   return `
 UPDATE __q_schema__.q_jobs AS jobs SET status = ${p.status}::__q_schema__.q_job_status, leased_by = ${p.workerId}, lease_token = gen_random_uuid(),
        lease_expires_at = now() + ${p.leaseMs} * interval '1 millisecond', heartbeat_at = now(),
        attempt = jobs.attempt + 1, updated_at = now()
 WHERE jobs.id = ANY(ARRAY(SELECT pick.id FROM pick))
-RETURNING ${RETURNED}, jobs.lease_token`;
+RETURNING ${RETURNED}, jobs.lease_token,
+  CASE WHEN jobs.id = (SELECT l.id FROM pick l ORDER BY l.priority, l.run_at DESC, l.id DESC LIMIT 1)
+    THEN to_char(jobs.run_at AT TIME ZONE 'UTC', '${RUN_AT_FORMAT}') END`;
 }
 
-const P: ClaimParams = { queues: '$1', limit: '$2', workerId: '$3', leaseMs: '$4', status: '$5' };
+const P: ClaimParams = {
+  queues: '$1',
+  limit: '$2',
+  workerId: '$3',
+  leaseMs: '$4',
+  status: '$5',
+  afterPriority: '$6',
+  afterRunAt: '$7',
+  afterId: '$8',
+};
 const TEXT = `WITH ${claimCtes(P)}${claimUpdate(P)}`;
 
-// Rows arrive as arrays (the job columns, then the lease token) and are mapped by position: a
+// Rows arrive as arrays (the job columns, the lease token, the run_at) and are mapped by position: a
 // claim returns hundreds of rows of twenty-seven columns, and pg's object per row, keyed by
 // column name, was a measurable part of a worker's CPU.
 const TEXT_STMT = statement('q_jobs_claim', TEXT, { types: repeatedTimestamps, rowMode: 'array' });
 
+/** What a claim asks for: the queues with where each is read from, and the lease to take. */
+export interface ClaimInput {
+  queues: string[];
+  limit: number;
+  workerId: string;
+  leaseMs: number;
+  status: 'leased' | 'running';
+  starts: ClaimStartParams;
+}
+
+/** A claim's parameters in statement order: the queues, the limit, the lease, the start positions. */
+export function claimValues(c: ClaimInput): unknown[] {
+  return [c.queues, c.limit, c.workerId, c.leaseMs, c.status, c.starts.priority, c.starts.runAt, c.starts.id];
+}
+
+/** What one claim statement leased, with the position of its last job in dequeue order. */
+export interface ClaimedRows {
+  jobs: LeasedJob[];
+  /** The last job in dequeue order, with its exact run_at (absent when none was leased). */
+  end: ClaimEnd | undefined;
+}
+
+/**
+ * Maps one claimed row (job columns from `at`, then the lease token and the exact run_at) into
+ * `out`; the row carrying a run_at is the claim's last job.
+ */
+export function takeClaimedRow(v: readonly unknown[], at: number, claim: ClaimedAs, out: ClaimedRows): void {
+  const job = leasedJobOf(v, at, claim);
+  out.jobs.push(job);
+  const runAt = v[at + JOB_COLUMN_COUNT + 1];
+  if (typeof runAt === 'string') out.end = { queue: job.queue, priority: job.priority, runAt, id: job.id };
+}
+
 /**
  * Leases up to `limit` eligible jobs of `queues` for `workerId`; each gets a new fencing token.
  * `status` is `leased`, or `running` for a claimer that starts the jobs at once (saving the
- * separate mark-running write).
+ * separate mark-running write). Each queue is read past its start position (NULL: from its head).
  */
-export async function claimJobs(
-  scope: StatementScope,
-  db: Queryable,
-  queues: string[],
-  limit: number,
-  workerId: string,
-  leaseMs: number,
-  status: 'leased' | 'running',
-): Promise<LeasedJob[]> {
-  const { rows } = await scope.run<unknown[]>(db, TEXT_STMT, [queues, limit, workerId, leaseMs, status]);
-  const as = { status, workerId, leaseMs };
-  return rows.map((v) => leasedJobOf(v, 0, as));
+export async function claimJobs(scope: StatementScope, db: Queryable, claim: ClaimInput): Promise<ClaimedRows> {
+  const { rows } = await scope.run<unknown[]>(db, TEXT_STMT, claimValues(claim));
+  const out: ClaimedRows = { jobs: [], end: undefined };
+  for (const v of rows) takeClaimedRow(v, 0, claim, out);
+  return out;
 }

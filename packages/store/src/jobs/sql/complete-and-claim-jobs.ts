@@ -1,13 +1,12 @@
 import { repeatedTimestamps, statement, type StatementScope } from '@q/schema';
-import { JOB_COLUMN_COUNT, leasedJobOf } from '../row.js';
-import type { LeasedJob } from '../types.js';
-import { claimCtes, claimUpdate, type ClaimParams } from './claim-jobs.js';
+import { JOB_COLUMN_COUNT } from '../row.js';
+import { claimCtes, claimUpdate, claimValues, takeClaimedRow, type ClaimInput, type ClaimParams, type ClaimedRows } from './claim-jobs.js';
 import { COMPLETION_CTES, FENCED_KEYS, completionValues, type CompletionBatch } from './complete-jobs.js';
 import type { Queryable } from './db.js';
 
 // A worker's steady-state round trip: the outcomes of the attempts that just finished (exactly
 // as completeJobs writes them: $1–$7, each fenced by its lease token) and the claim of
-// replacements for the freed slots (exactly as claimJobs: $8–$12), in one statement and one
+// replacements for the freed slots (exactly as claimJobs: $8–$15), in one statement and one
 // commit. Both parts read one snapshot, so they touch disjoint rows (the claim takes `queued`
 // rows; an outcome matches only a held lease's token), and a lock key released by an outcome is
 // still seen as held by the claim: its next job waits for the following round. The outcome part
@@ -18,8 +17,17 @@ import type { Queryable } from './db.js';
 // a count and a NULL: a row per outcome (30 mostly empty columns), and then a key per written
 // lease, were each a measurable part of the worker's parsing and of the statement's own output.
 // The batch holds each lease once (see prepareOutcomes), so input minus written is the fenced.
-const P: ClaimParams = { queues: '$8', limit: '$9', workerId: '$10', leaseMs: '$11', status: '$12' };
-const NULLS = Array.from({ length: JOB_COLUMN_COUNT + 1 }, () => 'NULL').join(', ');
+const P: ClaimParams = {
+  queues: '$8',
+  limit: '$9',
+  workerId: '$10',
+  leaseMs: '$11',
+  status: '$12',
+  afterPriority: '$13',
+  afterRunAt: '$14',
+  afterId: '$15',
+};
+const NULLS = Array.from({ length: JOB_COLUMN_COUNT + 2 }, () => 'NULL').join(', ');
 const TEXT = `
 WITH ${COMPLETION_CTES}, ${claimCtes(P)}, claimed AS (${claimUpdate(P)}
 )
@@ -32,36 +40,29 @@ FROM done`;
 export interface CompleteAndClaimRows {
   /** The leases whose outcomes were not written (fenced), as `leaseKey`s; the others were. */
   fenced: string[];
-  /** The jobs leased, in no particular order. */
-  claimed: LeasedJob[];
+  /** The jobs leased, in no particular order, and the last of them in dequeue order. */
+  claimed: ClaimedRows;
 }
 
-// Rows as arrays, mapped by position (see claim-jobs.ts): `written`, the job columns and the
-// lease token, then `fenced_keys`.
+// Rows as arrays, mapped by position (see claim-jobs.ts): `written`, the job columns, the lease
+// token and the last job's run_at, then `fenced_keys`.
 const TEXT_STMT = statement('q_jobs_complete_claim', TEXT, { types: repeatedTimestamps, rowMode: 'array' });
-const FENCED_AT = JOB_COLUMN_COUNT + 2;
+const FENCED_AT = JOB_COLUMN_COUNT + 3;
 
 /** Writes `outcomes` and leases up to `limit` jobs of `queues`, in one statement. */
 export async function completeAndClaimJobs(
   scope: StatementScope,
   db: Queryable,
   outcomes: CompletionBatch,
-  claim: { queues: string[]; limit: number; workerId: string; leaseMs: number; status: 'leased' | 'running' },
+  claim: ClaimInput,
 ): Promise<CompleteAndClaimRows> {
-  const { rows } = await scope.run<unknown[]>(db, TEXT_STMT, [
-    ...completionValues(outcomes),
-    claim.queues,
-    claim.limit,
-    claim.workerId,
-    claim.leaseMs,
-    claim.status,
-  ]);
-  const out: CompleteAndClaimRows = { fenced: [], claimed: [] };
+  const { rows } = await scope.run<unknown[]>(db, TEXT_STMT, [...completionValues(outcomes), ...claimValues(claim)]);
+  const out: CompleteAndClaimRows = { fenced: [], claimed: { jobs: [], end: undefined } };
   for (const v of rows) {
     // `written` is NULL on a claimed job's row; the report row has the count, and its
     // `fenced_keys` lists the `id/token` of each lease whose outcome was not written (NULL when
     // none; uuid text is lower case, as leaseKey writes it).
-    if (v[0] === null) out.claimed.push(leasedJobOf(v, 1, claim));
+    if (v[0] === null) takeClaimedRow(v, 1, claim, out.claimed);
     else if (typeof v[FENCED_AT] === 'string') out.fenced = v[FENCED_AT].split(',');
   }
   return out;
