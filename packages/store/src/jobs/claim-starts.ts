@@ -6,25 +6,24 @@
 // version it points to. While some session holds an old snapshot open (a long report, a
 // forgotten transaction in an admin console), none of the entries of the jobs claimed since can
 // be skipped cheaply: every claim visits each of them, and its row in the table, before it
-// reaches the first job still queued. That walk grows by one entry per job: in a drain of 20,000
-// jobs/s under a snapshot held a minute, the claim's time was almost all walk after a few
-// seconds, and the worker lost about two thirds of its rate.
+// reaches the first job still queued. That walk grows by one entry per job claimed: in the
+// benchmark's drain under a snapshot held a minute (job-drain-held-xmin), the claim's time was
+// mostly walk after a few seconds, and the worker kept about 38 % of its rate (91–94 % since).
 //
-// So a store remembers, per queue, where its last claim that came back full ended (the position
-// of the last job it leased, in dequeue order) and starts the next claim past it: the queue's
+// So a store remembers, per queue, where its latest claim ended if it came back full (the
+// position of the last job it leased, in dequeue order) and starts the next claim past it: the queue's
 // higher priorities are still read whole, its lower ones too, and only the prefix of the
 // position's own priority is skipped (claim-jobs.ts). What lies in that prefix is almost only
 // what this claimer and its peers have already claimed. Not only, though: a job may land there
 // after the claim passed (one enqueued by a transaction that committed late, with the run_at of
-// its start; one given an explicit run_at in the past; a released or reaped lease; a promoted
-// retry or schedule), or stay there because it was passed over (its lock key was busy, another
+// its start; a released or reaped lease; a promoted retry or schedule), or stay there because it was passed over (its lock key was busy, another
 // session held its row locked). Those are found by a claim from the head, and one is sent
 //   - whenever the queue has no position: the first claim, and after any claim that came back
 //     with fewer jobs than it asked for, which is the normal case for a worker that keeps up (so
 //     a queue without a backlog is always read from its head, exactly as before);
-//   - at least every HEAD_SCAN_EVERY_MS while a backlog lasts, and never less often than that
-//     the head scans take at most 1 / HEAD_SCAN_SHARE of the time (under a held snapshot a head
-//     scan is the slow walk: its period grows with its cost, so it cannot take the rate back);
+//   - every HEAD_SCAN_EVERY_MS while a backlog lasts, or, when head scans are slow, as often as
+//     keeps them to 1 / HEAD_SCAN_SHARE of the time (under a held snapshot a head scan is the
+//     slow walk: its period grows with its cost, so it cannot take the rate back);
 //   - for KEYED_HOLD_MS after the queue gave a job with a lock key: a queue that serializes jobs
 //     by key has jobs waiting for a key in the prefix all the time, and each must start as soon
 //     as its key is free;
@@ -60,6 +59,11 @@ export interface ClaimEnd extends Position {
 
 interface QueueState {
   position: Position | undefined;
+  /**
+   * When the claim that decided `position` was sent (or `forget()` ran): a claim sent earlier
+   * that comes back later knows less, and is not taken.
+   */
+  decidedAt: number;
   /** `performance.now()` when the last head scan was sent. */
   headScanAt: number;
   /**
@@ -89,13 +93,6 @@ export interface ClaimStartPlan {
 /** A run_at text as the claim writes it (a year of four digits: any other is not compared). */
 const RUN_AT_TEXT = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}$/;
 
-/** Later in dequeue order: lower priority, then later run_at, then higher id. */
-function isAfter(a: Position, b: Position): boolean {
-  if (a.priority !== b.priority) return a.priority < b.priority;
-  if (a.runAt !== b.runAt) return a.runAt > b.runAt;
-  return a.id > b.id;
-}
-
 /**
  * Per queue, where the next claim of a store starts (see the essay above): past the last job of
  * its last full claim, or at the queue's head. Process-side bookkeeping only: a wrong position
@@ -107,7 +104,7 @@ export class ClaimStarts {
   #state(queue: string): QueueState {
     let s = this.#queues.get(queue);
     if (s === undefined) {
-      s = { position: undefined, headScanAt: -Infinity, headScanMs: 0, lastHeadScanMs: 0, keyedUntil: -Infinity };
+      s = { position: undefined, decidedAt: -Infinity, headScanAt: -Infinity, headScanMs: 0, lastHeadScanMs: 0, keyedUntil: -Infinity };
       this.#queues.set(queue, s);
     }
     return s;
@@ -154,21 +151,31 @@ export class ClaimStarts {
         s.headScanMs = Math.min(ms, s.lastHeadScanMs);
         s.lastHeadScanMs = ms;
       }
-      if (keyed.has(queue)) {
-        s.keyedUntil = now + KEYED_HOLD_MS;
-        s.position = undefined;
-      } else if ((counts.get(queue) ?? 0) < limit || end === undefined || end.queue !== queue || !RUN_AT_TEXT.test(end.runAt)) {
+      if (keyed.has(queue)) s.keyedUntil = Math.max(s.keyedUntil, now + KEYED_HOLD_MS);
+      // The latest claim sent decides, whenever it comes back: of two claims in flight from one
+      // position, the later one passed over the earlier one's rows and ended further on. It also
+      // moves the position back when it ended earlier (it took jobs of a higher priority, or jobs
+      // that were behind the position), so the next claim reads on from there.
+      if (plan.sentAt < s.decidedAt) return;
+      s.decidedAt = plan.sentAt;
+      if (keyed.has(queue) || (counts.get(queue) ?? 0) < limit || end === undefined || end.queue !== queue || !RUN_AT_TEXT.test(end.runAt)) {
         // A claim that came back short has passed every job it could take: start at the head.
         // (One that came back full did so from one queue, whose job is the claim's last.)
         s.position = undefined;
-      } else if (s.position === undefined || isAfter(end, s.position)) {
+      } else {
         s.position = { priority: end.priority, runAt: end.runAt, id: end.id };
       }
     });
   }
 
-  /** Every queue's next claim reads from its head (jobs were put back behind the positions). */
-  forget(): void {
-    for (const s of this.#queues.values()) s.position = undefined;
+  /**
+   * Every queue's next claim reads from its head (jobs were put back behind the positions), and
+   * no claim sent before now sets a position again.
+   */
+  forget(now = performance.now()): void {
+    for (const s of this.#queues.values()) {
+      s.position = undefined;
+      s.decidedAt = now;
+    }
   }
 }
