@@ -7,7 +7,7 @@
 import { StatementScope } from '@q/schema';
 import { useJobStore } from '@q/testing';
 import pg from 'pg';
-import { describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { JobStore, type LeasedJob } from '../src/index.js';
 import {
   ClaimStarts,
@@ -28,7 +28,12 @@ useJobStore(JobStore, { prefix: 'claimstarts', maxConns: 1, truncate: ['q_jobs',
   dsn = t.schema.dsn;
 });
 
-const QUEUE = 'starts';
+// Each test its own queue: the store's start positions (and a lock key's hold) outlive a test.
+let QUEUE = 'starts';
+let tests = 0;
+beforeEach(() => {
+  QUEUE = `starts_${++tests}`;
+});
 const jobs = (n: number, extra: { priority?: number; lockKey?: string } = {}) =>
   Array.from({ length: n }, (_, i) => ({ queue: QUEUE, type: 'noop', payload: { i }, ...extra }));
 const claimOpts = (limit: number) => ({ queues: [QUEUE], workerId: 'w', limit, leaseMs: 60_000, start: true });
