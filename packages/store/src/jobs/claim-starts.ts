@@ -11,13 +11,14 @@
 // mostly walk after a few seconds, and the worker kept about 38 % of its rate (91–94 % since).
 //
 // So a store remembers, per queue, where its latest claim ended if it came back full (the
-// position of the last job it leased, in dequeue order) and starts the next claim past it: the queue's
-// higher priorities are still read whole, its lower ones too, and only the prefix of the
+// position of the last job it leased, in dequeue order) and starts the next claim past it: the
+// queue's higher priorities are still read whole, its lower ones too, and only the prefix of the
 // position's own priority is skipped (claim-jobs.ts). What lies in that prefix is almost only
 // what this claimer and its peers have already claimed. Not only, though: a job may land there
 // after the claim passed (one enqueued by a transaction that committed late, with the run_at of
-// its start; a released or reaped lease; a promoted retry or schedule), or stay there because it was passed over (its lock key was busy, another
-// session held its row locked). Those are found by a claim from the head, and one is sent
+// its start; a released or reaped lease; a promoted retry or schedule), or stay there because it
+// was passed over (its lock key was busy, another session held its row locked). Those are found
+// by a claim from the head, and one is sent
 //   - whenever the queue has no position: the first claim, and after any claim that came back
 //     with fewer jobs than it asked for, which is the normal case for a worker that keeps up (so
 //     a queue without a backlog is always read from its head, exactly as before);
@@ -95,7 +96,7 @@ const RUN_AT_TEXT = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}$/;
 
 /**
  * Per queue, where the next claim of a store starts (see the essay above): past the last job of
- * its last full claim, or at the queue's head. Process-side bookkeeping only: a wrong position
+ * its latest claim when that came back full, or at the queue's head. Process-side bookkeeping only: a wrong position
  * delays a job until the next head scan, it never leases one twice.
  */
 export class ClaimStarts {
