@@ -138,13 +138,14 @@ export class ClaimStarts {
 
   /** Learns from a claim of `queues` planned as `plan` that asked for `limit` jobs and leased `got`. */
   record(plan: ClaimStartPlan, queues: readonly string[], limit: number, got: ClaimedRows, now = performance.now()): void {
-    const counts = new Map<string, number>();
+    const end = got.end;
+    // Full means every one of `limit` jobs came from the queue of the claim's last job.
+    let endQueueJobs = 0;
     const keyed = new Set<string>();
     for (const j of got.jobs) {
-      counts.set(j.queue, (counts.get(j.queue) ?? 0) + 1);
+      if (j.queue === end?.queue) endQueueJobs++;
       if (j.lockKey !== null) keyed.add(j.queue);
     }
-    const end = got.end;
     queues.forEach((queue, i) => {
       const s = this.#state(queue);
       if (plan.fromHead[i] === true) {
@@ -159,7 +160,7 @@ export class ClaimStarts {
       // that were behind the position), so the next claim reads on from there.
       if (plan.sentAt < s.decidedAt) return;
       s.decidedAt = plan.sentAt;
-      if (keyed.has(queue) || (counts.get(queue) ?? 0) < limit || end === undefined || end.queue !== queue || !RUN_AT_TEXT.test(end.runAt)) {
+      if (keyed.has(queue) || end === undefined || end.queue !== queue || endQueueJobs < limit || !RUN_AT_TEXT.test(end.runAt)) {
         // A claim that came back short has passed every job it could take: start at the head.
         // (One that came back full did so from one queue, whose job is the claim's last.)
         s.position = undefined;

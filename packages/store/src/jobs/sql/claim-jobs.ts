@@ -107,16 +107,25 @@ RETURNING ${RETURNED}, jobs.lease_token,
     THEN to_char(jobs.run_at AT TIME ZONE 'UTC', '${RUN_AT_FORMAT}') END`;
 }
 
-const P: ClaimParams = {
-  queues: '$1',
-  limit: '$2',
-  workerId: '$3',
-  leaseMs: '$4',
-  status: '$5',
-  afterPriority: '$6',
-  afterRunAt: '$7',
-  afterId: '$8',
-};
+/**
+ * The claim's placeholders from `$first` on, in the order {@link claimValues} sends the values
+ * (the one place that order is written down for both statements that claim).
+ */
+export function claimParams(first: number): ClaimParams {
+  const at = (k: number): string => `$${first + k}`;
+  return {
+    queues: at(0),
+    limit: at(1),
+    workerId: at(2),
+    leaseMs: at(3),
+    status: at(4),
+    afterPriority: at(5),
+    afterRunAt: at(6),
+    afterId: at(7),
+  };
+}
+
+const P = claimParams(1);
 const TEXT = `WITH ${claimCtes(P)}${claimUpdate(P)}`;
 
 // Rows arrive as arrays (the job columns, the lease token, the run_at) and are mapped by position: a

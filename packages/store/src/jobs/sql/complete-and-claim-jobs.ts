@@ -1,6 +1,6 @@
 import { repeatedTimestamps, statement, type StatementScope } from '@q/schema';
 import { JOB_COLUMN_COUNT } from '../row.js';
-import { claimCtes, claimUpdate, claimValues, takeClaimedRow, type ClaimInput, type ClaimParams, type ClaimedRows } from './claim-jobs.js';
+import { claimCtes, claimParams, claimUpdate, claimValues, takeClaimedRow, type ClaimInput, type ClaimedRows } from './claim-jobs.js';
 import { COMPLETION_CTES, FENCED_KEYS, completionValues, type CompletionBatch } from './complete-jobs.js';
 import type { Queryable } from './db.js';
 
@@ -17,16 +17,7 @@ import type { Queryable } from './db.js';
 // a count and a NULL: a row per outcome (30 mostly empty columns), and then a key per written
 // lease, were each a measurable part of the worker's parsing and of the statement's own output.
 // The batch holds each lease once (see prepareOutcomes), so input minus written is the fenced.
-const P: ClaimParams = {
-  queues: '$8',
-  limit: '$9',
-  workerId: '$10',
-  leaseMs: '$11',
-  status: '$12',
-  afterPriority: '$13',
-  afterRunAt: '$14',
-  afterId: '$15',
-};
+const P = claimParams(8);
 const NULLS = Array.from({ length: JOB_COLUMN_COUNT + 2 }, () => 'NULL').join(', ');
 const TEXT = `
 WITH ${COMPLETION_CTES}, ${claimCtes(P)}, claimed AS (${claimUpdate(P)}
