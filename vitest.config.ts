@@ -7,7 +7,7 @@ export default defineConfig({
     // tests/chaos runs on its own (pnpm test:chaos): it starts, kills and restarts servers;
     // tests/pooler too (pnpm test:pooler): it needs Debian's pgbouncer; and tests/versions
     // (pnpm test:versions): it starts its own PostgreSQL 13.
-    projects: ['packages/*', 'apps/*', 'bench', 'examples', 'tests/telemetry', 'tests/consumers'],
+    projects: ['packages/*', 'apps/*', 'bench', 'examples', 'tests/telemetry', 'tests/consumers', 'tests/docs'],
     reporters: ['default', new SummaryReporter()],
     passWithNoTests: false,
   },
