@@ -1,38 +1,24 @@
 // A new CommonJS project and a new ESM project each install the packed tarballs of every
 // publishable q package (as npm users would) and make real calls on PostgreSQL.
-import { execFile } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
-import { buildIfStale, createTestSchema, type TestSchema } from '@q/testing';
+import { createTestSchema, type TestSchema } from '@q/testing';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { here, packAll, repo, run, type Packed } from './packed.js';
 
-const run = promisify(execFile);
-const here = path.dirname(fileURLToPath(import.meta.url));
-const repo = path.resolve(here, '..', '..', '..');
-// Dependencies first, so a stale dist is rebuilt before its dependants.
-const PUBLISHED = ['schema', 'otel', 'store', 'quota', 'partition-consumer', 'job-worker'];
-
+let packed: Packed;
 let tmp: string;
 const schemas: TestSchema[] = [];
 let tarballs: string[] = [];
 
 beforeAll(async () => {
-  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'q-consumers-'));
-  for (const name of PUBLISHED) await buildIfStale(path.join(repo, 'packages', name));
-  // pnpm pack rewrites workspace:* dependencies to the packed versions.
-  tarballs = await Promise.all(
-    PUBLISHED.map(async (name) => {
-      const { stdout } = await run('pnpm', ['pack', '--pack-destination', tmp], { cwd: path.join(repo, 'packages', name) });
-      return stdout.trim().split('\n').pop()!.trim();
-    }),
-  );
+  packed = await packAll('q-consumers-');
+  tmp = packed.dir;
+  tarballs = packed.tarballs;
 }, 300_000);
 afterAll(async () => {
   await Promise.all(schemas.map((s) => s.drop()));
-  if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+  packed?.dispose();
 });
 
 const projects = new Map<string, Promise<string>>();
@@ -112,4 +98,33 @@ it('the README ten-line job queue example runs in a new CommonJS project and a n
     { kind: 'cjs', status: 'succeeded', result: { delivered: 'a@example.com' } },
     { kind: 'esm', status: 'succeeded', result: { delivered: 'a@example.com' } },
   ]);
+}, 240_000);
+
+it('TypeScript compiles a CommonJS file that imports q (module nodenext: a require of ESM)', async () => {
+  const cjs = await project('commonjs');
+  fs.writeFileSync(
+    path.join(cjs, 'check.cts'),
+    [
+      "import { JobQueue } from '@q/job-worker';",
+      "import { createQuota } from '@q/quota';",
+      "import { isQError } from '@q/schema';",
+      'export const open: (dsn: string) => Promise<JobQueue> = (dsn) => JobQueue.open(dsn);',
+      'export const quota: typeof createQuota = createQuota;',
+      'export const isError: (e: unknown) => boolean = isQError;',
+      '',
+    ].join('\n'),
+  );
+  const tscPath = path.join(repo, 'node_modules', 'typescript', 'bin', 'tsc');
+  const tsc = (module: string) =>
+    run(process.execPath, [tscPath, '--noEmit', '--strict', '--skipLibCheck', '--module', module, '--moduleResolution', module, 'check.cts'], {
+      cwd: cjs,
+    });
+  await expect(tsc('nodenext')).resolves.toBeDefined();
+  // The same file under node16 rules, which have no require of ESM, is refused: the check can fail.
+  await expect(tsc('node16')).rejects.toMatchObject({ stdout: expect.stringContaining('TS1479') });
+}, 240_000);
+
+it('installing the packages pulls in no optional peer (drizzle-orm stays out)', async () => {
+  const esm = await project('module');
+  expect(fs.existsSync(path.join(esm, 'node_modules', 'drizzle-orm'))).toBe(false);
 }, 240_000);
