@@ -10,7 +10,14 @@ import { JobStore, Store, type NewRequest } from '@q/store';
 import { createTestSchema, type TestSchema } from '@q/testing';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DSN_PASSWORD, MALFORMED_PASSWORD_PARTS, PAYLOAD_SECRET, dsnWithPassword, malformedPasswordDsns } from '../src/index.js';
+import {
+  DSN_PASSWORD,
+  MALFORMED_PASSWORD_PARTS,
+  PAYLOAD_SECRET,
+  databaseNamedByPassword,
+  dsnWithPassword,
+  malformedPasswordDsns,
+} from '../src/index.js';
 
 let schema: TestSchema;
 let store: Store;
@@ -162,16 +169,37 @@ describe('request queue (Store)', () => {
 });
 
 describe('DSNs whose password holds an unescaped reserved character', () => {
-  it('Store.open, JobStore.open, QuotaStore.open and createQuota never echo any part of the password', async () => {
-    for (const dsn of malformedPasswordDsns()) {
+  it('Store.open, JobStore.open, QuotaStore.open, createQuota and JobQueue.open never echo any part of the password', async () => {
+    for (const dsn of [...malformedPasswordDsns(), databaseNamedByPassword(schema.dsn)]) {
       for (const open of [
         () => Store.open(dsn),
         () => JobStore.open(dsn),
         () => QuotaStore.open(dsn),
         () => createQuota({ dsn, ttlMs: 10_000 }),
+        () => JobQueue.open(dsn),
       ]) {
         await expectQError(open, ['UNSUPPORTED_DSN', 'CONNECTION']);
       }
+    }
+  });
+
+  it('an "@" after the host part is refused before anything connects, whatever server it would reach', async () => {
+    const dsn = databaseNamedByPassword(schema.dsn);
+    for (const open of [() => Store.open(dsn), () => JobStore.open(dsn), () => QuotaStore.open(dsn), () => JobQueue.open(dsn)]) {
+      await expectQError(open, ['UNSUPPORTED_DSN']);
+    }
+  });
+
+  it('listenDsn is checked as the DSN is, before anything opens (JobStore.open, JobStore.fromPool, JobQueue.open)', async () => {
+    // Every shape but the blank one, which parses as meant (its connect fails with the host only).
+    const shapes = [...malformedPasswordDsns(), databaseNamedByPassword(schema.dsn), 'mysql://u:' + DSN_PASSWORD + '@h/db'].filter(
+      (d) => !d.includes(' '),
+    );
+    for (const listenDsn of shapes) {
+      const err = await expectQError(() => JobStore.open(schema.dsn, { listenDsn, maxConns: 1 }), ['UNSUPPORTED_DSN']);
+      expect(err.message).toMatch(/^JobStore\.open: listenDsn: /);
+      await expectQError(() => JobStore.fromPool(jobs.pool, { listenDsn, migrate: false }), ['UNSUPPORTED_DSN']);
+      await expectQError(() => JobQueue.open(schema.dsn, { listenDsn, maxConns: 1 }), ['UNSUPPORTED_DSN']);
     }
   });
 });
