@@ -204,6 +204,59 @@ describe('DSNs whose password holds an unescaped reserved character', () => {
   });
 });
 
+describe('schema names that need quoting', () => {
+  // Capitals and a blank: a name used unquoted anywhere is folded or fails to parse. Each entry
+  // point migrates into the schema, reopens on it, and works there.
+  it('JobStore.open, Store.open, createQuota and JobQueue.open work in a schema "QCaps…" and "q blank …"', async () => {
+    const suffix = randomBytes(4).toString('hex');
+    for (const name of [`QCaps_${suffix}`, `q blank ${suffix}`]) {
+      try {
+        const js = await JobStore.open(schema.dsn, { schema: name, maxConns: 2 });
+        try {
+          expect(js.schema).toBe(name);
+          const [job] = await js.enqueue([{ queue: 'quoted', type: 't' }]);
+          const [lease] = await js.claim({ queues: ['quoted'], workerId: 'w', limit: 1, leaseMs: 60_000 });
+          expect(lease?.id).toBe(job!.id);
+        } finally {
+          await js.close();
+        }
+        // Opened again without migrating: the schema is found as created.
+        const again = await JobStore.open(schema.dsn, { schema: name, maxConns: 1, migrate: false });
+        await again.close();
+
+        const rs = await Store.open(schema.dsn, { schema: name, maxConns: 2 });
+        try {
+          await rs.enqueue([request({ queue: 'quoted' })]);
+        } finally {
+          await rs.close();
+        }
+
+        const q = await createQuota({ dsn: schema.dsn, schema: name, ttlMs: 10_000, maxConns: 2 });
+        try {
+          const release = await q.acquire('quoted', 1);
+          expect(release).not.toBeNull();
+          await release!();
+        } finally {
+          await q.close();
+        }
+
+        const queue = await JobQueue.open(schema.dsn, { schema: name, maxConns: 2 });
+        try {
+          await queue.enqueue({ type: 't' });
+        } finally {
+          await queue.close();
+        }
+        const { rows } = await store.pool.query<{ jobs: number; requests: number }>(
+          `SELECT (SELECT count(*) FROM "${name}".q_jobs_all)::int AS jobs, (SELECT count(*) FROM "${name}".q_requests)::int AS requests`,
+        );
+        expect(rows[0]).toEqual({ jobs: 2, requests: 1 });
+      } finally {
+        await store.pool.query(`DROP SCHEMA IF EXISTS "${name}" CASCADE`);
+      }
+    }
+  });
+});
+
 describe('quota (QuotaStore)', () => {
   it('bad counts, limits, windows and keys are INVALID_ARGUMENT and change nothing', async () => {
     await quota.registerQuotaHolder('bad-input-holder', 60_000);
