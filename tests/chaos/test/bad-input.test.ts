@@ -190,7 +190,7 @@ describe('DSNs whose password holds an unescaped reserved character', () => {
     }
   });
 
-  it('listenDsn is checked as the DSN is, before anything opens (JobStore.open, JobStore.fromPool, JobQueue.open)', async () => {
+  it('listenDsn is checked as the DSN is, before anything opens (JobStore.open/fromPool, JobQueue.open, Store.open, QuotaStore.open, createQuota)', async () => {
     // Every shape but the blank one, which parses as meant (its connect fails with the host only).
     const shapes = [...malformedPasswordDsns(), databaseNamedByPassword(schema.dsn), 'mysql://u:' + DSN_PASSWORD + '@h/db'].filter(
       (d) => !d.includes(' '),
@@ -200,6 +200,9 @@ describe('DSNs whose password holds an unescaped reserved character', () => {
       expect(err.message).toMatch(/^JobStore\.open: listenDsn: /);
       await expectQError(() => JobStore.fromPool(jobs.pool, { listenDsn, migrate: false }), ['UNSUPPORTED_DSN']);
       await expectQError(() => JobQueue.open(schema.dsn, { listenDsn, maxConns: 1 }), ['UNSUPPORTED_DSN']);
+      await expectQError(() => Store.open(schema.dsn, { listenDsn, maxConns: 1 }), ['UNSUPPORTED_DSN']);
+      await expectQError(() => QuotaStore.open(schema.dsn, { listenDsn, maxConns: 1 }), ['UNSUPPORTED_DSN']);
+      await expectQError(() => createQuota({ dsn: schema.dsn, listenDsn, maxConns: 1 }), ['UNSUPPORTED_DSN']);
     }
   });
 });
