@@ -26,7 +26,7 @@ import { reapQuotaHolders } from './sql/reapQuotaHolders.js';
 import { registerQuotaHolder } from './sql/registerQuotaHolder.js';
 import { releaseQuotaSlots } from './sql/releaseQuotaSlots.js';
 import { renewQuotaHolder } from './sql/renewQuotaHolder.js';
-import { MAX_INT4, checkInt, checkName, checkRelease } from './validate.js';
+import { MAX_INT4, checkInt, checkName, checkProvider, checkRelease } from './validate.js';
 
 /**
  * Distributed concurrency slots and sliding-window rate admission, counted in Postgres with the
@@ -273,4 +273,6 @@ export function checkStoreOptions(op: string, opts: unknown): void {
   if (o.applicationName !== undefined) checkStorableName(op, 'applicationName', o.applicationName);
   resolveMaxConns(o.maxConns);
   resolveIdleTimeout(o.idleTimeoutMillis);
+  checkProvider(op, 'tracerProvider', o.tracerProvider, 'getTracer');
+  checkProvider(op, 'meterProvider', o.meterProvider, 'getMeter');
 }

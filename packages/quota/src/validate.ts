@@ -44,3 +44,11 @@ export function checkLogger(op: string, logger: unknown): void {
     throw invalidArgument(`${op}: logger must have debug, info, warn and error methods`);
   }
 }
+
+/** Absent, or an object with the method `method` (a telemetry provider), else `INVALID_ARGUMENT`. */
+export function checkProvider(op: string, what: string, v: unknown, method: string): void {
+  if (v === undefined) return;
+  if (typeof v !== 'object' || v === null || typeof (v as Record<string, unknown>)[method] !== 'function') {
+    throw invalidArgument(`${op}: ${what} must be an object with a ${method}() method`);
+  }
+}

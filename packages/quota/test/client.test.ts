@@ -262,6 +262,8 @@ describe('createQuota with a bad option', () => {
       { pooler: 'session' as 'transaction' },
       { listenDsn: 'postgres://u:a@b/c@h/db' },
       { applicationName: 'nul\u0000' },
+      { tracerProvider: {} as QuotaOptions['tracerProvider'] },
+      { meterProvider: 'meter' as unknown as QuotaOptions['meterProvider'] },
     ];
     for (const over of bad) {
       const err = await createQuota({ dsn: schema.dsn, schema: fresh, applicationName: app, ttlMs: 1_000, ...over }).then(
