@@ -109,6 +109,13 @@ export class Maintenance {
         } else {
           this.#lease = result.lease;
           for (const r of result.reaped) this.#logger.warn({ job_uuid: r.uuid, new_status: r.status }, 'expired lease reaped');
+          // A row the round could not write (see JobStore.maintain): needs a human, and is never silent.
+          for (const f of result.failed) {
+            this.#logger.error(
+              { job_id: f.id, job_uuid: f.uuid, step: f.step, dead_lettered: f.deadLettered, err: { message: f.error } },
+              'job maintenance could not write a job',
+            );
+          }
           if (result.promoted > 0) this.#hooks.promoted();
         }
       }

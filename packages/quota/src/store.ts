@@ -5,11 +5,15 @@ import {
   QErrorCode,
   QuotaHolderLapsedError,
   StatementScope,
+  checkName as checkStorableName,
+  checkPlacement,
   checkSchemaName,
   databaseError,
   invalidArgument,
   migrate,
   openPool,
+  resolveIdleTimeout,
+  resolveMaxConns,
 } from '@q/schema';
 import type pg from 'pg';
 import { closedError } from './errors.js';
@@ -22,7 +26,7 @@ import { reapQuotaHolders } from './sql/reapQuotaHolders.js';
 import { registerQuotaHolder } from './sql/registerQuotaHolder.js';
 import { releaseQuotaSlots } from './sql/releaseQuotaSlots.js';
 import { renewQuotaHolder } from './sql/renewQuotaHolder.js';
-import { MAX_INT4, checkInt, checkName, checkRelease } from './validate.js';
+import { MAX_INT4, checkInt, checkName, checkProvider, checkRelease } from './validate.js';
 
 /**
  * Distributed concurrency slots and sliding-window rate admission, counted in Postgres with the
@@ -61,7 +65,7 @@ export class QuotaStore {
    * connection's current schema.
    */
   static async open(dsn: string, opts: OpenOptions = {}): Promise<QuotaStore> {
-    checkOptions('QuotaStore.open', opts);
+    checkStoreOptions('QuotaStore.open', opts);
     const pool = await openPool(dsn, {
       maxConns: opts.maxConns,
       ...(opts.idleTimeoutMillis !== undefined ? { idleTimeoutMillis: opts.idleTimeoutMillis } : {}),
@@ -94,7 +98,7 @@ export class QuotaStore {
     if (!pool || typeof (pool as { query?: unknown }).query !== 'function') {
       throw invalidArgument('fromPool needs a pg.Pool');
     }
-    checkOptions('QuotaStore.fromPool', opts);
+    checkStoreOptions('QuotaStore.fromPool', opts);
     const named = opts.pooler !== 'transaction';
     return new QuotaStore(pool, false, opts.schema === undefined ? undefined : new StatementScope(opts.schema, { named }), opts);
   }
@@ -259,9 +263,16 @@ export class QuotaStore {
 
 const TAKEN_NAME = { duplicate: 'the name is already taken' };
 
-function checkOptions(op: string, opts: unknown): void {
+/** Checks the store options of `opts` (schema, pooler, listenDsn, migrate, pool sizes) before anything opens. */
+export function checkStoreOptions(op: string, opts: unknown): void {
   if (typeof opts !== 'object' || opts === null) throw invalidArgument(`${op}: options must be an object`);
-  const o = opts as FromPoolOptions;
+  const o = opts as OpenOptions;
   if (o.schema !== undefined) checkSchemaName(op, o.schema);
-  if (o.pooler !== undefined && o.pooler !== 'transaction') throw invalidArgument(`${op}: pooler must be 'transaction' or absent`);
+  checkPlacement(op, o);
+  if (o.migrate !== undefined && typeof o.migrate !== 'boolean') throw invalidArgument(`${op}: migrate must be a boolean or absent`);
+  if (o.applicationName !== undefined) checkStorableName(op, 'applicationName', o.applicationName);
+  resolveMaxConns(o.maxConns);
+  resolveIdleTimeout(o.idleTimeoutMillis);
+  checkProvider(op, 'tracerProvider', o.tracerProvider, 'getTracer');
+  checkProvider(op, 'meterProvider', o.meterProvider, 'getMeter');
 }

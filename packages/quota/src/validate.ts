@@ -26,3 +26,29 @@ export function checkRelease(keys: unknown, counts: unknown): { keys: string[]; 
   counts.forEach((c, i) => checkInt(`counts[${i}]`, c, 0, MAX_INT4));
   return { keys: keys as string[], counts: counts as number[] };
 }
+
+/** Absent, or an `AbortSignal`, else `INVALID_ARGUMENT` (a raw `TypeError` would come later, from inside). */
+export function checkSignal(op: string, signal: unknown): AbortSignal | undefined {
+  if (signal === undefined) return undefined;
+  if (!(signal instanceof AbortSignal)) throw invalidArgument(`${op}: signal must be an AbortSignal or absent`);
+  return signal;
+}
+
+const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
+
+/** Absent, or an object with the `Logger` methods (`debug`, `info`, `warn`, `error`), else `INVALID_ARGUMENT`. */
+export function checkLogger(op: string, logger: unknown): void {
+  if (logger === undefined) return;
+  const l = logger as Record<string, unknown> | null;
+  if (typeof logger !== 'object' || l === null || LOG_LEVELS.some((level) => typeof l[level] !== 'function')) {
+    throw invalidArgument(`${op}: logger must have debug, info, warn and error methods`);
+  }
+}
+
+/** Absent, or an object with the method `method` (a telemetry provider), else `INVALID_ARGUMENT`. */
+export function checkProvider(op: string, what: string, v: unknown, method: string): void {
+  if (v === undefined) return;
+  if (typeof v !== 'object' || v === null || typeof (v as Record<string, unknown>)[method] !== 'function') {
+    throw invalidArgument(`${op}: ${what} must be an object with a ${method}() method`);
+  }
+}

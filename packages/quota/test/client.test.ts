@@ -228,6 +228,60 @@ describe('Quota client', () => {
     await expect(createQuota({ ttlMs: 1000 })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
     await expect(createQuota({ dsn: 'mysql://x', ttlMs: 1000 })).rejects.toMatchObject({ code: 'UNSUPPORTED_DSN' });
   });
+
+  it('a signal that is not an AbortSignal is INVALID_ARGUMENT, not a TypeError', async () => {
+    for (const signal of ['not a signal', {}, 42, null, { aborted: false }]) {
+      const acquire = await quota.acquire('k', 1, signal as unknown as AbortSignal).catch((e: unknown) => e);
+      expect(acquire, String(signal)).toMatchObject({ code: 'INVALID_ARGUMENT', message: 'acquire: signal must be an AbortSignal or absent' });
+      const admit = await quota.admit('k', 1, 1000, signal as unknown as AbortSignal).catch((e: unknown) => e);
+      expect(admit, String(signal)).toMatchObject({ code: 'INVALID_ARGUMENT', message: 'admit: signal must be an AbortSignal or absent' });
+    }
+    expect(await liveSlots(pool, 'k')).toBe(0);
+  });
+});
+
+describe('createQuota with a bad option', () => {
+  // Each refusal must come before anything opens: no schema migrated, no connection left.
+  const app = `qbadopt-${process.pid}`;
+  const connections = async () =>
+    (await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1`, [app])).rows[0]!.n;
+  const schemaExists = async (name: string) =>
+    (await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_namespace WHERE nspname = $1`, [name])).rows[0]!.n > 0;
+
+  it('is refused with INVALID_ARGUMENT (or UNSUPPORTED_DSN) before it migrates or opens a pool', async () => {
+    const fresh = `qbadopt_${Math.random().toString(16).slice(2, 10)}`;
+    const bad: Array<Partial<QuotaOptions>> = [
+      { maxPersistentFailures: 0 },
+      { maxPersistentFailures: 1.5 },
+      { onError: 'log it' as unknown as QuotaOptions['onError'] },
+      { logger: {} as QuotaOptions['logger'] },
+      { logger: { info: () => undefined } as unknown as QuotaOptions['logger'] },
+      { migrate: 'no' as unknown as boolean },
+      { maxConns: Number.NaN },
+      { idleTimeoutMillis: -1 },
+      { pooler: 'session' as 'transaction' },
+      { listenDsn: 'postgres://u:a@b/c@h/db' },
+      { applicationName: 'nul\u0000' },
+      { tracerProvider: {} as QuotaOptions['tracerProvider'] },
+      { meterProvider: 'meter' as unknown as QuotaOptions['meterProvider'] },
+    ];
+    for (const over of bad) {
+      const err = await createQuota({ dsn: schema.dsn, schema: fresh, applicationName: app, ttlMs: 1_000, ...over }).then(
+        async (q) => {
+          await q.close();
+          return undefined;
+        },
+        (e: unknown) => e,
+      );
+      expect(err, JSON.stringify(over)).toMatchObject({ code: expect.stringMatching(/^(INVALID_ARGUMENT|UNSUPPORTED_DSN)$/) });
+      expect(await schemaExists(fresh), JSON.stringify(over)).toBe(false);
+      expect(await connections(), JSON.stringify(over)).toBe(0);
+    }
+    // On a pool of the application's: nothing migrated either.
+    const err = await createQuota({ pool, schema: fresh, maxPersistentFailures: 0 }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'INVALID_ARGUMENT' });
+    expect(await schemaExists(fresh)).toBe(false);
+  });
 });
 
 describe('Quota client lifecycle', () => {

@@ -51,14 +51,77 @@ export function validateDsn(dsn: unknown): string {
         : 'unsupported DSN: not a URL (want postgres:// or postgresql://; key=value strings are not accepted)',
     );
   }
+  let ok = true;
   try {
     new URL(dsn);
   } catch {
+    ok = false;
+  }
+  // An `@` after the host part parses, but not as meant: a password with an unescaped `@` and then
+  // `/`, `?` or `#` ends at the first `@`, and the rest of it becomes the host, the database or
+  // the query, which the server's errors then quote (`database "…" does not exist`,
+  // `getaddrinfo ENOTFOUND …`). So it is refused before anything connects.
+  if (!ok || atAfterHost(dsn)) {
     throw new QError(
       QErrorCode.UNSUPPORTED_DSN,
-      'malformed DSN: not a valid URL (not shown, as it may hold a password); percent-encode reserved characters ' +
-        '(such as / ? # @ : and blanks) in the user name and password',
+      `malformed DSN: ${ok ? 'an "@" after the host part' : 'not a valid URL'} (not shown, as it may hold a password); ` +
+        'percent-encode reserved characters (such as / ? # @ : and blanks) in the user name and password',
     );
   }
   return dsn;
+}
+
+/** Whether a URL DSN has an `@` after its authority (the first `/`, `?` or `#` after `://`). */
+function atAfterHost(dsn: string): boolean {
+  const rest = dsn.slice(dsn.indexOf('://') + 3);
+  const end = rest.search(/[/?#]/);
+  return end >= 0 && rest.includes('@', end);
+}
+
+/**
+ * `text` with every credential of `dsn` hidden: URL user info and `password=` parameters anywhere
+ * (see {@link redactDsn}), and the DSN's own password, decoded or not, wherever it appears (a
+ * server or resolver error can quote part of a DSN that did not parse as meant).
+ */
+export function redactSecretsOf(text: string, dsn: string | { password?: unknown } | null | undefined): string {
+  let out = redactDsn(text);
+  for (const secret of secretsOf(dsn)) out = out.split(secret).join('redacted');
+  return out;
+}
+
+// The password of `dsn` as written and decoded, and the raw user info (between :// and the last @).
+function secretsOf(dsn: string | { password?: unknown } | null | undefined): string[] {
+  const found: string[] = [];
+  if (typeof dsn === 'string') {
+    const start = dsn.indexOf('://');
+    const at = dsn.lastIndexOf('@');
+    if (start >= 0 && at > start + 3) {
+      const info = dsn.slice(start + 3, at);
+      const colon = info.indexOf(':');
+      if (colon >= 0) {
+        // And each run of it between reserved characters: what a misparse makes a host or a database.
+        const password = info.slice(colon + 1);
+        found.push(password, ...password.split(/[@/?#:\s]+/));
+      }
+      found.push(info);
+    }
+    try {
+      const url = new URL(dsn);
+      if (url.password) found.push(url.password, decodeURIComponentSafe(url.password));
+    } catch {
+      // Not a URL: the raw user info above is all there is.
+    }
+  } else if (dsn && typeof dsn.password === 'string') {
+    found.push(dsn.password);
+  }
+  // A very short password would hide unrelated text; it is still never printed by q itself.
+  return [...new Set(found)].filter((s) => s.length >= 4).sort((a, b) => b.length - a.length);
+}
+
+function decodeURIComponentSafe(s: string): string {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return s;
+  }
 }

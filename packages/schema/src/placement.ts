@@ -1,5 +1,6 @@
 import type { MeterProvider, TracerProvider } from '@opentelemetry/api';
-import { invalidArgument } from './errors.js';
+import { validateDsn } from './dsn.js';
+import { QError, invalidArgument } from './errors.js';
 
 /**
  * Where a store's connections go, shared by the options of every store's `open()`/`fromPool()`
@@ -63,6 +64,15 @@ export function checkPlacement(op: string, opts: ConnectionPlacement): void {
   }
   if (opts.listenDsn !== undefined && (typeof opts.listenDsn !== 'string' || opts.listenDsn === '')) {
     throw invalidArgument(`${op}: listenDsn must be a non-empty DSN string`);
+  }
+  // Checked as the main DSN is (UNSUPPORTED_DSN, nothing of it shown): it is connected to later,
+  // by the listener, whose every reconnect would otherwise report what the server makes of it.
+  if (opts.listenDsn !== undefined) {
+    try {
+      validateDsn(opts.listenDsn);
+    } catch (err) {
+      throw err instanceof QError ? new QError(err.code, `${op}: listenDsn: ${err.message}`) : err;
+    }
   }
 }
 

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { redactDsn, redactDsnString, validateDsn } from './dsn.js';
+import { redactDsnString, redactSecretsOf, validateDsn } from './dsn.js';
 import { QError, QErrorCode, invalidArgument } from './errors.js';
 
 /**
@@ -84,7 +84,7 @@ export function resolveIdleTimeout(ms: number | undefined): number {
 
 /** A `CONNECTION` error for a failed connect to `dsn`, with every credential redacted. */
 export function connectionError(dsn: string, err: unknown): QError {
-  const reason = redactDsn(err instanceof Error ? err.message : String(err));
+  const reason = redactSecretsOf(err instanceof Error ? err.message : String(err), dsn);
   return new QError(QErrorCode.CONNECTION, `cannot connect to ${redactDsnString(dsn)}: ${reason}`, { cause: err });
 }
 

@@ -1,6 +1,6 @@
 import { thrownBy } from '@q/testing';
 import { describe, expect, it } from 'vitest';
-import { QError, databaseError, openPool, redactDsn, redactDsnString, validateDsn } from '../src/index.js';
+import { QError, checkPlacement, databaseError, openPool, redactDsn, redactDsnString, redactSecretsOf, validateDsn } from '../src/index.js';
 
 describe('validateDsn', () => {
   it('accepts postgres:// and postgresql:// URLs', () => {
@@ -59,7 +59,39 @@ describe('DSNs whose password holds an unescaped reserved character', () => {
     expect(redactDsnString('postgres://h/db?password=Zq9')).toBe('postgres://h/db?password=redacted');
   });
 
-  it.each(['postgres://localhost:1/Zq9#Xk7@127.0.0.1/db', 'postgres://localhost:1/Zq9?Xk7@127.0.0.1/db', 'postgres://u:Zq9 Xk7@127.0.0.1:1/db'])(
+  // Round 3: these parse, into other parts than meant (the password's rest read as the host, the
+  // database or the query), and the server's or the resolver's error quoted that rest.
+  it.each([
+    'postgres://u:Zq9@Xk7/x@127.0.0.1:1/db',
+    'postgres://u:Zq9@127.0.0.1:1/Xk7@h/db',
+    'postgres://u:Zq9@127.0.0.1:1/db?Xk7@h',
+    'postgres://localhost:1/Zq9#Xk7@127.0.0.1/db',
+    'postgres://localhost:1/Zq9?Xk7@127.0.0.1/db',
+  ])('an "@" after the host part (%s) is UNSUPPORTED_DSN, before any connect, and shows no part of it', async (dsn) => {
+    expect(thrownBy(() => validateDsn(dsn))).toMatchObject({ code: 'UNSUPPORTED_DSN', message: expect.stringContaining('after the host part') });
+    const err = await openPool(dsn).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'UNSUPPORTED_DSN' });
+    expect((err as QError).message).not.toMatch(/Zq9|Xk7/);
+  });
+
+  it('listenDsn is checked as a DSN is, and named', () => {
+    for (const listenDsn of ['postgres://u:Zq9@Xk7/x@127.0.0.1:1/db', 'mysql://u:Zq9@h/db', 'postgres://u:Zq9/Xk7@h/db']) {
+      const err = thrownBy(() => checkPlacement('JobStore.open', { listenDsn })) as QError;
+      expect(err).toMatchObject({ code: 'UNSUPPORTED_DSN', message: expect.stringMatching(/^JobStore\.open: listenDsn: /) });
+      expect(err.message).not.toMatch(/Zq9|Xk7/);
+    }
+    expect(() => checkPlacement('JobStore.open', { listenDsn: 'postgres://u:p%40ss@h/db' })).not.toThrow();
+  });
+
+  it('redactSecretsOf hides the password of its DSN wherever a message quotes it, written or decoded', () => {
+    expect(redactSecretsOf('database "Xk7q@h/db" does not exist', 'postgres://u:Zq9q@127.0.0.1:1/Xk7q@h/db')).not.toMatch(/Xk7q|Zq9q/);
+    expect(redactSecretsOf('getaddrinfo ENOTFOUND Xk7q', 'postgres://u:Zq9q@Xk7q/x@h/db')).not.toMatch(/Xk7q|Zq9q/);
+    expect(redactSecretsOf('auth failed for p@ss word', 'postgres://u:p%40ss%20word@h/db')).toBe('auth failed for redacted');
+    expect(redactSecretsOf('auth failed for s3cret!', { password: 's3cret!' })).toBe('auth failed for redacted');
+    expect(redactSecretsOf('connect ECONNREFUSED 127.0.0.1:1', 'postgres://u:pw@127.0.0.1:1/db')).toBe('connect ECONNREFUSED 127.0.0.1:1');
+  });
+
+  it.each(['postgres://u:Zq9 Xk7@127.0.0.1:1/db'])(
     'a DSN that parses into other parts than meant (%s) fails to connect without any part of its password',
     async (dsn) => {
       const err = await openPool(dsn).catch((e: unknown) => e);

@@ -1,7 +1,7 @@
 // Where a claim starts reading its queue (src/jobs/claim-starts.ts). While a session holds an old
 // snapshot open, the dequeue-index entries of every job claimed since stay in the way of a claim
 // from the queue's head; a claim past the last full claim's position does not read them. These
-// tests hold the three ranges of the claim to the dequeue order, show the walk the position
+// tests hold the four ranges of the claim to the dequeue order, show the walk the position
 // saves (with the buffers each claim reads), and hold the store to finding what a position
 // passes over: a job behind it, a job whose lock key was busy, a released lease.
 import { StatementScope } from '@q/schema';
@@ -69,17 +69,48 @@ describe('claim ranges', () => {
     const first = await claimAt(FROM_HEAD, 1);
     expect(first.jobs.map((j) => j.id)).toEqual([high?.id]);
     expect(first.end).toMatchObject({ queue: QUEUE, priority: 5, id: high?.id });
-    const later = { priority: [0], runAt: ['2999-01-01T00:00:00.000000'], id: [0] };
-    // Past every priority-0 job: the priority-5 one is gone, so the lower priority comes next.
-    expect((await claimAt(later, 5)).jobs.map((j) => j.id)).toEqual([low?.id]);
     // Past the first priority-0 job (at its exact run_at, which the batch shares): the two after it.
     const { rows } = await store.pool.query<{ run_at: string }>(
       `SELECT to_char(run_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') AS run_at FROM q_jobs WHERE id = $1`,
       [early!.id],
     );
-    const got = await claimAt({ priority: [0], runAt: [rows[0]!.run_at], id: [early!.id] }, 5);
+    const got = await claimAt({ priority: [0], runAt: [rows[0]!.run_at], id: [early!.id] }, 2);
     expect(got.jobs.map((j) => j.id).sort((a, b) => a - b)).toEqual([middle!.id, last!.id]);
     expect(got.end).toEqual({ queue: QUEUE, priority: 0, runAt: rows[0]!.run_at, id: last!.id });
+    // Past every priority-0 job: the one behind the position first, then the lower priority.
+    const later = { priority: [0], runAt: ['2999-01-01T00:00:00.000000'], id: [0] };
+    expect((await claimAt(later, 1)).jobs.map((j) => j.id)).toEqual([early?.id]);
+    expect((await claimAt(later, 5)).jobs.map((j) => j.id)).toEqual([low?.id]);
+  });
+
+  it('a claim past a position takes the jobs of its priority behind it before any lower priority', async () => {
+    // Priority 0: twenty jobs, then a lower priority's twenty. A claim ends at the tenth.
+    const zero = await store.enqueue(jobs(20));
+    const low = await store.enqueue(jobs(20, { priority: -1 }));
+    const first = await claimAt(FROM_HEAD, 10);
+    expect(first.jobs.map((j) => j.id).sort((a, b) => a - b)).toEqual(zero.slice(0, 10).map((j) => j.id));
+    // Another process gives back three of them (released, reaped): queued again, behind the position.
+    const back = zero.slice(2, 5).map((j) => j.id);
+    await store.pool.query(
+      `UPDATE q_jobs SET status = 'queued', leased_by = NULL, lease_token = NULL, lease_expires_at = NULL WHERE id = ANY($1)`,
+      [back],
+    );
+    // The next claim of twelve: the ten past the position, then the three behind it, no lower priority.
+    const next = await claimAt(past(first.end), 12);
+    const ids = new Set(next.jobs.map((j) => j.id));
+    expect(next.jobs).toHaveLength(12);
+    for (const id of zero.slice(10).map((j) => j.id)) expect(ids.has(id)).toBe(true);
+    expect(next.jobs.filter((j) => j.priority === -1)).toEqual([]);
+    expect(back.filter((id) => ids.has(id))).toHaveLength(2);
+    // Then the last one behind the position, and only after it the lower priority.
+    const rest = await claimAt(past(next.end), 3);
+    expect(rest.jobs.filter((j) => j.priority === 0).map((j) => j.id)).toEqual(back.filter((id) => !ids.has(id)));
+    expect(
+      rest.jobs
+        .filter((j) => j.priority === -1)
+        .map((j) => j.id)
+        .sort((a, b) => a - b),
+    ).toEqual(low.slice(0, 2).map((j) => j.id));
   });
 
   it('under a held snapshot a claim past the last full claim reads a few pages; one from the head reads every claimed job again', async () => {

@@ -29,7 +29,21 @@ export function malformedPasswordDsns(): string[] {
     `postgres://localhost:1/${a}#${b}@127.0.0.1/db`,
     `postgres://localhost:1/${a}?${b}@127.0.0.1/db`,
     `postgres://u:${a} ${b}@127.0.0.1:1/db`,
+    // An unescaped "@" then "/": the password ends at the first "@", its rest is read as the host
+    // (getaddrinfo ENOTFOUND …) or the database (database "…" does not exist).
+    `postgres://u:${a}@${b}/x@127.0.0.1:1/db`,
+    `postgres://u:${a}@127.0.0.1:1/${b}@h/db`,
   ];
+}
+
+/**
+ * The "@ then /" shape aimed at a server that answers (`dsn`'s host and user): the server reads the
+ * password's second half as the database name, and its error names it.
+ */
+export function databaseNamedByPassword(dsn: string): string {
+  const [a, b] = MALFORMED_PASSWORD_PARTS;
+  const url = new URL(dsn);
+  return `postgres://${url.username || 'postgres'}:${a}@${url.host}/${b}@h/db`;
 }
 
 /** `dsn` with {@link DSN_PASSWORD} as its password. */

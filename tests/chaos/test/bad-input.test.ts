@@ -10,7 +10,14 @@ import { JobStore, Store, type NewRequest } from '@q/store';
 import { createTestSchema, type TestSchema } from '@q/testing';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DSN_PASSWORD, MALFORMED_PASSWORD_PARTS, PAYLOAD_SECRET, dsnWithPassword, malformedPasswordDsns } from '../src/index.js';
+import {
+  DSN_PASSWORD,
+  MALFORMED_PASSWORD_PARTS,
+  PAYLOAD_SECRET,
+  databaseNamedByPassword,
+  dsnWithPassword,
+  malformedPasswordDsns,
+} from '../src/index.js';
 
 let schema: TestSchema;
 let store: Store;
@@ -162,15 +169,92 @@ describe('request queue (Store)', () => {
 });
 
 describe('DSNs whose password holds an unescaped reserved character', () => {
-  it('Store.open, JobStore.open, QuotaStore.open and createQuota never echo any part of the password', async () => {
-    for (const dsn of malformedPasswordDsns()) {
+  it('Store.open, JobStore.open, QuotaStore.open, createQuota and JobQueue.open never echo any part of the password', async () => {
+    for (const dsn of [...malformedPasswordDsns(), databaseNamedByPassword(schema.dsn)]) {
       for (const open of [
         () => Store.open(dsn),
         () => JobStore.open(dsn),
         () => QuotaStore.open(dsn),
         () => createQuota({ dsn, ttlMs: 10_000 }),
+        () => JobQueue.open(dsn),
       ]) {
         await expectQError(open, ['UNSUPPORTED_DSN', 'CONNECTION']);
+      }
+    }
+  });
+
+  it('an "@" after the host part is refused before anything connects, whatever server it would reach', async () => {
+    const dsn = databaseNamedByPassword(schema.dsn);
+    for (const open of [() => Store.open(dsn), () => JobStore.open(dsn), () => QuotaStore.open(dsn), () => JobQueue.open(dsn)]) {
+      await expectQError(open, ['UNSUPPORTED_DSN']);
+    }
+  });
+
+  it('listenDsn is checked as the DSN is, before anything opens (JobStore.open/fromPool, JobQueue.open, Store.open, QuotaStore.open, createQuota)', async () => {
+    // Every shape but the blank one, which parses as meant (its connect fails with the host only).
+    const shapes = [...malformedPasswordDsns(), databaseNamedByPassword(schema.dsn), 'mysql://u:' + DSN_PASSWORD + '@h/db'].filter(
+      (d) => !d.includes(' '),
+    );
+    for (const listenDsn of shapes) {
+      const err = await expectQError(() => JobStore.open(schema.dsn, { listenDsn, maxConns: 1 }), ['UNSUPPORTED_DSN']);
+      expect(err.message).toMatch(/^JobStore\.open: listenDsn: /);
+      await expectQError(() => JobStore.fromPool(jobs.pool, { listenDsn, migrate: false }), ['UNSUPPORTED_DSN']);
+      await expectQError(() => JobQueue.open(schema.dsn, { listenDsn, maxConns: 1 }), ['UNSUPPORTED_DSN']);
+      await expectQError(() => Store.open(schema.dsn, { listenDsn, maxConns: 1 }), ['UNSUPPORTED_DSN']);
+      await expectQError(() => QuotaStore.open(schema.dsn, { listenDsn, maxConns: 1 }), ['UNSUPPORTED_DSN']);
+      await expectQError(() => createQuota({ dsn: schema.dsn, listenDsn, maxConns: 1 }), ['UNSUPPORTED_DSN']);
+    }
+  });
+});
+
+describe('schema names that need quoting', () => {
+  // Capitals and a blank: a name used unquoted anywhere is folded or fails to parse. Each entry
+  // point migrates into the schema, reopens on it, and works there.
+  it('JobStore.open, Store.open, createQuota and JobQueue.open work in a schema "QCaps…" and "q blank …"', async () => {
+    const suffix = randomBytes(4).toString('hex');
+    for (const name of [`QCaps_${suffix}`, `q blank ${suffix}`]) {
+      try {
+        const js = await JobStore.open(schema.dsn, { schema: name, maxConns: 2 });
+        try {
+          expect(js.schema).toBe(name);
+          const [job] = await js.enqueue([{ queue: 'quoted', type: 't' }]);
+          const [lease] = await js.claim({ queues: ['quoted'], workerId: 'w', limit: 1, leaseMs: 60_000 });
+          expect(lease?.id).toBe(job!.id);
+        } finally {
+          await js.close();
+        }
+        // Opened again without migrating: the schema is found as created.
+        const again = await JobStore.open(schema.dsn, { schema: name, maxConns: 1, migrate: false });
+        await again.close();
+
+        const rs = await Store.open(schema.dsn, { schema: name, maxConns: 2 });
+        try {
+          await rs.enqueue([request({ queue: 'quoted' })]);
+        } finally {
+          await rs.close();
+        }
+
+        const q = await createQuota({ dsn: schema.dsn, schema: name, ttlMs: 10_000, maxConns: 2 });
+        try {
+          const release = await q.acquire('quoted', 1);
+          expect(release).not.toBeNull();
+          await release!();
+        } finally {
+          await q.close();
+        }
+
+        const queue = await JobQueue.open(schema.dsn, { schema: name, maxConns: 2 });
+        try {
+          await queue.enqueue({ type: 't' });
+        } finally {
+          await queue.close();
+        }
+        const { rows } = await store.pool.query<{ jobs: number; requests: number }>(
+          `SELECT (SELECT count(*) FROM "${name}".q_jobs_all)::int AS jobs, (SELECT count(*) FROM "${name}".q_requests)::int AS requests`,
+        );
+        expect(rows[0]).toEqual({ jobs: 2, requests: 1 });
+      } finally {
+        await store.pool.query(`DROP SCHEMA IF EXISTS "${name}" CASCADE`);
       }
     }
   });

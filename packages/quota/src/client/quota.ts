@@ -1,11 +1,21 @@
 import { hostname } from 'node:os';
-import { FailureTracker, QError, QErrorCode, databaseError, invalidArgument, isQError, migrate, type FailureVerdict } from '@q/schema';
+import {
+  FailureTracker,
+  QError,
+  QErrorCode,
+  databaseError,
+  invalidArgument,
+  isQError,
+  migrate,
+  validateDsn,
+  type FailureVerdict,
+} from '@q/schema';
 import type pg from 'pg';
 import { closedError } from '../errors.js';
 import { errorFields, silentLogger, type Logger } from '../logger.js';
 import type { OpenOptions } from '../options.js';
-import { QuotaStore } from '../store.js';
-import { MAX_INT4, checkInt, checkName } from '../validate.js';
+import { QuotaStore, checkStoreOptions } from '../store.js';
+import { MAX_INT4, checkInt, checkLogger, checkName, checkSignal } from '../validate.js';
 import { Batcher, type BatchOutcome } from './batcher.js';
 import { Holders, type Holder } from './holders.js';
 import { ReleaseQueue } from './releases.js';
@@ -79,10 +89,19 @@ export const MAX_TIMER_MS = 2_147_483_647;
 export async function createQuota(opts: QuotaOptions): Promise<Quota> {
   if (!opts || typeof opts !== 'object') throw invalidArgument('createQuota needs options');
   if ((opts.dsn === undefined) === (opts.pool === undefined)) throw invalidArgument('createQuota needs exactly one of dsn and pool');
+  // Every option is checked before anything migrates or a pool opens: a refusal leaves nothing behind.
   const ttlMs = checkInt('ttlMs', opts.ttlMs ?? DEFAULT_TTL_MS, MIN_TTL_MS, MAX_TIMER_MS);
   const reapIntervalMs = checkInt('reapIntervalMs', opts.reapIntervalMs ?? Math.max(ttlMs, 1000), 1, MAX_TIMER_MS);
   const reapLimit = checkInt('reapLimit', opts.reapLimit ?? 1000, 1, MAX_INT4);
   const holderPrefix = checkName('holderPrefix', opts.holderPrefix ?? safeHostname());
+  const maxPersistentFailures = checkInt('maxPersistentFailures', opts.maxPersistentFailures ?? 5, 1, MAX_INT4);
+  if (opts.onError !== undefined && typeof opts.onError !== 'function') throw invalidArgument('onError must be a function');
+  checkLogger('createQuota', opts.logger);
+  if (opts.pool !== undefined && (typeof opts.pool !== 'object' || opts.pool === null || typeof opts.pool.query !== 'function')) {
+    throw invalidArgument('createQuota: pool must be a pg.Pool');
+  }
+  if (opts.dsn !== undefined) validateDsn(opts.dsn);
+  checkStoreOptions('createQuota', opts);
   let store: QuotaStore;
   if (opts.pool) {
     if (opts.migrate !== false) await migrate(opts.pool, { modules: ['quota'], ...(opts.schema !== undefined ? { schema: opts.schema } : {}) });
@@ -91,8 +110,6 @@ export async function createQuota(opts: QuotaOptions): Promise<Quota> {
     if (opts.dsn === undefined) throw invalidArgument('createQuota needs exactly one of dsn and pool'); // checked above; narrows the type
     store = await QuotaStore.open(opts.dsn, opts);
   }
-  const maxPersistentFailures = checkInt('maxPersistentFailures', opts.maxPersistentFailures ?? 5, 1, MAX_INT4);
-  if (opts.onError !== undefined && typeof opts.onError !== 'function') throw invalidArgument('onError must be a function');
   return new Quota(store, {
     ttlMs,
     reapIntervalMs,
@@ -177,6 +194,7 @@ export class Quota {
     try {
       checkName('key', key);
       checkInt('limit', limit, 0, MAX_INT4);
+      checkSignal('acquire', signal);
       if (this.#fatal) throw this.#fatal;
       if (this.#closed) throw closedError('Quota');
       signal?.throwIfAborted();
@@ -196,6 +214,7 @@ export class Quota {
       checkName('key', key);
       checkInt('limit', limit, 0, MAX_INT4);
       checkInt('windowMs', windowMs, 1);
+      checkSignal('admit', signal);
       if (this.#fatal) throw this.#fatal;
       if (this.#closed) throw closedError('Quota');
       signal?.throwIfAborted();

@@ -16,7 +16,12 @@ export function checkSchemaOptions(op: string, opts: Pick<StoreConnectionOptions
 export async function bindSchema(pool: pg.Pool, asked: string | undefined, migrating: boolean): Promise<string> {
   if (migrating) await migrate(pool, { modules: ['jobs'], ...(asked !== undefined ? { schema: asked } : {}) });
   if (asked !== undefined) {
-    const { rows } = await pool.query<{ ok: boolean }>({ text: 'SELECT to_regnamespace($1) IS NOT NULL AS ok', values: [asked] });
+    // The name as given, compared as is: to_regnamespace would parse it as SQL (folding capitals,
+    // refusing a blank), which is not how the migration created it.
+    const { rows } = await pool.query<{ ok: boolean }>({
+      text: 'SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1) AS ok',
+      values: [asked],
+    });
     if (rows[0]?.ok !== true) throw new QError(QErrorCode.CONFIG, `the schema "${asked}" does not exist (open with migrate to create it)`);
     return asked;
   }

@@ -12,13 +12,14 @@
 //
 // So a store remembers, per queue, where its latest claim ended if it came back full (the
 // position of the last job it leased, in dequeue order) and starts the next claim past it: the
-// queue's higher priorities are still read whole, its lower ones too, and only the prefix of the
-// position's own priority is skipped (claim-jobs.ts). What lies in that prefix is almost only
-// what this claimer and its peers have already claimed. Not only, though: a job may land there
-// after the claim passed (one enqueued by a transaction that committed late, with the run_at of
-// its start; a released or reaped lease; a promoted retry or schedule), or stay there because it
-// was passed over (its lock key was busy, another session held its row locked). Those are found
-// by a claim from the head, and one is sent
+// queue's higher priorities are still read whole, and the prefix of the position's own priority
+// is read only after the rest of that priority, before any lower one (claim-jobs.ts), so order
+// across priorities is exact. What lies in that prefix is almost only what this claimer and its
+// peers have already claimed. Not only, though: a job may land there after the claim passed (one
+// enqueued by a transaction that committed late, with the run_at of its start; a released or
+// reaped lease; a promoted retry or schedule), or stay there because it was passed over (its lock
+// key was busy, another session held its row locked). Within their priority those come first by
+// a claim from the head, and one is sent
 //   - whenever the queue has no position: the first claim, and after any claim that came back
 //     with fewer jobs than it asked for, which is the normal case for a worker that keeps up (so
 //     a queue without a backlog is always read from its head, exactly as before);
@@ -32,7 +33,7 @@
 //     back behind positions; positions are forgotten then).
 // Nothing is lost either way: a skipped job is only found later, never leased twice, since every
 // lease is still taken under its row lock by the same statement. The cost is order, bounded:
-// such a job may wait one head-scan period behind the backlog of its own priority.
+// such a job may wait one head-scan period behind the backlog of its own priority, never behind a lower one.
 
 import type { ClaimedRows } from './sql/claim-jobs.js';
 

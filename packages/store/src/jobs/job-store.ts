@@ -377,7 +377,7 @@ export class JobStore {
     checkMaxResumes(maxResumes);
     const result = await this.#op('maintain', () => leadership.maintainFenced(this.#scope, this.pool, this.channel, lease, ttl, maxResumes));
     // Reaped and promoted jobs are queued behind the claims' start positions (see claim-starts.ts).
-    if (result !== null && (result.reaped.length > 0 || result.promoted > 0)) this.#ctx.starts.forget();
+    if (result !== null && (result.reaped.length > 0 || result.promoted > 0 || result.failed.length > 0)) this.#ctx.starts.forget();
     return result;
   }
 

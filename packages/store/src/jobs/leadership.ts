@@ -1,8 +1,7 @@
-import { checkName, invalidArgument, statement, withTransaction, type StatementScope } from '@q/schema';
+import { checkName, invalidArgument, statement, type StatementScope } from '@q/schema';
 import type pg from 'pg';
 import { acquireLeaderLease, releaseLeaderLease, renewLeaderLease, type LeaseRow } from './sql/leader-lease.js';
-import { promoteDueJobs } from './sql/promote-due-jobs.js';
-import { reapExpiredLeases } from './sql/reap-expired-leases.js';
+import { robustRound, roundSteps, type MaintenanceFailure } from './ops/maintenance-round.js';
 import type { ReapedJob } from './types.js';
 import { INT32_MAX } from './validate.js';
 
@@ -26,6 +25,8 @@ export interface LeaderMaintenanceResult {
   lease: LeaderLease;
   reaped: ReapedJob[];
   promoted: number;
+  /** Jobs the round could not reap or promote, dead-lettered with the error (see `MaintenanceResult.failed`). */
+  failed: MaintenanceFailure[];
 }
 
 // The round's transaction ends the session of a holder that stops between its statements
@@ -82,12 +83,10 @@ export function maintainFenced(
   ttlMs: number,
   maxResumes: number,
 ): Promise<LeaderMaintenanceResult | null> {
-  return withTransaction(pool, async (client) => {
+  return robustRound(pool, async (client, careful) => {
     await scope.run(client, IDLE_TIMEOUT, [`${Math.max(ttlMs, MIN_IDLE_TIMEOUT_MS)}ms`]);
     const renewed = toLease(lease.name, lease.owner, await renewLeaderLease(scope, client, lease.name, lease.owner, lease.epoch, ttlMs));
     if (!renewed) return null;
-    const reaped = await reapExpiredLeases(scope, client, maxResumes);
-    const promoted = await promoteDueJobs(scope, client, channel);
-    return { lease: renewed, reaped: reaped.map((r) => ({ id: Number(r.id), uuid: r.uuid, status: r.status })), promoted };
+    return { lease: renewed, ...(await roundSteps(scope, client, channel, maxResumes, careful)) };
   });
 }

@@ -1,4 +1,4 @@
-import { databaseError, type StatementScope } from '@q/schema';
+import { QError, databaseError, redactSecretsOf, type StatementScope } from '@q/schema';
 import pg from 'pg';
 import { tryMaintenanceSessionLock } from './sql/maintenance-lock.js';
 
@@ -147,7 +147,11 @@ export class JobListener {
   }
 
   #report(err: unknown): void {
-    this.#handlers.onError?.(databaseError('listen', err));
+    // Reported on every reconnect, and logged by workers: never a part of the DSN's password,
+    // whatever the server or the resolver quotes of it.
+    const e = databaseError('listen', err);
+    const message = redactSecretsOf(e.message, this.#dsn);
+    this.#handlers.onError?.(message === e.message ? e : new QError(e.code, message));
   }
 
   #schedule(): void {

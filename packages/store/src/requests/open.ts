@@ -3,6 +3,7 @@ import {
   QError,
   QErrorCode,
   StatementScope,
+  checkPlacement,
   checkSchemaName,
   databaseError,
   invalidArgument,
@@ -25,6 +26,8 @@ export function checkStoreOptions(op: string, opts: unknown): asserts opts is Op
   v.provider(op, 'tracerProvider', o.tracerProvider, 'getTracer');
   v.provider(op, 'meterProvider', o.meterProvider, 'getMeter');
   if (o.applicationName !== undefined) v.anyText(op, 'applicationName', o.applicationName);
+  // listenDsn: unused by the request queue, but a DSN all the same, checked as every store checks it.
+  checkPlacement(op, o);
 }
 
 /**

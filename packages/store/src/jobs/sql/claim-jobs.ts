@@ -31,12 +31,16 @@ export interface ClaimParams {
 // ORDER BY spells out NULLS LAST to match jobs_dequeue_idx exactly (priority is NOT NULL, but the
 // planner only uses an index for ordering when the null placement matches).
 //
-// A queue given a start position is read in three ranges of its index, in index order, each its
-// own scan: the higher priorities whole, the position's priority past the position, the lower
-// priorities whole; without one (NULL), the first range is the whole queue and the others are
-// empty. The Append runs them lazily: the LIMIT above stops it once it has its rows, so a range
-// after a full one is never read (nor a row of it locked). Why a claim skips a range at all, and
-// why that is safe, is the essay of claim-starts.ts.
+// A queue given a start position is read in four ranges of its index, each its own scan: the
+// higher priorities whole, the position's priority past the position, then the same priority from
+// its head up to the position (the jobs put or left behind it), then the lower priorities whole;
+// without one (NULL), the first range is the whole queue and the others are empty. So a lower
+// priority is read only once the position's priority has nothing claimable left on either side of
+// the position: order across priorities is exact, only order within one is bounded. The Append
+// runs the ranges lazily: the LIMIT above stops it once it has its rows, so a range after a full
+// one is never read (nor a row of it locked), and the walk over the claimed prefix (the range
+// behind the position) is paid only when the priority runs out past it. Why a claim starts past a
+// position at all, and why that is safe, is the essay of claim-starts.ts.
 function claimRange(range: string, limit: string): string {
   return `SELECT j.id, j.lock_key, j.priority, j.run_at FROM __q_schema__.q_jobs j
       WHERE j.queue = q.name AND ${range} AND j.status = 'queued' AND j.run_at <= now()
@@ -60,6 +64,8 @@ cand AS (
     SELECT * FROM (${claimRange('j.priority >= coalesce(q.priority::int8 + 1, -2147483648)', limit)}) above
     UNION ALL
     SELECT * FROM (${claimRange(`j.priority = q.priority AND (j.run_at, j.id) > (q.run_at::timestamp AT TIME ZONE 'UTC', q.id)`, limit)}) past
+    UNION ALL
+    SELECT * FROM (${claimRange(`j.priority = q.priority AND (j.run_at, j.id) <= (q.run_at::timestamp AT TIME ZONE 'UTC', q.id)`, limit)}) behind
     UNION ALL
     SELECT * FROM (${claimRange('j.priority < q.priority', limit)}) below
     LIMIT ${limit}

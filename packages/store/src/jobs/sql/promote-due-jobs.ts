@@ -1,10 +1,12 @@
 import { statement, type StatementScope } from '@q/schema';
 import { MAX_NOTIFY_QUEUE_BYTES, type Queryable } from './db.js';
 
+// $2: NULL for every due job, or the ids to promote (a maintenance round that isolates a row that
+// cannot be promoted, see ops/maintenance-round.ts).
 const TEXT = `
 WITH p AS (
   UPDATE __q_schema__.q_jobs AS jobs SET status = 'queued', updated_at = now()
-  WHERE status IN ('scheduled', 'retry_wait') AND run_at <= now()
+  WHERE status IN ('scheduled', 'retry_wait') AND run_at <= now() AND ($2::int8[] IS NULL OR id = ANY($2::int8[]))
   RETURNING queue
 )
 SELECT count(*)::int AS promoted,
@@ -14,8 +16,16 @@ FROM p`;
 
 const TEXT_STMT = statement('q_jobs_promote', TEXT);
 
-/** scheduled/retry_wait → queued once `run_at` is due; wakes idle workers. Returns the count. */
-export async function promoteDueJobs(scope: StatementScope, db: Queryable, channel: string): Promise<number> {
-  const { rows } = await scope.run<{ promoted: number }>(db, TEXT_STMT, [channel]);
+/**
+ * scheduled/retry_wait → queued once `run_at` is due (only the jobs `ids` when given); wakes idle
+ * workers. Returns the count.
+ */
+export async function promoteDueJobs(
+  scope: StatementScope,
+  db: Queryable,
+  channel: string,
+  ids: readonly number[] | null = null,
+): Promise<number> {
+  const { rows } = await scope.run<{ promoted: number }>(db, TEXT_STMT, [channel, ids]);
   return rows[0]?.promoted ?? 0;
 }

@@ -16,7 +16,7 @@ UPDATE __q_schema__.q_jobs AS jobs SET
   resume_count = resume_count + 1,
   last_error = coalesce(last_error, 'lease expired (worker crash or hang)'),
   run_at = now(), leased_by = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
-WHERE status IN ('leased', 'running') AND lease_expires_at < now()
+WHERE status IN ('leased', 'running') AND lease_expires_at < now() AND ($2::int8[] IS NULL OR id = ANY($2::int8[]))
 RETURNING id, uuid, status`;
 
 const TEXT_STMT = statement('q_jobs_reap', TEXT);
@@ -28,8 +28,16 @@ export interface ReapedRow {
   status: JobStatus;
 }
 
-/** Takes back every lapsed lease; returns the jobs with their new status. */
-export async function reapExpiredLeases(scope: StatementScope, db: Queryable, maxResumes: number): Promise<ReapedRow[]> {
-  const { rows } = await scope.run<ReapedRow>(db, TEXT_STMT, [maxResumes]);
+/**
+ * Takes back every lapsed lease (only those of the jobs `ids` when given: a maintenance round that
+ * isolates a row it cannot reap); returns the jobs with their new status.
+ */
+export async function reapExpiredLeases(
+  scope: StatementScope,
+  db: Queryable,
+  maxResumes: number,
+  ids: readonly number[] | null = null,
+): Promise<ReapedRow[]> {
+  const { rows } = await scope.run<ReapedRow>(db, TEXT_STMT, [maxResumes, ids]);
   return rows;
 }
