@@ -8,7 +8,7 @@ import { JobAbortedError } from './errors.js';
 import { Execution } from './execution.js';
 import { FailureWatch } from './failure-watch.js';
 import { InFlight } from './in-flight.js';
-import { LeaseKeeper } from './lease-keeper.js';
+import { LeaseKeeper, leaseGuardMs } from './lease-keeper.js';
 import { LocalQueue } from './local-queue.js';
 import { LocalQueueSize } from './local-queue-size.js';
 import { errorFields, type Logger } from './logger.js';
@@ -236,15 +236,34 @@ export class Worker {
     this.#startBuffered();
   }
 
-  /** Starts prefetched jobs in the free slots (no round trip). */
+  /**
+   * Starts prefetched jobs in the free slots (no round trip). A job whose lease has run out, or
+   * is within the lease keeper's guard of it (by this process's clock), is never started: after an
+   * event-loop block or a SIGSTOP longer than the lease had left, another worker may already have
+   * reaped and run it. It goes back to the queue instead (fenced, attempt given back).
+   */
   #startBuffered(): void {
+    let lapsing: Execution[] | undefined;
     while (this.#busy < this.#concurrency && this.#buffer.length > 0 && !this.#stopping) {
       const e = this.#buffer.shift();
       if (!e) break;
+      if (performance.now() >= e.leaseUntil - leaseGuardMs(this.#leaseMs)) {
+        e.released = true;
+        (lapsing ??= []).push(e);
+        continue;
+      }
       e.state = 'running';
       this.#busy++;
       this.#progressAt = performance.now();
       void this.#attempts.execute(e);
+    }
+    if (lapsing) {
+      for (const e of lapsing) this.#metrics?.leaseLost.add(1, { 'job.type': e.job.type });
+      void returnToQueue(this.#returning, lapsing, {
+        level: 'warn',
+        returned: 'prefetched jobs whose leases ran out unstarted (event loop blocked or process paused?) returned to the queue',
+        failed: 'prefetched jobs whose leases ran out unstarted could not be returned; their leases will lapse',
+      });
     }
   }
 
