@@ -188,6 +188,7 @@ export class ClaimLoop {
       const claim = { queues: c.queues, workerId: c.workerId, limit, leaseMs: c.leaseMs, start: true };
       if (taken.length > 0 && limit <= 0) {
         const written = await c.store.complete(taken.map((p) => p.outcome));
+        c.completer.succeeded();
         c.completer.settle(taken, written);
         jobs = [];
       } else if (taken.length > 0) {
@@ -195,6 +196,7 @@ export class ClaimLoop {
           taken.map((p) => p.outcome),
           claim,
         );
+        c.completer.succeeded();
         c.completer.settle(taken, r.written);
         jobs = r.jobs;
       } else {

@@ -87,7 +87,11 @@ export class Worker {
       stop: () => this.#requestStop(),
       maxPersistent: maxPersistentFailures,
     });
-    this.#completer = new Completer(store, this.#logger, () => this.#state === 'running' && this.#claims.takingOutcomes);
+    const watch = this.#watch;
+    this.#completer = new Completer(store, this.#logger, () => this.#state === 'running' && this.#claims.takingOutcomes, {
+      failed: (err) => watch.failed('complete', err),
+      succeeded: () => watch.succeeded('complete'),
+    });
     this.#claims = new ClaimLoop(
       {
         store,
