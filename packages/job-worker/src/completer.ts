@@ -35,6 +35,11 @@ export interface PendingOutcome {
   held: () => boolean;
   resolve: (written: boolean) => void;
   /**
+   * A write of this outcome failed without a reply (it may have committed): a later write that
+   * finds the lease gone while it is still held by this process's clock means that one did.
+   */
+  maybeWritten?: boolean;
+  /**
    * What to write instead when the store refuses this outcome with `INVALID_ARGUMENT` (`problem`
    * is its message), tried once; absent: the outcome is not written.
    */
@@ -131,9 +136,13 @@ export class Completer {
     taken.forEach((p, i) => this.#report(p, written[i] === true));
   }
 
-  /** Gives back taken outcomes whose write failed: they are written now, on their own (retried if need be). */
-  restore(taken: readonly PendingOutcome[]): void {
+  /**
+   * Gives back taken outcomes whose write failed: they are written now, on their own (retried if
+   * need be). `replyLost`: the failed statement may have committed them.
+   */
+  restore(taken: readonly PendingOutcome[], replyLost = false): void {
     if (taken.length === 0) return;
+    if (replyLost) for (const p of taken) p.maybeWritten = true;
     void this.#write([...taken]);
   }
 
@@ -157,6 +166,17 @@ export class Completer {
     }
   }
 
+  /**
+   * Whether an outcome found fenced was in fact written by an earlier write whose reply was lost:
+   * its lease is still held by this process's clock (given up a guard period before it could
+   * lapse, so nobody reaped it), so the only write that can have taken it is that one.
+   */
+  #committedBefore(p: PendingOutcome): boolean {
+    if (p.maybeWritten !== true || !p.held()) return false;
+    this.#logger.info({ job_id: p.outcome.id }, 'job outcome found written by a write whose reply was lost');
+    return true;
+  }
+
   async #flush(): Promise<void> {
     // The flag is cleared in the same tick as the final check, so a submit can never slip in
     // between and wait for a flush that is not coming (a deferred one is kicked by the worker).
@@ -178,9 +198,10 @@ export class Completer {
       try {
         const written = await this.#store.complete(batch.map((p) => p.outcome));
         this.#failures?.succeeded();
-        batch.forEach((p, i) => this.#report(p, written[i] === true));
+        batch.forEach((p, i) => this.#report(p, written[i] === true || this.#committedBefore(p)));
         return;
       } catch (err) {
+        if (replyLost(err)) for (const p of batch) p.maybeWritten = true;
         timeouts = isStatementTimeout(err) ? timeouts + 1 : 0;
         if (timeouts > 0 && batch.length > 1) {
           // One large outcome may be what takes the statement past the timeout: alone, the others fit.
@@ -241,6 +262,14 @@ export class Completer {
     this.#logger.warn(errorFields(err), 'batched outcome write failed, writing one by one');
     for (const p of batch) await this.#write([p]);
   }
+}
+
+/**
+ * Whether a statement failed without a reply from the server (a connection lost mid-statement):
+ * it may have committed. An error with a SQLSTATE came from the server, which rolled it back.
+ */
+export function replyLost(err: unknown): boolean {
+  return isTransient(err) && classifyFailure(err).sqlState === undefined;
 }
 
 /** Whether `err` (or its cause) is a statement cancelled by `statement_timeout`. */

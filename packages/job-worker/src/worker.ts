@@ -111,6 +111,7 @@ export class Worker {
         busy: () => this.#busy,
         buffered: () => this.#buffer.length,
         start: (jobs, sentAt) => this.#start(jobs, sentAt),
+        reconcile: () => this.#reconcile(),
       },
     );
     this.#attempts = new AttemptRunner(
@@ -271,6 +272,25 @@ export class Worker {
         returned: 'prefetched jobs whose leases ran out unstarted (event loop blocked or process paused?) returned to the queue',
         failed: 'prefetched jobs whose leases ran out unstarted could not be returned; their leases will lapse',
       });
+    }
+  }
+
+  /**
+   * After a claim whose reply was lost: the leases this worker holds in the database that it does
+   * not track (what that claim leased) go back to the queue, the attempt given back — not a crash,
+   * and long before they would lapse. No claim is in flight (the claim loop calls this between
+   * round trips), so every other lease of this worker id is one it tracks.
+   */
+  async #reconcile(): Promise<void> {
+    try {
+      const released = await this.#store.releaseHeldBy(this.id, this.#inFlight.leases());
+      if (released.length > 0)
+        this.#logger.warn(
+          { worker_id: this.id, released: released.length },
+          'jobs claimed by a claim whose reply was lost returned to the queue',
+        );
+    } catch (err) {
+      this.#logger.warn(errorFields(err), 'could not look for jobs claimed by a claim whose reply was lost; their leases will lapse');
     }
   }
 

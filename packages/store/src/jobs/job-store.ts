@@ -283,6 +283,17 @@ export class JobStore {
     return leaseOps.release(this.#ctx, leases);
   }
 
+  /**
+   * Gives back, as {@link JobStore.release} does (attempt given back, not a crash), every lease
+   * worker `workerId` holds except those in `keep`: a worker's reconciliation after a claim whose
+   * reply was lost — the jobs that claim leased, which the worker never saw, go back to the queue
+   * at once instead of waiting for their leases to lapse. Only for a worker's own id, with no
+   * claim of its in flight: worker ids must be unique. Returns the ids released.
+   */
+  async releaseHeldBy(workerId: string, keep: readonly JobLease[]): Promise<number[]> {
+    return leaseOps.releaseHeldBy(this.#ctx, workerId, keep);
+  }
+
   /** `scheduled`/`retry_wait` → `queued` once due; wakes idle workers. Returns the count. */
   promoteDue(): Promise<number> {
     return maintenance.promoteDue(this.#ctx);
