@@ -176,11 +176,12 @@ export class Worker {
 
   /**
    * Stops claiming (as if `run`'s signal aborted) and waits until every job in flight has
-   * finished and its outcome and steps are recorded, for at most `timeoutMs`. Jobs
+   * finished and its outcome and steps are recorded, for at most `timeoutMs` (a claim statement
+   * still in flight is not waited for: what it returns goes straight back to the queue, by the
+   * store itself once it is closing, so closing it next strands nothing). Jobs
    * whose handler still runs then have their signal aborted and go back to the queue at once,
    * the attempt given back; outcomes already handed in are still written (and awaited: retried
-   * while their lease holds), and a claim statement still in flight is waited for: what it returns
-   * goes straight back to the queue, so closing the store next strands nothing. `timeoutMs` of 2³¹−1 or more (or `Infinity`) waits without a
+   * while their lease holds). `timeoutMs` of 2³¹−1 or more (or `Infinity`) waits without a
    * bound. Resolves immediately if the worker never ran. Several callers may wait at once.
    */
   async wait(timeoutMs: number): Promise<void> {
@@ -195,9 +196,6 @@ export class Worker {
     })();
     if (await timesOut(drained, timeoutMs)) {
       await this.#giveBack();
-      // A claim still in flight is waited for (past the timeout): what it returns goes back to the
-      // queue before the caller may close the store, which would make that give-back fail.
-      await this.#loop;
       await this.#inFlight.whenDrained();
     }
     await this.#finish();

@@ -99,6 +99,7 @@ export class JobStore {
       scope: this.#scope,
       starts: new ClaimStarts(),
       channel: this.channel,
+      closed: () => this.#closed,
       op: (name, fn, attrs) => this.#op(name, fn, attrs),
     };
     this.#unobserve = observeBacklog(opts.meterProvider, this.#ctx, () => this.#closed);
