@@ -136,7 +136,11 @@ export class JobStore {
     return store;
   }
 
-  /** Closes every listener and the pool (unless the store came from {@link JobStore.fromPool}). Idempotent. */
+  /**
+   * Closes every listener and the pool (unless the store came from {@link JobStore.fromPool}).
+   * A claim still in flight gives back, on its own connection, whatever it leased (and rejects
+   * `CLOSED`), so nothing stays leased to a worker that is gone. Idempotent.
+   */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
