@@ -1,5 +1,5 @@
 import type { JobStore, LeasedJob } from '@q/store/jobs';
-import type { Completer, PendingOutcome } from './completer.js';
+import { replyLost, type Completer, type PendingOutcome } from './completer.js';
 import type { FailureWatch } from './failure-watch.js';
 import type { LocalQueueSize } from './local-queue-size.js';
 import { errorFields, type Logger } from './logger.js';
@@ -17,6 +17,11 @@ export interface ClaimLoopHost {
   buffered(): number;
   /** Takes claimed jobs (leases sent at `sentAt`, `performance.now()` clock). */
   start(jobs: LeasedJob[], sentAt: number): Promise<void>;
+  /**
+   * Gives back the leases this worker holds in the database but does not track: what a claim whose
+   * reply was lost leased. Called with no round trip in flight.
+   */
+  reconcile(): Promise<void>;
 }
 
 /** The claim loop's fixed settings. */
@@ -44,6 +49,12 @@ export interface ClaimLoopConfig {
  * holds more leases than slots (a freed slot's outcome and its replacement share a statement).
  */
 export const MAX_ROUND_TRIPS = 2;
+
+/**
+ * How long after a claim failed without a reply (its statement may still commit: Postgres only
+ * notices a lost client when it writes the reply) the loop looks for what it leased.
+ */
+export const RECONCILE_DELAY_MS = 1_000;
 
 /** Why the loop stopped sending claims until its outstanding round trips are back. */
 type Pause = { kind: 'drained' } | { kind: 'backoff'; ms: number } | { kind: 'stop' };
@@ -73,6 +84,8 @@ export class ClaimLoop {
   #soloClaim = false;
   /** A short round trip that also wrote outcomes is looked at once more before idling. */
   #retryShort = false;
+  /** A claim's reply was lost: before claiming again, give back what it may have leased. */
+  #reconcile = false;
 
   constructor(config: ClaimLoopConfig, host: ClaimLoopHost) {
     this.#c = config;
@@ -116,6 +129,10 @@ export class ClaimLoop {
         if (pause.kind === 'stop') break;
         if (pause.kind === 'backoff') await this.#idleNotTaking(() => false, pause.ms);
         else await this.#idleNotTaking(() => this.#workSignal, c.pollMs);
+        if (this.#reconcile && this.#inFlight.size === 0 && !this.#host.stopping()) {
+          this.#reconcile = false;
+          await this.#host.reconcile();
+        }
         continue;
       }
       const prefetch = c.prefetch.size;
@@ -188,6 +205,7 @@ export class ClaimLoop {
       const claim = { queues: c.queues, workerId: c.workerId, limit, leaseMs: c.leaseMs, start: true };
       if (taken.length > 0 && limit <= 0) {
         const written = await c.store.complete(taken.map((p) => p.outcome));
+        c.completer.succeeded();
         c.completer.settle(taken, written);
         jobs = [];
       } else if (taken.length > 0) {
@@ -195,6 +213,7 @@ export class ClaimLoop {
           taken.map((p) => p.outcome),
           claim,
         );
+        c.completer.succeeded();
         c.completer.settle(taken, r.written);
         jobs = r.jobs;
       } else {
@@ -203,16 +222,22 @@ export class ClaimLoop {
       c.prefetch.roundTrip(performance.now() - sentAt);
     } catch (err) {
       this.#onOrder -= limit;
+      // Without a reply the statement may have committed: the jobs it leased, which this worker
+      // never saw, are looked for and given back (see ClaimLoopHost.reconcile) before the next
+      // claim, instead of waiting out their leases and counting as a crash.
+      const lost = limit > 0 && replyLost(err);
+      if (lost) this.#reconcile = true;
       if (taken.length > 0) {
         // The outcomes are written on their own (one by one if need be); claim alone next.
-        c.completer.restore(taken);
+        c.completer.restore(taken, lost);
         this.#soloClaim = true;
         if (!this.#host.stopping()) c.logger.warn(errorFields(err), 'complete-and-claim failed, writing outcomes alone');
+        if (lost) this.#pause ??= { kind: 'backoff', ms: RECONCILE_DELAY_MS };
         return;
       }
       if (this.#host.stopping()) return;
       const retryMs = c.watch.failed('claim', err);
-      this.#pause = retryMs === null ? { kind: 'stop' } : { kind: 'backoff', ms: retryMs };
+      this.#pause = retryMs === null ? { kind: 'stop' } : { kind: 'backoff', ms: lost ? Math.max(retryMs, RECONCILE_DELAY_MS) : retryMs };
       return;
     }
     c.watch.succeeded('claim');

@@ -1,4 +1,4 @@
-import { QError, QErrorCode, isQError } from '@q/schema';
+import { QError, QErrorCode, classifyFailure, isQError } from '@q/schema';
 import type { JobOutcome, JobStore } from '@q/store/jobs';
 import { errorFields, type Logger } from './logger.js';
 import { sleep } from './timers.js';
@@ -9,12 +9,36 @@ const RETRY_MIN_MS = 25;
 /** Longest delay between two tries of an outcome write. */
 const RETRY_MAX_MS = 1_000;
 
+/**
+ * An outcome whose write hit `statement_timeout` this many times in a row, and that carries at
+ * least {@link LARGE_OUTCOME_CHARS} of result, timeline or error, cannot be written in time: it is
+ * replaced by its submitter's `refused` fallback (a failed attempt saying why, without the value).
+ */
+const TIMEOUTS_BEFORE_REFUSAL = 2;
+/** See {@link TIMEOUTS_BEFORE_REFUSAL}: a small outcome that times out waits on a lock, not on its size. */
+const LARGE_OUTCOME_CHARS = 1 << 20;
+
+/**
+ * Where the completer reports outcome-write failures (the worker's failure watch, as operation
+ * `complete`): `failed` returns how long to wait before trying again, or null when the worker
+ * stops (the outcome is then dropped).
+ */
+export interface OutcomeFailures {
+  failed(err: unknown): number | null;
+  succeeded(): void;
+}
+
 /** An outcome waiting to be written, and how to tell its submitter the result. */
 export interface PendingOutcome {
   outcome: JobOutcome;
   /** False once the lease is known lost: the outcome is then dropped (reported not written). */
   held: () => boolean;
   resolve: (written: boolean) => void;
+  /**
+   * A write of this outcome failed without a reply (it may have committed): a later write that
+   * finds the lease gone while it is still held by this process's clock means that one did.
+   */
+  maybeWritten?: boolean;
   /**
    * What to write instead when the store refuses this outcome with `INVALID_ARGUMENT` (`problem`
    * is its message), tried once; absent: the outcome is not written.
@@ -45,10 +69,18 @@ export class Completer {
   #queue: PendingOutcome[] = [];
   #flushing = false;
 
-  constructor(store: JobStore, logger: Logger, deferred: () => boolean = () => false) {
+  readonly #failures: OutcomeFailures | undefined;
+
+  constructor(store: JobStore, logger: Logger, deferred: () => boolean = () => false, failures?: OutcomeFailures) {
     this.#store = store;
     this.#logger = logger;
     this.#deferred = deferred;
+    this.#failures = failures;
+  }
+
+  /** A write of outcomes succeeded (by the completer or the claim loop's round trip). */
+  succeeded(): void {
+    this.#failures?.succeeded();
   }
 
   /** Queues an outcome; resolves true once written, false when fenced, dropped or not writable. */
@@ -104,9 +136,13 @@ export class Completer {
     taken.forEach((p, i) => this.#report(p, written[i] === true));
   }
 
-  /** Gives back taken outcomes whose write failed: they are written now, on their own (retried if need be). */
-  restore(taken: readonly PendingOutcome[]): void {
+  /**
+   * Gives back taken outcomes whose write failed: they are written now, on their own (retried if
+   * need be). `replyLost`: the failed statement may have committed them.
+   */
+  restore(taken: readonly PendingOutcome[], replyLost = false): void {
     if (taken.length === 0) return;
+    if (replyLost) for (const p of taken) p.maybeWritten = true;
     void this.#write([...taken]);
   }
 
@@ -130,6 +166,17 @@ export class Completer {
     }
   }
 
+  /**
+   * Whether an outcome found fenced was in fact written by an earlier write whose reply was lost:
+   * its lease is still held by this process's clock (given up a guard period before it could
+   * lapse, so nobody reaped it), so the only write that can have taken it is that one.
+   */
+  #committedBefore(p: PendingOutcome): boolean {
+    if (p.maybeWritten !== true || !p.held()) return false;
+    this.#logger.info({ job_id: p.outcome.id }, 'job outcome found written by a write whose reply was lost');
+    return true;
+  }
+
   async #flush(): Promise<void> {
     // The flag is cleared in the same tick as the final check, so a submit can never slip in
     // between and wait for a flush that is not coming (a deferred one is kicked by the worker).
@@ -144,26 +191,62 @@ export class Completer {
   }
 
   async #write(batch: PendingOutcome[]): Promise<void> {
+    let timeouts = 0;
     for (let attempt = 0; ; attempt++) {
       batch = batch.filter((p) => p.held() || (this.#report(p, false), false));
       if (batch.length === 0) return;
       try {
         const written = await this.#store.complete(batch.map((p) => p.outcome));
-        batch.forEach((p, i) => this.#report(p, written[i] === true));
+        this.#failures?.succeeded();
+        batch.forEach((p, i) => this.#report(p, written[i] === true || this.#committedBefore(p)));
         return;
       } catch (err) {
+        if (replyLost(err)) for (const p of batch) p.maybeWritten = true;
+        timeouts = isStatementTimeout(err) ? timeouts + 1 : 0;
+        if (timeouts > 0 && batch.length > 1) {
+          // One large outcome may be what takes the statement past the timeout: alone, the others fit.
+          await this.#writeOneByOne(batch, err);
+          return;
+        }
+        const [p] = batch;
+        if (p && timeouts >= TIMEOUTS_BEFORE_REFUSAL && p.refused && outcomeChars(p.outcome) >= LARGE_OUTCOME_CHARS) {
+          // Retried, it would time out again while holding the row lock the lease renewal waits
+          // for, until the lease lapsed and the handler ran again: the attempt ends as a failure.
+          const problem = `its write exceeded statement_timeout ${timeouts} times (${(outcomeChars(p.outcome) / 2 ** 20).toFixed(1)} MiB)`;
+          this.#logger.error(
+            { ...errorFields(err), job_id: p.outcome.id },
+            'job outcome too large to write within statement_timeout, recording a failed attempt instead',
+          );
+          await this.#write([{ outcome: p.refused(problem), held: p.held, resolve: p.resolve }]);
+          return;
+        }
+        // Persistent (a revoked grant, a missing table: however the store wrapped it), classified
+        // like a claim failure: loud and, repeated, it stops the worker; retried meanwhile (the
+        // lease is kept renewed). Never retried silently for as long as the lease holds.
+        if (p && this.#failures && classifyFailure(err).kind === 'persistent') {
+          const retryMs = this.#failures.failed(err);
+          if (retryMs === null) {
+            // The worker stops: these outcomes are not recorded (their leases lapse unrenewed).
+            for (const q of batch) this.#report(q, false);
+            return;
+          }
+          await sleep(retryMs);
+          continue;
+        }
         if (!isTransient(err)) {
           await this.#writeOneByOne(batch, err);
           return;
         }
-        if (attempt === 0)
-          this.#logger.warn({ ...errorFields(err), outcomes: batch.length }, 'outcome write failed, retrying while the leases are held');
+        if (attempt === 0) {
+          if (this.#failures) this.#failures.failed(err);
+          else this.#logger.warn({ ...errorFields(err), outcomes: batch.length }, 'outcome write failed, retrying while the leases are held');
+        }
         await sleep(Math.min(RETRY_MIN_MS * 2 ** attempt, RETRY_MAX_MS) * (0.5 + Math.random()));
       }
     }
   }
 
-  /** After a non-transient failure: each outcome on its own, so only a bad one is lost. */
+  /** After a non-transient failure (or a timeout of a batch): each outcome on its own, so only a bad one is lost. */
   async #writeOneByOne(batch: PendingOutcome[], err: unknown): Promise<void> {
     const [p] = batch;
     if (batch.length === 1 && p) {
@@ -179,6 +262,31 @@ export class Completer {
     this.#logger.warn(errorFields(err), 'batched outcome write failed, writing one by one');
     for (const p of batch) await this.#write([p]);
   }
+}
+
+/**
+ * Whether a statement failed without a reply from the server (a connection lost mid-statement):
+ * it may have committed. An error with a SQLSTATE came from the server, which rolled it back.
+ */
+export function replyLost(err: unknown): boolean {
+  return isTransient(err) && classifyFailure(err).sqlState === undefined;
+}
+
+/** Whether `err` (or its cause) is a statement cancelled by `statement_timeout`. */
+function isStatementTimeout(err: unknown): boolean {
+  for (let e: unknown = err, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    const { code, message } = e as { code?: unknown; message?: unknown };
+    if (code === '57014') return typeof message === 'string' && /statement timeout/.test(message);
+  }
+  return false;
+}
+
+/** Characters of the values an outcome writes (result, timeline, error): what its write's time grows with. */
+function outcomeChars(o: JobOutcome): number {
+  let n = 'error' in o && typeof o.error === 'string' ? o.error.length : 0;
+  if (o.steps) n += JSON.stringify(o.steps).length;
+  if (o.status === 'succeeded' && o.result !== undefined) n += JSON.stringify(o.result)?.length ?? 0;
+  return n;
 }
 
 // SQLSTATE classes worth another try: connection exceptions, transaction rollbacks (serialization

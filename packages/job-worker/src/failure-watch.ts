@@ -4,8 +4,8 @@ import { errorFields, type Logger } from './logger.js';
 
 /** What a worker reports through `WorkerOptions.onError` for each database failure of its loops. */
 export interface WorkerFailure {
-  /** Which loop failed: `claim` or `maintenance`. */
-  operation: 'claim' | 'maintenance';
+  /** Which loop failed: `claim`, `maintenance`, or `complete` (writing attempt outcomes). */
+  operation: 'claim' | 'maintenance' | 'complete';
   /** The failure as a `QError` (its `cause` is the driver's error). */
   error: QError;
   /** `persistent` (retrying cannot help) or `transient` (retried with backoff). */
@@ -30,8 +30,8 @@ export interface FailureWatchOptions {
 }
 
 /**
- * The worker's guard against retrying silently forever. Each failure of the claim loop or the
- * maintenance is classified (`classifyFailure` of `@q/schema`): a persistent one — permission
+ * The worker's guard against retrying silently forever. Each failure of the claim loop, the
+ * maintenance or an outcome write is classified (`classifyFailure` of `@q/schema`): a persistent one — permission
  * denied, an undefined table or function, a read-only transaction, a prepared statement a pooler
  * lost — is logged at error level at once and, after `maxPersistent` identical ones in a row
  * (any success in between resets the count), stops the worker with that error; a transient one
@@ -48,6 +48,7 @@ export class FailureWatch {
     this.#trackers = {
       claim: new FailureTracker({ maxPersistent: opts.maxPersistent }),
       maintenance: new FailureTracker({ maxPersistent: opts.maxPersistent }),
+      complete: new FailureTracker({ maxPersistent: opts.maxPersistent }),
     };
   }
 

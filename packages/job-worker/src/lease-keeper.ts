@@ -2,6 +2,14 @@ import type { JobStore } from '@q/store/jobs';
 import type { Execution } from './execution.js';
 import { errorFields, type Logger } from './logger.js';
 
+/**
+ * How long before its end (by this process's clock) an unrenewed lease is given up, and a
+ * prefetched job whose lease is that close to its end is not started.
+ */
+export function leaseGuardMs(leaseMs: number): number {
+  return leaseMs / 6;
+}
+
 /** What the keeper asks of the worker. */
 export interface LeaseKeeperHooks {
   /** The executions whose leases are held (to renew, and to watch). */
@@ -44,9 +52,8 @@ export class LeaseKeeper {
     this.#hooks = hooks;
   }
 
-  /** How long before its end (by this process's clock) an unrenewed lease is given up. */
   get #guardMs(): number {
-    return this.#leaseMs / 6;
+    return leaseGuardMs(this.#leaseMs);
   }
 
   /** Leases with this much time left or less are renewed at a beat. */

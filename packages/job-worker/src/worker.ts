@@ -8,7 +8,7 @@ import { JobAbortedError } from './errors.js';
 import { Execution } from './execution.js';
 import { FailureWatch } from './failure-watch.js';
 import { InFlight } from './in-flight.js';
-import { LeaseKeeper } from './lease-keeper.js';
+import { LeaseKeeper, leaseGuardMs } from './lease-keeper.js';
 import { LocalQueue } from './local-queue.js';
 import { LocalQueueSize } from './local-queue-size.js';
 import { errorFields, type Logger } from './logger.js';
@@ -87,7 +87,11 @@ export class Worker {
       stop: () => this.#requestStop(),
       maxPersistent: maxPersistentFailures,
     });
-    this.#completer = new Completer(store, this.#logger, () => this.#state === 'running' && this.#claims.takingOutcomes);
+    const watch = this.#watch;
+    this.#completer = new Completer(store, this.#logger, () => this.#state === 'running' && this.#claims.takingOutcomes, {
+      failed: (err) => watch.failed('complete', err),
+      succeeded: () => watch.succeeded('complete'),
+    });
     this.#claims = new ClaimLoop(
       {
         store,
@@ -107,6 +111,7 @@ export class Worker {
         busy: () => this.#busy,
         buffered: () => this.#buffer.length,
         start: (jobs, sentAt) => this.#start(jobs, sentAt),
+        reconcile: () => this.#reconcile(),
       },
     );
     this.#attempts = new AttemptRunner(
@@ -172,7 +177,8 @@ export class Worker {
   /**
    * Stops claiming (as if `run`'s signal aborted) and waits until every job in flight has
    * finished and its outcome and steps are recorded, for at most `timeoutMs` (a claim statement
-   * still in flight is not waited for; what it returns goes straight back to the queue). Jobs
+   * still in flight is not waited for: what it returns goes straight back to the queue, by the
+   * store itself once it is closing, so closing it next strands nothing). Jobs
    * whose handler still runs then have their signal aborted and go back to the queue at once,
    * the attempt given back; outcomes already handed in are still written (and awaited: retried
    * while their lease holds). `timeoutMs` of 2³¹−1 or more (or `Infinity`) waits without a
@@ -236,15 +242,53 @@ export class Worker {
     this.#startBuffered();
   }
 
-  /** Starts prefetched jobs in the free slots (no round trip). */
+  /**
+   * Starts prefetched jobs in the free slots (no round trip). A job whose lease has run out, or
+   * is within the lease keeper's guard of it (by this process's clock), is never started: after an
+   * event-loop block or a SIGSTOP longer than the lease had left, another worker may already have
+   * reaped and run it. It goes back to the queue instead (fenced, attempt given back).
+   */
   #startBuffered(): void {
+    let lapsing: Execution[] | undefined;
     while (this.#busy < this.#concurrency && this.#buffer.length > 0 && !this.#stopping) {
       const e = this.#buffer.shift();
       if (!e) break;
+      if (performance.now() >= e.leaseUntil - leaseGuardMs(this.#leaseMs)) {
+        e.released = true;
+        (lapsing ??= []).push(e);
+        continue;
+      }
       e.state = 'running';
       this.#busy++;
       this.#progressAt = performance.now();
       void this.#attempts.execute(e);
+    }
+    if (lapsing) {
+      for (const e of lapsing) this.#metrics?.leaseLost.add(1, { 'job.type': e.job.type });
+      void returnToQueue(this.#returning, lapsing, {
+        level: 'warn',
+        returned: 'prefetched jobs whose leases ran out unstarted (event loop blocked or process paused?) returned to the queue',
+        failed: 'prefetched jobs whose leases ran out unstarted could not be returned; their leases will lapse',
+      });
+    }
+  }
+
+  /**
+   * After a claim whose reply was lost: the leases this worker holds in the database that it does
+   * not track (what that claim leased) go back to the queue, the attempt given back — not a crash,
+   * and long before they would lapse. No claim is in flight (the claim loop calls this between
+   * round trips), so every other lease of this worker id is one it tracks.
+   */
+  async #reconcile(): Promise<void> {
+    try {
+      const released = await this.#store.releaseHeldBy(this.id, this.#inFlight.leases());
+      if (released.length > 0)
+        this.#logger.warn(
+          { worker_id: this.id, released: released.length },
+          'jobs claimed by a claim whose reply was lost returned to the queue',
+        );
+    } catch (err) {
+      this.#logger.warn(errorFields(err), 'could not look for jobs claimed by a claim whose reply was lost; their leases will lapse');
     }
   }
 

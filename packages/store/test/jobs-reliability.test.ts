@@ -421,3 +421,25 @@ describe('writes over the statement size (#14 item 23)', () => {
     expect(rows[0]!.n).toBe(3);
   }, 120_000);
 });
+
+describe('releaseHeldBy: a worker gives back what a claim whose reply was lost leased (issue 34 item 6)', () => {
+  it("releases the worker's leases it does not keep (attempt given back, no crash counted), never another worker's", async () => {
+    await store.enqueue(Array.from({ length: 4 }, () => ({ queue: 'default', type: 't' })));
+    const kept = await claim(1, ['default'], 'w1');
+    const lost = await claim(2, ['default'], 'w1');
+    const other = await claim(1, ['default'], 'w2');
+    expect(kept.length + lost.length + other.length).toBe(4);
+    const released = await store.releaseHeldBy('w1', kept.map(lease));
+    expect(released.sort()).toEqual(lost.map((j) => j.id).sort());
+    const { rows } = await store.pool.query<{ id: string; status: string; attempt: number; resume_count: number }>(
+      'SELECT id, status::text, attempt, resume_count FROM q_jobs_all ORDER BY id',
+    );
+    const byId = new Map(rows.map((r) => [Number(r.id), r]));
+    for (const j of lost) expect(byId.get(j.id)).toMatchObject({ status: 'queued', attempt: 0, resume_count: 0 });
+    for (const j of [...kept, ...other]) expect(byId.get(j.id)).toMatchObject({ status: 'leased', attempt: 1 });
+    // Nothing else held by w1: a second call releases nothing.
+    expect(await store.releaseHeldBy('w1', kept.map(lease))).toEqual([]);
+    const bad = await rejection(() => store.releaseHeldBy('', []));
+    expect(isQError(bad, 'INVALID_ARGUMENT')).toBe(true);
+  });
+});

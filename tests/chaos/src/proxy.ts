@@ -13,6 +13,10 @@ export class FaultProxy {
   private readonly waiting: Array<() => void> = [];
   private cutMarker: Buffer | undefined;
   private cutUntil = 0;
+  private dropMarker: Buffer | undefined;
+  private dropsLeft = 0;
+  /** Replies dropped by {@link FaultProxy.dropReplyTo} so far. */
+  drops = 0;
   /** Connections accepted so far. */
   accepted = 0;
   /** Connections reset by {@link FaultProxy.cutOn} so far. */
@@ -63,6 +67,20 @@ export class FaultProxy {
     this.cutUntil = Date.now() + ms;
   }
 
+  /**
+   * For the next `times` statements whose bytes from the client contain `marker`: the statement
+   * reaches Postgres (which runs and commits it), but its reply never reaches the client — the
+   * proxy swallows it, waits `settleMs` (so the commit is surely done) and resets the connection.
+   * The client sees a connection error for a statement that did take effect: a lost reply.
+   */
+  dropReplyTo(marker: string, times: number, settleMs = 100): void {
+    this.dropMarker = Buffer.from(marker, 'utf8');
+    this.dropsLeft = times;
+    this.dropSettleMs = settleMs;
+  }
+
+  private dropSettleMs = 100;
+
   /** Stops listening and drops every connection. */
   async close(): Promise<void> {
     clearTimeout(this.heldTimer);
@@ -82,7 +100,7 @@ export class FaultProxy {
 
   private accept(client: net.Socket): void {
     this.accepted += 1;
-    const pair: { client: net.Socket; upstream: net.Socket | undefined } = { client, upstream: undefined };
+    const pair: { client: net.Socket; upstream: net.Socket | undefined; dropping: boolean } = { client, upstream: undefined, dropping: false };
     this.pairs.add(pair);
     client.on('error', () => undefined);
     client.pause();
@@ -109,12 +127,34 @@ export class FaultProxy {
             done();
             return;
           }
+          if (this.dropMarker && this.dropsLeft > 0 && !pair.dropping && chunk.includes(this.dropMarker)) {
+            this.dropsLeft -= 1;
+            this.drops += 1;
+            pair.dropping = true;
+          }
           done(null, chunk);
         },
       });
       cutter.on('error', () => undefined);
+      // While dropping, the server's reply is swallowed; once it has started (the statement ran),
+      // the connection is reset after the settle time.
+      const replies = new Transform({
+        transform: (chunk: Buffer, _enc, done) => {
+          if (!pair.dropping) {
+            done(null, chunk);
+            return;
+          }
+          done();
+          setTimeout(() => {
+            client.resetAndDestroy();
+            upstream.resetAndDestroy();
+            this.pairs.delete(pair);
+          }, this.dropSettleMs);
+        },
+      });
+      replies.on('error', () => undefined);
       client.pipe(cutter).pipe(upstream);
-      upstream.pipe(client);
+      upstream.pipe(replies).pipe(client);
       if (Date.now() < this.holdUntil) upstream.pause();
       else client.resume();
     };

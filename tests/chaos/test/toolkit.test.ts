@@ -73,6 +73,32 @@ describe('fault toolkit', () => {
     }
   });
 
+  it('proxy: dropReplyTo lets the marked statement commit but loses its reply, the given number of times', async () => {
+    const u = new URL(schema.dsn);
+    const proxy = new FaultProxy({ host: u.hostname, port: Number(u.port || 5432) });
+    const port = await proxy.listen();
+    const pool = new pg.Pool({ connectionString: viaProxy(schema.dsn, port), max: 2 });
+    pool.on('error', () => undefined);
+    const direct = new pg.Pool({ connectionString: schema.dsn, max: 1 });
+    const marked = { name: 'q_toolkit_dropped', text: 'INSERT INTO toolkit_drops VALUES (1) RETURNING n' };
+    try {
+      await direct.query('CREATE TABLE toolkit_drops (n int)');
+      proxy.dropReplyTo('q_toolkit_dropped', 1);
+      await expect(pool.query(marked)).rejects.toThrow();
+      // It committed, though the client never heard so.
+      expect((await direct.query('SELECT count(*)::int AS n FROM toolkit_drops')).rows[0].n).toBe(1);
+      expect(proxy.drops).toBe(1);
+      // Only once: the next one is answered.
+      expect((await pool.query(marked)).rows[0].n).toBe(1);
+      expect((await direct.query('SELECT count(*)::int AS n FROM toolkit_drops')).rows[0].n).toBe(2);
+    } finally {
+      await direct.query('DROP TABLE IF EXISTS toolkit_drops');
+      await direct.end();
+      await pool.end();
+      await proxy.close();
+    }
+  });
+
   it('proxy: blackhole holds traffic for its duration, then it flows again', async () => {
     const u = new URL(schema.dsn);
     const proxy = new FaultProxy({ host: u.hostname, port: Number(u.port || 5432) });

@@ -99,6 +99,7 @@ export class JobStore {
       scope: this.#scope,
       starts: new ClaimStarts(),
       channel: this.channel,
+      closed: () => this.#closed,
       op: (name, fn, attrs) => this.#op(name, fn, attrs),
     };
     this.#unobserve = observeBacklog(opts.meterProvider, this.#ctx, () => this.#closed);
@@ -135,7 +136,11 @@ export class JobStore {
     return store;
   }
 
-  /** Closes every listener and the pool (unless the store came from {@link JobStore.fromPool}). Idempotent. */
+  /**
+   * Closes every listener and the pool (unless the store came from {@link JobStore.fromPool}).
+   * A claim still in flight gives back, on its own connection, whatever it leased (and rejects
+   * `CLOSED`), so nothing stays leased to a worker that is gone. Idempotent.
+   */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
@@ -281,6 +286,17 @@ export class JobStore {
    */
   async release(leases: readonly JobLease[]): Promise<number[]> {
     return leaseOps.release(this.#ctx, leases);
+  }
+
+  /**
+   * Gives back, as {@link JobStore.release} does (attempt given back, not a crash), every lease
+   * worker `workerId` holds except those in `keep`: a worker's reconciliation after a claim whose
+   * reply was lost — the jobs that claim leased, which the worker never saw, go back to the queue
+   * at once instead of waiting for their leases to lapse. Only for a worker's own id, with no
+   * claim of its in flight: worker ids must be unique. Returns the ids released.
+   */
+  async releaseHeldBy(workerId: string, keep: readonly JobLease[]): Promise<number[]> {
+    return leaseOps.releaseHeldBy(this.#ctx, workerId, keep);
   }
 
   /** `scheduled`/`retry_wait` → `queued` once due; wakes idle workers. Returns the count. */

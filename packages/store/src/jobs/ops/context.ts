@@ -14,6 +14,8 @@ export interface JobStoreContext {
   readonly starts: ClaimStarts;
   /** The LISTEN/NOTIFY channel that statements waking workers notify. */
   readonly channel: string;
+  /** Whether `close()` has begun: a claim that returns after it gives its jobs back itself. */
+  closed(): boolean;
   /** Runs `fn` as operation `name`: traced, and every failure a `QError` (`CLOSED` once closed). */
   op<T>(name: string, fn: () => Promise<T>, attributes?: Record<string, string | number | boolean>): Promise<T>;
 }

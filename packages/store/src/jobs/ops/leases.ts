@@ -1,9 +1,10 @@
 // Lease upkeep of a worker: leased -> running, renewals, the step timeline and giving leases
 // back. Kept apart from the store facade because every write here is fenced by the lease token
 // and takes a batch of leases (`unnest`), never an outcome.
+import { checkName, invalidArgument } from '@q/schema';
 import { heartbeatJobs } from '../sql/heartbeat-jobs.js';
 import { markJobsRunning } from '../sql/mark-jobs-running.js';
-import { releaseJobs } from '../sql/release-jobs.js';
+import { releaseHeldBy as releaseHeldByRows, releaseJobs } from '../sql/release-jobs.js';
 import { updateJobSteps } from '../sql/update-job-steps.js';
 import type { JobLease, LeaseState, Step } from '../types.js';
 import { checkLease, checkLeaseMs, splitLeases, stepsJson } from '../validate.js';
@@ -38,6 +39,16 @@ export async function release(ctx: JobStoreContext, leases: readonly JobLease[])
   const { ids, tokens } = splitLeases(leases);
   if (ids.length === 0) return [];
   const released = await ctx.op('release', () => releaseJobs(ctx.scope, ctx.pool, ids, tokens, ctx.channel));
+  if (released.length > 0) ctx.starts.forget();
+  return released;
+}
+
+/** `JobStore.releaseHeldBy`. */
+export async function releaseHeldBy(ctx: JobStoreContext, workerId: string, keep: readonly JobLease[]): Promise<number[]> {
+  if (typeof workerId !== 'string' || workerId === '') throw invalidArgument('releaseHeldBy: workerId must be a non-empty string');
+  checkName('releaseHeldBy', 'workerId', workerId);
+  const { tokens } = splitLeases(keep);
+  const released = await ctx.op('release_held_by', () => releaseHeldByRows(ctx.scope, ctx.pool, workerId, tokens, ctx.channel));
   if (released.length > 0) ctx.starts.forget();
   return released;
 }

@@ -28,3 +28,31 @@ export async function releaseJobs(scope: StatementScope, db: Queryable, ids: num
   const { rows } = await scope.run<{ id: string }>(db, TEXT_STMT, [ids, tokens, channel]);
   return rows.map((r) => Number(r.id));
 }
+
+// A worker's reconciliation after a claim whose reply was lost (the statement may have committed):
+// every lease `leased_by` the worker holds but does not know of (its token not among those it
+// tracks) is given back exactly as above — not a crash, the attempt given back — instead of being
+// stranded until it lapses. The status predicate matches the partial lease index; worker ids are
+// unique per worker process (they name the lease holder), so no other worker's lease is touched.
+const HELD_BY_TEXT = `
+WITH r AS (
+  UPDATE __q_schema__.q_jobs AS jobs SET
+    status = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'::__q_schema__.q_job_status ELSE 'queued'::__q_schema__.q_job_status END,
+    finished_at = CASE WHEN cancel_requested_at IS NOT NULL THEN now() ELSE finished_at END,
+    attempt = greatest(jobs.attempt - 1, 0),
+    leased_by = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
+  WHERE jobs.status IN ('leased', 'running') AND jobs.leased_by = $1 AND NOT (jobs.lease_token = ANY($2::uuid[]))
+  RETURNING jobs.id, jobs.queue, jobs.status
+)
+SELECT r.id, (SELECT count(*) FROM (SELECT pg_notify($3, 'q:' || d.queue)
+                                     FROM (SELECT DISTINCT queue FROM r WHERE status = 'queued') d
+                                     WHERE octet_length(d.queue) < ${MAX_NOTIFY_QUEUE_BYTES}) n) AS notified
+FROM r`;
+
+const HELD_BY_STMT = statement('q_jobs_release_held_by', HELD_BY_TEXT);
+
+/** Returns every lease `workerId` holds but for the tokens `keep` to the queue (attempt given back); returns the ids released. */
+export async function releaseHeldBy(scope: StatementScope, db: Queryable, workerId: string, keep: string[], channel: string): Promise<number[]> {
+  const { rows } = await scope.run<{ id: string }>(db, HELD_BY_STMT, [workerId, keep, channel]);
+  return rows.map((r) => Number(r.id));
+}
