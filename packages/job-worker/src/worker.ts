@@ -351,7 +351,6 @@ export class Worker {
       if (e.released) return;
       void (async () => {
         this.#free(e);
-        this.#metrics?.completed.add(1, { 'job.type': e.job.type, 'job.status': 'cancelled' });
         await this.#attempts.record(e, { ...e.lease, status: 'cancelled' }, 'cancelled', undefined);
         this.#settle(e);
       })();

@@ -27,4 +27,4 @@ export {
   type RequestMetrics,
 } from './metrics.js';
 export type { Link, MeterProvider, Tracer, TracerProvider } from '@opentelemetry/api';
-export { errorFields, firstLine, silentLogger, type Logger } from './logger.js';
+export { errorFields, firstLine, logsAt, silentLogger, stderrLogger, type Logger, type StderrLoggerOptions } from './logger.js';
