@@ -130,7 +130,7 @@ export class JobStore {
     checkJobStoreOptions('JobStore.fromPool', opts);
     checkPlacement('JobStore.fromPool', opts);
     const asked = checkSchemaOptions('JobStore.fromPool', opts);
-    const schema = await bindAppPool(pool, asked, opts.migrate !== false);
+    const schema = await bindAppPool(pool, asked, opts.migrate !== false, opts.pooler);
     const applicationName = opts.applicationName ?? 'q-jobs';
     const store = new JobStore(pool, listenerConnection(pool), schema, qTracer(opts.tracerProvider), applicationName, opts);
     store.#ownsPool = false;
