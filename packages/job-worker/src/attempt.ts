@@ -1,6 +1,6 @@
 import type { Tracer } from '@opentelemetry/api';
 import type { JobMetrics } from '@q/otel';
-import type { Job, JobOutcome } from '@q/store/jobs';
+import { joinErrorStack, type Job, type JobOutcome } from '@q/store/jobs';
 import type { Completer } from './completer.js';
 import { DeadLetterError } from './errors.js';
 import type { Execution } from './execution.js';
@@ -8,7 +8,7 @@ import { firstLine, logsAt, type Logger } from './logger.js';
 import type { HandlerContext, HandlerFunc } from './options.js';
 import { processSpan } from './process-span.js';
 import type { StepRecorder } from './step-recorder.js';
-import { failureOutcome, refusedOutcome, storableOutcome, storableText } from './retry-policy.js';
+import { failureOutcome, failureStack, refusedOutcome, storableOutcome, storableText } from './retry-policy.js';
 
 /** How an attempt tells its worker where it is. */
 export interface AttemptHooks {
@@ -67,8 +67,10 @@ interface HandlerFailure {
 }
 
 function handlerFailure(err: unknown): HandlerFailure {
-  // Postgres text holds no NUL and UTF-8 no lone surrogate: replaced, so the error is kept.
-  return { error: storableText(err instanceof Error ? err.message : String(err)), deadLetter: err instanceof DeadLetterError };
+  // Postgres text holds no NUL and UTF-8 no lone surrogate: replaced, so the error is kept. The
+  // stack (frames only, bounded) is stored with it, split off again when the job is read.
+  const message = storableText(err instanceof Error ? err.message : String(err));
+  return { error: joinErrorStack(message, failureStack(err)), deadLetter: err instanceof DeadLetterError };
 }
 
 /**
@@ -110,7 +112,7 @@ export class AttemptRunner {
             } catch (err) {
               failure = handlerFailure(err);
               // The span records only the first line: messages can be long and are the handler's.
-              throw new Error(firstLine(failure.error || 'job failed'), { cause: err });
+              throw new Error(firstLine(failure.error) || 'job failed', { cause: err });
             }
           })
         : await handler(job, ctx);
