@@ -101,6 +101,8 @@ export class Worker {
         leaseMs: this.#leaseMs,
         pollMs,
         watch: this.#watch,
+        tracer: opts.tracer,
+        metrics: opts.metrics,
       },
       {
         stopping: () => this.#stopping,
@@ -132,7 +134,7 @@ export class Worker {
       failed: (err) => void this.#watch.failed('maintenance', err),
       succeeded: () => this.#watch.succeeded('maintenance'),
       promoted: () => this.#claims.wake(),
-    });
+    }, { tracer: opts.tracer, metrics: opts.metrics });
   }
 
   /** Binds a job type to its handler (registering a type again replaces it). */

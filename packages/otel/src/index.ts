@@ -8,6 +8,7 @@ export {
   withConsumerSpan,
   withOperation,
 } from './pool.js';
+export { recordSpan, untraced } from './untraced.js';
 export { contextFromTraceparent, currentTraceparent, formatTraceparent, linksFromTraceparent, parseTraceparent } from './propagation.js';
 export {
   DEPRECATED_METRIC,
