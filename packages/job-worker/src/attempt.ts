@@ -102,25 +102,14 @@ export class AttemptRunner {
     let outcome: JobOutcome;
     let error: string | undefined;
     const ctx = new AttemptContext(e);
-    let failure: HandlerFailure | undefined;
     try {
       // Untraced (the default), the handler is called directly: no wrapper per job.
-      const result = c.tracer
-        ? await processSpan(c.tracer, job, async () => {
-            try {
-              return await handler(job, ctx);
-            } catch (err) {
-              failure = handlerFailure(err);
-              // The span records only the first line: messages can be long and are the handler's.
-              throw new Error(firstLine(failure.error) || 'job failed', { cause: err });
-            }
-          })
-        : await handler(job, ctx);
+      const result = c.tracer ? await processSpan(c.tracer, job, handler, ctx) : await handler(job, ctx);
       outcome = { ...e.lease, status: 'succeeded', result };
     } catch (err) {
-      if (!c.tracer) failure = handlerFailure(err);
-      error = failure?.error;
-      outcome = failureOutcome(e, error ?? 'job failed', c.retryBaseMs, failure?.deadLetter ?? false);
+      const failure = handlerFailure(err);
+      error = failure.error;
+      outcome = failureOutcome(e, error, c.retryBaseMs, failure.deadLetter);
     }
     c.handlerTime?.(performance.now() - started);
     this.#hooks.free(e);
