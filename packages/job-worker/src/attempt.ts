@@ -1,14 +1,14 @@
 import type { Tracer } from '@opentelemetry/api';
 import type { JobMetrics } from '@q/otel';
-import type { Job, JobOutcome } from '@q/store/jobs';
+import { joinErrorStack, type Job, type JobOutcome } from '@q/store/jobs';
 import type { Completer } from './completer.js';
 import { DeadLetterError } from './errors.js';
 import type { Execution } from './execution.js';
-import { firstLine, silentLogger, type Logger } from './logger.js';
+import { firstLine, logsAt, type Logger } from './logger.js';
 import type { HandlerContext, HandlerFunc } from './options.js';
 import { processSpan } from './process-span.js';
 import type { StepRecorder } from './step-recorder.js';
-import { failureOutcome, refusedOutcome, storableOutcome, storableText } from './retry-policy.js';
+import { failureOutcome, failureStack, refusedOutcome, storableOutcome, storableText } from './retry-policy.js';
 
 /** How an attempt tells its worker where it is. */
 export interface AttemptHooks {
@@ -32,8 +32,6 @@ export interface AttemptConfig {
   /** Told how long each handler ran (sizes an adaptive local queue). */
   handlerTime?: (ms: number) => void;
 }
-
-const NO_FIELDS: Record<string, unknown> = Object.freeze({});
 
 /**
  * A handler's second argument. The signal and the step recorder are made when the handler first
@@ -69,8 +67,10 @@ interface HandlerFailure {
 }
 
 function handlerFailure(err: unknown): HandlerFailure {
-  // Postgres text holds no NUL and UTF-8 no lone surrogate: replaced, so the error is kept.
-  return { error: storableText(err instanceof Error ? err.message : String(err)), deadLetter: err instanceof DeadLetterError };
+  // Postgres text holds no NUL and UTF-8 no lone surrogate: replaced, so the error is kept. The
+  // stack (frames only, bounded) is stored with it, split off again when the job is read.
+  const message = storableText(err instanceof Error ? err.message : String(err));
+  return { error: joinErrorStack(message, failureStack(err)), deadLetter: err instanceof DeadLetterError };
 }
 
 /**
@@ -102,25 +102,14 @@ export class AttemptRunner {
     let outcome: JobOutcome;
     let error: string | undefined;
     const ctx = new AttemptContext(e);
-    let failure: HandlerFailure | undefined;
     try {
       // Untraced (the default), the handler is called directly: no wrapper per job.
-      const result = c.tracer
-        ? await processSpan(c.tracer, job, async () => {
-            try {
-              return await handler(job, ctx);
-            } catch (err) {
-              failure = handlerFailure(err);
-              // The span records only the first line: messages can be long and are the handler's.
-              throw new Error(firstLine(failure.error || 'job failed'), { cause: err });
-            }
-          })
-        : await handler(job, ctx);
+      const result = c.tracer ? await processSpan(c.tracer, job, handler, ctx) : await handler(job, ctx);
       outcome = { ...e.lease, status: 'succeeded', result };
     } catch (err) {
-      if (!c.tracer) failure = handlerFailure(err);
-      error = failure?.error;
-      outcome = failureOutcome(e, error ?? 'job failed', c.retryBaseMs, failure?.deadLetter ?? false);
+      const failure = handlerFailure(err);
+      error = failure.error;
+      outcome = failureOutcome(e, error, c.retryBaseMs, failure.deadLetter);
     }
     c.handlerTime?.(performance.now() - started);
     this.#hooks.free(e);
@@ -128,13 +117,9 @@ export class AttemptRunner {
     outcome = storableOutcome(e, outcome, c.retryBaseMs);
     if ('error' in outcome && outcome.error !== undefined) error = outcome.error;
     const status = outcome.status === 'retry_wait' ? 'failed' : outcome.status;
-    if (c.metrics) {
-      const attrs = { 'job.type': job.type, 'job.status': status };
-      c.metrics.completed.add(1, attrs);
-      c.metrics.duration.record((performance.now() - started) / 1000, attrs);
-    }
+    const seconds = (performance.now() - started) / 1000;
     // Not awaited: this function's frame ends here instead of waiting out the write.
-    this.#record(e, outcome, status, error, () => this.#hooks.settle(e));
+    this.#record(e, outcome, status, error, () => this.#hooks.settle(e), seconds);
   }
 
   /**
@@ -147,16 +132,30 @@ export class AttemptRunner {
     return new Promise((resolve) => this.#record(e, outcome, status, error, resolve));
   }
 
-  /** {@link record}, calling `then` once where record resolves. */
-  #record(e: Execution, outcome: JobOutcome, status: string | undefined, error: string | undefined, then: () => void): void {
+  /**
+   * {@link record}, calling `then` once where record resolves. The attempt counts in
+   * `q.jobs.completed` (and its `seconds` in `q.jobs.duration.seconds`) only once its outcome is
+   * written: a stale run, fenced by its lost lease, finished nothing.
+   */
+  #record(e: Execution, outcome: JobOutcome, status: string | undefined, error: string | undefined, then: () => void, seconds?: number): void {
     if (e.released) return then();
     const c = this.#c;
-    // Built for the log line only, and a silent logger (the default) has none to write.
-    const fields = c.logger === silentLogger ? NO_FIELDS : jobFields(e.job, c.workerId);
     const finish = (written: boolean): void => {
       try {
-        if (written) this.#logRecorded(fields, outcome, status, error);
-        else c.logger.warn(fields, e.leaseLost ? 'job outcome not recorded: its lease was lost' : 'could not record job outcome (lease lost?)');
+        if (written && status !== undefined && c.metrics) {
+          const attrs = { 'job.type': e.job.type, 'job.status': status };
+          c.metrics.completed.add(1, attrs);
+          if (seconds !== undefined) c.metrics.duration.record(seconds, attrs);
+        }
+        // The fields are built only for a line the logger writes (routine lines are info).
+        if (written) this.#logRecorded(e, outcome, status, error);
+        else
+          c.logger.warn(
+            jobFields(e.job, c.workerId),
+            e.leaseLost
+              ? 'job outcome not recorded: its lease was lost'
+              : 'job outcome not recorded: the write failed (see the error logged with it) or was fenced (the job was reaped or cancelled meanwhile)',
+          );
       } finally {
         // Even should the log line throw: the attempt is over either way.
         if (!written && e.unrenewed) void this.#hooks.giveUp(e).finally(then);
@@ -181,8 +180,10 @@ export class AttemptRunner {
   }
 
   /** The log line of a recorded outcome. */
-  #logRecorded(fields: Record<string, unknown>, outcome: JobOutcome, status: string | undefined, error: string | undefined): void {
-    const { logger } = this.#c;
+  #logRecorded(e: Execution, outcome: JobOutcome, status: string | undefined, error: string | undefined): void {
+    const { logger, workerId } = this.#c;
+    if (!logsAt(logger, outcome.status === 'succeeded' || outcome.status === 'cancelled' ? 'info' : 'warn')) return;
+    const fields = jobFields(e.job, workerId);
     switch (outcome.status) {
       case 'succeeded':
         logger.info(fields, 'job succeeded');

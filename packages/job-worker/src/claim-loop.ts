@@ -1,3 +1,5 @@
+import type { Tracer } from '@opentelemetry/api';
+import { recordSpan, untraced, type JobMetrics } from '@q/otel';
 import type { JobStore, LeasedJob } from '@q/store/jobs';
 import { replyLost, type Completer, type PendingOutcome } from './completer.js';
 import type { FailureWatch } from './failure-watch.js';
@@ -40,7 +42,13 @@ export interface ClaimLoopConfig {
   pollMs: number;
   /** Classifies claim failures: transient ones are retried with backoff, persistent ones stop the loop. */
   watch: FailureWatch;
+  /** Records a `q.jobs.worker.claim` span per round trip that claimed or wrote something (or failed). */
+  tracer?: Tracer | undefined;
+  /** Counts round trips that found nothing (`q.jobs.idle_rounds`). */
+  metrics?: JobMetrics | undefined;
 }
+
+const IDLE_CLAIM = Object.freeze({ 'q.operation': 'claim' });
 
 /**
  * Round trips a worker with a local queue keeps in flight at once. Two: while one statement
@@ -198,29 +206,35 @@ export class ClaimLoop {
     let jobs: LeasedJob[];
     // The leases start no earlier than the statement is sent (the database times them).
     const sentAt = performance.now();
+    // The statements run untraced (polling is not work): a round trip that claimed or wrote
+    // something gets one span afterwards, an empty one is only counted.
+    const startTime = c.tracer ? Date.now() : 0;
     try {
       // Claimed straight into `running`: handlers start at once, so a separate mark-running
       // write would only add a commit. The finished attempts' outcomes ride along: the steady
       // state costs one statement (one commit) per batch, not a claim plus a completion.
       const claim = { queues: c.queues, workerId: c.workerId, limit, leaseMs: c.leaseMs, start: true };
       if (taken.length > 0 && limit <= 0) {
-        const written = await c.store.complete(taken.map((p) => p.outcome));
+        const written = await untraced(() => c.store.complete(taken.map((p) => p.outcome)));
         c.completer.succeeded();
         c.completer.settle(taken, written);
         jobs = [];
       } else if (taken.length > 0) {
-        const r = await c.store.completeAndClaim(
-          taken.map((p) => p.outcome),
-          claim,
+        const r = await untraced(() =>
+          c.store.completeAndClaim(
+            taken.map((p) => p.outcome),
+            claim,
+          ),
         );
         c.completer.succeeded();
         c.completer.settle(taken, r.written);
         jobs = r.jobs;
       } else {
-        jobs = await c.store.claim(claim);
+        jobs = await untraced(() => c.store.claim(claim));
       }
       c.prefetch.roundTrip(performance.now() - sentAt);
     } catch (err) {
+      if (c.tracer) recordSpan(c.tracer, 'q.jobs.worker.claim', startTime, { 'q.jobs.limit': limit, 'q.jobs.outcomes': taken.length }, err);
       this.#onOrder -= limit;
       // Without a reply the statement may have committed: the jobs it leased, which this worker
       // never saw, are looked for and given back (see ClaimLoopHost.reconcile) before the next
@@ -241,6 +255,9 @@ export class ClaimLoop {
       return;
     }
     c.watch.succeeded('claim');
+    if (jobs.length === 0 && taken.length === 0) c.metrics?.idleRounds?.add(1, IDLE_CLAIM);
+    else if (c.tracer)
+      recordSpan(c.tracer, 'q.jobs.worker.claim', startTime, { 'q.jobs.limit': limit, 'q.jobs.claimed': jobs.length, 'q.jobs.outcomes': taken.length });
     // The jobs stop being on order in the same step as they become the host's (buffered or busy).
     this.#onOrder -= limit;
     if (jobs.length > 0) await this.#host.start(jobs, sentAt);

@@ -1,14 +1,15 @@
 export { LEASE_DURATION_MS, RETRY_BASE_MS, RETRY_CAP_MS, KNOWN_QUEUES } from './constants.js';
 export { retryBackoffMs } from './backoff.js';
 export { JobQueue, type EnqueueOptions, type JobQueueOptions } from './job-queue.js';
-export { DEFAULT_WORK_CONCURRENCY, type ManagedWorkerOptions, type WorkOptions } from './managed-workers.js';
+export { DEFAULT_WORK_CONCURRENCY, type ManagedWorkerOptions, type WorkOptions, type WorkerHealth, type WorkerStopped } from './managed-workers.js';
 export { DEFAULT_CLOSE_TIMEOUT_MS, METRIC_UNSERVED_ENQUEUES, type JobQueueOpenOptions } from './open-options.js';
+export { MAX_CONCURRENCY } from './options.js';
 export { Worker, type HandlerFunc, type HandlerContext, type WorkerOptions } from './worker.js';
 export { MAX_PERSISTENT_FAILURES, type WorkerFailure } from './failure-watch.js';
 export { leaderLeaseMs } from './maintenance.js';
 export { StepRecorder, type StepWriter } from './step-recorder.js';
 export { DeadLetterError, JobAbortedError, type JobAbortCause } from './errors.js';
-export { silentLogger, type Logger } from './logger.js';
+export { defaultLogger, silentLogger, stderrLogger, type Logger } from './logger.js';
 export type { JobMetrics } from '@q/otel';
 export type { Job, JobStatus, Step, StepStatus, JobPage, JobListFilter, InTransaction, TransactionClient } from '@q/store/jobs';
 export { drizzleClient } from '@q/store/jobs';

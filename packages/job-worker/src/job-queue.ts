@@ -1,8 +1,8 @@
 import { currentTraceparent, jobMetrics, qMeter, qTracer } from '@q/otel';
 import { QError, QErrorCode, invalidArgument } from '@q/schema';
 import { JobStore, type InTransaction, type Job, type JobListFilter, type JobPage, type NewJob } from '@q/store/jobs';
-import { silentLogger } from './logger.js';
-import { ManagedWorkers, type WorkOptions } from './managed-workers.js';
+import { defaultLogger } from './logger.js';
+import { ManagedWorkers, type WorkOptions, type WorkerHealth } from './managed-workers.js';
 import { DEFAULT_CLOSE_TIMEOUT_MS, METRIC_UNSERVED_ENQUEUES, checkOpenOptions, type JobQueueOpenOptions } from './open-options.js';
 import type { HandlerFunc } from './worker.js';
 
@@ -54,11 +54,12 @@ export class JobQueue {
    */
   static async open(dsn: string, opts: JobQueueOpenOptions = {}): Promise<JobQueue> {
     checkOpenOptions(opts);
-    const { queues, logger, worker, closeTimeoutMs: _closeTimeoutMs, ...storeOptions } = opts;
+    const { queues, logger, worker, onWorkerStopped, closeTimeoutMs: _closeTimeoutMs, ...storeOptions } = opts;
     const store = await JobStore.open(dsn, storeOptions);
     const queue = new JobQueue(store, { knownQueues: ['default'] });
     queue.#managed = new ManagedWorkers(store, {
-      logger: logger ?? silentLogger,
+      logger: logger ?? defaultLogger(),
+      onWorkerStopped,
       metrics: jobMetrics(opts.meterProvider),
       ...(opts.tracerProvider ? { tracer: qTracer(opts.tracerProvider) } : {}),
       defaults: worker ?? {},
@@ -80,13 +81,25 @@ export class JobQueue {
    * (default 10) at a time, with retries, leases and dead-lettering as {@link Worker} does. One
    * worker serves each queue; it starts on the next turn of the event loop, so handlers
    * registered together are known before its first claim. Only on a queue from {@link JobQueue.open}
-   * (`INVALID_STATE` otherwise: use a {@link Worker} on your store).
+   * (`INVALID_STATE` otherwise: use a {@link Worker} on your store). A worker stopped by
+   * persistent failures is not restarted: `work` for its queue is then `INVALID_STATE` (see
+   * {@link JobQueue.health}).
    */
   work(type: string, handler: HandlerFunc, opts: WorkOptions = {}): void {
     if (!this.#managed) {
       throw new QError(QErrorCode.INVALID_STATE, 'work: only a queue from JobQueue.open runs workers (use new Worker(store, …) otherwise)');
     }
     this.#managed.work(type, handler, opts);
+  }
+
+  /**
+   * The worker of each queue `work` serves: `running`, `stopped` (with the error: it met
+   * `worker.maxPersistentFailures` identical persistent database failures in a row and is not
+   * restarted; `work` for that queue is refused) or `closed`. Empty on a queue built on your own
+   * store, which runs no workers.
+   */
+  health(): WorkerHealth[] {
+    return this.#managed?.health() ?? [];
   }
 
   /**

@@ -1,3 +1,5 @@
+import type { Tracer } from '@opentelemetry/api';
+import { recordSpan, untraced, type JobMetrics } from '@q/otel';
 import type { JobStore, LeaderLease } from '@q/store/jobs';
 import { errorFields, type Logger } from './logger.js';
 
@@ -10,6 +12,14 @@ export interface MaintenanceHooks {
   /** A maintenance round succeeded. */
   succeeded?(): void;
 }
+
+/** Telemetry of the maintenance: a span per round that did something (or failed), a count of idle ones. */
+export interface MaintenanceTelemetry {
+  tracer?: Tracer | undefined;
+  metrics?: JobMetrics | undefined;
+}
+
+const IDLE_MAINTENANCE = Object.freeze({ 'q.operation': 'maintenance' });
 
 /** Lease of the maintenance leadership for a round interval (three missed rounds, at least 1 s). */
 export function leaderLeaseMs(intervalMs: number): number {
@@ -39,7 +49,18 @@ export class Maintenance {
   #stopped = false;
   #stopping: Promise<void> | undefined;
 
-  constructor(store: JobStore, owner: string, maxResumes: number, intervalMs: number, logger: Logger, hooks: MaintenanceHooks) {
+  readonly #telemetry: MaintenanceTelemetry;
+
+  constructor(
+    store: JobStore,
+    owner: string,
+    maxResumes: number,
+    intervalMs: number,
+    logger: Logger,
+    hooks: MaintenanceHooks,
+    telemetry: MaintenanceTelemetry = {},
+  ) {
+    this.#telemetry = telemetry;
     this.#store = store;
     this.#owner = owner;
     this.#maxResumes = maxResumes;
@@ -95,19 +116,32 @@ export class Maintenance {
 
   async #run(): Promise<void> {
     if (this.#stopped) return;
+    const { tracer, metrics } = this.#telemetry;
+    // Untraced (an idle round is not work): a round that acquired the leadership, reaped or
+    // promoted gets one span afterwards, an idle one is only counted.
+    const startTime = tracer ? Date.now() : 0;
+    let acquired = false;
+    let reaped = 0;
+    let promoted = 0;
     try {
       if (!this.#lease) {
-        this.#lease = (await this.#store.acquireLeadership(this.#owner, this.#ttlMs)) ?? undefined;
-        if (this.#lease) this.#logger.info({ epoch: this.#lease.epoch }, 'maintenance leadership acquired');
+        this.#lease = (await untraced(() => this.#store.acquireLeadership(this.#owner, this.#ttlMs))) ?? undefined;
+        if (this.#lease) {
+          acquired = true;
+          this.#logger.info({ epoch: this.#lease.epoch }, 'maintenance leadership acquired');
+        }
       }
       // A bid sent before stop() may still win: stop() releases that lease, no round runs on it.
       if (this.#lease && !this.#stopped) {
-        const result = await this.#store.maintainAsLeader(this.#lease, this.#ttlMs, this.#maxResumes);
+        const lease = this.#lease;
+        const result = await untraced(() => this.#store.maintainAsLeader(lease, this.#ttlMs, this.#maxResumes));
         if (!result) {
           this.#logger.warn({ epoch: this.#lease.epoch }, 'maintenance leadership lost');
           this.#lease = undefined;
         } else {
           this.#lease = result.lease;
+          reaped = result.reaped.length;
+          promoted = result.promoted;
           for (const r of result.reaped) this.#logger.warn({ job_uuid: r.uuid, new_status: r.status }, 'expired lease reaped');
           // A row the round could not write (see JobStore.maintain): needs a human, and is never silent.
           for (const f of result.failed) {
@@ -120,8 +154,12 @@ export class Maintenance {
         }
       }
       this.#hooks.succeeded?.();
+      if (acquired || reaped > 0 || promoted > 0) {
+        if (tracer) recordSpan(tracer, 'q.jobs.worker.maintenance', startTime, { 'q.jobs.reaped': reaped, 'q.jobs.promoted': promoted });
+      } else metrics?.idleRounds?.add(1, IDLE_MAINTENANCE);
     } catch (err) {
       if (!this.#stopped) {
+        if (tracer) recordSpan(tracer, 'q.jobs.worker.maintenance', startTime, {}, err);
         this.#logger.warn(errorFields(err), 'job maintenance failed');
         this.#hooks.failed?.(err);
       }

@@ -8,12 +8,37 @@ import { Worker, type HandlerFunc, type WorkerOptions } from './worker.js';
 /** Options of `JobQueue.work`. */
 export interface WorkOptions {
   /**
-   * Jobs of this queue run at once. The first `work` call on a queue sets it (one worker serves
-   * every type of a queue); a later call with a different value is `INVALID_ARGUMENT`. Default 10.
+   * Jobs of this queue run at once, all types together: one worker serves every type of a queue,
+   * and the first `work` call on the queue sets it (default {@link DEFAULT_WORK_CONCURRENCY}, 10).
+   * A later call for the same queue may leave it out or repeat it; a different value is
+   * `INVALID_ARGUMENT` (use another queue for types that need their own concurrency).
    */
   concurrency?: number;
   /** The queue to serve. Default `default`, the queue `enqueue` uses when none is given. */
   queue?: string;
+}
+
+/**
+ * Where the worker of one queue of an opened `JobQueue` is (see `JobQueue.health`):
+ * - `running`: it claims and runs jobs (from `work`'s next turn of the event loop on);
+ * - `stopped`: it stopped on `error` — `maxPersistentFailures` identical persistent database
+ *   failures in a row (a revoked grant, a dropped schema, a read-only role). It is not restarted:
+ *   `work` for its queue is refused; fix the cause, then close the queue and open a new one;
+ * - `closed`: {@link JobQueue.close} stopped it.
+ */
+export interface WorkerHealth {
+  queue: string;
+  state: 'running' | 'stopped' | 'closed';
+  /** The job types registered on the queue. */
+  types: string[];
+  /** Why a `stopped` worker stopped. */
+  error?: QError;
+}
+
+/** What `JobQueueOpenOptions.onWorkerStopped` is told: which queue's worker stopped, and why. */
+export interface WorkerStopped {
+  queue: string;
+  error: QError;
 }
 
 /** Worker settings every worker of an opened queue shares (see {@link WorkerOptions}). */
@@ -25,8 +50,15 @@ export const DEFAULT_WORK_CONCURRENCY = 10;
 interface Running {
   worker: Worker;
   concurrency: number;
+  /** Whether `concurrency` was given (by the first `work` call, named in a conflict). */
+  concurrencyGiven: boolean;
+  /** The type of the `work` call that started the worker. */
+  firstType: string;
+  types: string[];
   abort: AbortController;
   run: Promise<void>;
+  /** Set when the worker stopped on a persistent failure. */
+  error?: QError;
 }
 
 /**
@@ -57,6 +89,7 @@ export class ManagedWorkers {
       defaults: ManagedWorkerOptions;
       declared: readonly string[];
       unserved: Counter;
+      onWorkerStopped?: ((stopped: WorkerStopped) => void) | undefined;
     },
   ) {
     this.#store = store;
@@ -66,6 +99,19 @@ export class ManagedWorkers {
     this.#defaults = opts.defaults;
     this.#declared = new Set(opts.declared);
     this.#unserved = opts.unserved;
+    this.#onStopped = opts.onWorkerStopped;
+  }
+
+  readonly #onStopped: ((stopped: WorkerStopped) => void) | undefined;
+
+  /** Each queue's worker: running, stopped (and why) or closed. */
+  health(): WorkerHealth[] {
+    return [...this.#workers].map(([queue, w]) => ({
+      queue,
+      state: w.error ? 'stopped' : this.#closing ? 'closed' : 'running',
+      types: [...w.types],
+      ...(w.error ? { error: w.error } : {}),
+    }));
   }
 
   /** Serves jobs of `type` on `opts.queue` with `handler`, starting that queue's worker if needed. */
@@ -79,10 +125,23 @@ export class ManagedWorkers {
     if (!Number.isInteger(concurrency) || concurrency < 1) throw invalidArgument('work: concurrency must be a positive integer');
     const existing = this.#workers.get(queue);
     if (existing) {
+      if (existing.error) {
+        throw new QError(
+          QErrorCode.INVALID_STATE,
+          `work: the worker of queue "${queue}" stopped on a persistent failure and is not restarted (${existing.error.message}): fix the cause, then close this JobQueue and open a new one`,
+          { cause: existing.error },
+        );
+      }
       if (opts.concurrency !== undefined && opts.concurrency !== existing.concurrency) {
-        throw invalidArgument(`work: queue "${queue}" already runs with concurrency ${existing.concurrency}`);
+        const set = existing.concurrencyGiven
+          ? `set by work("${existing.firstType}", …, { concurrency: ${existing.concurrency} })`
+          : `the default (${DEFAULT_WORK_CONCURRENCY}), taken by work("${existing.firstType}", …) without a concurrency`;
+        throw invalidArgument(
+          `work: concurrency ${opts.concurrency} for type "${type}" conflicts with queue "${queue}"'s concurrency ${existing.concurrency}, ${set}: concurrency is per queue (one worker serves all its types); give the same value or none, or serve "${type}" on a queue of its own ({ queue })`,
+        );
       }
       existing.worker.register(type, handler);
+      existing.types.push(type);
       return;
     }
     const worker = new Worker(this.#store, {
@@ -95,12 +154,34 @@ export class ManagedWorkers {
     });
     worker.register(type, handler);
     const abort = new AbortController();
-    const run = new Promise<void>((resolve) => setImmediate(resolve)).then(() =>
-      worker.run(abort.signal).catch((err: unknown) => {
-        this.#logger.error({ ...errorFields(err), queue }, 'worker stopped on an error');
-      }),
+    const entry: Running = {
+      worker,
+      concurrency,
+      concurrencyGiven: opts.concurrency !== undefined,
+      firstType: type,
+      types: [type],
+      abort,
+      run: Promise.resolve(),
+    };
+    entry.run = new Promise<void>((resolve) => setImmediate(resolve)).then(() =>
+      worker.run(abort.signal).catch((err: unknown) => this.#stopped(entry, queue, err)),
     );
-    this.#workers.set(queue, { worker, concurrency, abort, run });
+    this.#workers.set(queue, entry);
+  }
+
+  /** A worker's run rejected: remembered (health, `work` refuses), logged, and reported. */
+  #stopped(entry: Running, queue: string, err: unknown): void {
+    const error = err instanceof QError ? err : new QError(QErrorCode.INVALID_STATE, `worker of queue "${queue}" stopped: ${String(err)}`, { cause: err });
+    entry.error = error;
+    this.#logger.error(
+      { ...errorFields(error), queue },
+      `the worker of queue "${queue}" stopped and is not restarted: its jobs wait until a new JobQueue serves the queue`,
+    );
+    try {
+      this.#onStopped?.({ queue, error });
+    } catch (cbErr) {
+      this.#logger.warn(errorFields(cbErr), 'onWorkerStopped callback threw');
+    }
   }
 
   /** Records an enqueue of `n` jobs to `queue`: counted and warned about (once) when nobody serves it. */

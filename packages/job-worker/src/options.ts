@@ -2,11 +2,11 @@ import type { Tracer } from '@opentelemetry/api';
 import type { JobMetrics } from '@q/otel';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import { checkName, invalidArgument } from '@q/schema';
+import { LOGGER_METHODS, checkName, checkOptionalFunction, checkOptionalMethods, invalidArgument } from '@q/schema';
 import type { Job } from '@q/store/jobs';
 import { MAX_PERSISTENT_FAILURES, type WorkerFailure } from './failure-watch.js';
 import { LEASE_DURATION_MS, RETRY_BASE_MS } from './constants.js';
-import { silentLogger, type Logger } from './logger.js';
+import { defaultLogger, type Logger } from './logger.js';
 import type { StepRecorder } from './step-recorder.js';
 import { timerOption } from './timers.js';
 
@@ -41,9 +41,13 @@ export type HandlerFunc = (job: Job, ctx: HandlerContext) => Promise<unknown>;
 export interface WorkerOptions {
   /** Queues to claim from (one global order across them: priority DESC, run_at, id). */
   queues: string[];
-  /** Jobs run at once (at least 1). */
+  /** Jobs run at once: an integer from 1 to {@link MAX_CONCURRENCY} (10,000). */
   concurrency: number;
-  /** Structured logger (pino-compatible). Default: silent. */
+  /**
+   * Structured logger (pino-compatible: `debug`, `info`, `warn`, `error`). Default:
+   * {@link defaultLogger}, which writes warnings and errors (persistent failures, lost leases,
+   * dead letters) to stderr and nothing for routine work; pass `silentLogger` for none.
+   */
   logger?: Logger;
   /** Instruments from `jobMetrics(meterProvider)` of `@q/otel`. Default: none recorded. */
   metrics?: JobMetrics;
@@ -104,6 +108,9 @@ export interface WorkerOptions {
   workerId?: string;
 }
 
+/** Most jobs a worker runs at once (`concurrency`): more is a mistake, not a setting. */
+export const MAX_CONCURRENCY = 10_000;
+
 /** Throws `INVALID_ARGUMENT` unless `v` is absent (→ `dflt`) or a positive finite number. */
 export function positive(v: number | undefined, dflt: number, what: string): number {
   if (v === undefined || v === null) return dflt;
@@ -135,14 +142,31 @@ export interface ResolvedOptions {
   workerId: string;
 }
 
+/** Checks the object- and function-shaped options (`INVALID_ARGUMENT` naming the first bad one). */
+export function checkWorkerObjects(op: string, opts: Partial<WorkerOptions>): void {
+  checkOptionalMethods(op, 'logger', opts.logger, LOGGER_METHODS);
+  checkOptionalMethods(op, 'tracer', opts.tracer, ['startActiveSpan', 'startSpan']);
+  checkOptionalFunction(op, 'onError', opts.onError);
+  const m = opts.metrics as Partial<Record<keyof JobMetrics, unknown>> | undefined;
+  if (m === undefined) return;
+  if (typeof m !== 'object' || m === null) throw invalidArgument(`${op}: metrics must be the instruments of jobMetrics() (@q/otel)`);
+  for (const key of ['completed', 'claimed', 'leaseLost'] as const) checkOptionalMethods(op, `metrics.${key}`, m[key] ?? null, ['add']);
+  for (const key of ['workerFailures', 'idleRounds'] as const) checkOptionalMethods(op, `metrics.${key}`, m[key], ['add']);
+  checkOptionalMethods(op, 'metrics.duration', m.duration ?? null, ['record']);
+}
+
 /** Checks and defaults a worker's options. */
 export function resolveOptions(opts: WorkerOptions, notifies = true): ResolvedOptions {
   if (!opts || typeof opts !== 'object') throw invalidArgument('Worker takes WorkerOptions');
+  checkWorkerObjects('Worker', opts);
   const queues = opts.queues;
   if (!Array.isArray(queues) || queues.length === 0) throw invalidArgument('queues must be a non-empty array of queue names');
   for (const q of queues) checkName('Worker', 'queue name', q);
-  if (typeof opts.concurrency !== 'number' || !Number.isFinite(opts.concurrency)) throw invalidArgument('concurrency must be a number');
-  const concurrency = Math.max(Math.floor(opts.concurrency), 1);
+  const concurrency = opts.concurrency;
+  // Never rounded or clamped: 0.5 or 0 used to run 1 job at a time without a word.
+  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > MAX_CONCURRENCY) {
+    throw invalidArgument(`Worker: concurrency must be an integer from 1 to ${MAX_CONCURRENCY} (got ${String(concurrency)})`);
+  }
   const prefetch = opts.prefetch ?? 'auto';
   if (prefetch !== 'auto' && (!Number.isInteger(prefetch) || prefetch < 0))
     throw invalidArgument("prefetch must be 'auto' or a non-negative integer");
@@ -153,7 +177,7 @@ export function resolveOptions(opts: WorkerOptions, notifies = true): ResolvedOp
     concurrency,
     prefetch,
     batch: opts.claimBatchSize === undefined ? undefined : positiveInt(opts.claimBatchSize, 1, 'claimBatchSize'),
-    logger: opts.logger ?? silentLogger,
+    logger: opts.logger ?? defaultLogger(),
     retryBaseMs: positive(opts.retryBaseMs, RETRY_BASE_MS, 'retryBaseMs'),
     leaseMs: timerOption(opts.leaseDurationMs, LEASE_DURATION_MS, 'leaseDurationMs', MIN_LEASE_MS),
     // Without notifications (a transaction pooler and no listenDsn) polling is all there is.

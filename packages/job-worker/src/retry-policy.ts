@@ -1,3 +1,4 @@
+import { redactDsn } from '@q/schema';
 import { outcomeProblem, type JobLease, type JobOutcome, type LeasedJob } from '@q/store/jobs';
 import { retryBackoffMs } from './backoff.js';
 
@@ -50,4 +51,35 @@ const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[
 /** `text` with what Postgres text cannot hold (NUL, a lone surrogate) replaced by U+FFFD, visibly. */
 export function storableText(text: string): string {
   return text.replaceAll('\u0000', '\ufffd').replace(LONE_SURROGATE, '\ufffd');
+}
+
+/** Most stack frames kept with a failed attempt's error. */
+export const MAX_STACK_FRAMES = 30;
+/** Most characters of stack kept with a failed attempt's error. */
+export const MAX_STACK_CHARS = 4_096;
+
+const FRAME = /^\s+at /;
+
+/**
+ * The failing call's stack as kept with its error: the `at …` frame lines of `err.stack` only —
+ * never its message lines, which may quote the payload (the message is stored on its own) — at
+ * most {@link MAX_STACK_FRAMES} frames and {@link MAX_STACK_CHARS} characters, DSNs redacted,
+ * NUL and lone surrogates replaced. `undefined` when `err` carries no stack frames.
+ */
+export function failureStack(err: unknown): string | undefined {
+  const stack = err instanceof Error ? err.stack : undefined;
+  if (typeof stack !== 'string') return undefined;
+  const frames: string[] = [];
+  let chars = 0;
+  for (const line of stack.split('\n')) {
+    if (!FRAME.test(line)) continue;
+    const frame = storableText(redactDsn(line.trim()));
+    if (frames.length >= MAX_STACK_FRAMES || chars + frame.length + 1 > MAX_STACK_CHARS) {
+      frames.push('…');
+      break;
+    }
+    frames.push(frame);
+    chars += frame.length + 1;
+  }
+  return frames.length > 0 ? frames.join('\n') : undefined;
 }

@@ -105,6 +105,8 @@ export class Worker {
         leaseMs: this.#leaseMs,
         pollMs,
         watch: this.#watch,
+        tracer: opts.tracer,
+        metrics: opts.metrics,
       },
       {
         stopping: () => this.#stopping,
@@ -137,7 +139,7 @@ export class Worker {
       failed: (err) => void this.#watch.failed('maintenance', err),
       succeeded: () => this.#watch.succeeded('maintenance'),
       promoted: () => this.#claims.wake(),
-    });
+    }, { tracer: opts.tracer, metrics: opts.metrics });
   }
 
   /** Binds a job type to its handler (registering a type again replaces it). */
@@ -395,7 +397,6 @@ export class Worker {
       if (e.released) return;
       void (async () => {
         this.#free(e);
-        this.#metrics?.completed.add(1, { 'job.type': e.job.type, 'job.status': 'cancelled' });
         await this.#attempts.record(e, { ...e.lease, status: 'cancelled' }, 'cancelled', undefined);
         this.#settle(e);
       })();

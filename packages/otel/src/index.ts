@@ -8,6 +8,7 @@ export {
   withConsumerSpan,
   withOperation,
 } from './pool.js';
+export { recordSpan, untraced } from './untraced.js';
 export { contextFromTraceparent, currentTraceparent, formatTraceparent, linksFromTraceparent, parseTraceparent } from './propagation.js';
 export {
   DEPRECATED_METRIC,
@@ -27,4 +28,4 @@ export {
   type RequestMetrics,
 } from './metrics.js';
 export type { Link, MeterProvider, Tracer, TracerProvider } from '@opentelemetry/api';
-export { errorFields, firstLine, silentLogger, type Logger } from './logger.js';
+export { errorFields, firstLine, logsAt, silentLogger, stderrLogger, type Logger, type StderrLoggerOptions } from './logger.js';

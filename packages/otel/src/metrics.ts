@@ -13,6 +13,8 @@ export const METRIC = {
   jobsLeaseLost: 'q.jobs.lease_lost',
   /** Database failures of a worker's loops, by `error.kind` (persistent | transient) and `db.sqlstate`. */
   jobsWorkerFailures: 'q.jobs.worker_failures',
+  /** Worker rounds that found no work (an empty claim, a maintenance round with nothing to do), by `q.operation`: counted, not traced. */
+  jobsIdleRounds: 'q.jobs.idle_rounds',
   requestsEnqueued: 'q.requests.enqueued',
   requestsDispatched: 'q.requests.dispatched',
   requestsAcked: 'q.requests.acked',
@@ -92,6 +94,11 @@ export interface JobMetrics {
   leaseLost: Counter;
   /** Attributes: `q.operation`, `error.kind` = persistent | transient, `db.sqlstate`. Optional: instruments built elsewhere may lack it. */
   workerFailures?: Counter;
+  /**
+   * Attributes: `q.operation` = claim | maintenance. Rounds that found nothing to do: an idle
+   * worker records no span, only this. Optional: instruments built elsewhere may lack it.
+   */
+  idleRounds?: Counter;
 }
 
 /** Bucket boundaries (seconds) of {@link METRIC.jobsDuration}. */
@@ -122,11 +129,12 @@ export function jobMetrics(meterProvider?: MeterProvider, opts: JobMetricsOption
     (opts.deprecatedNames ?? true)
       ? m.createHistogram(DEPRECATED_METRIC.jobsDuration, { ...durationOptions, description: `Deprecated: use ${METRIC.jobsDuration}` })
       : undefined;
-  const { completed, claimed, leaseLost, workerFailures } = counters(m, {
+  const { completed, claimed, leaseLost, workerFailures, idleRounds } = counters(m, {
     completed: [METRIC.jobsCompleted, '{job}', 'Job attempts finished, by type and outcome'],
     claimed: [METRIC.jobsClaimed, '{job}', 'Jobs leased by workers'],
     leaseLost: [METRIC.jobsLeaseLost, '{job}', 'Running jobs whose lease was lost (handler aborted)'],
     workerFailures: [METRIC.jobsWorkerFailures, '{failure}', 'Database failures of worker loops (claim, maintenance), by kind'],
+    idleRounds: [METRIC.jobsIdleRounds, '{round}', 'Worker rounds that found no work (empty claims, idle maintenance rounds)'],
   });
   return {
     completed,
@@ -141,6 +149,7 @@ export function jobMetrics(meterProvider?: MeterProvider, opts: JobMetricsOption
     claimed,
     leaseLost,
     workerFailures,
+    idleRounds,
   };
 }
 

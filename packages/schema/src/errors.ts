@@ -13,6 +13,12 @@ export const QErrorCode = {
   NOT_FOUND: 'NOT_FOUND',
   CLOSED: 'CLOSED',
   CONNECTION: 'CONNECTION',
+  /**
+   * The database rolled the call back because a concurrent transaction conflicted with it (a
+   * serialization failure `40001` or a deadlock `40P01`): nothing was done, and the same call
+   * may simply be made again.
+   */
+  CONFLICT: 'CONFLICT',
   CONFIG: 'CONFIG',
   MIGRATION_FAILED: 'MIGRATION_FAILED',
 } as const;

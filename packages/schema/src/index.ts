@@ -13,4 +13,5 @@ export * from './arrays.js';
 // for every runtime user of q. Deprecated: import `asyncRequests`, `jobs`, … from `@q/schema/tables`.
 export * from './failure.js';
 export * from './placement.js';
+export * from './option-shapes.js';
 export * from './schema-check.js';

@@ -17,7 +17,8 @@ export interface JobJson {
   lock_key: string | null;
   steps: Job['steps'];
   result: unknown;
-  error: { code: string; message: string } | null;
+  /** The last failure while one is recorded; `stack`: the failing handler's frames, when kept. */
+  error: { code: string; message: string; stack: string | null } | null;
   retry_of_id: number | null;
   team_id: number | null;
   resource_id: number | null;
@@ -51,7 +52,11 @@ export function jobToJson(job: Job): JobJson {
     error:
       job.lastError === null || job.status === 'succeeded'
         ? null
-        : { code: job.status === 'dead_letter' ? 'dead_letter' : 'attempt_failed', message: job.lastError },
+        : {
+            code: job.status === 'dead_letter' ? 'dead_letter' : 'attempt_failed',
+            message: job.lastError,
+            stack: job.lastErrorStack ?? null,
+          },
     retry_of_id: job.retryOfId,
     team_id: job.teamId,
     resource_id: job.resourceId,

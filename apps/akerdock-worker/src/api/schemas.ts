@@ -64,7 +64,11 @@ export const jobSchema = {
     error: {
       type: ['object', 'null'],
       description: 'The last failure, while one is recorded',
-      properties: { code: { type: 'string' }, message: { type: 'string' } },
+      properties: {
+        code: { type: 'string' },
+        message: { type: 'string' },
+        stack: { ...nullableString, description: "The failing handler's stack frames (no message, no payload), when kept" },
+      },
     },
     retry_of_id: nullableInt,
     team_id: nullableInt,

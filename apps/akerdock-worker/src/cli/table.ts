@@ -57,5 +57,7 @@ export function jobDetail(job: JobJson): string {
   if (job.error) fields.push(['error', job.error.message]);
   if (job.result !== null && job.result !== undefined) fields.push(['result', JSON.stringify(job.result)]);
   const w = Math.max(...fields.map(([k]) => k.length));
-  return `${fields.map(([k, v]) => `${k.padEnd(w)}  ${v}`).join('\n')}\n\n${stepsTable(job)}`;
+  // The stack goes below the fields, one frame a line, indented like a Node stack.
+  const stack = job.error?.stack ? `\nstack\n${job.error.stack.split('\n').map((f) => `    ${f}`).join('\n')}\n` : '';
+  return `${fields.map(([k, v]) => `${k.padEnd(w)}  ${v}`).join('\n')}\n${stack}\n${stepsTable(job)}`;
 }

@@ -12,11 +12,11 @@ export const STORE_RETRIES: RetryPolicy = { attempts: 3, baseMs: 100 };
 
 /**
  * Whether trying the same call again can succeed: only a `CONNECTION` error (the database could
- * not do it just now). Bad input (`INVALID_ARGUMENT`), a closed store and anything else fail the
+ * not do it just now) or a `CONFLICT` (rolled back for a concurrent transaction). Bad input (`INVALID_ARGUMENT`), a closed store and anything else fail the
  * same way every time.
  */
 export function isRetryable(err: unknown): boolean {
-  return isQError(err, QErrorCode.CONNECTION);
+  return isQError(err, QErrorCode.CONNECTION) || isQError(err, QErrorCode.CONFLICT);
 }
 
 /**

@@ -11,9 +11,12 @@ export function checkSchemaOptions(op: string, opts: Pick<StoreConnectionOptions
 
 /**
  * Migrates (when asked) and returns the schema the store binds to: `asked`, or the connection's
- * `current_schema()`. A schema asked for but missing (not migrated) is `CONFIG`.
+ * `current_schema()`. A schema asked for but missing (not migrated) is `CONFIG`. Behind a
+ * transaction pooler without `schema` and without migrating, the current schema must hold the job
+ * table: a pooler may drop the DSN's `search_path` option, and the store would silently bind to
+ * whatever schema its server connections have (`public`).
  */
-export async function bindSchema(pool: pg.Pool, asked: string | undefined, migrating: boolean): Promise<string> {
+export async function bindSchema(pool: pg.Pool, asked: string | undefined, migrating: boolean, pooler?: 'transaction'): Promise<string> {
   if (migrating) await migrate(pool, { modules: ['jobs'], ...(asked !== undefined ? { schema: asked } : {}) });
   if (asked !== undefined) {
     // The name as given, compared as is: to_regnamespace would parse it as SQL (folding capitals,
@@ -25,9 +28,17 @@ export async function bindSchema(pool: pg.Pool, asked: string | undefined, migra
     if (rows[0]?.ok !== true) throw new QError(QErrorCode.CONFIG, `the schema "${asked}" does not exist (open with migrate to create it)`);
     return asked;
   }
-  const { rows } = await pool.query<{ schema: string | null }>('SELECT current_schema() AS schema');
+  const { rows } = await pool.query<{ schema: string | null; tables: boolean | null }>(
+    "SELECT current_schema() AS schema, to_regclass(format('%I.q_jobs', current_schema())) IS NOT NULL AS tables",
+  );
   const schema = rows[0]?.schema;
   if (!schema) throw new QError(QErrorCode.CONFIG, 'the connection has no current schema (check search_path)');
+  if (pooler === 'transaction' && !migrating && rows[0]?.tables !== true) {
+    throw new QError(
+      QErrorCode.CONFIG,
+      `open: the current schema "${schema}" has no job tables; behind a transaction pooler the DSN's search_path may not apply: pass the schema option (or migrate)`,
+    );
+  }
   return schema;
 }
 
@@ -48,7 +59,7 @@ export async function openBoundPool(
     instrument: (p) => instrumentPool(p, opts.tracerProvider),
   });
   try {
-    return { pool, schema: await bindSchema(pool, asked, opts.migrate !== false) };
+    return { pool, schema: await bindSchema(pool, asked, opts.migrate !== false, opts.pooler) };
   } catch (err) {
     await pool.end().catch(() => undefined);
     throw databaseError('open', err);
@@ -56,9 +67,9 @@ export async function openBoundPool(
 }
 
 /** {@link bindSchema} through an application's pool (`JobStore.fromPool`): a failure other than `CONFIG` is a pool error. */
-export async function bindAppPool(pool: pg.Pool, asked: string | undefined, migrating: boolean): Promise<string> {
+export async function bindAppPool(pool: pg.Pool, asked: string | undefined, migrating: boolean, pooler?: 'transaction'): Promise<string> {
   try {
-    return await bindSchema(pool, asked, migrating);
+    return await bindSchema(pool, asked, migrating, pooler);
   } catch (err) {
     throw err instanceof QError && err.code === QErrorCode.CONFIG ? err : poolError(err);
   }

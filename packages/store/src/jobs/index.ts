@@ -15,6 +15,7 @@ export type { JobStoreFromPoolOptions, JobStoreOpenOptions, JobStoreSchemaOption
 export { JobListener, type JobListenerHandlers, type JobNotification } from './listener.js';
 export { encodeCursor, decodeCursor } from './cursor.js';
 export { DEFAULT_MAX_ATTEMPTS, outcomeProblem } from './validate.js';
+export { ERROR_STACK_SEPARATOR, joinErrorStack, splitErrorText } from './error-text.js';
 export { claimOrder } from './claim-order.js';
 export {
   JOB_STATUSES,

@@ -4,7 +4,7 @@ import type { MeterProvider } from '@opentelemetry/api';
 import { qTracer } from '@q/otel';
 import { StatementScope, checkPlacement, namedStatements, type ConnectionPlacement } from '@q/schema';
 import type pg from 'pg';
-import type { JobStoreFromPoolOptions, JobStoreOpenOptions } from './options.js';
+import { checkJobStoreOptions, type JobStoreFromPoolOptions, type JobStoreOpenOptions } from './options.js';
 import type { InTransaction } from '../transaction.js';
 import * as leadership from './leadership.js';
 import { MAINTENANCE_LEADERSHIP, checkLeaderLease, checkLeadership, type LeaderLease, type LeaderMaintenanceResult } from './leadership.js';
@@ -111,6 +111,7 @@ export class JobStore {
    * schema, unless `opts.migrate` is false.
    */
   static async open(dsn: string, opts: JobStoreOpenOptions = {}): Promise<JobStore> {
+    checkJobStoreOptions('JobStore.open', opts);
     checkPlacement('JobStore.open', opts);
     const asked = checkSchemaOptions('JobStore.open', opts);
     const applicationName = opts.applicationName ?? 'q-jobs';
@@ -127,9 +128,10 @@ export class JobStore {
    */
   static async fromPool(pool: pg.Pool, opts: JobStoreFromPoolOptions = {}): Promise<JobStore> {
     checkJobPool(pool, opts);
+    checkJobStoreOptions('JobStore.fromPool', opts);
     checkPlacement('JobStore.fromPool', opts);
     const asked = checkSchemaOptions('JobStore.fromPool', opts);
-    const schema = await bindAppPool(pool, asked, opts.migrate !== false);
+    const schema = await bindAppPool(pool, asked, opts.migrate !== false, opts.pooler);
     const applicationName = opts.applicationName ?? 'q-jobs';
     const store = new JobStore(pool, listenerConnection(pool), schema, qTracer(opts.tracerProvider), applicationName, opts);
     store.#ownsPool = false;

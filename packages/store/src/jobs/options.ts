@@ -1,4 +1,4 @@
-import type { StoreConnectionOptions } from '@q/schema';
+import { checkOptionsObject, checkProviders, invalidArgument, type StoreConnectionOptions } from '@q/schema';
 import type { FromPoolOptions, OpenOptions } from '../options.js';
 
 /**
@@ -14,3 +14,15 @@ export type JobStoreOpenOptions = OpenOptions;
 
 /** Options of `JobStore.fromPool`: every store's options (see `StoreConnectionOptions` of `@q/schema`). */
 export type JobStoreFromPoolOptions = FromPoolOptions;
+
+/**
+ * Checks the shape of `JobStore.open`/`fromPool` options before anything is opened: an object,
+ * telemetry providers with `getTracer()`/`getMeter()`, a boolean `migrate` (the rest is checked by
+ * `checkPlacement` and the schema check).
+ */
+export function checkJobStoreOptions(op: string, opts: unknown): asserts opts is JobStoreOpenOptions {
+  checkOptionsObject(op, opts);
+  const o = opts as JobStoreOpenOptions;
+  checkProviders(op, o);
+  if (o.migrate !== undefined && typeof o.migrate !== 'boolean') throw invalidArgument(`${op}: migrate must be a boolean`);
+}

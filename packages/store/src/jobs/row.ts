@@ -1,4 +1,5 @@
 import type { Job, JobStatus, LeasedJob, Step } from './types.js';
+import { splitErrorText } from './error-text.js';
 
 const COLUMNS = [
   'id',
@@ -98,6 +99,9 @@ export function toJob(r: JobRow): Job {
  */
 function jobOf(v: readonly unknown[], at: number): Job {
   const steps = v[at + AT.steps];
+  // `last_error` holds the message and, when kept, the stack (see error-text.ts).
+  const stored = v[at + AT.last_error] as string | null;
+  const error = stored === null ? NO_ERROR : splitErrorText(stored);
   return {
     id: Number(v[at + AT.id] as string),
     uuid: v[at + AT.uuid] as string,
@@ -114,7 +118,8 @@ function jobOf(v: readonly unknown[], at: number): Job {
     leasedBy: v[at + AT.leased_by] as string | null,
     leaseExpiresAt: v[at + AT.lease_expires_at] as Date | null,
     cancelRequestedAt: v[at + AT.cancel_requested_at] as Date | null,
-    lastError: v[at + AT.last_error] as string | null,
+    lastError: error.message,
+    lastErrorStack: error.stack,
     steps: Array.isArray(steps) ? (steps as Step[]) : [],
     result: v[at + AT.result],
     retryOfId: num(v[at + AT.retry_of_id] as string | null),
@@ -148,3 +153,5 @@ export function leasedJobOf(v: readonly unknown[], at: number, claim: ClaimedAs)
   job.leaseToken = v[at + JOB_COLUMN_COUNT] as string;
   return job;
 }
+
+const NO_ERROR = Object.freeze({ message: null, stack: null });

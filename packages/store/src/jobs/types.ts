@@ -45,7 +45,13 @@ export interface Job {
   leaseExpiresAt: Date | null;
   /** Set by `cancel` on a leased/running job: its handler is aborted and the job ends `cancelled`. */
   cancelRequestedAt: Date | null;
+  /** The error message of the latest failed attempt (kept after a later success), or `null`. */
   lastError: string | null;
+  /**
+   * The stack of that failure when the worker kept one: the handler's stack frames only (no
+   * message, no payload), at most 30 frames / 4 KB, DSNs redacted. `null` otherwise.
+   */
+  lastErrorStack: string | null;
   /** The step timeline of the latest attempt; `[]` when it recorded none. */
   steps: Step[];
   /** The handler's result (JSON), or `null`. */

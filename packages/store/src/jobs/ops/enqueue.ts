@@ -236,6 +236,7 @@ function newJob(chunk: EnqueueChunk, i: number, d: Decided): Job {
     leaseExpiresAt: null,
     cancelRequestedAt: null,
     lastError: null,
+    lastErrorStack: null,
     steps: [],
     result: null,
     retryOfId: chunk.retryOfIds[i] ?? null,
