@@ -1,6 +1,8 @@
 // Loads the configuration: a YAML or JSON file, then environment and flag overrides, then schema
 // validation (ajv) with errors that name the offending field.
+import crypto from 'node:crypto';
 import fs from 'node:fs';
+import nodeTls from 'node:tls';
 import path from 'node:path';
 import { Ajv, type ErrorObject } from 'ajv';
 import YAML from 'yaml';
@@ -44,6 +46,24 @@ function configError(msg: string): QError {
   return new QError(QErrorCode.CONFIG, `config: ${msg}`);
 }
 
+const PEM_CERT = /-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g;
+
+/** Checks that `data` holds one or more PEM certificates, every one of them parsable. */
+function pemCertificates(field: string, file: string, data: Buffer): void {
+  const blocks = data.toString('latin1').match(PEM_CERT) ?? [];
+  const ok =
+    blocks.length > 0 &&
+    blocks.every((b) => {
+      try {
+        new crypto.X509Certificate(b);
+        return true;
+      } catch {
+        return false;
+      }
+    });
+  if (!ok) throw configError(`${field}: ${file} must hold PEM certificates (-----BEGIN CERTIFICATE-----)`);
+}
+
 /** Reads the TLS files named by the config; errors name the field and file, never the content. */
 export function readTlsFiles(
   cfg: Pick<DispatcherConfig, 'tls_ca_file' | 'tls_cert_file' | 'tls_key_file' | 'tls_server_name' | 'tls_insecure_skip_verify'>,
@@ -60,6 +80,24 @@ export function readTlsFiles(
   const ca = read('tls_ca_file', cfg.tls_ca_file);
   const cert = read('tls_cert_file', cfg.tls_cert_file);
   const key = read('tls_key_file', cfg.tls_key_file);
+  // Node ignores what is not a PEM certificate in `ca` and every https call then fails on an
+  // unknown issuer: a file that is not what its field says is refused here, at start.
+  if (ca && cfg.tls_ca_file) pemCertificates('tls_ca_file', cfg.tls_ca_file, ca);
+  if (cert && cfg.tls_cert_file) pemCertificates('tls_cert_file', cfg.tls_cert_file, cert);
+  if (key && cfg.tls_key_file) {
+    try {
+      crypto.createPrivateKey(key);
+    } catch {
+      throw configError(`tls_key_file: ${cfg.tls_key_file} must be a PEM private key`);
+    }
+  }
+  if (cert && key) {
+    try {
+      nodeTls.createSecureContext({ cert, key });
+    } catch {
+      throw configError(`tls_cert_file and tls_key_file: ${cfg.tls_key_file} is not the key of ${cfg.tls_cert_file}`);
+    }
+  }
   if (ca) tls.ca = ca;
   if (cert) tls.cert = cert;
   if (key) tls.key = key;
@@ -184,6 +222,7 @@ export function loadConfig(opts: LoadOptions = {}): DispatcherConfig {
         { gate_type: q.gate_type, gate_params: q.gate_params },
         { sources, hasPrometheus: cfg.prometheus_url !== undefined },
         `queues[${i}]`,
+        'queue',
       );
     else if (q.gate_params !== undefined) throw configError(`queues[${i}].gate_params needs gate_type`);
   });

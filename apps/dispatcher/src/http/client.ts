@@ -66,6 +66,24 @@ export interface TlsClientOptions {
   insecureSkipVerify?: boolean;
 }
 
+/**
+ * The undici `Agent` options of {@link TlsClientOptions}: shared by the inference client and the
+ * metric sources, so an `endpoint-scrape` of the https server the dispatcher calls trusts the same CA.
+ */
+export function tlsAgentOptions(tls: TlsClientOptions | undefined): Pick<Agent.Options, 'connect'> {
+  if (!tls) return {};
+  return {
+    connect: {
+      minVersion: 'TLSv1.2' as const,
+      ...(tls.ca !== undefined ? { ca: tls.ca } : {}),
+      ...(tls.cert !== undefined ? { cert: tls.cert } : {}),
+      ...(tls.key !== undefined ? { key: tls.key } : {}),
+      ...(tls.servername !== undefined ? { servername: tls.servername } : {}),
+      rejectUnauthorized: !tls.insecureSkipVerify,
+    },
+  };
+}
+
 /** Default cap of a response body: 16 MiB (a result is stored as one row). */
 export const DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
 
@@ -80,20 +98,8 @@ export class InferenceClient {
   constructor(opts: InferenceClientOptions = {}) {
     this.#requestTimeoutMs = opts.requestTimeoutMs ?? 300_000;
     this.#maxResponseBytes = opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
-    const tls = opts.tls;
     this.#agent = new Agent({
-      ...(tls
-        ? {
-            connect: {
-              minVersion: 'TLSv1.2' as const,
-              ...(tls.ca !== undefined ? { ca: tls.ca } : {}),
-              ...(tls.cert !== undefined ? { cert: tls.cert } : {}),
-              ...(tls.key !== undefined ? { key: tls.key } : {}),
-              ...(tls.servername !== undefined ? { servername: tls.servername } : {}),
-              rejectUnauthorized: !tls.insecureSkipVerify,
-            },
-          }
-        : {}),
+      ...tlsAgentOptions(opts.tls),
       connections: opts.connections ?? 64,
       keepAliveTimeout: 90_000,
       keepAliveMaxTimeout: 90_000,
