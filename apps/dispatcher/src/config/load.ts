@@ -106,6 +106,53 @@ export function readTlsFiles(
   return Object.keys(tls).length > 0 ? tls : undefined;
 }
 
+/**
+ * Deepest nesting a configuration may have (the documented one needs about 8, a composite of
+ * composites a few more). Parsers and validators recurse per level: a document nested thousands
+ * deep overflowed the stack (or, in the YAML parser, ran out of memory) instead of failing as a
+ * config error, so depth is checked before and after parsing.
+ */
+export const MAX_CONFIG_DEPTH = 64;
+
+/** Deepest `{`/`[` nesting of JSON or YAML flow text, skipping quoted strings and `#` comments. */
+function bracketDepth(text: string): number {
+  let depth = 0;
+  let max = 0;
+  let quote: string | undefined;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (quote) {
+      if (c === '\\' && quote === '"') i++;
+      else if (c === quote) quote = undefined;
+      else if (c === '\n' && quote === "'") quote = undefined; // be lenient: never run past a line
+      continue;
+    }
+    if (c === '"' || c === "'") quote = c;
+    else if (c === '#' && (i === 0 || /\s/.test(text[i - 1] as string))) {
+      const nl = text.indexOf('\n', i);
+      i = nl < 0 ? text.length : nl;
+    } else if (c === '{' || c === '[') max = Math.max(max, ++depth);
+    else if ((c === '}' || c === ']') && depth > 0) depth--;
+  }
+  return max;
+}
+
+/** Nesting depth of a parsed value, computed without recursion. */
+function valueDepth(root: unknown): number {
+  let max = 0;
+  const stack: Array<[unknown, number]> = [[root, 0]];
+  while (stack.length > 0) {
+    const [v, d] = stack.pop() as [unknown, number];
+    if (typeof v !== 'object' || v === null) continue;
+    max = Math.max(max, d + 1);
+    if (max > MAX_CONFIG_DEPTH) return max;
+    for (const child of Object.values(v)) stack.push([child, d + 1]);
+  }
+  return max;
+}
+
+const tooDeep = (what: string) => configError(`${what} is nested deeper than ${MAX_CONFIG_DEPTH} levels`);
+
 /** Reads and parses a config file; errors name the file, never its content. */
 export function readConfigFile(file: string): Record<string, unknown> {
   let text: string;
@@ -114,6 +161,7 @@ export function readConfigFile(file: string): Record<string, unknown> {
   } catch (err) {
     throw configError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? 'error'}`);
   }
+  if (bracketDepth(text) > MAX_CONFIG_DEPTH) throw tooDeep(file);
   const ext = path.extname(file).toLowerCase();
   let doc: unknown;
   try {
@@ -123,6 +171,8 @@ export function readConfigFile(file: string): Record<string, unknown> {
   }
   if (doc === null || doc === undefined) doc = {};
   if (typeof doc !== 'object' || Array.isArray(doc)) throw configError(`${file} must contain a mapping at the top level`);
+  // Block-style YAML nests by indentation, which the bracket scan does not see.
+  if (valueDepth(doc) > MAX_CONFIG_DEPTH) throw tooDeep(file);
   return doc as Record<string, unknown>;
 }
 
@@ -172,6 +222,7 @@ const validate = ajv.compile<DispatcherConfig>(CONFIG_SCHEMA);
  */
 export function loadConfig(opts: LoadOptions = {}): DispatcherConfig {
   const env = opts.env ?? process.env;
+  if (!opts.file && valueDepth(opts.document) > MAX_CONFIG_DEPTH) throw tooDeep('the configuration');
   const doc: Record<string, unknown> = structuredClone(opts.file ? readConfigFile(opts.file) : (opts.document ?? {}));
   for (const field of OVERRIDABLE) {
     const v = env[`Q_${field.toUpperCase()}`];

@@ -11,8 +11,8 @@ export type AttemptOutcome =
   | { kind: 'success'; status: number; body: string }
   /**
    * 429, 5xx or a body read error: retry within the deadline. `incomplete`: the status arrived
-   * but the body did not (read error, or the attempt deadline cut it); such a response is never
-   * a result of its own.
+   * but the body broke off (a reset); such a response is never a result of its own. (A body
+   * still arriving when the attempt's bound ends it is `fatal`, without a status.)
    */
   | {
       kind: 'retryable';
@@ -153,7 +153,13 @@ export class InferenceClient {
         }
       } catch (err) {
         if (signal?.aborted) return { kind: 'aborted' };
-        const why = ac.signal.aborted ? 'context deadline exceeded' : errText(err);
+        // Stalled until this attempt's bound (the request's deadline or request_timeout_ms): the
+        // answer is INFERENCE_ERROR now, like a call that never answered. As a retry it ran into
+        // the deadline later and ended DEADLINE_EXCEEDED, with no word of the stalled body.
+        if (ac.signal.aborted) {
+          return { kind: 'fatal', category: 'UNKNOWN', message: describe('UNKNOWN', 'reading body: context deadline exceeded', dropped) };
+        }
+        const why = errText(err);
         return {
           kind: 'retryable',
           category: 'SERVER_ERROR',
