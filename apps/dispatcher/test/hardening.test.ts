@@ -40,6 +40,18 @@ describe('a config nested thousands of levels', () => {
     }
   }, 120_000);
 
+  it('a tls_ca_file that is not PEM stops `run` at start: config error, exit 2, nothing of the file shown (#35 item 9)', async () => {
+    const ca = cli.tmpFile('not-a-ca.pem', 'hunter2 is not a certificate\n');
+    const config = cli.tmpFile(
+      'tls.yaml',
+      `tls_ca_file: ${ca}\nhealth_port: -1\nmetrics_port: -1\nqueues:\n  - { queue_name: tls, igw_base_url: "https://127.0.0.1:9/" }\n`,
+    );
+    const p = cli.startCli(['run', '--config', config, '--dsn', cli.schema.dsn]);
+    expect(await p.exit, p.err()).toBe(2);
+    expect(p.err()).toContain('config: tls_ca_file');
+    expect(p.err()).not.toContain('hunter2');
+  }, 60_000);
+
   it('loadConfig refuses a deep document or file, and takes a normal one', () => {
     const doc = JSON.parse(
       `{"queues":[{"queue_name":"a","igw_base_url":"http://127.0.0.1:9/","gate_type":"constant","gate_params":${nest(2000, '1')}}]}`,
