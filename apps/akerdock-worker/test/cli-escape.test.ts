@@ -34,6 +34,7 @@ const cli = async (args: string[]) => {
 };
 
 /** Any character a terminal acts on, except the line breaks q-jobs itself prints. */
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
 const RAW = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/;
 
 describe('q-jobs output', () => {
