@@ -109,6 +109,8 @@ export async function startWorkerApp(config: WorkerConfig, opts: WorkerAppOption
     const api = buildAdminServer({
       jobs: queue,
       token: config.adminToken,
+      host: config.host,
+      allowedHosts: config.allowedHosts,
       bodyLimit: config.bodyLimit,
       logger: childLogger(log, { component: 'api' }),
       readiness: async () => {

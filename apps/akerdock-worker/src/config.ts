@@ -27,6 +27,8 @@ export interface WorkerConfig {
   adminToken: string | undefined;
   /** Serve the admin API without a token (refused unless bound to loopback). */
   insecureLocal: boolean;
+  /** `Host` names the admin API answers to besides {@link WorkerConfig.host} (DNS-rebinding guard). */
+  allowedHosts: string[];
   /** Largest accepted request body (bytes). */
   bodyLimit: number;
   /** HMAC-SHA256 key of outgoing webhooks and notifications; `undefined` = webhook jobs dead-letter. */
@@ -70,6 +72,7 @@ const OPTIONS = {
   listen: { type: 'string' },
   'admin-token': { type: 'string' },
   'insecure-local': { type: 'boolean' },
+  'allowed-hosts': { type: 'string' },
   'body-limit': { type: 'string' },
   'webhook-secret': { type: 'string' },
   'webhook-timeout': { type: 'string' },
@@ -97,6 +100,8 @@ export const USAGE = `usage: akerdock-worker [flags]
   --listen HOST:PORT      AKERDOCK_LISTEN                       (127.0.0.1:8080)
   --admin-token TOKEN     AKERDOCK_ADMIN_TOKEN                  (required unless --insecure-local)
   --insecure-local        no token; only allowed on a loopback address
+  --allowed-hosts A,B     AKERDOCK_ALLOWED_HOSTS                (Host names the API answers to besides
+                          the --listen address; see DNS rebinding in docs/akerdock-worker.md)
   --body-limit BYTES      AKERDOCK_BODY_LIMIT                   (65536)
   --webhook-secret KEY    AKERDOCK_WEBHOOK_SECRET               (HMAC-SHA256 signing key)
   --webhook-timeout DUR   AKERDOCK_WEBHOOK_TIMEOUT              (10s per attempt)
@@ -177,11 +182,24 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
   if (adminToken !== undefined && adminToken.length < 16) {
     throw configError('the admin token must be at least 16 characters');
   }
+  // A client sends it as `Authorization: Bearer <token>`: a blank, a control or a non-ASCII
+  // character could never arrive intact, so such a token would lock everyone out.
+  if (adminToken !== undefined && !/^[\x21-\x7e]+$/.test(adminToken)) {
+    throw configError('the admin token must be printable ASCII without blanks (a Bearer header cannot carry it otherwise)');
+  }
   if (adminToken === undefined && !insecureLocal) {
     throw configError('the admin API needs a token: set AKERDOCK_ADMIN_TOKEN (or --insecure-local on a loopback address)');
   }
   if (adminToken === undefined && !isLoopback(host)) {
     throw configError(`--insecure-local is only allowed on a loopback address, not "${host}"`);
+  }
+
+  const allowedHosts = (pick('allowed-hosts', 'AKERDOCK_ALLOWED_HOSTS') ?? '')
+    .split(',')
+    .map((h) => h.trim())
+    .filter(Boolean);
+  for (const h of allowedHosts) {
+    if (!/^[A-Za-z0-9.-]+$|^[0-9A-Fa-f:.]+$/.test(h)) throw configError(`--allowed-hosts: ${JSON.stringify(h)} is not a host name`);
   }
 
   const optionalUrl = (flag: keyof typeof OPTIONS, ...vars: string[]): string | undefined => {
@@ -228,6 +246,7 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
       port,
       adminToken,
       insecureLocal: adminToken === undefined,
+      allowedHosts,
       bodyLimit: integer('body-limit', 'AKERDOCK_BODY_LIMIT', 65_536, 1_024, 16 * 1024 * 1024),
       webhookSecret: pick('webhook-secret', 'AKERDOCK_WEBHOOK_SECRET'),
       webhookTimeoutMs: duration('webhook-timeout', 'AKERDOCK_WEBHOOK_TIMEOUT', '10s', 1),

@@ -114,10 +114,10 @@ describe('fail-open / fail-closed when the metric source is down', () => {
     expect(await build('endpoint-scrape', { url: `${dead}/metrics`, metric: 'vllm:num_requests_running', max_count_per_pod: 10 }).budget()).toBe(
       0,
     );
-    expect(await build('endpoint-scrape', { url: `${dead}/metrics`, metric: 'm', fallback: '0.25' }).budget()).toBe(0.25);
+    expect(await build('endpoint-scrape', { url: `${dead}/metrics`, metric: 'm', capacity: 8, fallback: '0.25' }).budget()).toBe(0.25);
     pods[0]!.status = 500;
     pods[0]!.page = 'm 0\n';
-    expect(await build('endpoint-scrape', { url: `${pods[0]!.url}/metrics`, metric: 'm' }).budget()).toBe(0);
+    expect(await build('endpoint-scrape', { url: `${pods[0]!.url}/metrics`, metric: 'm', capacity: 8 }).budget()).toBe(0);
     pods[0]!.status = 200;
   });
 });
@@ -167,7 +167,7 @@ describe('formulas', () => {
     ).toBeCloseTo(0.8, 9);
     // A value that already is a saturation (max_count_per_pod 0): kv-cache usage 0.9 → budget 0.1.
     pods[1]!.page = 'vllm:kv_cache_usage_perc{model_name="m1"} 0.9\n';
-    expect(await build('endpoint-scrape', { url: urls[1], metric: 'vllm:kv_cache_usage_perc' }).budget()).toBeCloseTo(0.1, 9);
+    expect(await build('endpoint-scrape', { url: urls[1], metric: 'vllm:kv_cache_usage_perc', capacity: 64 }).budget()).toBeCloseTo(0.1, 9);
   });
 
   it('endpoint-scrape: requests it let through count until they finish, so a lagging scrape cannot let a burst past the threshold', async () => {

@@ -4,6 +4,7 @@ import { silentLogger, type Logger } from '../logger.js';
 import { bearerChecker } from './auth.js';
 import { ApiError, sendError, toApiError } from './errors.js';
 import { jobToJson } from './job-json.js';
+import { originGuard } from './origin.js';
 import { openApiDocument } from './openapi.js';
 import { ROUTES, type RouteDef } from './schemas.js';
 
@@ -25,6 +26,13 @@ export interface AdminServerOptions {
   logger?: Logger;
   /** Version shown in /openapi.json. */
   version?: string;
+  /**
+   * The address the server will listen on (default `127.0.0.1`): requests whose `Host` does not
+   * name it are refused (DNS rebinding), see {@link originGuard}.
+   */
+  host?: string;
+  /** Further `Host` names the API answers to (a DNS name in front of it). */
+  allowedHosts?: readonly string[];
 }
 
 interface EnqueueBody {
@@ -52,7 +60,9 @@ interface UuidParams {
 /**
  * The admin HTTP API: jobs (enqueue, list, get, retry, forget, cancel), /healthz, /readyz and
  * /openapi.json. Every job route needs `Authorization: Bearer <token>` (401 without one, 403 with
- * a wrong one); errors are `{ error: { code, message } }`. Not listening yet: call `listen()`.
+ * a wrong one); every route refuses a `Host` that does not name the server and every write a
+ * cross-origin `Origin` / `Sec-Fetch-Site` (403); errors are `{ error: { code, message } }`. Not
+ * listening yet: call `listen()`.
  */
 export function buildAdminServer(opts: AdminServerOptions): FastifyInstance {
   const log = opts.logger ?? silentLogger;
@@ -67,8 +77,13 @@ export function buildAdminServer(opts: AdminServerOptions): FastifyInstance {
   const check = bearerChecker(opts.token);
   const publicUrls = new Set<string>([ROUTES.healthz.url, ROUTES.readyz.url, '/openapi.json']);
 
+  const guard = originGuard({ host: opts.host ?? '127.0.0.1', ...(opts.allowedHosts ? { allowedHosts: opts.allowedHosts } : {}) });
+
   // onRequest runs before the body is read: an unauthenticated client cannot make us parse 64 KiB.
   app.addHook('onRequest', async (req, reply) => {
+    // Before the token: a rebinding page or a cross-site form gets nothing, public routes included.
+    const refused = guard(req.method, req.headers);
+    if (refused) return sendError(reply, refused.status, refused.code, refused.message);
     if (publicUrls.has(req.routeOptions.url ?? '')) return;
     const verdict = check(req.headers.authorization);
     if (verdict === 'missing') {

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import { parseArgs } from 'node:util';
 import { AdminClient, ApiCallError, type JobPage } from './client.js';
+import { escapeBlock, escapeField, escapeJson } from './escape.js';
 import { VERSION } from '../version.js';
 import { jobDetail, jobsTable, stepsTable } from './table.js';
 
@@ -141,7 +142,9 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv, io: CliIo):
   };
   const client = new AdminClient(str('url') ?? env.AKERDOCK_API_URL ?? 'http://127.0.0.1:8080', str('token') ?? env.AKERDOCK_ADMIN_TOKEN);
   const json = values.json === true;
-  const print = (data: unknown, human: () => string) => io.out(json ? JSON.stringify(data, null, 2) : human());
+  // Job fields are anyone's text: nothing raw reaches the terminal (fields are escaped one by one
+  // in table.ts; escapeBlock catches whatever a message puts around them).
+  const print = (data: unknown, human: () => string) => io.out(json ? escapeJson(JSON.stringify(data, null, 2)) : escapeBlock(human()));
 
   try {
     switch (cmd) {
@@ -172,7 +175,7 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv, io: CliIo):
           if (str(flag) !== undefined) body[field] = int(flag);
         }
         const job = await client.enqueue(body, str('idempotency-key'));
-        print(job, () => `enqueued ${job.uuid} (${job.type} on ${job.queue}, ${job.status})`);
+        print(job, () => escapeField(`enqueued ${job.uuid} (${job.type} on ${job.queue}, ${job.status})`));
         return 0;
       }
       case 'list': {
@@ -227,12 +230,12 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv, io: CliIo):
     if (err instanceof ApiCallError) {
       io.err(
         json
-          ? JSON.stringify({ error: { status: err.status, code: err.code, message: err.message } })
-          : `error: ${err.code} (HTTP ${err.status}): ${err.message}`,
+          ? escapeJson(JSON.stringify({ error: { status: err.status, code: err.code, message: err.message } }))
+          : escapeField(`error: ${err.code} (HTTP ${err.status}): ${err.message}`),
       );
       return 1;
     }
-    io.err(`error: ${(err as Error).message}`);
+    io.err(escapeField(`error: ${(err as Error).message}`));
     return 1;
   }
 }

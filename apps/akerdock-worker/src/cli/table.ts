@@ -1,7 +1,9 @@
 import type { JobJson } from '../api/job-json.js';
+import { escapeField } from './escape.js';
 
 /** Renders rows as a left-aligned text table with a header line. */
-export function table(headers: string[], rows: string[][]): string {
+export function table(headers: string[], rawRows: string[][]): string {
+  const rows = rawRows.map((r) => r.map(escapeField));
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (cells: string[]) =>
     cells
@@ -57,7 +59,7 @@ export function jobDetail(job: JobJson): string {
   if (job.error) fields.push(['error', job.error.message]);
   if (job.result !== null && job.result !== undefined) fields.push(['result', JSON.stringify(job.result)]);
   const w = Math.max(...fields.map(([k]) => k.length));
-  // The stack goes below the fields, one frame a line, indented like a Node stack.
-  const stack = job.error?.stack ? `\nstack\n${job.error.stack.split('\n').map((f) => `    ${f}`).join('\n')}\n` : '';
-  return `${fields.map(([k, v]) => `${k.padEnd(w)}  ${v}`).join('\n')}\n${stack}\n${stepsTable(job)}`;
+  // The stack goes below the fields, one frame a line (each escaped), indented like a Node stack.
+  const stack = job.error?.stack ? `\nstack\n${job.error.stack.split('\n').map((f) => `    ${escapeField(f)}`).join('\n')}\n` : '';
+  return `${fields.map(([k, v]) => `${k.padEnd(w)}  ${escapeField(v)}`).join('\n')}\n${stack}\n${stepsTable(job)}`;
 }

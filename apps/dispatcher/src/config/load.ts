@@ -1,6 +1,8 @@
 // Loads the configuration: a YAML or JSON file, then environment and flag overrides, then schema
 // validation (ajv) with errors that name the offending field.
+import crypto from 'node:crypto';
 import fs from 'node:fs';
+import nodeTls from 'node:tls';
 import path from 'node:path';
 import { Ajv, type ErrorObject } from 'ajv';
 import YAML from 'yaml';
@@ -44,6 +46,24 @@ function configError(msg: string): QError {
   return new QError(QErrorCode.CONFIG, `config: ${msg}`);
 }
 
+const PEM_CERT = /-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g;
+
+/** Checks that `data` holds one or more PEM certificates, every one of them parsable. */
+function pemCertificates(field: string, file: string, data: Buffer): void {
+  const blocks = data.toString('latin1').match(PEM_CERT) ?? [];
+  const ok =
+    blocks.length > 0 &&
+    blocks.every((b) => {
+      try {
+        new crypto.X509Certificate(b);
+        return true;
+      } catch {
+        return false;
+      }
+    });
+  if (!ok) throw configError(`${field}: ${file} must hold PEM certificates (-----BEGIN CERTIFICATE-----)`);
+}
+
 /** Reads the TLS files named by the config; errors name the field and file, never the content. */
 export function readTlsFiles(
   cfg: Pick<DispatcherConfig, 'tls_ca_file' | 'tls_cert_file' | 'tls_key_file' | 'tls_server_name' | 'tls_insecure_skip_verify'>,
@@ -60,6 +80,24 @@ export function readTlsFiles(
   const ca = read('tls_ca_file', cfg.tls_ca_file);
   const cert = read('tls_cert_file', cfg.tls_cert_file);
   const key = read('tls_key_file', cfg.tls_key_file);
+  // Node ignores what is not a PEM certificate in `ca` and every https call then fails on an
+  // unknown issuer: a file that is not what its field says is refused here, at start.
+  if (ca && cfg.tls_ca_file) pemCertificates('tls_ca_file', cfg.tls_ca_file, ca);
+  if (cert && cfg.tls_cert_file) pemCertificates('tls_cert_file', cfg.tls_cert_file, cert);
+  if (key && cfg.tls_key_file) {
+    try {
+      crypto.createPrivateKey(key);
+    } catch {
+      throw configError(`tls_key_file: ${cfg.tls_key_file} must be a PEM private key`);
+    }
+  }
+  if (cert && key) {
+    try {
+      nodeTls.createSecureContext({ cert, key });
+    } catch {
+      throw configError(`tls_cert_file and tls_key_file: ${cfg.tls_key_file} is not the key of ${cfg.tls_cert_file}`);
+    }
+  }
   if (ca) tls.ca = ca;
   if (cert) tls.cert = cert;
   if (key) tls.key = key;
@@ -67,6 +105,53 @@ export function readTlsFiles(
   if (cfg.tls_insecure_skip_verify) tls.insecureSkipVerify = true;
   return Object.keys(tls).length > 0 ? tls : undefined;
 }
+
+/**
+ * Deepest nesting a configuration may have (the documented one needs about 8, a composite of
+ * composites a few more). Parsers and validators recurse per level: a document nested thousands
+ * deep overflowed the stack (or, in the YAML parser, ran out of memory) instead of failing as a
+ * config error, so depth is checked before and after parsing.
+ */
+export const MAX_CONFIG_DEPTH = 64;
+
+/** Deepest `{`/`[` nesting of JSON or YAML flow text, skipping quoted strings and `#` comments. */
+function bracketDepth(text: string): number {
+  let depth = 0;
+  let max = 0;
+  let quote: string | undefined;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (quote) {
+      if (c === '\\' && quote === '"') i++;
+      else if (c === quote) quote = undefined;
+      else if (c === '\n' && quote === "'") quote = undefined; // be lenient: never run past a line
+      continue;
+    }
+    if (c === '"' || c === "'") quote = c;
+    else if (c === '#' && (i === 0 || /\s/.test(text[i - 1] as string))) {
+      const nl = text.indexOf('\n', i);
+      i = nl < 0 ? text.length : nl;
+    } else if (c === '{' || c === '[') max = Math.max(max, ++depth);
+    else if ((c === '}' || c === ']') && depth > 0) depth--;
+  }
+  return max;
+}
+
+/** Nesting depth of a parsed value, computed without recursion. */
+function valueDepth(root: unknown): number {
+  let max = 0;
+  const stack: Array<[unknown, number]> = [[root, 0]];
+  while (stack.length > 0) {
+    const [v, d] = stack.pop() as [unknown, number];
+    if (typeof v !== 'object' || v === null) continue;
+    max = Math.max(max, d + 1);
+    if (max > MAX_CONFIG_DEPTH) return max;
+    for (const child of Object.values(v)) stack.push([child, d + 1]);
+  }
+  return max;
+}
+
+const tooDeep = (what: string) => configError(`${what} is nested deeper than ${MAX_CONFIG_DEPTH} levels`);
 
 /** Reads and parses a config file; errors name the file, never its content. */
 export function readConfigFile(file: string): Record<string, unknown> {
@@ -76,6 +161,7 @@ export function readConfigFile(file: string): Record<string, unknown> {
   } catch (err) {
     throw configError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? 'error'}`);
   }
+  if (bracketDepth(text) > MAX_CONFIG_DEPTH) throw tooDeep(file);
   const ext = path.extname(file).toLowerCase();
   let doc: unknown;
   try {
@@ -85,6 +171,8 @@ export function readConfigFile(file: string): Record<string, unknown> {
   }
   if (doc === null || doc === undefined) doc = {};
   if (typeof doc !== 'object' || Array.isArray(doc)) throw configError(`${file} must contain a mapping at the top level`);
+  // Block-style YAML nests by indentation, which the bracket scan does not see.
+  if (valueDepth(doc) > MAX_CONFIG_DEPTH) throw tooDeep(file);
   return doc as Record<string, unknown>;
 }
 
@@ -134,6 +222,7 @@ const validate = ajv.compile<DispatcherConfig>(CONFIG_SCHEMA);
  */
 export function loadConfig(opts: LoadOptions = {}): DispatcherConfig {
   const env = opts.env ?? process.env;
+  if (!opts.file && valueDepth(opts.document) > MAX_CONFIG_DEPTH) throw tooDeep('the configuration');
   const doc: Record<string, unknown> = structuredClone(opts.file ? readConfigFile(opts.file) : (opts.document ?? {}));
   for (const field of OVERRIDABLE) {
     const v = env[`Q_${field.toUpperCase()}`];
@@ -184,6 +273,7 @@ export function loadConfig(opts: LoadOptions = {}): DispatcherConfig {
         { gate_type: q.gate_type, gate_params: q.gate_params },
         { sources, hasPrometheus: cfg.prometheus_url !== undefined },
         `queues[${i}]`,
+        'queue',
       );
     else if (q.gate_params !== undefined) throw configError(`queues[${i}].gate_params needs gate_type`);
   });

@@ -148,6 +148,8 @@ export const DEFAULT_PRIORITY_HEADER = 'x-gateway-priority';
 // An HTTP header name (token) or "" (off), and a legal header value (visible ASCII, inner spaces).
 const HEADER_NAME = "^[A-Za-z0-9!#$%&'*+.^_`|~-]*$";
 const HEADER_VALUE = '^[\\x21-\\x7e]([\\x20-\\x7e\\t]*[\\x21-\\x7e])?$';
+/** A header value or "" (no header). */
+const OPTIONAL_HEADER_VALUE = '^([\\x21-\\x7e]([\\x20-\\x7e\\t]*[\\x21-\\x7e])?)?$';
 
 /** Defaults of top-level scalar fields (docs/design/dispatcher.md#configuration-defaults). */
 export const TOP_DEFAULTS = {
@@ -241,7 +243,8 @@ export const CONFIG_SCHEMA = {
           queue_name: id200,
           igw_base_url: { type: 'string', pattern: '^https?://' },
           request_path_url: { type: 'string', default: '/v1/completions' },
-          inference_objective: { type: 'string' },
+          // Sent as a header: a CR/LF (or other control) would make every request fail at send.
+          inference_objective: { type: 'string', pattern: OPTIONAL_HEADER_VALUE },
           result_queue_name: { type: 'string', minLength: 1 },
           result_ttl_seconds: { ...nonNegInt, default: 0 },
           labels: { type: 'object', additionalProperties: { type: 'string' }, default: {} },

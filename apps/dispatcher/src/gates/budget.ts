@@ -4,7 +4,7 @@
 // from the per-message admission gates.
 import type { Params } from './params.js';
 import { bad, needsPrometheus } from './params.js';
-import { sumMatching } from './sources.js';
+import { SOURCE_TIMEOUT_MS, sumMatching } from './sources.js';
 import { CONTINUE, clamp, type Gate, type GateDeps } from './types.js';
 
 function selector(labels: Record<string, string>): string {
@@ -23,14 +23,41 @@ export function budgetGate(budget: () => Promise<number>): Gate {
 }
 
 /**
- * One metric read for a budget gate: D, or undefined when the source fails or gives no number.
- * Publishes value, threshold and source availability.
+ * A reading outside the range its metric can have (a negative count, a fraction above 1, +Inf
+ * ready pods) is a broken or lying source, not a figure to act on: it makes the source
+ * unavailable, so the gate's fallback applies instead of the reading opening the gate.
+ */
+export class ImplausibleReading extends Error {}
+
+/** Throws {@link ImplausibleReading} unless `v` is a finite number in [min, max]. */
+export function plausible(what: string, v: number, min: number, max: number): number {
+  if (!Number.isFinite(v) || v < min || v > max) throw new ImplausibleReading(`${what} ${v} is outside [${min}, ${max}]`);
+  return v;
+}
+
+/** Most ready pods a pool can plausibly report; more is a broken source. */
+const MAX_PODS = 100_000;
+
+/** Rejects after `ms` (one poll's bound of a metric read), never keeping the process alive. */
+function within<T>(ms: number, p: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const t = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`metric read took over ${ms} ms`)), ms);
+    timer.unref();
+  });
+  return Promise.race([p, t]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * One metric read for a budget gate: D, or undefined when the source fails, gives no number or an
+ * implausible one, or takes longer than {@link SOURCE_TIMEOUT_MS}. Publishes value, threshold and
+ * source availability.
  */
 function meteredRead(deps: GateDeps, pool: string, threshold: number, read: () => Promise<number>): () => Promise<number | undefined> {
   deps.metrics?.threshold(pool, threshold);
   return async () => {
     try {
-      const d = await read();
+      const d = await within(SOURCE_TIMEOUT_MS, read());
       if (!Number.isFinite(d)) throw new Error('no number');
       deps.metrics?.value(pool, d, true);
       return d;
@@ -67,11 +94,12 @@ export function prometheusQuery(p: Params, deps: GateDeps, at: string): Gate {
   const fallback = p.num('fallback', 0, 0, 1);
   const pool = p.str('pool', '');
   // A failing query falls back to `fallback` (closed by default).
+  // The value is a budget: outside [0, 1] the query is wrong, not the servers idle.
   return metered(
     deps,
     pool,
     0,
-    async () => deps.sources.query(query),
+    async () => plausible('prometheus-query value', await deps.sources.query(query), 0, 1),
     (d) => clamp(d),
     fallback,
   );
@@ -91,7 +119,7 @@ export function prometheusSaturation(p: Params, deps: GateDeps, at: string): Gat
     deps,
     pool,
     threshold,
-    async () => 1 - (await deps.sources.query(`inference_extension_flow_control_pool_saturation${sel}`)),
+    async () => 1 - plausible('saturation', await deps.sources.query(`inference_extension_flow_control_pool_saturation${sel}`), 0, Infinity),
     (d) => (d > headroom ? clamp(d - headroom) : 0),
     1 - fallback,
   );
@@ -109,28 +137,45 @@ export function endpointScrape(p: Params, deps: GateDeps): Gate {
   const baseline = p.p.threshold !== undefined ? 1 - p.num('threshold', 1, 0, 1) : p.num('baseline', 0, 0, 1);
   // `fallback` is the budget used when no server can be read: 0 fails closed.
   const fallback = p.num('fallback', 0, 0, 1);
+  // A fraction metric (kv-cache usage) says nothing of how much one more request adds, so on its
+  // own a cached reading would admit every poll until it expires. `capacity` (requests of this
+  // dispatcher that take the servers to 1) lets the gate count its own traffic as for a count metric.
+  if (maxPerPod > 0 && p.p.capacity !== undefined) throw bad(p.at, 'capacity is for a fraction metric (max_count_per_pod 0) only');
+  const fractionCapacity = maxPerPod > 0 ? 0 : p.num('capacity', undefined, 1);
   const podsUrls = p.urls('pods_url', false);
   const podsMetric = podsUrls.length ? p.str('pods_metric') : '';
   const podsLabels = p.labels('pods_labels');
   const pool = p.str('pool', '');
-  /** Slots of the servers at the last read (max_count_per_pod × ready pods); undefined: unknown. */
+  /** Requests this gate let through that are not finished yet. */
+  let ownInFlight = 0;
+  /** Requests that take the servers to saturation 1 at the last read; undefined: unknown (no ready pod). */
   let capacity: number | undefined;
-  /** Saturation = Σ value ÷ (max_count_per_pod × ready pods); 0 = the value already is one. */
+  /** The pages of the last reading (a cached scrape gives the same arrays) and `ownInFlight` when it was new. */
+  let lastPages: unknown[] = [];
+  let ownAtRead = 0;
+  /** Saturation = Σ value ÷ (max_count_per_pod × ready pods), or the mean value of a fraction metric. */
   const read = async (): Promise<number> => {
     const pages = await Promise.allSettled(urls.map((u) => deps.sources.scrape(u)));
+    const ids = pages.map((pg) => (pg.status === 'fulfilled' ? pg.value : pg.reason));
+    if (ids.length !== lastPages.length || ids.some((x, i) => x !== lastPages[i])) {
+      lastPages = ids;
+      ownAtRead = ownInFlight;
+    }
     let sum: number | undefined;
     let answered = 0;
     for (const pg of pages) {
       if (pg.status !== 'fulfilled') continue;
       const v = sumMatching(pg.value, metric, labels);
       if (v === undefined) continue;
+      // A count is never negative, a fraction never outside [0, 1]: one such page is a broken source.
+      plausible(metric, v, 0, maxPerPod === 0 ? 1 : Infinity);
       answered++;
       sum = (sum ?? 0) + v;
     }
     if (sum === undefined) throw new Error('no server reported the metric');
     if (maxPerPod === 0) {
-      capacity = undefined;
-      return answered > 1 ? sum / answered : sum;
+      capacity = fractionCapacity;
+      return sum / answered;
     }
     let pods = answered;
     if (podsUrls.length) {
@@ -138,7 +183,8 @@ export function endpointScrape(p: Params, deps: GateDeps): Gate {
       let n: number | undefined;
       for (const x of pp) if (x.status === 'fulfilled') n = (n ?? 0) + (sumMatching(x.value, podsMetric, podsLabels) ?? 0);
       if (n === undefined) throw new Error('ready pods unavailable');
-      pods = n;
+      if (!Number.isInteger(n)) throw new ImplausibleReading(`ready pods ${n} is not a whole number`);
+      pods = plausible('ready pods', n, 0, MAX_PODS);
     }
     if (pods <= 0) {
       capacity = undefined;
@@ -149,32 +195,31 @@ export function endpointScrape(p: Params, deps: GateDeps): Gate {
   };
   const saturation = meteredRead(deps, pool, 1 - baseline, read);
   // A scrape lags the requests this dispatcher has just sent: those admitted on the same page
-  // (polls and handlers that read it together) or still on their way to the server are not in it
-  // yet, and each of them would pass the threshold on the old figure; the saturation then
-  // overshot the threshold by a batch or more. So the gate counts the requests it let through
-  // until they finish, and takes the saturation as at least what they alone make: its own traffic
-  // never takes the servers past the threshold, whatever the scrape's lag. (Other clients'
-  // traffic shows in the scrape; taking the larger figure never undercounts either.)
-  let ownInFlight = 0;
+  // (polls and handlers that read it together, or the whole cache TTL) or still on their way to
+  // the server are not in it yet, and each of them would pass the threshold on the old figure. So
+  // the gate counts the requests it let through until they finish and takes the saturation as the
+  // reading plus what its own traffic changed since (admitted minus finished), and at least what
+  // its own in-flight requests alone make: its own traffic never takes the servers past the
+  // threshold, whatever the scrape's lag. (Other clients' traffic shows in the reading.)
   const budgetAt = (sat: number | undefined, extra: number): number => {
     if (sat === undefined) return clamp(fallback);
-    const own = capacity === undefined ? 0 : (ownInFlight + extra) / capacity;
-    return clamp(1 - Math.max(sat, own) - baseline);
+    if (capacity === undefined) return clamp(1 - sat - baseline);
+    const own = (ownInFlight + extra) / capacity;
+    const since = (ownInFlight + extra - ownAtRead) / capacity;
+    return clamp(1 - Math.max(sat + since, own) - baseline);
   };
   return {
     budget: async () => budgetAt(await saturation(), 0),
     async apply(_msg, releases) {
       // Check and count in one step after the read: concurrent applies cannot both take the last slot.
       if (budgetAt(await saturation(), 1) <= 0) return { kind: 'refuse' };
-      if (capacity !== undefined) {
-        ownInFlight++;
-        let released = false;
-        releases.push(() => {
-          if (released) return;
-          released = true;
-          ownInFlight--;
-        });
-      }
+      ownInFlight++;
+      let released = false;
+      releases.push(() => {
+        if (released) return;
+        released = true;
+        ownInFlight--;
+      });
       return CONTINUE;
     },
   };
@@ -195,10 +240,15 @@ export function prometheusBudget(p: Params, deps: GateDeps, at: string): Gate {
     `1 - avg(inference_pool_per_pod_queue_size${sel}) / ${maxc}`,
     `1 - sum(vllm:num_requests_running) / (sum(inference_pool_ready_pods${sel}) * ${maxc})`,
   ];
+  // D = 1 − load ÷ capacity: above 1 the load is negative, so that source is broken → the next
+  // one. The whole cascade shares one SOURCE_TIMEOUT_MS (meteredRead): a hanging Prometheus
+  // holds a poll that long once, not once per query.
   const read = async (): Promise<number> => {
+    const giveUpAt = Date.now() + SOURCE_TIMEOUT_MS;
     for (const q of cascade) {
+      if (Date.now() >= giveUpAt) break; // the poll has stopped waiting: send no further query
       try {
-        return await deps.sources.query(q);
+        return plausible('prometheus-budget headroom', await deps.sources.query(q), -Infinity, 1);
       } catch {
         /* next source */
       }

@@ -28,12 +28,30 @@ export const GATE_TYPES = [
   'wait-on-refuse',
 ] as const;
 
+/** Where a gate runs: a queue gate decides in the handler before the quota gates, a pool gate in the pool worker. */
+export type GateLevel = 'queue' | 'pool';
+
 /**
- * Builds a gate. `at` names it in errors (`queues[0].gate_params`). Throws `QError` `CONFIG` for
- * an unknown type, an unknown or bad parameter, or a `prometheus-*` gate without `prometheus_url`.
+ * Gate types that cannot work as (part of) a queue gate, and why. At queue level Wait behaves
+ * like Continue, so `wait-on-refuse` would turn its inner gate's every refusal into a pass (12 in
+ * flight against `local-max-concurrency` 2); and the queue gate runs before the quota gates set
+ * `classification`, which `tier-priority-admission` reads.
  */
-export function createGate(spec: GateSpec, deps: GateDeps, at: string): Gate {
+const POOL_ONLY: Readonly<Record<string, string>> = {
+  'wait-on-refuse': 'turns every refusal into a pass at queue level (Wait is Continue there); use it as a pool gate',
+  'tier-priority-admission': 'reads the classification the quota gates set after the queue gate; use it as a pool gate',
+};
+
+/**
+ * Builds a gate. `at` names it in errors (`queues[0].gate_params`); `level` (default `pool`) is
+ * where it runs. Throws `QError` `CONFIG` for an unknown type, an unknown or bad parameter, a
+ * `prometheus-*` gate without `prometheus_url`, or a pool-only type in a queue gate.
+ */
+export function createGate(spec: GateSpec, deps: GateDeps, at: string, level: GateLevel = 'pool'): Gate {
   const type = spec.gate_type;
+  if (level === 'queue' && Object.hasOwn(POOL_ONLY, type)) {
+    throw new QError(QErrorCode.CONFIG, `config: ${at}.gate_type ${type} cannot be a queue gate: it ${POOL_ONLY[type]}`);
+  }
   const params = spec.gate_params ?? {};
   const pAt = `${at}.gate_params`;
   switch (type) {
@@ -47,6 +65,7 @@ export function createGate(spec: GateSpec, deps: GateDeps, at: string): Gate {
           'metric',
           'labels',
           'max_count_per_pod',
+          'capacity',
           'baseline',
           'threshold',
           'fallback',
@@ -76,6 +95,7 @@ export function createGate(spec: GateSpec, deps: GateDeps, at: string): Gate {
         { gate_type: p.str('saturation_gate'), gate_params: p.p.saturation_gate_params as Record<string, unknown> | undefined },
         deps,
         `${pAt}.saturation_gate`,
+        level,
       );
       return tierPriorityAdmission(inner, p.str('tier_label', 'tier'));
     }
@@ -83,11 +103,11 @@ export function createGate(spec: GateSpec, deps: GateDeps, at: string): Gate {
       const p = new Params(pAt, params, ['gates']);
       const list = p.p.gates ?? [];
       if (!Array.isArray(list)) throw bad(pAt, 'gates must be an array of { gate_type, gate_params }');
-      return composite(list.map((g, i) => createGate(gateSpec(g, `${pAt}.gates[${i}]`), deps, `${pAt}.gates[${i}]`)));
+      return composite(list.map((g, i) => createGate(gateSpec(g, `${pAt}.gates[${i}]`), deps, `${pAt}.gates[${i}]`, level)));
     }
     case 'wait-on-refuse': {
       const p = new Params(pAt, params, ['gate']);
-      return waitOnRefuse(createGate(gateSpec(p.p.gate, `${pAt}.gate`), deps, `${pAt}.gate`));
+      return waitOnRefuse(createGate(gateSpec(p.p.gate, `${pAt}.gate`), deps, `${pAt}.gate`, level));
     }
     default:
       throw new QError(QErrorCode.CONFIG, `config: ${at}.gate_type must be one of ${GATE_TYPES.map((t) => JSON.stringify(t)).join(', ')}`);

@@ -2,6 +2,7 @@
 // type reads its parameters through `Params`, so unknown/bad fields fail the same way (`QError`
 // `CONFIG` naming the field) before any gate is built.
 import { QError, QErrorCode } from '@q/schema';
+import { redactUrl, splitCredentials } from './sources.js';
 import type { GateDeps, GateSpec } from './types.js';
 
 /** The `CONFIG` error for the field `msg` starts with, under the config path `at`. */
@@ -61,9 +62,12 @@ export class Params {
     }
     for (const u of list as string[]) {
       try {
-        new URL(u);
-      } catch {
-        throw bad(this.at, `${name}: ${JSON.stringify(u)} is not a valid URL`);
+        splitCredentials(u);
+      } catch (err) {
+        throw bad(
+          this.at,
+          `${name}: ${JSON.stringify(redactUrl(u))} is not a valid URL${err instanceof TypeError ? '' : ` (${(err as Error).message})`}`,
+        );
       }
     }
     return list as string[];

@@ -3,6 +3,7 @@
 // per URL/query for `prometheus_cache_ttl_ms` and shared by all gates of a process, so N gates
 // reading one server scrape it once per TTL; concurrent reads share one fetch.
 import { Agent, request } from 'undici';
+import { tlsAgentOptions, type TlsClientOptions } from '../http/client.js';
 
 /** One sample of a Prometheus text exposition. */
 export interface Sample {
@@ -11,8 +12,8 @@ export interface Sample {
   value: number;
 }
 
-/** Longest wait of one scrape or query; a slower source counts as unavailable. */
-const SOURCE_TIMEOUT_MS = 2000;
+/** Longest wait of one poll's metric read (one scrape, one query, or a whole cascade); slower counts as unavailable. */
+export const SOURCE_TIMEOUT_MS = 2000;
 /** Largest scraped page read (a model server's `/metrics` is a few hundred KiB at most). */
 const MAX_SOURCE_BYTES = 8 * 1024 * 1024;
 
@@ -60,6 +61,38 @@ export function sumMatching(samples: Sample[], metric: string, labels: Record<st
   return sum;
 }
 
+/**
+ * A metrics URL without its credentials, plus the `authorization` header they make (HTTP basic
+ * auth, RFC 7617): fetch APIs refuse a URL carrying `user:password@`, and a credential must never
+ * reach a log or an error message, so the URL is only ever shown without it.
+ */
+export function splitCredentials(raw: string): { url: string; authorization?: string } {
+  const u = new URL(raw);
+  if (u.username === '' && u.password === '') return { url: raw };
+  let user: string;
+  let pass: string;
+  try {
+    user = decodeURIComponent(u.username);
+    pass = decodeURIComponent(u.password);
+  } catch {
+    throw new Error('credentials are not valid percent-encoding');
+  }
+  // RFC 7617: a user id with a colon cannot be told from the password.
+  if (user.includes(':')) throw new Error('user name must not contain ":"');
+  u.username = '';
+  u.password = '';
+  return { url: u.toString(), authorization: `Basic ${Buffer.from(`${user}:${pass}`).toString('base64')}` };
+}
+
+/** `url` as it may be shown: credentials removed. */
+export function redactUrl(raw: string): string {
+  try {
+    return splitCredentials(raw).url;
+  } catch {
+    return '(invalid URL)';
+  }
+}
+
 interface Entry<T> {
   at: number;
   value: Promise<T>;
@@ -75,9 +108,15 @@ export class MetricSources {
   /** Fetches made (not served from the cache); tests read it. */
   fetches = 0;
 
-  /** `ttlMs` 0 disables caching; `prometheusUrl` is required by the `prometheus-*` gates. */
-  constructor(opts: { ttlMs: number; prometheusUrl?: string; now?: () => number }) {
+  readonly #tls: TlsClientOptions | undefined;
+
+  /**
+   * `ttlMs` 0 disables caching; `prometheusUrl` is required by the `prometheus-*` gates; `tls`: the
+   * dispatcher's TLS options (`tls_ca_file` …), used for https sources as for the endpoints.
+   */
+  constructor(opts: { ttlMs: number; prometheusUrl?: string; now?: () => number; tls?: TlsClientOptions }) {
     this.#ttlMs = opts.ttlMs;
+    this.#tls = opts.tls;
     this.#prometheusUrl = opts.prometheusUrl;
     this.#now = opts.now ?? Date.now;
   }
@@ -129,12 +168,13 @@ export class MetricSources {
     return value;
   }
 
-  async #get(url: string): Promise<string> {
+  async #get(raw: string): Promise<string> {
+    const { url, authorization } = splitCredentials(raw);
     const res = await request(url, {
       method: 'GET',
-      dispatcher: (this.#agent ??= new Agent({ connections: 8, keepAliveTimeout: 30_000 })),
+      dispatcher: (this.#agent ??= new Agent({ ...tlsAgentOptions(this.#tls), connections: 8, keepAliveTimeout: 30_000 })),
       signal: AbortSignal.timeout(SOURCE_TIMEOUT_MS),
-      headers: { accept: 'text/plain, application/json' },
+      headers: { accept: 'text/plain, application/json', ...(authorization ? { authorization } : {}) },
     });
     const chunks: Buffer[] = [];
     let size = 0;
@@ -142,7 +182,7 @@ export class MetricSources {
       size += (c as Buffer).length;
       if (size > MAX_SOURCE_BYTES) {
         res.body.destroy();
-        throw new Error(`metrics source ${url}: page larger than ${MAX_SOURCE_BYTES} bytes`);
+        throw new Error(`metrics source ${url}: page larger than ${MAX_SOURCE_BYTES} bytes`); // url: credentials already removed
       }
       chunks.push(c as Buffer);
     }

@@ -11,8 +11,8 @@ export type AttemptOutcome =
   | { kind: 'success'; status: number; body: string }
   /**
    * 429, 5xx or a body read error: retry within the deadline. `incomplete`: the status arrived
-   * but the body did not (read error, or the attempt deadline cut it); such a response is never
-   * a result of its own.
+   * but the body broke off (a reset); such a response is never a result of its own. (A body
+   * still arriving when the attempt's bound ends it is `fatal`, without a status.)
    */
   | {
       kind: 'retryable';
@@ -66,6 +66,24 @@ export interface TlsClientOptions {
   insecureSkipVerify?: boolean;
 }
 
+/**
+ * The undici `Agent` options of {@link TlsClientOptions}: shared by the inference client and the
+ * metric sources, so an `endpoint-scrape` of the https server the dispatcher calls trusts the same CA.
+ */
+export function tlsAgentOptions(tls: TlsClientOptions | undefined): Pick<Agent.Options, 'connect'> {
+  if (!tls) return {};
+  return {
+    connect: {
+      minVersion: 'TLSv1.2' as const,
+      ...(tls.ca !== undefined ? { ca: tls.ca } : {}),
+      ...(tls.cert !== undefined ? { cert: tls.cert } : {}),
+      ...(tls.key !== undefined ? { key: tls.key } : {}),
+      ...(tls.servername !== undefined ? { servername: tls.servername } : {}),
+      rejectUnauthorized: !tls.insecureSkipVerify,
+    },
+  };
+}
+
 /** Default cap of a response body: 16 MiB (a result is stored as one row). */
 export const DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
 
@@ -80,20 +98,8 @@ export class InferenceClient {
   constructor(opts: InferenceClientOptions = {}) {
     this.#requestTimeoutMs = opts.requestTimeoutMs ?? 300_000;
     this.#maxResponseBytes = opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
-    const tls = opts.tls;
     this.#agent = new Agent({
-      ...(tls
-        ? {
-            connect: {
-              minVersion: 'TLSv1.2' as const,
-              ...(tls.ca !== undefined ? { ca: tls.ca } : {}),
-              ...(tls.cert !== undefined ? { cert: tls.cert } : {}),
-              ...(tls.key !== undefined ? { key: tls.key } : {}),
-              ...(tls.servername !== undefined ? { servername: tls.servername } : {}),
-              rejectUnauthorized: !tls.insecureSkipVerify,
-            },
-          }
-        : {}),
+      ...tlsAgentOptions(opts.tls),
       connections: opts.connections ?? 64,
       keepAliveTimeout: 90_000,
       keepAliveMaxTimeout: 90_000,
@@ -147,7 +153,13 @@ export class InferenceClient {
         }
       } catch (err) {
         if (signal?.aborted) return { kind: 'aborted' };
-        const why = ac.signal.aborted ? 'context deadline exceeded' : errText(err);
+        // Stalled until this attempt's bound (the request's deadline or request_timeout_ms): the
+        // answer is INFERENCE_ERROR now, like a call that never answered. As a retry it ran into
+        // the deadline later and ended DEADLINE_EXCEEDED, with no word of the stalled body.
+        if (ac.signal.aborted) {
+          return { kind: 'fatal', category: 'UNKNOWN', message: describe('UNKNOWN', 'reading body: context deadline exceeded', dropped) };
+        }
+        const why = errText(err);
         return {
           kind: 'retryable',
           category: 'SERVER_ERROR',

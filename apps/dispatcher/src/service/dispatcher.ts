@@ -15,7 +15,7 @@ import { Store } from '@q/store';
 import { readTlsFiles } from '../config/load.js';
 import { DEFAULT_PRIORITY_HEADER, secondsToMs, type DispatcherConfig } from '../config/schema.js';
 import type { ResultMessage } from '../formats.js';
-import { InferenceClient } from '../http/client.js';
+import { InferenceClient, type TlsClientOptions } from '../http/client.js';
 import { errInfo, silentLogger, type Logger } from '../logger.js';
 import { DispatcherMetrics } from '../metrics.js';
 import { VERSION } from '../version.js';
@@ -90,13 +90,15 @@ export class Dispatcher {
     quota: Quota | undefined,
     client: InferenceClient,
     logger: Logger,
+    tls: TlsClientOptions | undefined,
   ) {
     this.#config = config;
     this.#quota = quota;
     this.#client = client;
     this.#logger = logger;
     this.owner = config.owner ?? `${hostname()}-${randomBytes(4).toString('hex')}`;
-    this.sources = new MetricSources({ ttlMs: config.prometheus_cache_ttl_ms, prometheusUrl: config.prometheus_url });
+    // The endpoints' TLS options serve the metric sources too: a scrape of the same https server must trust the same CA.
+    this.sources = new MetricSources({ ttlMs: config.prometheus_cache_ttl_ms, prometheusUrl: config.prometheus_url, ...(tls ? { tls } : {}) });
     setMaxListeners(0, this.#stopCtl.signal); // every parked request listens for the stop
   }
 
@@ -143,7 +145,7 @@ export class Dispatcher {
       requestTimeoutMs: config.request_timeout_ms,
       maxResponseBytes: config.max_response_bytes,
     });
-    const d = new Dispatcher(config, store, quota, client, logger);
+    const d = new Dispatcher(config, store, quota, client, logger, tls);
     d.#meterOwned = owned;
     try {
       await d.#startEndpoints(prometheus);
@@ -221,6 +223,7 @@ export class Dispatcher {
             { gate_type: queue.gate_type, gate_params: queue.gate_params },
             { sources: this.sources, hasPrometheus, metrics: gateMetrics },
             `queues[${cfg.queues.indexOf(queue)}]`,
+            'queue',
           )
         : undefined;
       const handle = createHandler({
