@@ -260,11 +260,18 @@ async function cmdCancel(ids: string[]): Promise<void> {
   if (ids.length === 0) throw new UsageError('cancel: give at least one request id');
   const cfg = clientConfig();
   const asked = [...new Set(ids)];
-  const done = new Set(await withStore(cfg, 'cancel', (store) => store.cancel(asked)));
+  // An id the store would refuse (empty, NUL, too long) must not fail the valid ones with it:
+  // those are cancelled, the rest reported, and the exit status (2) says something was refused.
+  const invalid = new Map(asked.flatMap((id) => (routeProblem(id) ? [[id, routeProblem(id) as string] as const] : [])));
+  const valid = asked.filter((id) => !invalid.has(id));
+  const done = new Set(valid.length > 0 ? await withStore(cfg, 'cancel', (store) => store.cancel(valid)) : []);
   for (const id of asked) {
-    process.stdout.write(done.has(id) ? `cancelled      ${id}\n` : `not cancelled  ${id} (no request with this id, or already cancelled)\n`);
+    const bad = invalid.get(id);
+    if (bad) process.stdout.write(`invalid        ${JSON.stringify(id)} (a request id ${bad})\n`);
+    else process.stdout.write(done.has(id) ? `cancelled      ${id}\n` : `not cancelled  ${id} (no request with this id, or already cancelled)\n`);
   }
-  process.stdout.write(`cancelled ${done.size} of ${asked.length} request id(s)\n`);
+  process.stdout.write(`cancelled ${done.size} of ${asked.length} request id(s)${invalid.size > 0 ? `; ${invalid.size} invalid` : ''}\n`);
+  if (invalid.size > 0) process.exitCode = 2;
 }
 
 async function cmdStatus(): Promise<void> {
