@@ -11,7 +11,8 @@ import type { Store } from '@q/store';
 import type { EmbeddedPostgres } from '@q/devdb';
 import { loadConfig, OVERRIDABLE } from './config/load.js';
 import type { DispatcherConfig } from './config/schema.js';
-import { DEFAULT_QUEUE, popResults, submitRequests } from './client/producer.js';
+import { DEFAULT_KEY_GATES, DEFAULT_QUEUE, popResults, submitRequests } from './client/producer.js';
+import { quotaKeyProblem } from './pipeline/envelope-check.js';
 import { checkDatabase, withExistingStore } from './cli/database.js';
 import { formatSummary, runDemo } from './demo.js';
 import { runSaturationDemo } from './demo-saturation.js';
@@ -107,7 +108,8 @@ function target(cfg: DispatcherConfig): { queue: string; route: string } {
 }
 
 function withStore<T>(cfg: DispatcherConfig, command: string, fn: (s: Store) => Promise<T>): Promise<T> {
-  return withExistingStore(cfg.url as string, { command, migrate: flags.migrate === true }, fn);
+  const placement = { ...(cfg.pooler ? { pooler: cfg.pooler } : {}), ...(cfg.schema !== undefined ? { schema: cfg.schema } : {}) };
+  return withExistingStore(cfg.url as string, { command, migrate: flags.migrate === true, ...placement }, fn);
 }
 
 function oneOf<T extends string>(name: string, allowed: readonly T[], fallback: T): T {
@@ -192,6 +194,9 @@ async function readLines(): Promise<Array<{ line: number; text: string }>> {
 async function cmdSubmit(): Promise<void> {
   const cfg = clientConfig();
   const { queue, route } = target(cfg);
+  // The queue's quota keys when a config names the queue, else the documented default key.
+  const configured = (flags.config ?? process.env.Q_CONFIG) ? cfg.queues.find((q) => q.queue_name === queue) : undefined;
+  const gates = configured ? configured.gates : DEFAULT_KEY_GATES;
   // Refuse a bad route before reading anything: it would be accepted by the queue and only fail
   // when the result is written, after the request ran.
   const badRoute = routeProblem(route);
@@ -207,7 +212,9 @@ async function cmdSubmit(): Promise<void> {
       throw new UsageError(`submit: line ${line}: not valid JSON; nothing was submitted`);
     }
     try {
-      validateRequest(raw, now);
+      const req = validateRequest(raw, now);
+      const bad = quotaKeyProblem(gates, req.metadata);
+      if (bad) throw new Error(`request ${JSON.stringify(req.id)}: ${bad}`);
     } catch (err) {
       throw new UsageError(`submit: line ${line}: ${(err as Error).message}; nothing was submitted`);
     }
@@ -224,7 +231,7 @@ async function cmdSubmit(): Promise<void> {
       await withTransaction(store.pool, async (client) => {
         const inTx = { enqueue: (rows: Parameters<Store['enqueue']>[0]) => store.enqueue(rows, { client }) };
         for (let i = 0; i < reqs.length; i += batch) {
-          await submitRequests(inTx, reqs.slice(i, i + batch), { queue, route });
+          await submitRequests(inTx, reqs.slice(i, i + batch), { queue, route, gates });
           bar?.update(Math.min(reqs.length, i + batch));
         }
       });

@@ -25,7 +25,7 @@ import { WorkerPool } from '../pipeline/pool.js';
 import { GateMetrics } from '../gates/metrics.js';
 import { MetricSources } from '../gates/sources.js';
 import { admissionStore, KeyLoad } from '../pipeline/admission.js';
-import { createHandler } from '../pipeline/handler.js';
+import { createFailureAnswer, createHandler, type HandlerDeps } from '../pipeline/handler.js';
 import type { QuotaPort } from '../pipeline/ports.js';
 import { startEndpoint, type Endpoint } from './http-endpoints.js';
 
@@ -123,7 +123,11 @@ export class Dispatcher {
       owned = new SdkMeterProvider({ resource, readers: [prometheus] });
       meterProvider = owned;
     }
+    // Every store of the process shares the placement: behind a transaction pooler, unnamed
+    // statements; with `schema`, every statement names it (docs/dispatcher.md#configuration).
+    const placement = { ...(config.pooler ? { pooler: config.pooler } : {}), ...(config.schema !== undefined ? { schema: config.schema } : {}) };
     const store = await Store.open(config.url, {
+      ...placement,
       maxConns: config.max_connections,
       meterProvider,
       tracerProvider: opts.tracerProvider,
@@ -132,7 +136,8 @@ export class Dispatcher {
     const gated = config.queues.some((q) => q.gates.length > 0);
     let quota: Quota | undefined;
     try {
-      if (gated) quota = await createQuota({ pool: store.pool, ttlMs: secondsToMs(config.lease_ttl_seconds), meterProvider, logger });
+      if (gated)
+        quota = await createQuota({ ...placement, pool: store.pool, ttlMs: secondsToMs(config.lease_ttl_seconds), meterProvider, logger });
     } catch (err) {
       await store.close();
       throw err;
@@ -223,7 +228,7 @@ export class Dispatcher {
             `queues[${cfg.queues.indexOf(queue)}]`,
           )
         : undefined;
-      const handle = createHandler({
+      const deps: HandlerDeps = {
         ...(tracerProvider ? { tracer: tracerProvider.getTracer('q-dispatcher') } : {}),
         load,
         queueGate,
@@ -241,7 +246,8 @@ export class Dispatcher {
         logger: this.#logger,
         stopping: this.#stopCtl.signal,
         onResult: onResult ? (r, m) => onResult(queue.queue_name, r, m) : undefined,
-      });
+      };
+      const handle = createHandler(deps);
       const gatedStore =
         queueGate || queue.gates.length > 0
           ? admissionStore(this.store, { queue, batchSize: cfg.batch_size, gate: queueGate, load, metrics, gateMetrics, logger: this.#logger })
@@ -258,6 +264,8 @@ export class Dispatcher {
         pollIntervalMs: cfg.poll_interval_ms,
         ackBatchSize: cfg.result_batch_size,
         handle,
+        // A request whose handling keeps failing is answered, not run (and sent) again for ever.
+        failureResult: createFailureAnswer(deps),
         signal: this.#stopCtl.signal,
         logger: this.#logger,
         meterProvider,
