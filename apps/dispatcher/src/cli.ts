@@ -159,16 +159,25 @@ async function cmdRun(): Promise<void> {
       { owner: dispatcher.owner, healthPort: dispatcher.healthPort, metricsPort: dispatcher.metricsPort, dsn: redactDsn(config.url) },
       'ready',
     );
-    await new Promise<void>((resolve) => {
-      const onSignal = (sig: string) => {
-        logger.info({ signal: sig }, 'stopping');
-        resolve();
-      };
-      process.once('SIGTERM', onSignal);
-      process.once('SIGINT', onSignal);
-    });
+    // Until a signal, or a persistent failure that stopped the dispatcher by itself: then the
+    // process must not look like a clean stop (exit 0) to a supervisor restarting on failure.
+    const failure = await Promise.race([
+      new Promise<undefined>((resolve) => {
+        const onSignal = (sig: string) => {
+          logger.info({ signal: sig }, 'stopping');
+          resolve(undefined);
+        };
+        process.once('SIGTERM', onSignal);
+        process.once('SIGINT', onSignal);
+      }),
+      dispatcher.failure,
+    ]);
     const stats = await dispatcher.stop();
     logger.info({ stats }, 'stopped');
+    if (failure) {
+      process.exitCode = 1;
+      process.stderr.write(`q-dispatcher: stopped after a persistent failure: ${redactDsn(failure.message)}\n`);
+    }
   } finally {
     await sim?.close().catch(() => undefined);
     await telemetry?.shutdown().catch(() => undefined);

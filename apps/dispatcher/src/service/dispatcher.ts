@@ -78,6 +78,13 @@ export class Dispatcher {
   #stopping: Promise<PartitionWorkerStats[]> | undefined;
   #meterOwned: SdkMeterProvider | undefined;
   #failure: Error | undefined;
+  #failed: (err: Error) => void = () => undefined;
+  /**
+   * Settles with the error a persistent failure stopped the dispatcher with (a partition worker
+   * or the quota client gave up: permission denied, schema gone…); pending while it runs well.
+   * `q-dispatcher run` exits non-zero with it (docs/dispatcher.md#commands).
+   */
+  readonly failure: Promise<Error> = new Promise((resolve) => (this.#failed = resolve));
 
   readonly #config: DispatcherConfig;
   readonly #quota: Quota | undefined;
@@ -135,9 +142,19 @@ export class Dispatcher {
     });
     const gated = config.queues.some((q) => q.gates.length > 0);
     let quota: Quota | undefined;
+    // The quota client stops for good after repeated persistent failures: so does the dispatcher
+    // (its gated requests could only go back to pending for ever).
+    let onFatal: (err: Error) => void = () => undefined;
     try {
       if (gated)
-        quota = await createQuota({ ...placement, pool: store.pool, ttlMs: secondsToMs(config.lease_ttl_seconds), meterProvider, logger });
+        quota = await createQuota({
+          ...placement,
+          pool: store.pool,
+          ttlMs: secondsToMs(config.lease_ttl_seconds),
+          meterProvider,
+          logger,
+          onError: (f) => f.fatal && onFatal(f.error),
+        });
     } catch (err) {
       await store.close();
       throw err;
@@ -150,6 +167,7 @@ export class Dispatcher {
     });
     const d = new Dispatcher(config, store, quota, client, logger);
     d.#meterOwned = owned;
+    onFatal = (err) => d.#fail(new QError(QErrorCode.CONFIG, `quota: ${err.message}`, { cause: err }), 'quota client stopped; stopping');
     try {
       await d.#startEndpoints(prometheus);
       d.#startQueues(meterProvider, opts.tracerProvider, opts.onResult);
@@ -273,16 +291,27 @@ export class Dispatcher {
       });
       this.#runs.push(
         run.catch((err: unknown) => {
-          // Not expected once start passed; stop serving (readiness off) rather than crash.
-          this.#failure ??= new QError(QErrorCode.CONFIG, `queue ${queue.queue_name}: partition worker failed: ${(err as Error).message}`);
-          this.#logger.error({ queue: queue.queue_name, ...errInfo(err) }, 'partition worker failed; stopping');
-          this.#ready = false;
-          if (!this.#stopCtl.signal.aborted) queueMicrotask(() => void this.stop());
+          // A persistent failure (or bad options at start): stop serving rather than crash.
+          const failure = new QError(QErrorCode.CONFIG, `queue ${queue.queue_name}: partition worker failed: ${(err as Error).message}`, {
+            cause: err,
+          });
+          this.#fail(failure, 'partition worker failed; stopping', { queue: queue.queue_name, ...errInfo(err) });
           return undefined;
         }),
       );
     }
     this.#startPoolGauges(meterProvider);
+  }
+
+  /** Stops the dispatcher because of `err` (the first one is kept and settles {@link Dispatcher.failure}). */
+  #fail(err: Error, message: string, fields: Record<string, unknown> = errInfo(err)): void {
+    if (!this.#failure) {
+      this.#failure = err;
+      this.#failed(err);
+    }
+    this.#logger.error(fields, message);
+    this.#ready = false;
+    if (!this.#stopCtl.signal.aborted) queueMicrotask(() => void this.stop());
   }
 
   /**

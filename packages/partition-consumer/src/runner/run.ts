@@ -102,7 +102,10 @@ class PartitionWorker {
       ...(opts.meterProvider ? { meterProvider: opts.meterProvider } : {}),
     });
     // A batch larger than `concurrency` could never fill (a request keeps its slot until written).
-    this.#acks = new AckBatcher(this.#consumer, Math.min(settings.ackBatchSize, opts.concurrency), settings.ackFlushMs, this.#log);
+    // Writes count for the guard too: results never writable (INSERT revoked) would be handled again for ever.
+    this.#acks = new AckBatcher(this.#consumer, Math.min(settings.ackBatchSize, opts.concurrency), settings.ackFlushMs, this.#log, (err) =>
+      err === undefined ? this.#guard.succeeded('write') : this.#guard.failed('write', err, 'writing results failed'),
+    );
     this.#firstRebalance = new Promise<void>((r) => (this.#resolveFirst = r));
     this.#stats = { owner, dispatched: 0, acked: 0, fenced: 0, retried: 0, deferred: 0, undispatched: 0, abandoned: 0, failed: 0, setAside: 0 };
   }
@@ -366,7 +369,9 @@ class PartitionWorker {
         this.#log.warn({ ...errorFields(err), attempt, queue: this.#opts.queue }, `${kind}: store call failed; retrying`),
       );
       this.#stats[kind]++;
+      this.#guard.succeeded('write');
     } catch (err) {
+      this.#guard.failed('write', err, `${kind}: store call failed`);
       // Defer/undispatch already abandoned it on their error; abandon is idempotent. Only
       // transient errors were retried: anything else would fail the same way again.
       this.#consumer.abandon(stamp);
