@@ -74,7 +74,6 @@ class PartitionWorker {
   #resolveFirst: () => void = () => undefined;
   readonly #pollIntervalMs: number;
   readonly #stopTimeoutMs: number;
-  readonly #errorRetryDelayMs: number;
   readonly #guard: FailureGuard;
   readonly #failures: HandlerFailures;
   /** Stops the worker from inside (a persistent failure), as the caller's signal does. */
@@ -87,7 +86,6 @@ class PartitionWorker {
     const settings = resolveOptions(opts);
     this.#pollIntervalMs = settings.pollIntervalMs;
     this.#stopTimeoutMs = settings.stopTimeoutMs;
-    this.#errorRetryDelayMs = settings.errorRetryDelayMs;
     this.#failures = new HandlerFailures(settings.maxHandlerFailures, settings.errorRetryDelayMs);
 
     const owner = opts.owner ?? defaultOwner();
