@@ -13,7 +13,7 @@ import { InferenceClient } from '../src/http/client.js';
 import { silentLogger } from '../src/logger.js';
 import { DispatcherMetrics } from '../src/metrics.js';
 import { CancelBatcher } from '../src/pipeline/cancel-batcher.js';
-import { createHandler, type HandlerDeps } from '../src/pipeline/handler.js';
+import { createFailureAnswer, createHandler, type HandlerDeps } from '../src/pipeline/handler.js';
 import type { QueuedRequest } from '../src/pipeline/ports.js';
 import type { Action } from '../src/sim/server.js';
 import { configError, configQueue, Results } from './helpers.js';
@@ -143,6 +143,36 @@ function dispatched(id: string, data: Partial<PublicRequest> = {}, scenario = 'o
   return { id, token, queue: 'h35', deadline, envelope, payload, partition: 0, epoch: 1, attempt: 1, cancelled: false };
 }
 
+describe('item 1: the answer to a request whose handling kept failing (the runner stopped running it)', () => {
+  it('is INFERENCE_ERROR naming why, on the request route (result-sql when that is invalid), without an endpoint call', () => {
+    const cfg = loadConfig({ env: {}, document: { queues: [{ queue_name: 'h35', igw_base_url: env.server.url, result_ttl_seconds: 30 }] } });
+    const deps: HandlerDeps = {
+      queue: cfg.queues[0]!,
+      config: cfg,
+      client: new InferenceClient(),
+      cancels: new CancelBatcher(env.store),
+      metrics: new DispatcherMetrics(undefined, 'h35'),
+      logger: silentLogger,
+    };
+    const answer = createFailureAnswer(deps);
+    const req = dispatched('kept-failing');
+    req.envelope = JSON.stringify({ ...JSON.parse(req.envelope), internal: { request_token: req.token, result_queue_name: 'mine' } });
+    const a = answer(req, { failures: 5, reason: 'no valid outcome: result.expiresAt must be a non-negative number of Unix seconds' });
+    expect(a.route).toBe('mine');
+    expect(a.expiresAt).toBeGreaterThan(Date.now() / 1000);
+    expect(JSON.parse(a.payload)).toMatchObject({
+      id: 'kept-failing',
+      request_token: req.token,
+      error_code: 'INFERENCE_ERROR',
+      error_message:
+        'request could not be answered after 5 failed handling(s): no valid outcome: result.expiresAt must be a non-negative number of Unix seconds',
+    });
+    req.envelope = 'not json';
+    expect(answer(req, { failures: 1, reason: 'handler threw' }).route).toBe('result-sql');
+    expect(callsOf('kept-failing')).toHaveLength(0);
+  });
+});
+
 describe('item 2: a quota INVALID_ARGUMENT at dispatch', () => {
   let quota: Quota;
   beforeAll(async () => {
@@ -201,4 +231,31 @@ describe('item 6: response bodies and what a result row holds', () => {
       await client.close();
     }
   }, 60_000);
+});
+
+describe('item 4: pooler and schema settings', () => {
+  it('are read from the file, flags and environment, and checked (CONFIG naming the field)', () => {
+    const cfg = loadConfig({ env: {}, document: { pooler: 'transaction', schema: 'q_app', queues: [configQueue] } });
+    expect(cfg).toMatchObject({ pooler: 'transaction', schema: 'q_app' });
+    expect(loadConfig({ env: { Q_POOLER: 'transaction', Q_SCHEMA: 'from_env' }, document: { queues: [configQueue] } })).toMatchObject({
+      pooler: 'transaction',
+      schema: 'from_env',
+    });
+    expect(loadConfig({ env: {}, document: { queues: [configQueue] }, overrides: { schema: 'from_flag', pooler: 'transaction' } })).toMatchObject(
+      {
+        schema: 'from_flag',
+      },
+    );
+    expect(configError(() => loadConfig({ env: {}, document: { pooler: 'session', queues: [configQueue] } }))).toMatchObject({
+      code: 'CONFIG',
+      message: 'config: pooler must be one of "transaction"',
+    });
+    expect(configError(() => loadConfig({ env: {}, document: { schema: 'a\u0000b', queues: [configQueue] } }))).toMatchObject({
+      code: 'CONFIG',
+      message: 'config: schema contains a NUL character',
+    });
+    expect(configError(() => loadConfig({ env: {}, document: { schema: 's'.repeat(64), queues: [configQueue] } })).message).toMatch(
+      /^config: schema is longer than 63 bytes/,
+    );
+  });
 });
