@@ -11,7 +11,8 @@ import type { Store } from '@q/store';
 import type { EmbeddedPostgres } from '@q/devdb';
 import { loadConfig, OVERRIDABLE } from './config/load.js';
 import type { DispatcherConfig } from './config/schema.js';
-import { DEFAULT_QUEUE, popResults, submitRequests } from './client/producer.js';
+import { DEFAULT_KEY_GATES, DEFAULT_QUEUE, popResults, submitRequests } from './client/producer.js';
+import { quotaKeyProblem } from './pipeline/envelope-check.js';
 import { checkDatabase, withExistingStore } from './cli/database.js';
 import { formatSummary, runDemo } from './demo.js';
 import { runSaturationDemo } from './demo-saturation.js';
@@ -107,7 +108,8 @@ function target(cfg: DispatcherConfig): { queue: string; route: string } {
 }
 
 function withStore<T>(cfg: DispatcherConfig, command: string, fn: (s: Store) => Promise<T>): Promise<T> {
-  return withExistingStore(cfg.url as string, { command, migrate: flags.migrate === true }, fn);
+  const placement = { ...(cfg.pooler ? { pooler: cfg.pooler } : {}), ...(cfg.schema !== undefined ? { schema: cfg.schema } : {}) };
+  return withExistingStore(cfg.url as string, { command, migrate: flags.migrate === true, ...placement }, fn);
 }
 
 function oneOf<T extends string>(name: string, allowed: readonly T[], fallback: T): T {
@@ -157,16 +159,25 @@ async function cmdRun(): Promise<void> {
       { owner: dispatcher.owner, healthPort: dispatcher.healthPort, metricsPort: dispatcher.metricsPort, dsn: redactDsn(config.url) },
       'ready',
     );
-    await new Promise<void>((resolve) => {
-      const onSignal = (sig: string) => {
-        logger.info({ signal: sig }, 'stopping');
-        resolve();
-      };
-      process.once('SIGTERM', onSignal);
-      process.once('SIGINT', onSignal);
-    });
+    // Until a signal, or a persistent failure that stopped the dispatcher by itself: then the
+    // process must not look like a clean stop (exit 0) to a supervisor restarting on failure.
+    const failure = await Promise.race([
+      new Promise<undefined>((resolve) => {
+        const onSignal = (sig: string) => {
+          logger.info({ signal: sig }, 'stopping');
+          resolve(undefined);
+        };
+        process.once('SIGTERM', onSignal);
+        process.once('SIGINT', onSignal);
+      }),
+      dispatcher.failure,
+    ]);
     const stats = await dispatcher.stop();
     logger.info({ stats }, 'stopped');
+    if (failure) {
+      process.exitCode = 1;
+      process.stderr.write(`q-dispatcher: stopped after a persistent failure: ${redactDsn(failure.message)}\n`);
+    }
   } finally {
     await sim?.close().catch(() => undefined);
     await telemetry?.shutdown().catch(() => undefined);
@@ -192,6 +203,9 @@ async function readLines(): Promise<Array<{ line: number; text: string }>> {
 async function cmdSubmit(): Promise<void> {
   const cfg = clientConfig();
   const { queue, route } = target(cfg);
+  // The queue's quota keys when a config names the queue, else the documented default key.
+  const configured = (flags.config ?? process.env.Q_CONFIG) ? cfg.queues.find((q) => q.queue_name === queue) : undefined;
+  const gates = configured ? configured.gates : DEFAULT_KEY_GATES;
   // Refuse a bad route before reading anything: it would be accepted by the queue and only fail
   // when the result is written, after the request ran.
   const badRoute = routeProblem(route);
@@ -207,7 +221,9 @@ async function cmdSubmit(): Promise<void> {
       throw new UsageError(`submit: line ${line}: not valid JSON; nothing was submitted`);
     }
     try {
-      validateRequest(raw, now);
+      const req = validateRequest(raw, now);
+      const bad = quotaKeyProblem(gates, req.metadata);
+      if (bad) throw new Error(`request ${JSON.stringify(req.id)}: ${bad}`);
     } catch (err) {
       throw new UsageError(`submit: line ${line}: ${(err as Error).message}; nothing was submitted`);
     }
@@ -224,7 +240,7 @@ async function cmdSubmit(): Promise<void> {
       await withTransaction(store.pool, async (client) => {
         const inTx = { enqueue: (rows: Parameters<Store['enqueue']>[0]) => store.enqueue(rows, { client }) };
         for (let i = 0; i < reqs.length; i += batch) {
-          await submitRequests(inTx, reqs.slice(i, i + batch), { queue, route });
+          await submitRequests(inTx, reqs.slice(i, i + batch), { queue, route, gates });
           bar?.update(Math.min(reqs.length, i + batch));
         }
       });
@@ -260,11 +276,18 @@ async function cmdCancel(ids: string[]): Promise<void> {
   if (ids.length === 0) throw new UsageError('cancel: give at least one request id');
   const cfg = clientConfig();
   const asked = [...new Set(ids)];
-  const done = new Set(await withStore(cfg, 'cancel', (store) => store.cancel(asked)));
+  // An id the store would refuse (empty, NUL, too long) must not fail the valid ones with it:
+  // those are cancelled, the rest reported, and the exit status (2) says something was refused.
+  const invalid = new Map(asked.flatMap((id) => (routeProblem(id) ? [[id, routeProblem(id) as string] as const] : [])));
+  const valid = asked.filter((id) => !invalid.has(id));
+  const done = new Set(valid.length > 0 ? await withStore(cfg, 'cancel', (store) => store.cancel(valid)) : []);
   for (const id of asked) {
-    process.stdout.write(done.has(id) ? `cancelled      ${id}\n` : `not cancelled  ${id} (no request with this id, or already cancelled)\n`);
+    const bad = invalid.get(id);
+    if (bad) process.stdout.write(`invalid        ${JSON.stringify(id)} (a request id ${bad})\n`);
+    else process.stdout.write(done.has(id) ? `cancelled      ${id}\n` : `not cancelled  ${id} (no request with this id, or already cancelled)\n`);
   }
-  process.stdout.write(`cancelled ${done.size} of ${asked.length} request id(s)\n`);
+  process.stdout.write(`cancelled ${done.size} of ${asked.length} request id(s)${invalid.size > 0 ? `; ${invalid.size} invalid` : ''}\n`);
+  if (invalid.size > 0) process.exitCode = 2;
 }
 
 async function cmdStatus(): Promise<void> {

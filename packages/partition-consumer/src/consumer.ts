@@ -163,6 +163,7 @@ export class Consumer {
    * `notBefore` (Unix s). `false` = fenced. On error nothing is forgotten.
    */
   async retry(stamp: Stamp, notBefore: number, envelope: string): Promise<boolean> {
+    requireStamp('Consumer.retry', stamp, 'stamp');
     const ok = await this.#store.retry(this.owner, stamp, notBefore, envelope);
     this.#ledger.done(stamp);
     return ok;

@@ -71,3 +71,42 @@ it('a role without grants (permission denied) stops loudly', async () => {
   expect(((r.outcome as { err: unknown }).err as QError).message).toMatch(/permission denied/);
   expect(r.logger.lines.find((l) => l.level === 'error')?.fields).toMatchObject({ kind: 'persistent', sqlstate: '42501' });
 });
+
+it('results that can never be written (INSERT on q_results revoked) stop the worker: not handled again for ever (issue 35 item 5)', async () => {
+  await owner.enqueue(requests('loud-noinsert', ids('ni', 4)));
+  const dsn = await roles.dsn('noinsert', (r) => [...roles.readWriteGrants(r), `REVOKE INSERT ON "${schema.name}".q_results FROM "${r}"`]);
+  const store = await Store.open(dsn, { maxConns: 2, migrate: false });
+  const logger = memoryLogger();
+  const ac = new AbortController();
+  const guard = setTimeout(() => ac.abort(), 60_000);
+  let handled = 0;
+  const outcome = await runPartitionWorker({
+    store,
+    queue: 'loud-noinsert',
+    concurrency: 1,
+    batchSize: 1,
+    leaseTtlMs: 600,
+    drainTimeoutMs: 200,
+    pollIntervalMs: 50,
+    signal: ac.signal,
+    logger,
+    maxPersistentFailures: 3,
+    handle: async (req) => {
+      handled++;
+      return { result: { route: 'loud-noinsert-out', payload: req.id } };
+    },
+  }).then(
+    () => ({ ok: true as const }),
+    (err: unknown) => ({ ok: false as const, err }),
+  );
+  clearTimeout(guard);
+  await store.close();
+  expect(ac.signal.aborted).toBe(false); // it stopped by itself
+  expect(outcome.ok).toBe(false);
+  expect(((outcome as { err: unknown }).err as QError).message).toMatch(
+    /partition worker stopped after 3 identical write failures: permission denied/,
+  );
+  // A permission error is not retried as a connection problem: one try per write, three writes.
+  expect(logger.lines.filter((l) => l.msg === 'ack failed; retrying')).toEqual([]);
+  expect(handled).toBeLessThanOrEqual(4);
+});

@@ -162,6 +162,18 @@ describe('bad arguments are INVALID_ARGUMENT (items 10 and 25)', () => {
     await c.close();
   });
 
+  it('Consumer.retry(null) names its argument `stamp` (it used to say stamps[0])', async () => {
+    const c = consumer();
+    try {
+      for (const v of [null, undefined, { id: 'x' }]) {
+        const err = await errorOf(() => c.retry(v as never, 1, '{}'));
+        expect(err).toMatchObject({ code: 'INVALID_ARGUMENT', message: 'Consumer.retry: stamp must be a stamp { id, token, attempt }' });
+      }
+    } finally {
+      await c.close();
+    }
+  });
+
   it('runPartitionWorker: NUL in the queue, durations of 2^31 ms or more, bad providers', async () => {
     const ac = new AbortController();
     ac.abort(); // nothing may start even if the options were accepted

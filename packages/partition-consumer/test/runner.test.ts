@@ -99,6 +99,67 @@ describe('runPartitionWorker', () => {
     expect(await left(q)).toBe(0);
   });
 
+  it('a handler that keeps answering invalidly runs maxHandlerFailures times, then failureResult answers it once (issue 35 item 1)', async () => {
+    const q = 'rw-bounded';
+    const past = unixNow() - 5;
+    await store.enqueue([...requests(q, ['bad-ttl']), ...requests(q, ['late'], past)]);
+    const calls = new Map<string, number>();
+    const told: Array<[string, number, string]> = [];
+    const ac = new AbortController();
+    const done = runPartitionWorker({
+      ...runnerOptions(store, q, ac, async (req) => {
+        calls.set(req.id, (calls.get(req.id) ?? 0) + 1);
+        // What a dispatcher built from a foreign envelope's `result_ttl_seconds: 1e300`.
+        return { result: { route: 'rw-bounded-out', payload: req.id, expiresAt: 1e300 } };
+      }),
+      errorRetryDelayMs: 100,
+      maxHandlerFailures: 3,
+      failureResult: (req, f) => {
+        told.push([req.id, f.failures, f.reason]);
+        return { route: 'rw-bounded-out', payload: `gave up on ${req.id}` };
+      },
+    });
+    await waitFor(async () => (await results('rw-bounded-out')) === 2, 20_000);
+    await sleep(1500); // time for more runs, if any were still coming
+    ac.abort();
+    const stats = await done;
+    // Three runs of the request with a far deadline (1, then 1 s apart: rounded up to whole seconds);
+    // one of the request already past its deadline: a failure after the deadline is the last.
+    expect(Object.fromEntries(calls)).toEqual({ 'bad-ttl': 3, late: 1 });
+    expect(told).toEqual(
+      expect.arrayContaining([
+        ['bad-ttl', 3, 'no valid outcome: result.expiresAt must be a non-negative number of Unix seconds'],
+        ['late', 1, 'no valid outcome: result.expiresAt must be a non-negative number of Unix seconds'],
+      ]),
+    );
+    const { rows } = await db.query<{ payload: string }>(`SELECT payload FROM q_results WHERE route = 'rw-bounded-out' ORDER BY payload`);
+    expect(rows.map((r) => r.payload)).toEqual(['gave up on bad-ttl', 'gave up on late']);
+    expect(stats).toMatchObject({ failed: 4, acked: 2, retried: 2, setAside: 0 });
+    expect(await left(q)).toBe(0);
+  });
+
+  it('without failureResult a request that keeps failing is set aside: pending, never dispatched again, counted', async () => {
+    const q = 'rw-aside';
+    await store.enqueue(requests(q, ['throws']));
+    let calls = 0;
+    const log = memoryLogger();
+    const stats = await runUntil(
+      store,
+      q,
+      async () => {
+        calls++;
+        throw new Error('always');
+      },
+      async () => (await count(`SELECT count(*) AS n FROM q_requests WHERE queue = $1 AND not_before = $2`, [q, Number.MAX_SAFE_INTEGER])) === 1,
+      { errorRetryDelayMs: 0, maxHandlerFailures: 2, logger: log },
+      20_000,
+    );
+    expect(calls).toBe(2);
+    expect(stats).toMatchObject({ failed: 2, retried: 1, setAside: 1, acked: 0 });
+    expect(await left(q)).toBe(1);
+    expect(log.lines.some((l) => l.level === 'error' && /set aside/.test(l.msg ?? ''))).toBe(true);
+  });
+
   // What a stop does to the handlers in flight, once all of them have started: it waits for them
   // and writes their results, or (stopTimeoutMs passed) aborts them and puts their requests back.
   const stops: Array<{

@@ -94,6 +94,22 @@ describe('bad input', () => {
     expect(isQError(err, 'INVALID_ARGUMENT')).toBe(true);
   });
 
+  it('Store.open: maxConns 0, -1 or 2.5 is INVALID_ARGUMENT naming it (a non-positive cap used to mean 10), before a pool opens', async () => {
+    const { Store } = await import('../src/index.js');
+    for (const maxConns of [-1, 0, 2.5]) {
+      const err = await Store.open('postgres://nobody@127.0.0.1:1/none', { maxConns }).catch((e: unknown) => e);
+      expect(isQError(err, 'INVALID_ARGUMENT'), String(err)).toBe(true);
+      expect((err as Error).message).toBe(`Store.open: maxConns must be an integer >= 1, got ${maxConns}`);
+    }
+  });
+
+  it('retry names its one stamp `stamp`, not `stamps[0]`', async () => {
+    const err = await t.store.retry('a', null as unknown as typeof S, 1, '{}').catch((e: unknown) => e);
+    expect((err as Error).message).toBe('retry: stamp must be an object');
+    const bad = await t.store.retry('a', { ...S, id: '' }, 1, '{}').catch((e: unknown) => e);
+    expect((bad as Error).message).toBe('retry: stamp.id must be a non-empty string');
+  });
+
   it('empty batches send no statement', async () => {
     const query = vi.spyOn(t.store.pool, 'query');
     try {

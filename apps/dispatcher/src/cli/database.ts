@@ -9,12 +9,17 @@ import { Store } from '@q/store';
  * them up to date instead. Otherwise throws `SCHEMA_MISMATCH` naming the schema and what is missing
  * (the CLI exits 2).
  */
-export async function requireTables(store: Store, modules: MigrationModule[], opts: { command: string; migrate: boolean }): Promise<void> {
-  const status = await migrationStatus(store.pool, { modules });
+export async function requireTables(
+  store: Store,
+  modules: MigrationModule[],
+  opts: { command: string; migrate: boolean; schema?: string },
+): Promise<void> {
+  const inSchema = opts.schema !== undefined ? { schema: opts.schema } : {};
+  const status = await migrationStatus(store.pool, { modules, ...inSchema });
   const behind = status.filter((s) => s.pending.length > 0);
   if (behind.length === 0) return;
   if (opts.migrate) {
-    await migrate(store.pool, { modules });
+    await migrate(store.pool, { modules, ...inSchema });
     return;
   }
   const where = status[0]?.schema ? `schema "${status[0].schema}"` : 'this database (no schema of its search_path exists)';
@@ -35,8 +40,13 @@ export async function requireTables(store: Store, modules: MigrationModule[], op
  * Opens a small store on `dsn` without migrating, checks its request tables with
  * {@link requireTables}, runs `fn` and closes it.
  */
-export async function withExistingStore<T>(dsn: string, opts: { command: string; migrate: boolean }, fn: (s: Store) => Promise<T>): Promise<T> {
-  const store = await Store.open(dsn, { maxConns: 2, applicationName: 'q-dispatcher-cli', migrate: false });
+export async function withExistingStore<T>(
+  dsn: string,
+  opts: { command: string; migrate: boolean; pooler?: 'transaction'; schema?: string },
+  fn: (s: Store) => Promise<T>,
+): Promise<T> {
+  const placement = { ...(opts.pooler ? { pooler: opts.pooler } : {}), ...(opts.schema !== undefined ? { schema: opts.schema } : {}) };
+  const store = await Store.open(dsn, { ...placement, maxConns: 2, applicationName: 'q-dispatcher-cli', migrate: false });
   try {
     await requireTables(store, ['requests'], opts);
     return await fn(store);

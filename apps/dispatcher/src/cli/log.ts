@@ -38,6 +38,7 @@ export function createCliLogger(opts: CliLoggerOptions): PinoLogger {
         ignore: 'pid,hostname,svc',
         destination: opts.destination ?? 2,
       })
-    : (opts.destination ?? pino.destination(2));
+    : // Synchronous too: the last line before an exit (the cause of a failure) stays the last line.
+      (opts.destination ?? pino.destination({ dest: 2, sync: true }));
   return pino({ level: opts.level, base: { svc: 'q-dispatcher', pid: process.pid } }, destination);
 }

@@ -41,7 +41,10 @@ request (and, with gates, quota) tables in its database.
   --data-dir DIR           data directory of the embedded server (.q/pgdata)
   --log-level LEVEL        fatal, error, warn, info (default), debug, trace, silent
   --log-format FORMAT      auto (default: human lines when stderr is a terminal, JSON otherwise), pretty, json
+  --pooler transaction     the DSN is a transaction pooler (PgBouncer): unnamed statements (env Q_POOLER)
+  --schema NAME            the schema of q's tables, for every store (env Q_SCHEMA)
   --<field> VALUE          override any top-level config field (--concurrency 32 …)
+exit status: 0 after SIGTERM/SIGINT; 1 after a persistent database failure (its cause is the last line); 2 bad usage or config
 env: OTEL_EXPORTER_OTLP_ENDPOINT (traces and metrics over OTLP), OTEL_SERVICE_NAME (default q-dispatcher)`,
   submit: `usage: q-dispatcher submit [--file F] [options]
 

@@ -1,5 +1,8 @@
 // The producer side (docs/design/dispatcher.md#producer): submit public requests, cancel them, read results.
+import { QError, QErrorCode } from '@q/schema';
 import type { NewRequest, Store } from '@q/store';
+import type { GateConfig } from '../config/schema.js';
+import { quotaKeyProblem } from '../pipeline/envelope-check.js';
 import {
   decodeResult,
   newRequestToken,
@@ -16,7 +19,15 @@ export interface SubmitTarget {
   queue?: string;
   /** Result route written into each envelope (used unless the queue config names one). */
   route: string;
+  /**
+   * The quota gates of the target queue (`queues[].gates`): each request's keys must be ones the
+   * quota store accepts. Default: the documented default key, `quota:userid:<metadata.userid>`.
+   */
+  gates?: ReadonlyArray<Pick<GateConfig, 'prefix' | 'attribute'>>;
 }
+
+/** The quota key a queue's gates use unless configured otherwise (prefix `quota:`, attribute `userid`). */
+export const DEFAULT_KEY_GATES: ReadonlyArray<Pick<GateConfig, 'prefix' | 'attribute'>> = [{ prefix: 'quota:', attribute: 'userid' }];
 
 /** Default request queue of the SQL producer. */
 export const DEFAULT_QUEUE = 'request-sql';
@@ -33,7 +44,14 @@ export async function submitRequests(store: Pick<Store, 'enqueue'>, raw: unknown
   validateRoute(target.route, 'route');
   if (target.queue !== undefined) validateRoute(target.queue, 'queue');
   const now = Math.floor(Date.now() / 1000);
-  const reqs: PublicRequest[] = raw.map((r) => validateRequest(r, now));
+  const gates = target.gates ?? DEFAULT_KEY_GATES;
+  const reqs: PublicRequest[] = raw.map((r) => {
+    const req = validateRequest(r, now);
+    // A tenant id the quota store refuses (NUL, over 2,048 bytes) would only fail at dispatch.
+    const bad = quotaKeyProblem(gates, req.metadata);
+    if (bad) throw new QError(QErrorCode.INVALID_ARGUMENT, `request ${JSON.stringify(req.id)}: ${bad}`);
+    return req;
+  });
   const queue = target.queue ?? DEFAULT_QUEUE;
   const rows: NewRequest[] = reqs.map((r) => {
     const token = newRequestToken();

@@ -6,7 +6,7 @@ import nodeTls from 'node:tls';
 import path from 'node:path';
 import { Ajv, type ErrorObject } from 'ajv';
 import YAML from 'yaml';
-import { QError, QErrorCode, validateDsn } from '@q/schema';
+import { checkSchemaName, QError, QErrorCode, validateDsn } from '@q/schema';
 import { routeProblem } from '../formats.js';
 import type { TlsClientOptions } from '../http/client.js';
 import { createGate } from '../gates/gates.js';
@@ -17,6 +17,8 @@ import { CONFIG_SCHEMA, secondsToMs, TOP_DEFAULTS, type DispatcherConfig } from 
 export const OVERRIDABLE = [
   'url',
   'owner',
+  'pooler',
+  'schema',
   'prometheus_url',
   'tls_ca_file',
   'tls_cert_file',
@@ -243,6 +245,13 @@ export function loadConfig(opts: LoadOptions = {}): DispatcherConfig {
       validateDsn(cfg.url);
     } catch (err) {
       throw configError(`url: ${(err as Error).message}`);
+    }
+  }
+  if (cfg.schema !== undefined) {
+    try {
+      checkSchemaName('config', cfg.schema);
+    } catch (err) {
+      throw configError((err as Error).message.replace(/^config: /, ''));
     }
   }
   const names = new Set<string>();

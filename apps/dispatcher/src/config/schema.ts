@@ -77,6 +77,13 @@ export interface DispatcherConfig {
   url?: string;
   /** Dispatcher identity; default `<hostname>-<8 hex>` per process. */
   owner?: string;
+  /**
+   * `transaction`: `url` points at a transaction pooler (PgBouncer `pool_mode = transaction`):
+   * every store (requests, quota) sends unnamed statements. Absent: a direct connection.
+   */
+  pooler?: 'transaction';
+  /** The schema of q's tables (every store, quota included); absent: the connection's current schema. */
+  schema?: string;
   lease_ttl_seconds: number;
   handoff_timeout_seconds: number;
   poll_interval_ms: number;
@@ -101,8 +108,9 @@ export interface DispatcherConfig {
   /** Prometheus `/metrics` port; -1 = off, 0 = any free port. */
   metrics_port: number;
   /**
-   * Largest endpoint response body read (bytes, default 16 MiB); a longer one ends the request
-   * with `INFERENCE_ERROR` naming the limit.
+   * Largest endpoint response body read (bytes, default 16 MiB, at most
+   * {@link MAX_RESPONSE_BYTES_LIMIT}); a longer one ends the request with `INFERENCE_ERROR`
+   * naming the limit.
    */
   max_response_bytes: number;
   /** Prometheus HTTP API base URL; required by the `prometheus-*` gates. */
@@ -151,6 +159,13 @@ const HEADER_VALUE = '^[\\x21-\\x7e]([\\x20-\\x7e\\t]*[\\x21-\\x7e])?$';
 /** A header value or "" (no header). */
 const OPTIONAL_HEADER_VALUE = '^([\\x21-\\x7e]([\\x20-\\x7e\\t]*[\\x21-\\x7e])?)?$';
 
+/**
+ * Largest `max_response_bytes` (40 MiB): a body is stored JSON-escaped inside its result (or a
+ * retry's envelope), which can grow it 6× (a control byte becomes `\u0001`), and a row holds at
+ * most 256,000,000 bytes (`MAX_VALUE_BYTES` of `@q/store`); 6 × 40 MiB leaves 4 MB for the rest.
+ */
+export const MAX_RESPONSE_BYTES_LIMIT = 40 * 1024 * 1024;
+
 /** Defaults of top-level scalar fields (docs/design/dispatcher.md#configuration-defaults). */
 export const TOP_DEFAULTS = {
   lease_ttl_seconds: 30,
@@ -184,6 +199,8 @@ export const CONFIG_SCHEMA = {
   properties: {
     url: { type: 'string', pattern: '^postgres(ql)?://' },
     owner: { type: 'string', minLength: 1, maxLength: 200 },
+    pooler: { enum: ['transaction'] },
+    schema: { type: 'string', minLength: 1 },
     // Seconds may be fractional (4.07); they are used as whole milliseconds (`secondsToMs`).
     lease_ttl_seconds: { type: 'number', exclusiveMinimum: 0, maximum: MAX_SECONDS, default: TOP_DEFAULTS.lease_ttl_seconds },
     handoff_timeout_seconds: { type: 'number', minimum: 0, maximum: MAX_SECONDS, default: TOP_DEFAULTS.handoff_timeout_seconds },
@@ -202,7 +219,7 @@ export const CONFIG_SCHEMA = {
     fairness_attribute: { type: 'string', minLength: 1, default: TOP_DEFAULTS.fairness_attribute },
     health_port: { ...port, default: TOP_DEFAULTS.health_port },
     metrics_port: { ...port, default: TOP_DEFAULTS.metrics_port },
-    max_response_bytes: { type: 'integer', minimum: 1, maximum: 512 * 1024 * 1024, default: TOP_DEFAULTS.max_response_bytes },
+    max_response_bytes: { type: 'integer', minimum: 1, maximum: MAX_RESPONSE_BYTES_LIMIT, default: TOP_DEFAULTS.max_response_bytes },
     prometheus_url: { type: 'string', pattern: '^https?://' },
     prometheus_cache_ttl_ms: { ...nonNegInt, default: TOP_DEFAULTS.prometheus_cache_ttl_ms },
     gate_wait_timeout_ms: { ...nonNegInt, default: TOP_DEFAULTS.gate_wait_timeout_ms },

@@ -6,7 +6,7 @@ import { SpanStatusCode, type Span } from '@opentelemetry/api';
 import { cancelledResult, errorResult, httpResult, type Envelope } from '../formats.js';
 import { buildHeaders, joinUrl } from '../http/headers.js';
 import { retryBackoffSeconds } from '../http/retry.js';
-import { CANCEL_CHECK_THROTTLE_MS, nowSec, type HandlerContext, type HandlerDeps } from './handler-context.js';
+import { CANCEL_CHECK_THROTTLE_MS, fits, nowSec, type HandlerContext, type HandlerDeps } from './handler-context.js';
 import { laneOf } from './pool.js';
 import type { Outcome, QueuedRequest } from './ports.js';
 
@@ -89,9 +89,15 @@ export async function attempt(
       // Keep the last complete response: if the deadline ends the retries, it is the result.
       const internal = { ...env.internal, retry_count: retryCount + 1 };
       if (!out.incomplete) internal.last_response = { status_code: out.status, payload: out.body };
-      const next: Envelope = { ...env, internal };
+      let envelope = JSON.stringify({ ...env, internal } satisfies Envelope);
+      // Kept only if the envelope still fits its row (the body is stored JSON-escaped): else the
+      // retry itself would be refused and the call repeated.
+      if (!fits(envelope)) {
+        delete internal.last_response;
+        envelope = JSON.stringify({ ...env, internal } satisfies Envelope);
+      }
       logger.debug({ queue: queue.queue_name, id: req.id, backoff, category: out.category }, 'retry scheduled');
-      return { retryAt: Math.ceil(now + backoff), envelope: JSON.stringify(next) };
+      return { retryAt: Math.ceil(now + backoff), envelope };
     }
   }
 }

@@ -2,6 +2,7 @@
 // attempt.ts): the handler's dependencies and the ways a request can end (a result, a deadline,
 // back to pending). Split out so each stage is its own module without a cycle back to handler.ts.
 import type { Tracer } from '@opentelemetry/api';
+import { MAX_VALUE_BYTES } from '@q/store';
 import type { DispatcherConfig, QueueConfig } from '../config/schema.js';
 import { deadlineExceededResult, encodeResult, errorResult, httpResult, type Envelope, type ResultMessage } from '../formats.js';
 import type { Gate, Verdict } from '../gates/gates.js';
@@ -10,6 +11,7 @@ import { errInfo, type Logger } from '../logger.js';
 import type { DispatcherMetrics } from '../metrics.js';
 import type { KeyLoad } from './admission.js';
 import type { CancelBatcher } from './cancel-batcher.js';
+import { isResultTtl } from './envelope-check.js';
 import type { WorkerPool } from './pool.js';
 import type { Outcome, QueuedRequest, QuotaPort } from './ports.js';
 
@@ -79,12 +81,19 @@ export interface HandlerContext {
 export function createHandlerContext(deps: HandlerDeps): HandlerContext {
   const { queue, metrics, logger } = deps;
   const routeOf = (env: Envelope | undefined) => queue.result_queue_name || env?.internal.result_queue_name || DEFAULT_ROUTE;
-  const finish = (env: Envelope | undefined, req: QueuedRequest, result: ResultMessage, route = routeOf(env)): Outcome => {
-    result.request_token = req.token;
+  const finish = (env: Envelope | undefined, req: QueuedRequest, given: ResultMessage, route = routeOf(env)): Outcome => {
+    given.request_token = req.token;
+    // Checked here, before the write: a result row the store refuses would fail the request and
+    // run it again, repeating the inference call.
+    let payload = encodeResult(given);
+    const result = fits(payload) ? given : tooLargeResult(req, given, payload);
+    if (result !== given) payload = encodeResult(result);
     metrics.result(result.status_code, result.error_code);
     deps.onResult?.(result, env?.data.metadata);
-    const ttl = env?.internal.result_ttl_seconds ?? queue.result_ttl_seconds;
-    return { result: { route, payload: encodeResult(result), ...(ttl > 0 ? { expiresAt: Math.floor(nowSec()) + ttl } : {}) } };
+    // An envelope's own TTL only when it is one (a foreign "3600" or 1e300 is answered INVALID_REQUEST).
+    const own = env?.internal.result_ttl_seconds;
+    const ttl = isResultTtl(own) ? own : queue.result_ttl_seconds;
+    return { result: { route, payload, ...(ttl > 0 ? { expiresAt: Math.floor(nowSec()) + ttl } : {}) } };
   };
   return {
     deps,
@@ -110,6 +119,24 @@ export function createHandlerContext(deps: HandlerDeps): HandlerContext {
       }
     },
   };
+}
+
+/** Whether an encoded result (or envelope) fits one row: at most `MAX_VALUE_BYTES` UTF-8 bytes. */
+export function fits(text: string): boolean {
+  // A UTF-16 unit is at most 3 UTF-8 bytes: most texts are cleared without counting.
+  return text.length * 3 <= MAX_VALUE_BYTES || Buffer.byteLength(text, 'utf8') <= MAX_VALUE_BYTES;
+}
+
+/** The `INFERENCE_ERROR` that replaces a result too large for its row, naming both sizes. */
+function tooLargeResult(req: QueuedRequest, r: ResultMessage, encoded: string): ResultMessage {
+  const body = Buffer.byteLength(r.payload, 'utf8');
+  const out = errorResult(
+    req.id,
+    'INFERENCE_ERROR',
+    `response body of ${body} bytes is ${Buffer.byteLength(encoded, 'utf8')} bytes as a result (JSON-escaped); a result holds at most ${MAX_VALUE_BYTES} bytes`,
+  );
+  out.request_token = req.token;
+  return out;
 }
 
 /** A gate's Drop as a result: its own result, else `GATE_DROPPED` (docs/design/dispatcher.md#result-message). */

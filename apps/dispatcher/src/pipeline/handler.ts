@@ -11,6 +11,7 @@ import { cancelledResult, errorResult, invalidDeadlineResult, parseEnvelope, rou
 import type { GateMessage, GateRelease, Verdict } from '../gates/gates.js';
 import { errInfo } from '../logger.js';
 import { attempt } from './attempt.js';
+import { internalProblem, quotaKeyProblem } from './envelope-check.js';
 import { createHandlerContext, DEFAULT_ROUTE, dropResult, type HandlerDeps } from './handler-context.js';
 import { passPoolGate } from './pool-gate.js';
 import type { Outcome, QueuedRequest } from './ports.js';
@@ -19,6 +20,26 @@ import { createQuotaGates } from './quota-gates.js';
 export { DEFAULT_ROUTE, type HandlerDeps } from './handler-context.js';
 
 const W3C = new W3CTraceContextPropagator();
+
+/**
+ * The `failureResult` of one queue's partition worker: the answer to a request whose handling
+ * kept failing (the worker stopped running it), an `INFERENCE_ERROR` naming why, written without
+ * another endpoint call — on the request's route when it is a valid one, else on `result-sql`.
+ */
+export function createFailureAnswer(
+  deps: HandlerDeps,
+): (req: QueuedRequest, failure: { failures: number; reason: string }) => { route: string; payload: string; expiresAt?: number } {
+  const { routeOf, finish } = createHandlerContext(deps);
+  return (req, failure) => {
+    const parsed = parseEnvelope(req.envelope);
+    const env = parsed && !internalProblem(parsed.internal) ? parsed : undefined;
+    const route = routeProblem(routeOf(env)) ? DEFAULT_ROUTE : routeOf(env);
+    const message = `request could not be answered after ${failure.failures} failed handling(s): ${failure.reason}`;
+    const out = finish(env, req, errorResult(req.id, 'INFERENCE_ERROR', message), route);
+    if (!('result' in out)) throw new Error('finish always returns a result');
+    return out.result;
+  };
+}
 
 /** Creates the `handle(req, signal)` function of one queue's partition worker. */
 export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: AbortSignal) => Promise<Outcome> {
@@ -32,7 +53,9 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
     const pulledAt = Date.now();
     const env = parseEnvelope(req.envelope);
     if (!env) return finish(undefined, req, unparsableResult(req.id));
-    const retryCount = env.internal.retry_count ?? 0;
+    // docs/dispatcher.md#formats: a foreign envelope's fields are checked before anything uses them.
+    const badEnvelope = internalProblem(env.internal) ?? (queue.gates.length > 0 ? quotaKeyProblem(queue.gates, env.data.metadata) : undefined);
+    const retryCount = badEnvelope ? 0 : (env.internal.retry_count ?? 0);
     metrics.pulled(retryCount, undefined);
     // A route the store would refuse (written by another producer) would fail the result write
     // for ever: answer on the default route instead, without calling the endpoint.
@@ -40,6 +63,10 @@ export function createHandler(deps: HandlerDeps): (req: QueuedRequest, signal?: 
     if (bad) {
       logger.warn({ queue: queue.queue_name, id: req.id }, `result route ${bad}; INVALID_REQUEST written to ${DEFAULT_ROUTE}`);
       return finish(env, req, errorResult(req.id, 'INVALID_REQUEST', `result route ${bad}`), DEFAULT_ROUTE);
+    }
+    if (badEnvelope) {
+      logger.warn({ queue: queue.queue_name, id: req.id, problem: badEnvelope }, 'queued request is invalid; INVALID_REQUEST written');
+      return finish(env, req, errorResult(req.id, 'INVALID_REQUEST', `queued request: ${badEnvelope}`));
     }
     if (req.cancelled) return finish(env, req, cancelledResult(req.id));
     // docs/design/dispatcher.md#handling-one-request: a missing or non-positive deadline is an invalid request, not an expired one.

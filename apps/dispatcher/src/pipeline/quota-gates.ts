@@ -3,7 +3,8 @@
 // until a slot of its key frees up. Its own module because the parking state (who waits on which
 // key) lives as long as the handler, apart from any one request.
 import type { GateConfig } from '../config/schema.js';
-import { cancelledResult, type Envelope } from '../formats.js';
+import { isQError, QErrorCode } from '@q/schema';
+import { cancelledResult, errorResult, type Envelope } from '../formats.js';
 import { errInfo } from '../logger.js';
 import { CANCEL_CHECK_THROTTLE_MS, nowSec, type HandlerContext } from './handler-context.js';
 import type { Outcome, QueuedRequest, Release } from './ports.js';
@@ -58,7 +59,7 @@ export function createQuotaGates(ctx: HandlerContext): QuotaGates {
   };
 
   /** Acquires every gate or none. A refusal or an error leaves nothing held. */
-  async function tryGates(env: Envelope, labels: Record<string, string>): Promise<Held[] | { refused: string } | 'error'> {
+  async function tryGates(env: Envelope, labels: Record<string, string>): Promise<Held[] | { refused: string } | { invalid: string } | 'error'> {
     const held: Held[] = [];
     const quota = deps.quota;
     if (!quota) return held; // no gates: createQuotaGates refuses gates without a quota client
@@ -86,8 +87,10 @@ export function createQuotaGates(ctx: HandlerContext): QuotaGates {
           return refuse(held, key);
         }
       } catch (err) {
-        logger.warn({ queue: queue.queue_name, ...errInfo(err) }, 'quota gate error');
         releaseAll(held);
+        // The quota refused the key or limit itself: asking again cannot help (issue 35 item 2).
+        if (isQError(err, QErrorCode.INVALID_ARGUMENT)) return { invalid: err.message };
+        logger.warn({ queue: queue.queue_name, ...errInfo(err) }, 'quota gate error');
         return 'error';
       }
     }
@@ -115,6 +118,7 @@ export function createQuotaGates(ctx: HandlerContext): QuotaGates {
           metrics.gateDecision('error');
           return backToPending();
         }
+        if ('invalid' in r) return finish(env, req, errorResult(req.id, 'INVALID_REQUEST', `quota gate: ${r.invalid}`));
         if (!counted) metrics.gateDecision('quota_exhausted');
         counted = true;
         const now = Date.now();

@@ -25,7 +25,7 @@ import { WorkerPool } from '../pipeline/pool.js';
 import { GateMetrics } from '../gates/metrics.js';
 import { MetricSources } from '../gates/sources.js';
 import { admissionStore, KeyLoad } from '../pipeline/admission.js';
-import { createHandler } from '../pipeline/handler.js';
+import { createFailureAnswer, createHandler, type HandlerDeps } from '../pipeline/handler.js';
 import type { QuotaPort } from '../pipeline/ports.js';
 import { startEndpoint, type Endpoint } from './http-endpoints.js';
 
@@ -78,6 +78,13 @@ export class Dispatcher {
   #stopping: Promise<PartitionWorkerStats[]> | undefined;
   #meterOwned: SdkMeterProvider | undefined;
   #failure: Error | undefined;
+  #failed: (err: Error) => void = () => undefined;
+  /**
+   * Settles with the error a persistent failure stopped the dispatcher with (a partition worker
+   * or the quota client gave up: permission denied, schema gone…); pending while it runs well.
+   * `q-dispatcher run` exits non-zero with it (docs/dispatcher.md#commands).
+   */
+  readonly failure: Promise<Error> = new Promise((resolve) => (this.#failed = resolve));
 
   readonly #config: DispatcherConfig;
   readonly #quota: Quota | undefined;
@@ -125,7 +132,11 @@ export class Dispatcher {
       owned = new SdkMeterProvider({ resource, readers: [prometheus] });
       meterProvider = owned;
     }
+    // Every store of the process shares the placement: behind a transaction pooler, unnamed
+    // statements; with `schema`, every statement names it (docs/dispatcher.md#configuration).
+    const placement = { ...(config.pooler ? { pooler: config.pooler } : {}), ...(config.schema !== undefined ? { schema: config.schema } : {}) };
     const store = await Store.open(config.url, {
+      ...placement,
       maxConns: config.max_connections,
       meterProvider,
       tracerProvider: opts.tracerProvider,
@@ -133,8 +144,19 @@ export class Dispatcher {
     });
     const gated = config.queues.some((q) => q.gates.length > 0);
     let quota: Quota | undefined;
+    // The quota client stops for good after repeated persistent failures: so does the dispatcher
+    // (its gated requests could only go back to pending for ever).
+    let onFatal: (err: Error) => void = () => undefined;
     try {
-      if (gated) quota = await createQuota({ pool: store.pool, ttlMs: secondsToMs(config.lease_ttl_seconds), meterProvider, logger });
+      if (gated)
+        quota = await createQuota({
+          ...placement,
+          pool: store.pool,
+          ttlMs: secondsToMs(config.lease_ttl_seconds),
+          meterProvider,
+          logger,
+          onError: (f) => f.fatal && onFatal(f.error),
+        });
     } catch (err) {
       await store.close();
       throw err;
@@ -147,6 +169,7 @@ export class Dispatcher {
     });
     const d = new Dispatcher(config, store, quota, client, logger, tls);
     d.#meterOwned = owned;
+    onFatal = (err) => d.#fail(new QError(QErrorCode.CONFIG, `quota: ${err.message}`, { cause: err }), 'quota client stopped; stopping');
     try {
       await d.#startEndpoints(prometheus);
       d.#startQueues(meterProvider, opts.tracerProvider, opts.onResult);
@@ -226,7 +249,7 @@ export class Dispatcher {
             'queue',
           )
         : undefined;
-      const handle = createHandler({
+      const deps: HandlerDeps = {
         ...(tracerProvider ? { tracer: tracerProvider.getTracer('q-dispatcher') } : {}),
         load,
         queueGate,
@@ -244,7 +267,8 @@ export class Dispatcher {
         logger: this.#logger,
         stopping: this.#stopCtl.signal,
         onResult: onResult ? (r, m) => onResult(queue.queue_name, r, m) : undefined,
-      });
+      };
+      const handle = createHandler(deps);
       const gatedStore =
         queueGate || queue.gates.length > 0
           ? admissionStore(this.store, { queue, batchSize: cfg.batch_size, gate: queueGate, load, metrics, gateMetrics, logger: this.#logger })
@@ -261,6 +285,8 @@ export class Dispatcher {
         pollIntervalMs: cfg.poll_interval_ms,
         ackBatchSize: cfg.result_batch_size,
         handle,
+        // A request whose handling keeps failing is answered, not run (and sent) again for ever.
+        failureResult: createFailureAnswer(deps),
         signal: this.#stopCtl.signal,
         logger: this.#logger,
         meterProvider,
@@ -268,16 +294,27 @@ export class Dispatcher {
       });
       this.#runs.push(
         run.catch((err: unknown) => {
-          // Not expected once start passed; stop serving (readiness off) rather than crash.
-          this.#failure ??= new QError(QErrorCode.CONFIG, `queue ${queue.queue_name}: partition worker failed: ${(err as Error).message}`);
-          this.#logger.error({ queue: queue.queue_name, ...errInfo(err) }, 'partition worker failed; stopping');
-          this.#ready = false;
-          if (!this.#stopCtl.signal.aborted) queueMicrotask(() => void this.stop());
+          // A persistent failure (or bad options at start): stop serving rather than crash.
+          const failure = new QError(QErrorCode.CONFIG, `queue ${queue.queue_name}: partition worker failed: ${(err as Error).message}`, {
+            cause: err,
+          });
+          this.#fail(failure, 'partition worker failed; stopping', { queue: queue.queue_name, ...errInfo(err) });
           return undefined;
         }),
       );
     }
     this.#startPoolGauges(meterProvider);
+  }
+
+  /** Stops the dispatcher because of `err` (the first one is kept and settles {@link Dispatcher.failure}). */
+  #fail(err: Error, message: string, fields: Record<string, unknown> = errInfo(err)): void {
+    if (!this.#failure) {
+      this.#failure = err;
+      this.#failed(err);
+    }
+    this.#logger.error(fields, message);
+    this.#ready = false;
+    if (!this.#stopCtl.signal.aborted) queueMicrotask(() => void this.stop());
   }
 
   /**

@@ -32,12 +32,15 @@ export class AckBatcher {
   readonly #size: number;
   readonly #flushMs: number;
   readonly #log: Logger;
+  /** Told of every batch written (no error) and every one abandoned after its retries (the error). */
+  readonly #onWrite: (err?: unknown) => void;
 
-  constructor(consumer: Consumer, size: number, flushMs: number, log: Logger) {
+  constructor(consumer: Consumer, size: number, flushMs: number, log: Logger, onWrite: (err?: unknown) => void = () => undefined) {
     this.#consumer = consumer;
     this.#size = size;
     this.#flushMs = flushMs;
     this.#log = log;
+    this.#onWrite = onWrite;
   }
 
   /** Queues one result; resolves once it was written, fenced, abandoned or refused. Never rejects. */
@@ -80,6 +83,7 @@ export class AckBatcher {
         p.resolve(ok[i] ? 'acked' : 'fenced');
       });
       if (fenced > 0) this.#log.info({ queue: this.#consumer.queue, fenced }, 'results fenced (requests no longer owned)');
+      this.#onWrite();
     } catch (err) {
       if (isQError(err, QErrorCode.INVALID_ARGUMENT)) {
         if (batch.length > 1) {
@@ -95,6 +99,7 @@ export class AckBatcher {
       this.#consumer.abandon(...completions.map((c) => ({ id: c.id, token: c.token, attempt: c.attempt })));
       this.#log.error({ ...errorFields(err), count: batch.length }, 'ack failed; requests abandoned for redelivery');
       for (const p of batch) p.resolve('abandoned');
+      this.#onWrite(err);
     }
   }
 }

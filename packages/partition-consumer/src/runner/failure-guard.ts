@@ -3,8 +3,8 @@ import { errorFields, type Logger } from '../logger.js';
 
 /** What `runPartitionWorker` reports through `onError` for each failed store call of its loops. */
 export interface PartitionWorkerFailure {
-  /** Which loop failed. */
-  operation: 'rebalance' | 'poll';
+  /** Which loop failed (`write`: writing outcomes — results, retries, deferrals — after their retries). */
+  operation: 'rebalance' | 'poll' | 'write';
   /** The failure as a `QError` (its `cause` is the driver's error). */
   error: QError;
   /** `persistent` (retrying cannot help: permission, undefined table, read-only, prepared statements) or `transient`. */
@@ -38,7 +38,11 @@ export class FailureGuard {
     this.#queue = queue;
     this.#onError = onError;
     this.#stop = stop;
-    this.#trackers = { rebalance: new FailureTracker({ maxPersistent: max }), poll: new FailureTracker({ maxPersistent: max }) };
+    this.#trackers = {
+      rebalance: new FailureTracker({ maxPersistent: max }),
+      poll: new FailureTracker({ maxPersistent: max }),
+      write: new FailureTracker({ maxPersistent: max }),
+    };
   }
 
   /** The error the worker stops with, once a persistent failure repeated `max` times. */

@@ -6,6 +6,7 @@ import type { Request, Store } from '@q/store';
 import type { Logger } from '../logger.js';
 import { requireInt, requireMs, requireName, requireOptionalObject } from '../validate.js';
 import { MAX_PERSISTENT_FAILURES, type PartitionWorkerFailure } from './failure-guard.js';
+import { MAX_HANDLER_FAILURES } from './failures.js';
 import type { Outcome } from './outcome.js';
 
 /** Options of {@link runPartitionWorker}. */
@@ -29,7 +30,10 @@ export interface PartitionWorkerOptions {
    * can answer them. `signal` aborts when the request is no longer this worker's (its partition
    * was lost) or when a graceful stop timed out; whatever it returns then is fenced or put back.
    * A handler that throws (or returns no valid outcome, see {@link Outcome}) gets its request
-   * retried after `errorRetryDelayMs`, with its envelope unchanged. A request dispatched again
+   * run again after `errorRetryDelayMs` (doubling with each failure in a row, at most 5 min, never
+   * past the request's deadline), with its envelope unchanged, up to `maxHandlerFailures` runs; a
+   * failure after the deadline is the last. Then `failureResult` answers it, else it is set aside
+   * (see `failureResult`). A request dispatched again
    * while an older dispatch of it is still being handled here (its partition moved away and
    * back) aborts the older handler at once.
    */
@@ -57,6 +61,19 @@ export interface PartitionWorkerOptions {
   /** Delay (ms, rounded up to whole seconds) before a request whose handler threw runs again. Default 1000. */
   // Every duration above is at most 2^31 - 1 ms (the longest Node timer); longer ones are INVALID_ARGUMENT.
   errorRetryDelayMs?: number;
+  /**
+   * Handler failures in a row (throws or invalid outcomes) of one request after which the worker
+   * stops running it (counted per worker process). Default 5: runs 1, 2, 4, 8 s apart.
+   */
+  maxHandlerFailures?: number;
+  /**
+   * The answer to a request whose handler failed `maxHandlerFailures` times, or failed once its
+   * deadline had passed: written as its result instead of running the handler again (which would
+   * fail again and repeat its work). Absent, or not a valid result: the request is set aside — kept
+   * pending but never dispatched again (`not_before` = `Number.MAX_SAFE_INTEGER`), logged at error
+   * level and counted in `setAside`.
+   */
+  failureResult?: (req: Request, failure: HandlerFailure) => { route: string; payload: string; expiresAt?: number };
   /** Called for every failed rebalance or poll (see {@link PartitionWorkerFailure}); persistent ones are also logged at error level. */
   onError?: (failure: PartitionWorkerFailure) => void;
   /**
@@ -87,6 +104,18 @@ export interface PartitionWorkerStats {
   abandoned: number;
   /** Handlers that threw or returned no valid outcome. */
   failed: number;
+  /** Requests set aside after repeated handler failures, without a `failureResult` (never dispatched again). */
+  setAside: number;
+}
+
+/** Why `failureResult` is called. */
+export interface HandlerFailure {
+  /** Failures in a row of this request in this worker, the last one included. */
+  failures: number;
+  /** What went wrong the last time (`handler threw`, `no valid outcome: …`); names fields, never values. */
+  reason: string;
+  /** What the handler threw, if it threw. */
+  error?: unknown;
 }
 
 /** The optional settings of {@link PartitionWorkerOptions}, defaulted. */
@@ -97,6 +126,7 @@ export interface ResolvedSettings {
   stopTimeoutMs: number;
   errorRetryDelayMs: number;
   maxPersistentFailures: number;
+  maxHandlerFailures: number;
 }
 
 /** Checks `opts` (`INVALID_ARGUMENT` naming the first bad field) and defaults the optional settings. */
@@ -130,5 +160,10 @@ export function resolveOptions(opts: PartitionWorkerOptions): ResolvedSettings {
   const maxPersistent = opts.maxPersistentFailures ?? MAX_PERSISTENT_FAILURES;
   requireInt('runPartitionWorker', maxPersistent, 'maxPersistentFailures', 1);
   if (opts.onError !== undefined && typeof opts.onError !== 'function') throw invalidArgument('runPartitionWorker: onError must be a function');
-  return { pollIntervalMs, ackBatchSize, ackFlushMs, stopTimeoutMs, errorRetryDelayMs, maxPersistentFailures: maxPersistent };
+  const maxHandlerFailures = opts.maxHandlerFailures ?? MAX_HANDLER_FAILURES;
+  requireInt('runPartitionWorker', maxHandlerFailures, 'maxHandlerFailures', 1);
+  if (opts.failureResult !== undefined && typeof opts.failureResult !== 'function') {
+    throw invalidArgument('runPartitionWorker: failureResult must be a function');
+  }
+  return { pollIntervalMs, ackBatchSize, ackFlushMs, stopTimeoutMs, errorRetryDelayMs, maxPersistentFailures: maxPersistent, maxHandlerFailures };
 }

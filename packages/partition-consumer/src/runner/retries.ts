@@ -1,4 +1,4 @@
-import { QErrorCode, isQError } from '@q/schema';
+import { QErrorCode, classifyFailure, isQError } from '@q/schema';
 import { sleep } from './waker.js';
 
 /** How a store call is retried: `attempts` tries, waiting `baseMs · 2^n` between them. */
@@ -12,11 +12,13 @@ export const STORE_RETRIES: RetryPolicy = { attempts: 3, baseMs: 100 };
 
 /**
  * Whether trying the same call again can succeed: only a `CONNECTION` error (the database could
- * not do it just now) or a `CONFLICT` (rolled back for a concurrent transaction). Bad input (`INVALID_ARGUMENT`), a closed store and anything else fail the
+ * not do it just now) that is not persistent, or a `CONFLICT` (rolled back for a concurrent
+ * transaction). A permission error, a missing table or schema, a read-only server
+ * (`classifyFailure`), bad input (`INVALID_ARGUMENT`), a closed store and anything else fail the
  * same way every time.
  */
 export function isRetryable(err: unknown): boolean {
-  return isQError(err, QErrorCode.CONNECTION) || isQError(err, QErrorCode.CONFLICT);
+  return (isQError(err, QErrorCode.CONNECTION) && classifyFailure(err).kind !== 'persistent') || isQError(err, QErrorCode.CONFLICT);
 }
 
 /**

@@ -9,13 +9,14 @@ import { Consumer } from '../consumer.js';
 import { errorFields, silentLogger, type Logger } from '../logger.js';
 import { AckBatcher } from './ack-batcher.js';
 import { FailureGuard } from './failure-guard.js';
+import { fallbackSettlement, HandlerFailures, SET_ASIDE_NOT_BEFORE, type Failure } from './failures.js';
 import { handleSpan } from './handle-span.js';
 import { resolveOptions, type PartitionWorkerOptions, type PartitionWorkerStats } from './options.js';
 import { settlementOf, type Settlement } from './outcome.js';
 import { STORE_RETRIES, withRetries } from './retries.js';
 import { Waker } from './waker.js';
 
-export type { PartitionWorkerOptions, PartitionWorkerStats } from './options.js';
+export type { HandlerFailure, PartitionWorkerOptions, PartitionWorkerStats } from './options.js';
 export type { Outcome } from './outcome.js';
 
 /** Fastest rebalance beat, used while partitions are moving. */
@@ -73,8 +74,8 @@ class PartitionWorker {
   #resolveFirst: () => void = () => undefined;
   readonly #pollIntervalMs: number;
   readonly #stopTimeoutMs: number;
-  readonly #errorRetryDelayMs: number;
   readonly #guard: FailureGuard;
+  readonly #failures: HandlerFailures;
   /** Stops the worker from inside (a persistent failure), as the caller's signal does. */
   readonly #halt = new AbortController();
 
@@ -85,7 +86,7 @@ class PartitionWorker {
     const settings = resolveOptions(opts);
     this.#pollIntervalMs = settings.pollIntervalMs;
     this.#stopTimeoutMs = settings.stopTimeoutMs;
-    this.#errorRetryDelayMs = settings.errorRetryDelayMs;
+    this.#failures = new HandlerFailures(settings.maxHandlerFailures, settings.errorRetryDelayMs);
 
     const owner = opts.owner ?? defaultOwner();
     this.#log = opts.logger ?? silentLogger;
@@ -99,9 +100,12 @@ class PartitionWorker {
       ...(opts.meterProvider ? { meterProvider: opts.meterProvider } : {}),
     });
     // A batch larger than `concurrency` could never fill (a request keeps its slot until written).
-    this.#acks = new AckBatcher(this.#consumer, Math.min(settings.ackBatchSize, opts.concurrency), settings.ackFlushMs, this.#log);
+    // Writes count for the guard too: results never writable (INSERT revoked) would be handled again for ever.
+    this.#acks = new AckBatcher(this.#consumer, Math.min(settings.ackBatchSize, opts.concurrency), settings.ackFlushMs, this.#log, (err) =>
+      err === undefined ? this.#guard.succeeded('write') : this.#guard.failed('write', err, 'writing results failed'),
+    );
     this.#firstRebalance = new Promise<void>((r) => (this.#resolveFirst = r));
-    this.#stats = { owner, dispatched: 0, acked: 0, fenced: 0, retried: 0, deferred: 0, undispatched: 0, abandoned: 0, failed: 0 };
+    this.#stats = { owner, dispatched: 0, acked: 0, fenced: 0, retried: 0, deferred: 0, undispatched: 0, abandoned: 0, failed: 0, setAside: 0 };
   }
 
   async run(): Promise<PartitionWorkerStats> {
@@ -262,6 +266,7 @@ class PartitionWorker {
   async #runJob(job: Job): Promise<void> {
     const { req } = job;
     let outcome: Settlement | undefined;
+    let failure: Failure = { reason: 'handler threw' };
     try {
       const handle = () => this.#opts.handle(req, job.ctrl.signal);
       // Traced: the span links back to the producer's span when the envelope carries its traceparent.
@@ -271,9 +276,11 @@ class PartitionWorker {
       outcome = settlementOf(out, req);
       if (outcome.kind === 'invalid') {
         this.#log.error({ queue: req.queue, id: req.id, reason: outcome.reason }, 'handler returned no valid outcome');
+        failure = { reason: `no valid outcome: ${outcome.reason}` };
         outcome = undefined;
       }
     } catch (err) {
+      failure = { reason: 'handler threw', error: err };
       if (!job.ctrl.signal.aborted) this.#log.warn({ ...errorFields(err), queue: req.queue, id: req.id }, 'handler failed');
     }
     if (job.detached) return; // the stop gave up on it: already abandoned
@@ -281,7 +288,7 @@ class PartitionWorker {
     this.#settling++;
     this.#wake();
     try {
-      const settled = this.#settle(job, outcome);
+      const settled = this.#settle(job, outcome, failure);
       // No handler left to join the ack batch: write it now instead of waiting for `ackFlushMs`.
       if (this.#running.size === 0) this.#acks.flush();
       await settled;
@@ -293,10 +300,12 @@ class PartitionWorker {
     }
   }
 
-  async #settle(job: Job, settlement: Settlement | undefined): Promise<void> {
+  async #settle(job: Job, settlement: Settlement | undefined, failed: Failure): Promise<void> {
     const { req } = job;
     const stamp = stampOf(req);
     let outcome = settlement;
+    let failure = failed;
+    if (outcome) this.#failures.settled(req);
     if (outcome?.kind === 'result') {
       const res = await this.#acks.add(outcome.completion);
       if (res !== 'invalid') {
@@ -305,6 +314,7 @@ class PartitionWorker {
       }
       // The store refused it although it passed the checks above: fail this request alone.
       outcome = undefined;
+      failure = { reason: 'the store refused the result' };
     }
     if (!outcome && job.ctrl.signal.aborted) {
       // Aborted (lease lost or stop timeout): put it back now; fenced if no longer ours.
@@ -323,21 +333,43 @@ class PartitionWorker {
       envelope = outcome.envelope;
     } else {
       this.#stats.failed++;
-      retryAt = Math.ceil((Date.now() + this.#errorRetryDelayMs) / 1000);
+      const step = this.#failures.failed(req, Date.now());
+      if (step.kind === 'give-up') return this.#giveUp(job, failure, step.failures);
+      retryAt = step.at;
     }
     await this.#write('retried', stamp, async () => {
       if (!(await this.#consumer.retry(stamp, retryAt, envelope))) this.#stats.fenced++;
     });
   }
 
+  /** Ends the runs of a failing request: its `failureResult` if valid, else set aside (loudly). */
+  async #giveUp(job: Job, failure: Failure, failures: number): Promise<void> {
+    const { req } = job;
+    const fields = { queue: req.queue, id: req.id, failures, reason: failure.reason, deadlinePassed: Date.now() >= req.deadline * 1000 };
+    const answer = fallbackSettlement(this.#opts.failureResult, req, { failures, ...failure }, this.#log, fields);
+    const res = answer ? await this.#acks.add(answer.completion) : 'invalid';
+    if (res !== 'invalid') {
+      this.#stats[res]++;
+      this.#log.warn(fields, 'handler kept failing; its failureResult was written instead of running it again');
+      return;
+    }
+    this.#log.error(fields, 'handler kept failing; request set aside: it is not dispatched again (it stays pending)');
+    const stamp = stampOf(req);
+    await this.#write('setAside', stamp, async () => {
+      if (!(await this.#consumer.retry(stamp, SET_ASIDE_NOT_BEFORE, req.envelope))) this.#stats.fenced++;
+    });
+  }
+
   /** Writes an outcome with retries; abandons the request if it still fails. */
-  async #write(kind: 'retried' | 'deferred' | 'undispatched', stamp: Stamp, fn: () => Promise<void>): Promise<void> {
+  async #write(kind: 'retried' | 'deferred' | 'undispatched' | 'setAside', stamp: Stamp, fn: () => Promise<void>): Promise<void> {
     try {
       await withRetries(fn, STORE_RETRIES, (err, attempt) =>
         this.#log.warn({ ...errorFields(err), attempt, queue: this.#opts.queue }, `${kind}: store call failed; retrying`),
       );
       this.#stats[kind]++;
+      this.#guard.succeeded('write');
     } catch (err) {
+      this.#guard.failed('write', err, `${kind}: store call failed`);
       // Defer/undispatch already abandoned it on their error; abandon is idempotent. Only
       // transient errors were retried: anything else would fail the same way again.
       this.#consumer.abandon(stamp);

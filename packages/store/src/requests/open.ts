@@ -22,6 +22,10 @@ export function checkStoreOptions(op: string, opts: unknown): asserts opts is Op
   if (o.migrate !== undefined && typeof o.migrate !== 'boolean') throw invalidArgument(`${op}: migrate must be a boolean`);
   if (o.schema !== undefined) checkSchemaName(op, o.schema);
   if (o.pooler !== undefined && o.pooler !== 'transaction') throw invalidArgument(`${op}: pooler must be 'transaction' or absent`);
+  // A negative or zero cap used to mean the default (10) silently: a typo would size the pool.
+  if (o.maxConns !== undefined && (typeof o.maxConns !== 'number' || !Number.isSafeInteger(o.maxConns) || o.maxConns < 1)) {
+    throw invalidArgument(`${op}: maxConns must be an integer >= 1, got ${String(o.maxConns)}`);
+  }
   // Checked before a pool exists: a bad provider used to throw a TypeError and leak the pool.
   v.provider(op, 'tracerProvider', o.tracerProvider, 'getTracer');
   v.provider(op, 'meterProvider', o.meterProvider, 'getMeter');

@@ -36,7 +36,7 @@ export async function defer(ctx: StoreContext, owner: string, stamps: Stamp[], n
 export async function retry(ctx: StoreContext, owner: string, stamp: Stamp, notBefore: number, envelope: string): Promise<boolean> {
   const op = 'retry';
   v.text(op, 'owner', owner);
-  const s = v.stamp(op, stamp, 0);
+  const s = v.stampAs(op, 'stamp', stamp);
   const at = v.count(op, 'notBefore', notBefore);
   v.envelope(op, 'envelope', envelope);
   const ok = await ctx.op(op, undefined, () => retryRequest(ctx.scope, ctx.pool, owner, s, at, envelope));

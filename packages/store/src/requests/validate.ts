@@ -94,12 +94,17 @@ export function key(op: string, v: unknown, i: number): Key {
 }
 
 export function stamp(op: string, v: unknown, i: number): Stamp {
-  if (typeof v !== 'object' || v === null) throw invalidArgument(`${op}: stamps[${i}] must be an object`);
+  return stampAs(op, `stamps[${i}]`, v);
+}
+
+/** One stamp, named `what` in messages (`stamp` for the calls that take one, `stamps[i]` in a list). */
+export function stampAs(op: string, what: string, v: unknown): Stamp {
+  if (typeof v !== 'object' || v === null) throw invalidArgument(`${op}: ${what} must be an object`);
   const s = v as Stamp;
   return {
-    id: text(op, `stamps[${i}].id`, s.id),
-    token: text(op, `stamps[${i}].token`, s.token),
-    attempt: count(op, `stamps[${i}].attempt`, s.attempt),
+    id: text(op, `${what}.id`, s.id),
+    token: text(op, `${what}.token`, s.token),
+    attempt: count(op, `${what}.attempt`, s.attempt),
   };
 }
 
