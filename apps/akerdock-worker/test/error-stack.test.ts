@@ -51,7 +51,11 @@ it('the admin API shows error.stack', async () => {
 
 it('q-jobs get prints the stack under the fields, one frame a line', async () => {
   let stdout = '';
-  const code = await runCli(['get', uuid], { AKERDOCK_API_URL: app.url, AKERDOCK_ADMIN_TOKEN: TOKEN }, { out: (t) => (stdout += `${t}\n`), err: () => undefined });
+  const code = await runCli(
+    ['get', uuid],
+    { AKERDOCK_API_URL: app.url, AKERDOCK_ADMIN_TOKEN: TOKEN },
+    { out: (t) => (stdout += `${t}\n`), err: () => undefined },
+  );
   expect(code).toBe(0);
   expect(stdout).toMatch(/\nstack\n {4}at renderInvoice \(/);
 });

@@ -257,7 +257,11 @@ export class ClaimLoop {
     c.watch.succeeded('claim');
     if (jobs.length === 0 && taken.length === 0) c.metrics?.idleRounds?.add(1, IDLE_CLAIM);
     else if (c.tracer)
-      recordSpan(c.tracer, 'q.jobs.worker.claim', startTime, { 'q.jobs.limit': limit, 'q.jobs.claimed': jobs.length, 'q.jobs.outcomes': taken.length });
+      recordSpan(c.tracer, 'q.jobs.worker.claim', startTime, {
+        'q.jobs.limit': limit,
+        'q.jobs.claimed': jobs.length,
+        'q.jobs.outcomes': taken.length,
+      });
     // The jobs stop being on order in the same step as they become the host's (buffered or busy).
     this.#onOrder -= limit;
     if (jobs.length > 0) await this.#host.start(jobs, sentAt);

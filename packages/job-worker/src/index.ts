@@ -1,7 +1,13 @@
 export { LEASE_DURATION_MS, RETRY_BASE_MS, RETRY_CAP_MS, KNOWN_QUEUES } from './constants.js';
 export { retryBackoffMs } from './backoff.js';
 export { JobQueue, type EnqueueOptions, type JobQueueOptions } from './job-queue.js';
-export { DEFAULT_WORK_CONCURRENCY, type ManagedWorkerOptions, type WorkOptions, type WorkerHealth, type WorkerStopped } from './managed-workers.js';
+export {
+  DEFAULT_WORK_CONCURRENCY,
+  type ManagedWorkerOptions,
+  type WorkOptions,
+  type WorkerHealth,
+  type WorkerStopped,
+} from './managed-workers.js';
 export { DEFAULT_CLOSE_TIMEOUT_MS, METRIC_UNSERVED_ENQUEUES, type JobQueueOpenOptions } from './open-options.js';
 export { MAX_CONCURRENCY } from './options.js';
 export { Worker, type HandlerFunc, type HandlerContext, type WorkerOptions } from './worker.js';

@@ -171,7 +171,8 @@ export class ManagedWorkers {
 
   /** A worker's run rejected: remembered (health, `work` refuses), logged, and reported. */
   #stopped(entry: Running, queue: string, err: unknown): void {
-    const error = err instanceof QError ? err : new QError(QErrorCode.INVALID_STATE, `worker of queue "${queue}" stopped: ${String(err)}`, { cause: err });
+    const error =
+      err instanceof QError ? err : new QError(QErrorCode.INVALID_STATE, `worker of queue "${queue}" stopped: ${String(err)}`, { cause: err });
     entry.error = error;
     this.#logger.error(
       { ...errorFields(error), queue },

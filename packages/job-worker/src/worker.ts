@@ -135,11 +135,19 @@ export class Worker {
       lost: (e, unrenewed) => this.#leaseLost(e, unrenewed),
       cancelRequested: (e) => this.#cancel(e),
     });
-    this.#maintenance = new Maintenance(store, this.id, maxResumes, maintenanceMs, this.#logger, {
-      failed: (err) => void this.#watch.failed('maintenance', err),
-      succeeded: () => this.#watch.succeeded('maintenance'),
-      promoted: () => this.#claims.wake(),
-    }, { tracer: opts.tracer, metrics: opts.metrics });
+    this.#maintenance = new Maintenance(
+      store,
+      this.id,
+      maxResumes,
+      maintenanceMs,
+      this.#logger,
+      {
+        failed: (err) => void this.#watch.failed('maintenance', err),
+        succeeded: () => this.#watch.succeeded('maintenance'),
+        promoted: () => this.#claims.wake(),
+      },
+      { tracer: opts.tracer, metrics: opts.metrics },
+    );
   }
 
   /** Binds a job type to its handler (registering a type again replaces it). */

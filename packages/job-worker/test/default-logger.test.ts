@@ -50,11 +50,22 @@ it('stderrLogger: warn and error lines, JSON or readable, nothing for info and d
   json.warn({ job_uuid: 'u', cyclic }, 'job lease lost; aborting its handler');
   json.error({}, 'job dead-lettered');
   expect(out).toHaveLength(2);
-  expect(JSON.parse(out[0]!)).toMatchObject({ level: 'warn', name: 'q-jobs', msg: 'job lease lost; aborting its handler', job_uuid: 'u', cyclic: { n: '10', self: '[circular]' } });
+  expect(JSON.parse(out[0]!)).toMatchObject({
+    level: 'warn',
+    name: 'q-jobs',
+    msg: 'job lease lost; aborting its handler',
+    job_uuid: 'u',
+    cyclic: { n: '10', self: '[circular]' },
+  });
   expect(out.every((l) => l.endsWith('\n') && l.indexOf('\n') === l.length - 1)).toBe(true);
   const pretty: string[] = [];
   stderrLogger({ name: 'q-jobs', pretty: true, write: (l) => pretty.push(l) }).error({ queue: 'default' }, 'worker stopped');
   expect(pretty[0]).toMatch(/ERROR.*q-jobs.* worker stopped .*queue=default/);
-  const throwing = stderrLogger({ name: 'q', write: () => { throw new Error('EPIPE'); } });
+  const throwing = stderrLogger({
+    name: 'q',
+    write: () => {
+      throw new Error('EPIPE');
+    },
+  });
   expect(() => throwing.error({}, 'x')).not.toThrow();
 });

@@ -39,9 +39,13 @@ export function databaseError(operation: string, err: unknown, opts: DatabaseErr
   }
   if (sqlState === '40001' || sqlState === '40P01') {
     const what = sqlState === '40001' ? 'serialization failure' : 'deadlock';
-    return new QError(QErrorCode.CONFLICT, `${operation}: ${what} with a concurrent transaction, nothing was done: retry (SQLSTATE ${sqlState})`, {
-      cause: err,
-    });
+    return new QError(
+      QErrorCode.CONFLICT,
+      `${operation}: ${what} with a concurrent transaction, nothing was done: retry (SQLSTATE ${sqlState})`,
+      {
+        cause: err,
+      },
+    );
   }
   if (err instanceof RangeError && /invalid string length|array buffer allocation/i.test(message)) {
     return new QError(QErrorCode.INVALID_ARGUMENT, `${operation}: the statement is too large to send (${message})`, {

@@ -53,5 +53,8 @@ it('a serialization failure (40001) is CONFLICT, transient, and says to retry', 
 
 it('a deadlock (40P01) is CONFLICT too', () => {
   const raw = Object.assign(new Error('deadlock detected'), { code: '40P01' });
-  expect(databaseError('claim', raw)).toMatchObject({ code: 'CONFLICT', message: expect.stringMatching(/^claim: deadlock with a concurrent transaction/) });
+  expect(databaseError('claim', raw)).toMatchObject({
+    code: 'CONFLICT',
+    message: expect.stringMatching(/^claim: deadlock with a concurrent transaction/),
+  });
 });

@@ -60,6 +60,11 @@ export function jobDetail(job: JobJson): string {
   if (job.result !== null && job.result !== undefined) fields.push(['result', JSON.stringify(job.result)]);
   const w = Math.max(...fields.map(([k]) => k.length));
   // The stack goes below the fields, one frame a line (each escaped), indented like a Node stack.
-  const stack = job.error?.stack ? `\nstack\n${job.error.stack.split('\n').map((f) => `    ${escapeField(f)}`).join('\n')}\n` : '';
+  const stack = job.error?.stack
+    ? `\nstack\n${job.error.stack
+        .split('\n')
+        .map((f) => `    ${escapeField(f)}`)
+        .join('\n')}\n`
+    : '';
   return `${fields.map(([k, v]) => `${k.padEnd(w)}  ${escapeField(v)}`).join('\n')}\n${stack}\n${stepsTable(job)}`;
 }
