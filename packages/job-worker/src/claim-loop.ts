@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { Tracer } from '@opentelemetry/api';
 import { recordSpan, untraced, type JobMetrics } from '@q/otel';
 import type { JobStore, LeasedJob } from '@q/store/jobs';
@@ -20,10 +21,10 @@ export interface ClaimLoopHost {
   /** Takes claimed jobs (leases sent at `sentAt`, `performance.now()` clock). */
   start(jobs: LeasedJob[], sentAt: number): Promise<void>;
   /**
-   * Gives back the leases this worker holds in the database but does not track: what a claim whose
-   * reply was lost leased. Called with no round trip in flight.
+   * Gives back what the claims `claimIds`, whose replies were lost, leased (their lease tokens
+   * derive from their ids). Called with no round trip in flight.
    */
-  reconcile(): Promise<void>;
+  reconcile(claimIds: string[]): Promise<void>;
 }
 
 /** The claim loop's fixed settings. */
@@ -92,8 +93,8 @@ export class ClaimLoop {
   #soloClaim = false;
   /** A short round trip that also wrote outcomes is looked at once more before idling. */
   #retryShort = false;
-  /** A claim's reply was lost: before claiming again, give back what it may have leased. */
-  #reconcile = false;
+  /** Claims whose reply was lost: before claiming again, give back what they may have leased. */
+  #lostClaims: string[] = [];
 
   constructor(config: ClaimLoopConfig, host: ClaimLoopHost) {
     this.#c = config;
@@ -137,9 +138,8 @@ export class ClaimLoop {
         if (pause.kind === 'stop') break;
         if (pause.kind === 'backoff') await this.#idleNotTaking(() => false, pause.ms);
         else await this.#idleNotTaking(() => this.#workSignal, c.pollMs);
-        if (this.#reconcile && this.#inFlight.size === 0 && !this.#host.stopping()) {
-          this.#reconcile = false;
-          await this.#host.reconcile();
+        if (this.#lostClaims.length > 0 && this.#inFlight.size === 0 && !this.#host.stopping()) {
+          await this.#host.reconcile(this.#lostClaims.splice(0));
         }
         continue;
       }
@@ -206,6 +206,8 @@ export class ClaimLoop {
     let jobs: LeasedJob[];
     // The leases start no earlier than the statement is sent (the database times them).
     const sentAt = performance.now();
+    // Names the claim, so that if its reply is lost exactly what it leased can be given back.
+    const claimId = randomUUID();
     // The statements run untraced (polling is not work): a round trip that claimed or wrote
     // something gets one span afterwards, an empty one is only counted.
     const startTime = c.tracer ? Date.now() : 0;
@@ -213,7 +215,7 @@ export class ClaimLoop {
       // Claimed straight into `running`: handlers start at once, so a separate mark-running
       // write would only add a commit. The finished attempts' outcomes ride along: the steady
       // state costs one statement (one commit) per batch, not a claim plus a completion.
-      const claim = { queues: c.queues, workerId: c.workerId, limit, leaseMs: c.leaseMs, start: true };
+      const claim = { queues: c.queues, workerId: c.workerId, limit, leaseMs: c.leaseMs, start: true, claimId };
       if (taken.length > 0 && limit <= 0) {
         const written = await untraced(() => c.store.complete(taken.map((p) => p.outcome)));
         c.completer.succeeded();
@@ -240,7 +242,7 @@ export class ClaimLoop {
       // never saw, are looked for and given back (see ClaimLoopHost.reconcile) before the next
       // claim, instead of waiting out their leases and counting as a crash.
       const lost = limit > 0 && replyLost(err);
-      if (lost) this.#reconcile = true;
+      if (lost) this.#lostClaims.push(claimId);
       if (taken.length > 0) {
         // The outcomes are written on their own (one by one if need be); claim alone next.
         c.completer.restore(taken, lost);

@@ -113,7 +113,7 @@ export class Worker {
         busy: () => this.#busy,
         buffered: () => this.#buffer.length,
         start: (jobs, sentAt) => this.#start(jobs, sentAt),
-        reconcile: () => this.#reconcile(),
+        reconcile: (claimIds) => this.#reconcile(claimIds),
       },
     );
     this.#attempts = new AttemptRunner(
@@ -284,14 +284,14 @@ export class Worker {
   }
 
   /**
-   * After a claim whose reply was lost: the leases this worker holds in the database that it does
-   * not track (what that claim leased) go back to the queue, the attempt given back — not a crash,
-   * and long before they would lapse. No claim is in flight (the claim loop calls this between
-   * round trips), so every other lease of this worker id is one it tracks.
+   * After claims whose replies were lost: what they leased (which this worker never saw) goes back
+   * to the queue, the attempt given back — not a crash, and long before the leases would lapse.
+   * Only those claims' leases match (their tokens derive from the claim ids), so a lease of this
+   * worker's, or of another process that shares its `workerId`, is never touched.
    */
-  async #reconcile(): Promise<void> {
+  async #reconcile(claimIds: string[]): Promise<void> {
     try {
-      const released = await this.#store.releaseHeldBy(this.id, this.#inFlight.leases());
+      const released = await this.#store.releaseClaims(this.id, claimIds);
       if (released.length > 0)
         this.#logger.warn(
           { worker_id: this.id, released: released.length },

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 // Where a claim starts reading its queue (src/jobs/claim-starts.ts). While a session holds an old
 // snapshot open, the dequeue-index entries of every job claimed since stay in the way of a claim
 // from the queue's head; a claim past the last full claim's position does not read them. These
@@ -52,7 +53,15 @@ async function claimAt(starts: ClaimStartParams, limit: number): Promise<Claimed
   const plans = await plansOf(
     store.pool,
     async () => {
-      got = await claimJobs(scope, store.pool, { queues: [QUEUE], limit, workerId: 'w', leaseMs: 60_000, status: 'running', starts });
+      got = await claimJobs(scope, store.pool, {
+        queues: [QUEUE],
+        limit,
+        workerId: 'w',
+        leaseMs: 60_000,
+        status: 'running',
+        starts,
+        claimId: randomUUID(),
+      });
     },
     { buffers: true },
   );

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 // JobStore under hostile input and failures (issue #14): bounded identifiers, a promote that one
 // bad row cannot stop, per-lease "written", secrets kept out of errors, no deadlock between
 // idempotent batches, every failure a typed QError, JSON-only payloads and oversized writes.
@@ -422,24 +423,36 @@ describe('writes over the statement size (#14 item 23)', () => {
   }, 120_000);
 });
 
-describe('releaseHeldBy: a worker gives back what a claim whose reply was lost leased (issue 34 item 6)', () => {
-  it("releases the worker's leases it does not keep (attempt given back, no crash counted), never another worker's", async () => {
-    await store.enqueue(Array.from({ length: 4 }, () => ({ queue: 'default', type: 't' })));
-    const kept = await claim(1, ['default'], 'w1');
-    const lost = await claim(2, ['default'], 'w1');
-    const other = await claim(1, ['default'], 'w2');
-    expect(kept.length + lost.length + other.length).toBe(4);
-    const released = await store.releaseHeldBy('w1', kept.map(lease));
+describe('releaseClaims: a worker gives back what a claim whose reply was lost leased (issue 34 item 6)', () => {
+  it("releases exactly the named claims' leases (attempt given back, no crash counted), never those of another claim with the same worker id", async () => {
+    await store.enqueue(Array.from({ length: 5 }, () => ({ queue: 'default', type: 't' })));
+    const claimed = (limit: number, workerId: string, claimId: string) =>
+      store.claim({ queues: ['default'], workerId, limit, leaseMs: LEASE, claimId });
+    const lostId = randomUUID();
+    const kept = await claimed(1, 'w1', randomUUID());
+    const lost = await claimed(2, 'w1', lostId);
+    // Another process configured with the same worker id: its claim must survive the reconciliation.
+    const twin = await claimed(1, 'w1', randomUUID());
+    const other = await claimed(1, 'w2', randomUUID());
+    expect(kept.length + lost.length + twin.length + other.length).toBe(5);
+    const released = await store.releaseClaims('w1', [lostId]);
     expect(released.sort()).toEqual(lost.map((j) => j.id).sort());
     const { rows } = await store.pool.query<{ id: string; status: string; attempt: number; resume_count: number }>(
       'SELECT id, status::text, attempt, resume_count FROM q_jobs_all ORDER BY id',
     );
     const byId = new Map(rows.map((r) => [Number(r.id), r]));
     for (const j of lost) expect(byId.get(j.id)).toMatchObject({ status: 'queued', attempt: 0, resume_count: 0 });
-    for (const j of [...kept, ...other]) expect(byId.get(j.id)).toMatchObject({ status: 'leased', attempt: 1 });
-    // Nothing else held by w1: a second call releases nothing.
-    expect(await store.releaseHeldBy('w1', kept.map(lease))).toEqual([]);
-    const bad = await rejection(() => store.releaseHeldBy('', []));
-    expect(isQError(bad, 'INVALID_ARGUMENT')).toBe(true);
+    for (const j of [...kept, ...twin, ...other]) expect(byId.get(j.id)).toMatchObject({ status: 'leased', attempt: 1 });
+    // The survivors' leases still fence as before: their outcomes are written.
+    expect(await store.complete([...kept, ...twin].map((j) => ({ ...lease(j), status: 'succeeded' as const, result: null })))).toEqual([
+      true,
+      true,
+    ]);
+    // The claim's leases are gone: a second call releases nothing.
+    expect(await store.releaseClaims('w1', [lostId])).toEqual([]);
+    for (const bad of [() => store.releaseClaims('', [lostId]), () => store.releaseClaims('w1', ['not-a-uuid'])]) {
+      expect(isQError(await rejection(bad), 'INVALID_ARGUMENT')).toBe(true);
+    }
+    expect(isQError(await rejection(() => claimed(1, 'w1', 'x')), 'INVALID_ARGUMENT')).toBe(true);
   });
 });

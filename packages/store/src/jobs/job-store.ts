@@ -292,13 +292,14 @@ export class JobStore {
 
   /**
    * Gives back, as {@link JobStore.release} does (attempt given back, not a crash), every lease
-   * worker `workerId` holds except those in `keep`: a worker's reconciliation after a claim whose
-   * reply was lost — the jobs that claim leased, which the worker never saw, go back to the queue
-   * at once instead of waiting for their leases to lapse. Only for a worker's own id, with no
-   * claim of its in flight: worker ids must be unique. Returns the ids released.
+   * `workerId` still holds from the claims named `claimIds` (`ClaimOptions.claimId`): a worker's
+   * reconciliation after a claim whose reply was lost — the jobs that claim leased, which the
+   * worker never saw, go back to the queue at once instead of waiting for their leases to lapse.
+   * Leases of other claims are never touched, even those of another process with the same worker
+   * id. Returns the ids released.
    */
-  async releaseHeldBy(workerId: string, keep: readonly JobLease[]): Promise<number[]> {
-    return leaseOps.releaseHeldBy(this.#ctx, workerId, keep);
+  async releaseClaims(workerId: string, claimIds: readonly string[]): Promise<number[]> {
+    return leaseOps.releaseClaims(this.#ctx, workerId, claimIds);
   }
 
   /** `scheduled`/`retry_wait` → `queued` once due; wakes idle workers. Returns the count. */

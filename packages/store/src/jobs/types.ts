@@ -162,4 +162,11 @@ export interface ClaimOptions {
   leaseMs: number;
   /** Lease straight into `running` (a claimer that starts the jobs at once). Default false. */
   start?: boolean;
+  /**
+   * A uuid naming this claim (default: a random one). The lease tokens of the jobs it leases are
+   * derived from it, so a claimer whose reply was lost (the statement may have committed) can
+   * give back exactly what that claim leased with {@link JobStore.releaseClaims}, whatever other
+   * process uses the same `workerId`.
+   */
+  claimId?: string;
 }

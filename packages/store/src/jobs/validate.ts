@@ -155,6 +155,7 @@ export function checkClaim(opts: ClaimOptions): {
   limit: number;
   leaseMs: number;
   status: 'leased' | 'running';
+  claimId: string;
 } {
   if (!opts || typeof opts !== 'object') throw invalidArgument('claim takes ClaimOptions');
   const queues = checkQueues(opts.queues);
@@ -164,7 +165,13 @@ export function checkClaim(opts: ClaimOptions): {
     throw invalidArgument('limit must be a positive 32-bit integer');
   }
   const leaseMs = checkLeaseMs(opts.leaseMs);
-  return { queues, workerId: opts.workerId, limit: opts.limit, leaseMs, status: opts.start === true ? 'running' : 'leased' };
+  const claimId = opts.claimId === undefined ? randomUUID() : checkClaimId('claim', opts.claimId);
+  return { queues, workerId: opts.workerId, limit: opts.limit, leaseMs, status: opts.start === true ? 'running' : 'leased', claimId };
+}
+
+/** Checks a claim id (a uuid, see `ClaimOptions.claimId`). */
+export function checkClaimId(op: string, claimId: unknown): string {
+  return checkUuid(claimId, `${op}: claimId`).toLowerCase();
 }
 
 /** Checks a lease duration; returns it rounded up to whole milliseconds. */

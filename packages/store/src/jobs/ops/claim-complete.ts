@@ -31,6 +31,13 @@ export interface CompleteAndClaimResult {
 async function onClaimConnection<T>(ctx: JobStoreContext, fn: (db: pg.PoolClient) => Promise<T>, leased: (r: T) => LeasedJob[]): Promise<T> {
   const client = await ctx.pool.connect();
   let broken = false;
+  // A checked-out client has no listener of the pool's: a connection reset while it is out (a
+  // lost reply, a terminated backend) would be an unhandled 'error' event that ends the process.
+  // The statement rejects on its own; the client is then discarded below.
+  const onError = (): void => {
+    broken = true;
+  };
+  client.on('error', onError);
   try {
     const r = await fn(client);
     const jobs = leased(r);
@@ -48,9 +55,10 @@ async function onClaimConnection<T>(ctx: JobStoreContext, fn: (db: pg.PoolClient
   } catch (err) {
     // A connection-level failure (no SQLSTATE) leaves the connection unusable: it is discarded.
     const code = (err as { code?: unknown } | null)?.code;
-    broken = !(err instanceof QError) && !(typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code));
+    broken ||= !(err instanceof QError) && !(typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code));
     throw err;
   } finally {
+    client.removeListener('error', onError);
     client.release(broken);
   }
 }

@@ -4,10 +4,10 @@
 import { checkName, invalidArgument } from '@q/schema';
 import { heartbeatJobs } from '../sql/heartbeat-jobs.js';
 import { markJobsRunning } from '../sql/mark-jobs-running.js';
-import { releaseHeldBy as releaseHeldByRows, releaseJobs } from '../sql/release-jobs.js';
+import { releaseClaims as releaseClaimRows, releaseJobs } from '../sql/release-jobs.js';
 import { updateJobSteps } from '../sql/update-job-steps.js';
 import type { JobLease, LeaseState, Step } from '../types.js';
-import { checkLease, checkLeaseMs, splitLeases, stepsJson } from '../validate.js';
+import { checkClaimId, checkLease, checkLeaseMs, splitLeases, stepsJson } from '../validate.js';
 import type { JobStoreContext } from './context.js';
 
 /** `JobStore.markRunning`. */
@@ -43,12 +43,14 @@ export async function release(ctx: JobStoreContext, leases: readonly JobLease[])
   return released;
 }
 
-/** `JobStore.releaseHeldBy`. */
-export async function releaseHeldBy(ctx: JobStoreContext, workerId: string, keep: readonly JobLease[]): Promise<number[]> {
-  if (typeof workerId !== 'string' || workerId === '') throw invalidArgument('releaseHeldBy: workerId must be a non-empty string');
-  checkName('releaseHeldBy', 'workerId', workerId);
-  const { tokens } = splitLeases(keep);
-  const released = await ctx.op('release_held_by', () => releaseHeldByRows(ctx.scope, ctx.pool, workerId, tokens, ctx.channel));
+/** `JobStore.releaseClaims`. */
+export async function releaseClaims(ctx: JobStoreContext, workerId: string, claimIds: readonly string[]): Promise<number[]> {
+  if (typeof workerId !== 'string' || workerId === '') throw invalidArgument('releaseClaims: workerId must be a non-empty string');
+  checkName('releaseClaims', 'workerId', workerId);
+  if (!Array.isArray(claimIds)) throw invalidArgument('releaseClaims: claimIds must be an array of uuid strings');
+  const ids = claimIds.map((id) => checkClaimId('releaseClaims', id));
+  if (ids.length === 0) return [];
+  const released = await ctx.op('release_claims', () => releaseClaimRows(ctx.scope, ctx.pool, workerId, ids, ctx.channel));
   if (released.length > 0) ctx.starts.forget();
   return released;
 }

@@ -18,6 +18,8 @@ export interface ClaimParams {
   afterPriority: string;
   afterRunAt: string;
   afterId: string;
+  /** The claim's id, from which each lease token is derived. */
+  claimId: string;
 }
 
 // The CTEs `cand` and `pick` choose up to `limit` jobs. Each queue is scanned in dequeue-index
@@ -99,12 +101,13 @@ const RUN_AT_FORMAT = 'YYYY-MM-DD"T"HH24:MI:SS.US';
 // hashed against a scan of the whole table. The picked ids are read as one array instead, which
 // leaves the primary key as the only way to the rows.
 /**
- * The UPDATE that leases the picked jobs, each with a fresh fencing token; every row returns
+ * The UPDATE that leases the picked jobs, each with a fresh fencing token (`md5(claim id || job
+ * id)`: unique per claim and job, and recomputable by whoever sent the claim); every row returns
  * the job columns, its lease token, and (on the claim's last job only) that job's exact run_at.
  */
 export function claimUpdate(p: ClaimParams): string {
   return `
-UPDATE __q_schema__.q_jobs AS jobs SET status = ${p.status}::__q_schema__.q_job_status, leased_by = ${p.workerId}, lease_token = gen_random_uuid(),
+UPDATE __q_schema__.q_jobs AS jobs SET status = ${p.status}::__q_schema__.q_job_status, leased_by = ${p.workerId}, lease_token = md5(${p.claimId}::text || jobs.id::text)::uuid,
        lease_expires_at = now() + ${p.leaseMs} * interval '1 millisecond', heartbeat_at = now(),
        attempt = jobs.attempt + 1, updated_at = now()
 WHERE jobs.id = ANY(ARRAY(SELECT pick.id FROM pick))
@@ -128,6 +131,7 @@ export function claimParams(first: number): ClaimParams {
     afterPriority: at(5),
     afterRunAt: at(6),
     afterId: at(7),
+    claimId: at(8),
   };
 }
 
@@ -147,11 +151,13 @@ export interface ClaimInput {
   leaseMs: number;
   status: 'leased' | 'running';
   starts: ClaimStartParams;
+  /** The claim's id: each lease token is `md5(claimId || job id)` as a uuid (see `releaseClaims`). */
+  claimId: string;
 }
 
 /** A claim's parameters in statement order: the queues, the limit, the lease, the start positions. */
 export function claimValues(c: ClaimInput): unknown[] {
-  return [c.queues, c.limit, c.workerId, c.leaseMs, c.status, c.starts.priority, c.starts.runAt, c.starts.id];
+  return [c.queues, c.limit, c.workerId, c.leaseMs, c.status, c.starts.priority, c.starts.runAt, c.starts.id, c.claimId];
 }
 
 /** What one claim statement leased, with the position of its last job in dequeue order. */

@@ -29,19 +29,20 @@ export async function releaseJobs(scope: StatementScope, db: Queryable, ids: num
   return rows.map((r) => Number(r.id));
 }
 
-// A worker's reconciliation after a claim whose reply was lost (the statement may have committed):
-// every lease `leased_by` the worker holds but does not know of (its token not among those it
-// tracks) is given back exactly as above — not a crash, the attempt given back — instead of being
-// stranded until it lapses. The status predicate matches the partial lease index; worker ids are
-// unique per worker process (they name the lease holder), so no other worker's lease is touched.
-const HELD_BY_TEXT = `
+// A claimer's reconciliation after a claim whose reply was lost (the statement may have
+// committed): the leases that claim took are given back exactly as above — not a crash, the
+// attempt given back — instead of being stranded until they lapse. A claim's lease tokens derive
+// from its id (claim-jobs.ts), so the claimer names the lost claims and only their leases match,
+// whatever other process shares the worker id. The status predicate matches the partial lease index.
+const CLAIMS_TEXT = `
 WITH r AS (
   UPDATE __q_schema__.q_jobs AS jobs SET
     status = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'::__q_schema__.q_job_status ELSE 'queued'::__q_schema__.q_job_status END,
     finished_at = CASE WHEN cancel_requested_at IS NOT NULL THEN now() ELSE finished_at END,
     attempt = greatest(jobs.attempt - 1, 0),
     leased_by = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = now()
-  WHERE jobs.status IN ('leased', 'running') AND jobs.leased_by = $1 AND NOT (jobs.lease_token = ANY($2::uuid[]))
+  WHERE jobs.status IN ('leased', 'running') AND jobs.leased_by = $1
+    AND EXISTS (SELECT 1 FROM unnest($2::text[]) AS c(id) WHERE jobs.lease_token = md5(c.id || jobs.id::text)::uuid)
   RETURNING jobs.id, jobs.queue, jobs.status
 )
 SELECT r.id, (SELECT count(*) FROM (SELECT pg_notify($3, 'q:' || d.queue)
@@ -49,10 +50,16 @@ SELECT r.id, (SELECT count(*) FROM (SELECT pg_notify($3, 'q:' || d.queue)
                                      WHERE octet_length(d.queue) < ${MAX_NOTIFY_QUEUE_BYTES}) n) AS notified
 FROM r`;
 
-const HELD_BY_STMT = statement('q_jobs_release_held_by', HELD_BY_TEXT);
+const CLAIMS_STMT = statement('q_jobs_release_claims', CLAIMS_TEXT);
 
-/** Returns every lease `workerId` holds but for the tokens `keep` to the queue (attempt given back); returns the ids released. */
-export async function releaseHeldBy(scope: StatementScope, db: Queryable, workerId: string, keep: string[], channel: string): Promise<number[]> {
-  const { rows } = await scope.run<{ id: string }>(db, HELD_BY_STMT, [workerId, keep, channel]);
+/** Gives back to the queue every lease `workerId` still holds from the claims `claimIds` (attempt given back); returns the ids released. */
+export async function releaseClaims(
+  scope: StatementScope,
+  db: Queryable,
+  workerId: string,
+  claimIds: string[],
+  channel: string,
+): Promise<number[]> {
+  const { rows } = await scope.run<{ id: string }>(db, CLAIMS_STMT, [workerId, claimIds, channel]);
   return rows.map((r) => Number(r.id));
 }
