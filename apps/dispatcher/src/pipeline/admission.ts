@@ -206,7 +206,7 @@ class QueueAdmission implements Admission {
     const nowMs = now.getTime();
     const nowSec = Math.floor(nowMs / 1000);
     // Held requests whose deadline passed are answered now: that takes no slot and no budget.
-    const out = this.#takeExpired(nowSec);
+    const out = this.#takeExpired(nowSec, limit);
     let n = limit - out.length;
     if (opts.gate) {
       const budget = await opts.gate.budget();
@@ -329,10 +329,10 @@ class QueueAdmission implements Admission {
   }
 
   /** Removes and returns the held requests whose deadline has passed. */
-  #takeExpired(nowSec: number): Request[] {
+  #takeExpired(nowSec: number, max: number): Request[] {
     const out: Request[] = [];
     for (const [key, list] of [...this.#byKey]) {
-      while (list.length > 0 && (list[0] as HeldRequest).req.deadline <= nowSec) out.push(this.#unhold(key, list, 0).req);
+      while (out.length < max && list.length > 0 && (list[0] as HeldRequest).req.deadline <= nowSec) out.push(this.#unhold(key, list, 0).req);
     }
     return out;
   }

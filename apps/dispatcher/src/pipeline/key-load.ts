@@ -10,6 +10,12 @@ const REFUSED_FOR_MS = 1000;
 const TRANSIT_MS = 1000;
 /** How long a slot kept for the next held request of its key waits to be taken, ms. */
 const SPARE_MS = 250;
+/**
+ * How many times in a row one slot is handed over in process before it goes back to the shared
+ * quota: other dispatchers with requests of the same key get their turn at one turnover in this
+ * many, instead of never while this process has a backlog of the key.
+ */
+const MAX_HANDOVERS = 8;
 
 /**
  * This process's view of the quota keys: slots it holds, requests on their way to a slot, and
@@ -32,6 +38,8 @@ export class KeyLoad {
   readonly #demand = new Map<string, number>();
   /** Per key: slots released by a finished request and kept for the next request of the key. */
   readonly #spare = new Map<string, Array<{ release: () => unknown; timer: NodeJS.Timeout }>>();
+  /** Per acquired slot (its release function): how many times it was handed over in process. */
+  readonly #handovers = new WeakMap<() => unknown, number>();
 
   acquired(key: string): void {
     this.#held.set(key, (this.#held.get(key) ?? 0) + 1);
@@ -71,10 +79,14 @@ export class KeyLoad {
    * here, the slot is kept (not given back to the shared quota) for the next of them to take
    * within `keepMs` — handing a slot over in process costs no release and no acquire round trip,
    * which left a slot idle for both (and for the poll between them) at every turnover. Returns
-   * false when nobody here wants it: then the caller releases it.
+   * false when nobody here wants it, or it was handed over `MAX_HANDOVERS` times in a row: then
+   * the caller releases it.
    */
   keep(key: string, release: () => unknown, heldMs: number, keepMs = SPARE_MS): boolean {
     if (!this.#demand.has(key)) return false;
+    const n = this.#handovers.get(release) ?? 0;
+    if (n >= MAX_HANDOVERS) return false; // its turn to go back to the shared quota
+    this.#handovers.set(release, n + 1);
     this.#timed(key, heldMs);
     this.#drop(key);
     const list = this.#spare.get(key) ?? [];

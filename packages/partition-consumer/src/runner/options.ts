@@ -136,5 +136,7 @@ export function resolveOptions(opts: PartitionWorkerOptions): ResolvedSettings {
   const maxPersistent = opts.maxPersistentFailures ?? MAX_PERSISTENT_FAILURES;
   requireInt('runPartitionWorker', maxPersistent, 'maxPersistentFailures', 1);
   if (opts.onError !== undefined && typeof opts.onError !== 'function') throw invalidArgument('runPartitionWorker: onError must be a function');
+  if (opts.pollWake !== undefined && typeof opts.pollWake !== 'function')
+    throw invalidArgument('runPartitionWorker: pollWake must be a function');
   return { pollIntervalMs, ackBatchSize, ackFlushMs, stopTimeoutMs, errorRetryDelayMs, maxPersistentFailures: maxPersistent };
 }
