@@ -217,6 +217,10 @@ class QueueAdmission implements Admission {
       // The gate is shut, but answers that need no endpoint call (deadline passed, cancelled)
       // are written whatever it says; looked for once a second, since finding cancelled ones
       // reads the whole due backlog.
+      for (let i = this.#ready.length - 1; i >= 0 && out.length < limit; i--) {
+        const r = this.#ready[i] as Request;
+        if (r.cancelled || r.deadline <= nowSec) out.push(...this.#ready.splice(i, 1));
+      }
       if (limit > out.length && nowMs - this.#lastAnswerMs >= ANSWER_EVERY_MS) {
         this.#lastAnswerMs = nowMs;
         out.push(...(await this.#base.dispatchAnswerable(queue, owner, now, limit - out.length)));
@@ -425,7 +429,6 @@ class QueueAdmission implements Admission {
   async #scan(queue: string, owner: string, now: Date, n: number): Promise<Request[]> {
     const opts = this.#opts;
     const admitted: Request[] = [];
-    const planned = new Map<string, number>();
     const bumped = new Set<string>();
     const nowSec = Math.floor(now.getTime() / 1000);
     let scan = Math.min(MAX_SCAN, n);
@@ -442,7 +445,8 @@ class QueueAdmission implements Admission {
         const env = parseEnvelope(r.envelope);
         // Unparsable, cancelled or expired requests are answered at once by the handler.
         const keys = env && !r.cancelled && r.deadline > nowSec ? quotaKeys(opts.queue.gates, env.data.metadata) : [];
-        const full = keys.find(({ key, gate }) => opts.load.saturated(key, gate, planned.get(key) ?? 0));
+        // Each admitted request counts against its keys at once (KeyLoad.handed).
+        const full = keys.find(({ key, gate }) => opts.load.saturated(key, gate, 0));
         if (full) {
           if (!bumped.has(full.key)) {
             bumped.add(full.key);
@@ -459,11 +463,7 @@ class QueueAdmission implements Admission {
           continue;
         }
         admitted.push(r);
-        for (const { key, gate } of keys) {
-          if (gate.kind !== 'concurrency') continue;
-          planned.set(key, (planned.get(key) ?? 0) + 1);
-          opts.load.handed(key);
-        }
+        for (const { key, gate } of keys) if (gate.kind === 'concurrency') opts.load.handed(key);
       }
       try {
         // One statement per return second, sent together: in sequence they held up the poll
