@@ -36,6 +36,14 @@ describe('retry backoff (docs/design/dispatcher.md#retry-algorithm)', () => {
     expect(retryBackoffSeconds({ ...base, retryCount: 0, retryAfter: 9, random: () => 0 })).toBe(9);
     expect(retryBackoffSeconds({ ...base, retryCount: 0, retryAfter: 9, random: () => 0.999999 })).toBeCloseTo(11.25, 3);
     expect(retryBackoffSeconds({ ...base, secondsToDeadline: 10, retryCount: 0, retryAfter: 100, random: () => 0 })).toBe(5);
-    expect(retryBackoffSeconds({ ...base, retryCount: 0, retryAfter: 1, random: () => 0 })).toBe(2); // shorter: own backoff
+  });
+  it('honours a shorter Retry-After (issue 35), at least 100 ms and never above the own backoff', () => {
+    expect(retryBackoffSeconds({ ...base, retryCount: 0, retryAfter: 1, random: () => 0 })).toBe(1);
+    expect(retryBackoffSeconds({ ...base, retryCount: 0, retryAfter: 1, random: () => 0.999999 })).toBeCloseTo(1.25, 3);
+    // The second retry too: Retry-After 1 s, not 4–8 s.
+    expect(retryBackoffSeconds({ ...base, retryCount: 1, retryAfter: 1, random: () => 0.5 })).toBeCloseTo(1.125, 3);
+    expect(retryBackoffSeconds({ ...base, retryCount: 0, retryAfter: 0, random: () => 0 })).toBe(0.1);
+    // Shorter than the own backoff, but its jitter would pass it: the own backoff bounds it.
+    expect(retryBackoffSeconds({ ...base, capSeconds: 1, retryCount: 0, retryAfter: 0.95, random: () => 0.999999 })).toBeCloseTo(1, 3);
   });
 });

@@ -1,4 +1,5 @@
 import type { Scenario } from '../scenario.js';
+import { dispatchDemo, dispatchSaturated } from './dispatch.js';
 import { jobDrain, jobEnqueue, jobLatency } from './jobs.js';
 import { jobDrainHeldXmin, jobDrainRetained } from './jobs-history.js';
 import { otelDispatchAck, otelJobDrain } from './otel.js';
@@ -34,6 +35,9 @@ export function allScenarios(): Scenario[] {
     partitionRunnersProcs(1),
     partitionRunnersProcs(2),
     partitionRunnersProcs(4),
+    dispatchDemo(),
+    dispatchSaturated(1, 8, 200, 400),
+    dispatchSaturated(40, 1, 200, 25),
   ];
 }
 

@@ -284,4 +284,39 @@ describe('runPartitionWorker', () => {
   it('left no unhandled rejection behind', () => {
     expect(unhandled).toEqual([]);
   });
+  it('pollWake starts the next poll at once instead of after the poll interval (and must be a function)', async () => {
+    const q = 'rw-pollwake';
+    const ac = new AbortController();
+    let wake: (() => void) | undefined;
+    const handled = new Map<string, number>();
+    const done = runPartitionWorker({
+      ...runnerOptions(store, q, ac, async (req) => {
+        handled.set(req.id, Date.now());
+        return { result: { route: 'rw-pollwake-out', payload: '{}' } };
+      }),
+      // A poll that finds nothing waits 20 s: only the wake-up can bring the request in time.
+      pollIntervalMs: 20_000,
+      pollWake: (w) => (wake = w),
+    });
+    try {
+      await waitFor(
+        async () => wake !== undefined && (await count('SELECT count(*) AS n FROM q_partitions WHERE queue = $1 AND owner IS NOT NULL', [q])) > 0,
+        10_000,
+      );
+      await sleep(300); // its first polls found nothing: it sleeps out the interval
+      await store.enqueue(requests(q, ['woken']));
+      const t0 = Date.now();
+      wake?.();
+      await waitFor(() => handled.has('woken'), 5_000);
+      expect((handled.get('woken') as number) - t0).toBeLessThan(3_000);
+    } finally {
+      ac.abort();
+      await done;
+    }
+    const bad = new AbortController();
+    bad.abort();
+    await expect(
+      runPartitionWorker({ ...runnerOptions(store, q, bad, async () => ({ retryAt: 0 })), pollWake: 'soon' as unknown as () => void }),
+    ).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: 'runPartitionWorker: pollWake must be a function' });
+  });
 });

@@ -33,18 +33,25 @@ export interface BackoffInput {
   random?: () => number;
 }
 
+/** The shortest retry delay a `Retry-After` can ask for, seconds (`Retry-After: 0` included). */
+export const MIN_RETRY_AFTER_SECONDS = 0.1;
+
 /**
  * The backoff of `retryMessage` (docs/design/dispatcher.md#retry-algorithm), in seconds (float): equal jitter over
- * `min(cap, secondsToDeadline, base × 2^(retryCount+1))` (1st retry 2–4 s with base 2 s), raised to a `Retry-After` that asks for
- * longer, clamped to half the remaining time plus 0–25 % jitter.
+ * `min(cap, secondsToDeadline, base × 2^(retryCount+1))` (1st retry 2–4 s with base 2 s). A `Retry-After` replaces it: one
+ * that asks for longer raises it (clamped to half the remaining time), one that asks for less shortens it (to at least
+ * 100 ms) — the server knows when it has room, and the own backoff put a `Retry-After: 1` retry 2–4 s out; either plus
+ * 0–25 % jitter, so the requests one overload turned away do not all come back in the same instant.
  */
 export function retryBackoffSeconds(input: BackoffInput): number {
   const rnd = input.random ?? Math.random;
   const temp = Math.min(input.capSeconds, input.secondsToDeadline, input.baseSeconds * 2 ** (input.retryCount + 1));
-  let backoff = temp / 2 + (rnd() * temp) / 2;
-  if (input.retryAfter !== undefined && input.retryAfter > backoff) {
-    const clamped = Math.min(input.retryAfter, input.secondsToDeadline / 2);
-    backoff = Math.max(backoff, clamped * (1 + rnd() / 4));
+  const backoff = temp / 2 + (rnd() * temp) / 2;
+  const ra = input.retryAfter;
+  if (ra === undefined || !Number.isFinite(ra) || ra < 0) return backoff;
+  if (ra > backoff) {
+    const clamped = Math.min(ra, input.secondsToDeadline / 2);
+    return Math.max(backoff, clamped * (1 + rnd() / 4));
   }
-  return backoff;
+  return Math.min(backoff, Math.max(MIN_RETRY_AFTER_SECONDS, ra) * (1 + rnd() / 4));
 }

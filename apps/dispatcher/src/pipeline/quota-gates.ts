@@ -43,6 +43,11 @@ export function createQuotaGates(ctx: HandlerContext): QuotaGates {
   };
   const releaseAll = (held: Held[]) => {
     for (const h of held.splice(0)) {
+      // Requests of the key held back by admission: the slot goes straight to the next of them.
+      if (deps.load?.keep(h.key, h.release, Date.now() - h.since)) {
+        wake(h.key);
+        continue;
+      }
       void Promise.resolve()
         .then(() => h.release())
         .catch(() => undefined) // a failed release retires the holder inside Quota
@@ -79,7 +84,7 @@ export function createQuotaGates(ctx: HandlerContext): QuotaGates {
           continue;
         }
         if (g.kind === 'concurrency') {
-          const release = await quota.acquire(key, g.limit);
+          const release = deps.load?.take(key) ?? (await quota.acquire(key, g.limit));
           if (release === null) return refuse(held, key);
           deps.load?.acquired(key);
           held.push({ key, release, since: Date.now() });
@@ -103,8 +108,9 @@ export function createQuotaGates(ctx: HandlerContext): QuotaGates {
     let delay = 100;
     let counted = false;
     let lastCancelCheck = Date.now();
-    // The key this request waits on, counted in the admission's view while it waits, so the
-    // dispatch admits just enough waiters to take a freed slot at once (see KeyLoad.saturated).
+    // The key this request waits on (its slots held by other dispatchers), counted in the
+    // admission's view while it waits, so the dispatch hands over no more than can use a slot
+    // (see KeyLoad.saturated).
     let waitingOn: string | undefined;
     const stopWaiting = () => {
       if (waitingOn !== undefined) deps.load?.waitEnded(waitingOn);

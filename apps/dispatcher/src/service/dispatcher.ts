@@ -24,7 +24,7 @@ import { createGate, type Gate } from '../gates/gates.js';
 import { WorkerPool } from '../pipeline/pool.js';
 import { GateMetrics } from '../gates/metrics.js';
 import { MetricSources } from '../gates/sources.js';
-import { admissionStore, KeyLoad } from '../pipeline/admission.js';
+import { createAdmission, KeyLoad, type Admission } from '../pipeline/admission.js';
 import { createFailureAnswer, createHandler, type HandlerDeps } from '../pipeline/handler.js';
 import type { QuotaPort } from '../pipeline/ports.js';
 import { startEndpoint, type Endpoint } from './http-endpoints.js';
@@ -74,6 +74,7 @@ export class Dispatcher {
   #ready = false;
   readonly #stopCtl = new AbortController();
   readonly #runs: Array<Promise<PartitionWorkerStats | undefined>> = [];
+  readonly #admissions: Admission[] = [];
   readonly #endpoints: Endpoint[] = [];
   #stopping: Promise<PartitionWorkerStats[]> | undefined;
   #meterOwned: SdkMeterProvider | undefined;
@@ -269,12 +270,23 @@ export class Dispatcher {
         onResult: onResult ? (r, m) => onResult(queue.queue_name, r, m) : undefined,
       };
       const handle = createHandler(deps);
-      const gatedStore =
+      const admission =
         queueGate || queue.gates.length > 0
-          ? admissionStore(this.store, { queue, batchSize: cfg.batch_size, gate: queueGate, load, metrics, gateMetrics, logger: this.#logger })
-          : this.store;
+          ? createAdmission(this.store, {
+              queue,
+              batchSize: cfg.batch_size,
+              gate: queueGate,
+              load,
+              metrics,
+              gateMetrics,
+              logger: this.#logger,
+              pollIntervalMs: cfg.poll_interval_ms,
+            })
+          : undefined;
+      if (admission) this.#admissions.push(admission);
       const run = runPartitionWorker({
-        store: gatedStore,
+        store: admission?.store ?? this.store,
+        ...(admission ? { pollWake: (wake: () => void) => admission.pollWake(wake) } : {}),
         queue: queue.queue_name,
         owner: this.owner,
         concurrency: cfg.concurrency,
@@ -399,6 +411,8 @@ export class Dispatcher {
       this.#ready = false;
       this.#stopCtl.abort();
       clearTimeout(this.#backlogTimer);
+      // Requests held back by admission go back to pending while the partitions are still ours.
+      await Promise.all(this.#admissions.map((a) => a.close()));
       const stats = (await Promise.all(this.#runs)).filter((x): x is PartitionWorkerStats => x !== undefined);
       await Promise.allSettled(this.#endpoints.map((e) => e.close()));
       await this.#quota?.close().catch((err: unknown) => this.#logger.warn(errInfo(err), 'quota close failed'));

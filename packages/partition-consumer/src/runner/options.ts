@@ -50,6 +50,12 @@ export interface PartitionWorkerOptions {
   tracerProvider?: TracerProvider;
   /** Metrics (partitions owned). Absent: the global meter provider. */
   meterProvider?: MeterProvider;
+  /**
+   * Called once when the worker starts, with a function that cuts short the poll loop's current
+   * wait (the next poll runs as soon as handler slots allow): for a store whose `dispatch` holds
+   * work back in memory and knows when some of it became admissible. Absent: polls keep their pace.
+   */
+  pollWake?: (wake: () => void) => void;
   /** Wait (ms) after a poll that found less than it could take. Default 1000. */
   pollIntervalMs?: number;
   /** Results written per ack transaction at most. Default `batchSize` (capped at `concurrency`). */
@@ -165,5 +171,7 @@ export function resolveOptions(opts: PartitionWorkerOptions): ResolvedSettings {
   if (opts.failureResult !== undefined && typeof opts.failureResult !== 'function') {
     throw invalidArgument('runPartitionWorker: failureResult must be a function');
   }
+  if (opts.pollWake !== undefined && typeof opts.pollWake !== 'function')
+    throw invalidArgument('runPartitionWorker: pollWake must be a function');
   return { pollIntervalMs, ackBatchSize, ackFlushMs, stopTimeoutMs, errorRetryDelayMs, maxPersistentFailures: maxPersistent, maxHandlerFailures };
 }

@@ -123,6 +123,10 @@ class PartitionWorker {
       this.#idleWaker.wake();
     });
 
+    this.#opts.pollWake?.(() => {
+      this.#pollWaker.wake();
+      this.#idleWaker.wake();
+    });
     const rebalanceLoop = this.#rebalanceLoop();
     await this.#firstRebalance;
     await this.#pollLoop();

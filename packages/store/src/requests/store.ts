@@ -213,6 +213,25 @@ export class Store {
     return rows;
   }
 
+  /**
+   * Like {@link Store.dispatch}, but stamps only requests that need no endpoint call to be
+   * answered: deadline at or before `now`, or cancelled. A dispatcher whose admission gate is
+   * closed still answers these. Unlike `dispatch` it reads every due pending request of the
+   * owner's partitions (cancellation has no index), so call it sparingly (e.g. once a second).
+   */
+  async dispatchAnswerable(queue: string, owner: string, now: Date, limit: number): Promise<Request[]> {
+    const op = 'dispatchAnswerable';
+    v.queueOwner(op, queue, owner);
+    const nowSeconds = Math.floor(v.instant(op, 'now', now) / 1000);
+    const n = v.limit(op, limit);
+    if (n === 0) return [];
+    const rows = await this.#op(op, { 'q.queue': queue, 'q.limit': n }, () =>
+      dispatchRequests(this.#scope, this.pool, owner, queue, nowSeconds, n, true),
+    );
+    if (rows.length > 0) this.#metrics.dispatched.add(rows.length, { queue });
+    return rows;
+  }
+
   /** Stamps of `owner`'s requests in flight on `queue` under the current epochs of its partitions. */
   async inFlight(queue: string, owner: string): Promise<Stamp[]> {
     v.queueOwner('inFlight', queue, owner);
