@@ -52,6 +52,7 @@ describe('startTelemetry', () => {
     jobs.claimed.add(1, { 'job.queue': 'default' });
     jobs.leaseLost.add(1, { 'job.type': 'email' });
     jobs.workerFailures?.add(1, { 'q.operation': 'claim', 'error.kind': 'persistent', 'db.sqlstate': '25006' });
+    jobs.idleRounds?.add(1, { 'q.operation': 'claim' });
     for (const c of Object.values(reqs)) c.add(2, { queue: 'q1' });
     quota.grants.add(3, { 'quota.kind': 'slots', 'quota.key_class': 'tenant' });
     quota.refusals.add(1, { 'quota.kind': 'rate', 'quota.key_class': 'tenant' });
