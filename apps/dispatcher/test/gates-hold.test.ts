@@ -3,7 +3,6 @@
 // per cascade query; metric sources use the dispatcher's TLS options and the credentials of their
 // URL; gate types that cannot work as a queue gate are refused. Real servers on loopback (http and
 // https with a CA made by `openssl`), real Postgres for the dispatcher runs.
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
@@ -19,6 +18,7 @@ import { MetricSources } from '../src/gates/sources.js';
 import { Dispatcher } from '../src/service/dispatcher.js';
 import { configError, Results, submit } from './helpers.js';
 import { testDocument } from './support/dispatcher-env.js';
+import { makeTestCa } from './support/certs.js';
 
 /** A loopback server: `/metrics` serves `page`; `/api/v1/query` answers `queries` (a query not in it hangs). */
 interface Source {
@@ -63,33 +63,13 @@ let src: Source;
 let dir: string;
 let tlsSrc: Source;
 const file = (n: string) => path.join(dir, n);
-const openssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'ignore' });
 
 beforeAll(async () => {
   src = newSource();
   await listen(http.createServer(handler(src)), src, 'http');
   // A CA of the test's own and a server certificate for model.internal (as in tls.test.ts).
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qgates-'));
-  openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '1', '-subj', '/CN=q test CA');
-  fs.writeFileSync(file('server.ext'), 'subjectAltName=DNS:model.internal\n');
-  openssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=model.internal');
-  openssl(
-    'x509',
-    '-req',
-    '-in',
-    'server.csr',
-    '-CA',
-    'ca.pem',
-    '-CAkey',
-    'ca.key',
-    '-CAcreateserial',
-    '-out',
-    'server.pem',
-    '-days',
-    '1',
-    '-extfile',
-    'server.ext',
-  );
+  makeTestCa(dir);
   fs.writeFileSync(file('not-pem.pem'), 'this is not a certificate\n');
   tlsSrc = newSource();
   const server = https.createServer({ key: fs.readFileSync(file('server.key')), cert: fs.readFileSync(file('server.pem')) }, handler(tlsSrc));

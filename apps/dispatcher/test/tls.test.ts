@@ -1,7 +1,6 @@
 // TLS client options of the inference client (issue #19): CA file, client certificate and key
 // (mutual TLS), server name, and the insecure flag, against an HTTPS server on loopback whose
 // certificates `openssl` makes for the test.
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -11,41 +10,18 @@ import type { TLSSocket } from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig, readTlsFiles } from '../src/config/load.js';
 import { InferenceClient, type TlsClientOptions } from '../src/http/client.js';
+import { makeTestCa, openssl } from './support/certs.js';
 
 let dir: string;
 let server: https.Server;
 let url: string;
 const file = (n: string) => path.join(dir, n);
 
-function openssl(...args: string[]): void {
-  execFileSync('openssl', args, { cwd: dir, stdio: 'ignore' });
-}
-
 beforeAll(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qtls-'));
-  openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '1', '-subj', '/CN=q test CA');
-  // The server's certificate names only model.internal: reaching it as 127.0.0.1 needs the server name option.
-  fs.writeFileSync(file('server.ext'), 'subjectAltName=DNS:model.internal\n');
-  openssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=model.internal');
-  openssl(
-    'x509',
-    '-req',
-    '-in',
-    'server.csr',
-    '-CA',
-    'ca.pem',
-    '-CAkey',
-    'ca.key',
-    '-CAcreateserial',
-    '-out',
-    'server.pem',
-    '-days',
-    '1',
-    '-extfile',
-    'server.ext',
-  );
-  openssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'client.key', '-out', 'client.csr', '-subj', '/CN=dispatcher');
-  openssl('x509', '-req', '-in', 'client.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'client.pem', '-days', '1');
+  makeTestCa(dir);
+  openssl(dir, 'req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'client.key', '-out', 'client.csr', '-subj', '/CN=dispatcher');
+  openssl(dir, 'x509', '-req', '-in', 'client.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'client.pem', '-days', '1');
   server = https.createServer(
     {
       key: fs.readFileSync(file('server.key')),
