@@ -93,7 +93,7 @@ describe('tier-priority headers and pool metrics end to end', () => {
         { queue_name: 'q-off', igw_base_url: server.url, worker_pool_id: 'tpoff', labels: { tier: 'interactive' } },
         { queue_name: 'q-rr', igw_base_url: server.url, worker_pool_id: 'rr', labels: { tier: 'interactive' } },
         { queue_name: 'deep', igw_base_url: server.url, worker_pool_id: 'narrow' },
-        // Never dispatched: its gate queries a Prometheus that is not there (fail closed).
+        // Never sent to the model: its gate queries a Prometheus that is not there (fail closed).
         { queue_name: 'held', igw_base_url: server.url, gate_type: 'prometheus-query', gate_params: { query: 'up' } },
       ],
     });
@@ -165,24 +165,29 @@ describe('tier-priority headers and pool metrics end to end', () => {
           `llm_d_async_async_deadline_proximity_millis_bucket\\{[^}]*queue_name="held"[^}]*le="${le.replace('+', '\\+')}"[^}]*\\} (\\d+)`,
         ).exec(t)?.[1] ?? NaN,
       );
-    // After p-2s's deadline has passed (it stays pending: its queue's gate is closed).
-    await new Promise((r) => setTimeout(r, 3000));
+    // Once p-2s's deadline has passed it is answered DEADLINE_EXCEEDED although its queue's gate
+    // stays closed (an answer that needs no endpoint call is written whatever the gates say), so
+    // it leaves the backlog; the other four stay pending behind the closed gate.
+    const out = new Results(store, 'held-out');
+    await out.waitFor(['p-2s'], 15_000);
+    expect(out.one('p-2s').error_code).toBe('DEADLINE_EXCEEDED');
+    expect(out.count).toBe(1);
     const expected: Record<string, number> = {
-      '0': 1,
-      '1000': 1,
-      '5000': 1,
-      '15000': 2,
-      '30000': 2,
-      '60000': 2,
-      '120000': 3,
-      '300000': 3,
-      '600000': 3,
-      '1800000': 3,
-      '3600000': 4,
-      '7200000': 4,
-      '21600000': 4,
-      '86400000': 4,
-      '+Inf': 5,
+      '0': 0,
+      '1000': 0,
+      '5000': 0,
+      '15000': 1,
+      '30000': 1,
+      '60000': 1,
+      '120000': 2,
+      '300000': 2,
+      '600000': 2,
+      '1800000': 2,
+      '3600000': 3,
+      '7200000': 3,
+      '21600000': 3,
+      '86400000': 3,
+      '+Inf': 4,
     };
     const got = await waitFor(
       async () => {
