@@ -4,8 +4,8 @@ import { errorFields, type Logger } from './logger.js';
 
 /** What a worker reports through `WorkerOptions.onError` for each database failure of its loops. */
 export interface WorkerFailure {
-  /** Which loop failed: `claim` or `maintenance`. */
-  operation: 'claim' | 'maintenance';
+  /** Which loop failed: `claim`, `maintenance` or `schedules` (the scheduler's tick). */
+  operation: 'claim' | 'maintenance' | 'schedules';
   /** The failure as a `QError` (its `cause` is the driver's error). */
   error: QError;
   /** `persistent` (retrying cannot help) or `transient` (retried with backoff). */
@@ -48,6 +48,7 @@ export class FailureWatch {
     this.#trackers = {
       claim: new FailureTracker({ maxPersistent: opts.maxPersistent }),
       maintenance: new FailureTracker({ maxPersistent: opts.maxPersistent }),
+      schedules: new FailureTracker({ maxPersistent: opts.maxPersistent }),
     };
   }
 
