@@ -1,5 +1,5 @@
 import { MAX_DUE_PER_TICK, type JobStore, type ScheduleFire } from '@q/store/jobs';
-import { compileCron, planSlots, type CronSchedule } from './cron.js';
+import { compileCron, planSlots, type CronSchedule, type SlotPlan } from './cron.js';
 import { invalidArgument } from '@q/schema';
 import { errorFields, type Logger } from './logger.js';
 
@@ -80,6 +80,7 @@ export class Scheduler {
   async tick(): Promise<TickResult> {
     const read = await this.#store.dueSchedules(this.#now ? this.#now() : null);
     const firings: ScheduleFire[] = [];
+    const plans = new Map<string, SlotPlan>();
     for (const d of read.due) {
       let cron: CronSchedule;
       try {
@@ -90,7 +91,14 @@ export class Scheduler {
         this.#opts.logger?.error({ ...errorFields(err), schedule: d.name }, 'schedule has a pattern this process cannot read');
         continue;
       }
-      const plan = planSlots(cron, d.nextFireAt, d.lastSlot, d.backfillMs, read.now);
+      // Schedules sharing a pattern, zone and state (a fleet of `0 * * * *`) share one plan:
+      // croner takes ~0.15 ms per step, which 1,000 due schedules would pay 1,000 times.
+      const key = `${d.cron}\0${d.timezone}\0${d.nextFireAt.getTime()}\0${d.lastSlot?.getTime() ?? ''}\0${d.backfillMs ?? ''}`;
+      let plan = plans.get(key);
+      if (!plan) {
+        plan = planSlots(cron, d.nextFireAt, d.lastSlot, d.backfillMs, read.now);
+        plans.set(key, plan);
+      }
       firings.push({
         name: d.name,
         expectedNextFireAt: d.nextFireAt,

@@ -165,6 +165,22 @@ describe('exactly once per slot', () => {
   });
 });
 
+describe('many schedules', () => {
+  it('schedules sharing a pattern each enqueue their own job per slot; a different state gets its own plan', async () => {
+    const t0 = at('2026-06-01T10:00:00.000Z');
+    for (const name of ['a', 'b', 'c']) await upsertSchedule(store, { name, cron: '* * * * *', type: 't', payload: { name } }, t0);
+    // d has the same pattern but was created a minute later: another next fire time.
+    await upsertSchedule(store, { name: 'd', cron: '* * * * *', type: 't', payload: { name: 'd' } }, at('2026-06-01T10:01:00.000Z'));
+    let now = at('2026-06-01T10:01:30.000Z');
+    const s = new Scheduler(store, { now: () => now });
+    expect((await s.tick()).fired).toEqual(['a', 'b', 'c']);
+    now = at('2026-06-01T10:02:30.000Z');
+    expect((await s.tick()).fired).toEqual(['a', 'b', 'c', 'd']);
+    const got = (await slots()).map((x) => `${x.name}@${x.slot.slice(14, 16)}`).sort();
+    expect(got).toEqual(['a@01', 'a@02', 'b@01', 'b@02', 'c@01', 'c@02', 'd@02']);
+  });
+});
+
 describe('missed slots', () => {
   async function downtime(backfill: { maxMs: number } | undefined): Promise<string[]> {
     const start = at('2026-06-01T10:00:00.000Z');
