@@ -4,8 +4,8 @@ import { errorFields, type Logger } from './logger.js';
 
 /** What a worker reports through `WorkerOptions.onError` for each database failure of its loops. */
 export interface WorkerFailure {
-  /** Which loop failed: `claim`, `maintenance`, or `complete` (writing attempt outcomes). */
-  operation: 'claim' | 'maintenance' | 'complete';
+  /** Which loop failed: `claim`, `maintenance`, `complete` (writing attempt outcomes) or `schedules` (the scheduler's tick). */
+  operation: 'claim' | 'maintenance' | 'complete' | 'schedules';
   /** The failure as a `QError` (its `cause` is the driver's error). */
   error: QError;
   /** `persistent` (retrying cannot help) or `transient` (retried with backoff). */
@@ -49,6 +49,7 @@ export class FailureWatch {
       claim: new FailureTracker({ maxPersistent: opts.maxPersistent }),
       maintenance: new FailureTracker({ maxPersistent: opts.maxPersistent }),
       complete: new FailureTracker({ maxPersistent: opts.maxPersistent }),
+      schedules: new FailureTracker({ maxPersistent: opts.maxPersistent }),
     };
   }
 

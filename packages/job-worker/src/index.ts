@@ -19,3 +19,5 @@ export { defaultLogger, silentLogger, stderrLogger, type Logger } from './logger
 export type { JobMetrics } from '@q/otel';
 export type { Job, JobStatus, Step, StepStatus, JobPage, JobListFilter, InTransaction, TransactionClient } from '@q/store/jobs';
 export { drizzleClient } from '@q/store/jobs';
+export { DEFAULT_SCHEDULE_TIMEZONE, scheduledFor, type ScheduleInfo, type ScheduleOptions } from './schedules.js';
+export { Scheduler, SCHEDULER_MAX_IDLE_MS, type SchedulerOptions, type TickResult, type WorkerSchedulerOptions } from './scheduler.js';

@@ -5,6 +5,7 @@ import { defaultLogger } from './logger.js';
 import { ManagedWorkers, type WorkOptions, type WorkerHealth } from './managed-workers.js';
 import { DEFAULT_CLOSE_TIMEOUT_MS, METRIC_UNSERVED_ENQUEUES, checkOpenOptions, type JobQueueOpenOptions } from './open-options.js';
 import type { HandlerFunc } from './worker.js';
+import { upsertSchedule, type ScheduleInfo, type ScheduleOptions } from './schedules.js';
 
 /**
  * A job to enqueue: the store's {@link NewJob}, with `queue` optional (default `default`; it must
@@ -208,6 +209,27 @@ export class JobQueue {
   /** Deletes `succeeded`/`cancelled` jobs finished more than `olderThanMs` ago; returns the count. */
   purgeFinished(olderThanMs: number): Promise<number> {
     return this.#store.purgeFinished(olderThanMs);
+  }
+
+  /**
+   * Creates or replaces (by `name`) a recurring job: every worker fires it (unless started with
+   * `schedules: false`), exactly one job per slot across all processes, each job's payload
+   * carrying its slot as `scheduledFor`. Replacing a schedule with the same pattern and time zone
+   * keeps its next fire time and last slot (calling this at every start is safe); a change
+   * applies from the next slot on. Bad input → `INVALID_ARGUMENT`, nothing written.
+   */
+  schedule(opts: ScheduleOptions): Promise<ScheduleInfo> {
+    return upsertSchedule(this.#store, opts);
+  }
+
+  /** Deletes the schedule `name` (no worker enqueues for it from then on); false when there was none. */
+  unschedule(name: string): Promise<boolean> {
+    return this.#store.deleteSchedule(name);
+  }
+
+  /** Every schedule, by name, with its next fire time and last slot. */
+  schedules(): Promise<ScheduleInfo[]> {
+    return this.#store.listSchedules();
   }
 
   #toNewJob(opts: EnqueueOptions, traceparent: string | undefined): NewJob {

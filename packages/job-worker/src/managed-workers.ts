@@ -146,6 +146,8 @@ export class ManagedWorkers {
     }
     const worker = new Worker(this.#store, {
       ...this.#defaults,
+      // One scheduler per process is enough (each tick reads every due schedule): the first worker's.
+      ...(this.#workers.size > 0 ? { schedules: false } : {}),
       queues: [queue],
       concurrency,
       logger: this.#logger,

@@ -9,6 +9,7 @@ import { LEASE_DURATION_MS, RETRY_BASE_MS } from './constants.js';
 import { defaultLogger, type Logger } from './logger.js';
 import type { StepRecorder } from './step-recorder.js';
 import { timerOption } from './timers.js';
+import type { WorkerSchedulerOptions } from './scheduler.js';
 
 /** Shortest lease accepted: its renewal and watch timers stay well above the timer resolution. */
 const MIN_LEASE_MS = 100;
@@ -106,6 +107,11 @@ export interface WorkerOptions {
    * Default `<hostname>-<pid>-<8 hex>`.
    */
   workerId?: string;
+  /**
+   * Whether this worker fires the schedules of `JobQueue.schedule` (every worker does by
+   * default: no leader, each slot enqueued once however many take part), or how. `false` opts out.
+   */
+  schedules?: boolean | WorkerSchedulerOptions;
 }
 
 /** Most jobs a worker runs at once (`concurrency`): more is a mistake, not a setting. */

@@ -13,6 +13,7 @@ import { LocalQueue } from './local-queue.js';
 import { LocalQueueSize } from './local-queue-size.js';
 import { errorFields, type Logger } from './logger.js';
 import { Maintenance } from './maintenance.js';
+import { workerScheduler, type Scheduler } from './scheduler.js';
 import { resolveOptions, type HandlerFunc, type WorkerOptions } from './options.js';
 import { timesOut } from './timers.js';
 import { returnToQueue, type ReturnContext } from './return-to-queue.js';
@@ -63,6 +64,7 @@ export class Worker {
   #trimTimer: NodeJS.Timeout | undefined;
   #listener: JobListener | undefined;
   readonly #maintenance: Maintenance;
+  readonly #scheduler: Scheduler | undefined;
   readonly #watch: FailureWatch;
   #loop: Promise<void> | undefined;
   #shutdown: Promise<void> | undefined;
@@ -148,6 +150,10 @@ export class Worker {
       },
       { tracer: opts.tracer, metrics: opts.metrics },
     );
+    this.#scheduler = workerScheduler(store, opts.schedules, this.#logger, {
+      failed: (err) => void this.#watch.failed('schedules', err),
+      succeeded: () => this.#watch.succeeded('schedules'),
+    });
   }
 
   /** Binds a job type to its handler (registering a type again replaces it). */
@@ -176,6 +182,7 @@ export class Worker {
     this.#leases.start();
     if (this.#sizer.adaptive) this.#trimTimer = setInterval(() => this.#trim(), TRIM_STALL_MS / 2).unref();
     this.#maintenance.start();
+    this.#scheduler?.start();
     this.#loop = this.#claims.run();
     await this.#loop;
     // Nothing left in flight: release the listener and timers now (so the process can exit even
@@ -216,6 +223,7 @@ export class Worker {
     this.#state = 'stopping';
     this.#logger.info({ worker_id: this.id, in_flight: this.#inFlight.size }, 'worker stopping');
     void this.#maintenance.stop();
+    void this.#scheduler?.stop();
     this.#claims.poke();
     this.#completer.kick();
     void this.#releaseBuffered();
@@ -444,7 +452,7 @@ export class Worker {
       this.#leases.stop();
       clearInterval(this.#trimTimer);
       // The maintenance lease is released before the caller may close the store, within a bound.
-      await Promise.all([this.#maintenance.stopWithin(HANDOVER_WAIT_MS), this.#listener?.close()]);
+      await Promise.all([this.#maintenance.stopWithin(HANDOVER_WAIT_MS), this.#scheduler?.stop(), this.#listener?.close()]);
       this.#logger.info({ worker_id: this.id }, 'worker stopped');
     })();
     return this.#shutdown;

@@ -6,6 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Scheduler } from '@q/job-worker';
 import { runPartitionWorker } from '@q/partition-consumer';
 import { createQuota } from '@q/quota';
 import { migrate } from '@q/schema';
@@ -222,6 +223,36 @@ describe('through PgBouncer in transaction mode', () => {
     } finally {
       for (const w of workers) w.proc.kill('SIGKILL');
       await store.close();
+    }
+  });
+
+  it('schedules: six schedulers on two pooled stores fire each slot of a minute once', async () => {
+    const [a, b] = await Promise.all([0, 1].map(() => JobStore.open(dsn, { maxConns: 3, pooler: 'transaction' })));
+    try {
+      const start = Date.parse('2026-06-01T10:00:00Z');
+      await a!.upsertSchedule({
+        name: 'pooled',
+        cron: '* * * * * *',
+        timezone: 'UTC',
+        queue: 'sched',
+        type: 's',
+        nextFireAt: new Date(start + 1_000),
+      });
+      let now = new Date(start);
+      const schedulers = [a!, b!, a!, b!, a!, b!].map((s) => new Scheduler(s, { now: () => now }));
+      let advanced = 0;
+      for (let ms = 500; ms <= 60_000; ms += 500) {
+        now = new Date(start + ms);
+        for (const r of await Promise.all(schedulers.map((s) => s.tick()))) advanced += r.fired.length;
+      }
+      const { rows } = await admin.query<{ slot: string }>(
+        `SELECT payload->>'scheduledFor' AS slot FROM "${schema.name}".q_jobs_all WHERE queue = 'sched' ORDER BY id`,
+      );
+      expect(advanced).toBe(60);
+      expect(rows.map((r) => r.slot)).toEqual(Array.from({ length: 60 }, (_, i) => new Date(start + (i + 1) * 1_000).toISOString()));
+    } finally {
+      await a!.deleteSchedule('pooled');
+      await Promise.all([a!.close(), b!.close()]);
     }
   });
 

@@ -145,3 +145,37 @@ export const allJobs = pgView(
   'q_jobs_all',
   jobColumns(bigint('id', { mode: 'number' }).notNull(), uuid('uuid').notNull(), jobStatus('status').notNull()),
 ).existing();
+
+/**
+ * Recurring jobs (migration 0009), one row per schedule name: the cron pattern and time zone, the
+ * job each slot enqueues, and the scheduler's state. `next_fire_at` is the first slot not yet
+ * enqueued (workers pick due schedules by its index); `last_slot` the latest slot enqueued. A
+ * worker advances both with a compare-and-set in the statement that inserts the slot's job, so a
+ * slot is enqueued once however many workers see it due.
+ */
+export const schedules = pgTable(
+  'q_schedules',
+  {
+    name: text('name').primaryKey(),
+    cron: text('cron').notNull(),
+    timezone: text('timezone').notNull(),
+    queue: text('queue').notNull(),
+    jobType: text('job_type').notNull(),
+    payload: jsonb('payload')
+      .notNull()
+      .default(sql`'{}'::jsonb`),
+    priority: integer('priority').notNull().default(0),
+    maxAttempts: integer('max_attempts').notNull().default(5),
+    /** Null: after downtime only the latest missed slot is enqueued; else every slot of this window. */
+    backfillMs: bigint('backfill_ms', { mode: 'number' }),
+    nextFireAt: timestamp('next_fire_at', { withTimezone: true }).notNull(),
+    lastSlot: timestamp('last_slot', { withTimezone: true }),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    index('q_schedules_next_fire_at_idx').on(t.nextFireAt),
+    check('q_schedules_payload_object', sql`jsonb_typeof(payload) = 'object'`),
+    check('q_schedules_backfill_ms_check', sql`backfill_ms IS NULL OR backfill_ms > 0`),
+  ],
+);

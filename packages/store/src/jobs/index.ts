@@ -34,3 +34,13 @@ export {
   type Step,
   type StepStatus,
 } from './types.js';
+export {
+  MAX_DUE_PER_TICK,
+  scheduleJobKey,
+  type DueSchedule,
+  type DueSchedules,
+  type FireResult,
+  type ScheduleFire,
+  type ScheduleInput,
+  type StoredSchedule,
+} from './ops/schedules.js';

@@ -39,6 +39,8 @@ import * as leaseOps from './ops/leases.js';
 import type { MaintenanceResult } from './ops/maintenance.js';
 import * as maintenance from './ops/maintenance.js';
 import * as read from './ops/read.js';
+import * as schedules from './ops/schedules.js';
+import type { DueSchedules, FireResult, ScheduleFire, ScheduleInput, StoredSchedule } from './ops/schedules.js';
 
 /** Crashes a job survives before the reaper dead-letters it (the 4th crash). */
 export const DEFAULT_MAX_RESUMES = 3;
@@ -349,6 +351,42 @@ export class JobStore {
    */
   backlog(): Promise<Array<{ queue: string; status: JobStatus; count: number }>> {
     return this.#op('backlog', () => countBacklog(this.#scope, this.pool));
+  }
+
+  /**
+   * Creates or replaces the schedule `input.name` (see `@q/job-worker`'s `JobQueue.schedule`,
+   * which computes `nextFireAt` from the pattern). A replaced schedule with the same pattern and
+   * time zone keeps its next fire time and last slot. Bad field → `INVALID_ARGUMENT`, nothing written.
+   */
+  upsertSchedule(input: ScheduleInput): Promise<StoredSchedule> {
+    return schedules.upsertSchedule(this.#ctx, input);
+  }
+
+  /** Deletes the schedule `name`; false when there was none. Its jobs already enqueued stay. */
+  deleteSchedule(name: string): Promise<boolean> {
+    return schedules.deleteSchedule(this.#ctx, name);
+  }
+
+  /** Every schedule, by name. */
+  listSchedules(): Promise<StoredSchedule[]> {
+    return schedules.listSchedules(this.#ctx);
+  }
+
+  /**
+   * A scheduler tick's read: the schedules due at `now` (null: the database clock), earliest
+   * first, at most `limit`, and the earliest next fire time of all. One index read.
+   */
+  dueSchedules(now: Date | null, limit?: number): Promise<DueSchedules> {
+    return schedules.dueSchedules(this.#ctx, now, limit);
+  }
+
+  /**
+   * Fires due schedules in one statement: each advances (compare-and-set on what
+   * {@link JobStore.dueSchedules} read) and enqueues its slots' jobs, or, if another process
+   * fired or changed it meanwhile, does nothing. Returns the names advanced and the jobs inserted.
+   */
+  fireSchedules(firings: readonly ScheduleFire[]): Promise<FireResult> {
+    return schedules.fireSchedules(this.#ctx, firings);
   }
 
   /**
