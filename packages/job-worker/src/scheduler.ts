@@ -1,5 +1,6 @@
 import { MAX_DUE_PER_TICK, type JobStore, type ScheduleFire } from '@q/store/jobs';
 import { compileCron, planSlots, type CronSchedule, type SlotPlan } from './cron.js';
+import { untraced } from '@q/otel';
 import { invalidArgument } from '@q/schema';
 import { errorFields, type Logger } from './logger.js';
 
@@ -78,7 +79,9 @@ export class Scheduler {
 
   /** One tick: reads the due schedules and fires them. */
   async tick(): Promise<TickResult> {
-    const read = await this.#store.dueSchedules(this.#now ? this.#now() : null);
+    // Reading what is due is polling, not work: untraced, so an idle tick records no span (firing,
+    // which enqueues, is traced as usual).
+    const read = await untraced(() => this.#store.dueSchedules(this.#now ? this.#now() : null));
     const firings: ScheduleFire[] = [];
     const plans = new Map<string, SlotPlan>();
     for (const d of read.due) {
