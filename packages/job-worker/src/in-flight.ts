@@ -1,4 +1,3 @@
-import type { JobLease } from '@q/store/jobs';
 import type { Execution } from './execution.js';
 
 /**
@@ -38,11 +37,6 @@ export class InFlight {
     if (this.#byLease.size > 0) return false;
     for (const resolve of this.#drainWaiters.splice(0)) resolve();
     return true;
-  }
-
-  /** The leases of every attempt in flight (stale ones included). */
-  leases(): JobLease[] {
-    return [...this.#byLease.values()].map((e) => e.lease);
   }
 
   /** The attempts whose lease is still ours (to renew). */
