@@ -7,11 +7,11 @@ import { buildAdminServer } from './api/server.js';
 import { KNOWN_QUEUES, type WorkerConfig } from './config.js';
 import { builtinHandlers, type HandlerMap } from './handlers/index.js';
 import { childLogger, silentLogger, type Logger } from './logger.js';
+import { applyPurgeSchedule } from './purge-schedule.js';
 import { purgeTargets } from './purge-targets.js';
-import { startPurgeScheduler } from './scheduler.js';
 import { VERSION } from './version.js';
 
-/** A running worker process: queue consumer, admin API and purge scheduler. */
+/** A running worker process: queue consumer (and schedule firing), admin API. */
 export interface WorkerApp {
   /** Base URL of the admin API, e.g. `http://127.0.0.1:8080`. */
   readonly url: string;
@@ -74,15 +74,9 @@ export async function startWorkerApp(config: WorkerConfig, opts: WorkerAppOption
     cleanups.push(() => store.close());
     const queue = new JobQueue(store, { knownQueues: [...KNOWN_QUEUES] });
     const purge = await purgeTargets(store.pool, queue, dsn, cleanups);
+    // Before the port and the first claim: a --purge-cron the scheduler cannot read stops the start (exit 2).
+    await applyPurgeSchedule(queue, config.purgeCron, config.queues.includes('maintenance'), childLogger(log, { component: 'scheduler' }));
 
-    const worker = new Worker(store, {
-      queues: config.queues,
-      concurrency: config.concurrency,
-      logger: childLogger(log, { component: 'worker' }),
-      metrics: telemetry ? jobMetrics(telemetry.meterProvider) : undefined,
-      tracer: telemetry ? qTracer(telemetry.tracerProvider) : undefined,
-      retryBaseMs: config.retryBaseMs,
-    });
     const handlers: HandlerMap = {
       ...builtinHandlers({
         logger: childLogger(log, { component: 'handler' }),
@@ -94,23 +88,14 @@ export async function startWorkerApp(config: WorkerConfig, opts: WorkerAppOption
       }),
       ...opts.handlers,
     };
-    for (const [type, handler] of Object.entries(handlers)) worker.register(type, handler);
-    if (config.webhookSecret === undefined) log.warn({}, 'AKERDOCK_WEBHOOK_SECRET is not set: webhook.deliver jobs will dead-letter');
-
-    const stopConsuming = new AbortController();
-    const running = worker.run(stopConsuming.signal);
     let draining = false;
-
-    const scheduler =
-      config.purgeIntervalMs > 0 && config.queues.includes('maintenance')
-        ? startPurgeScheduler(queue, config.purgeIntervalMs, childLogger(log, { component: 'scheduler' }))
-        : undefined;
-
     const api = buildAdminServer({
       jobs: queue,
       token: config.adminToken,
       host: config.host,
       allowedHosts: config.allowedHosts,
+      types: Object.keys(handlers),
+      queues: KNOWN_QUEUES,
       bodyLimit: config.bodyLimit,
       logger: childLogger(log, { component: 'api' }),
       readiness: async () => {
@@ -124,10 +109,33 @@ export async function startWorkerApp(config: WorkerConfig, opts: WorkerAppOption
       },
     });
     cleanups.push(() => api.close());
-    await api.listen({ host: config.host, port: config.port });
+    // The port is bound before any job is claimed: a busy port ends the start with one clear
+    // error and nothing leased (a worker already running would claim jobs and then see its store
+    // closed under it).
+    const hostPort = `${config.host.includes(':') ? `[${config.host}]` : config.host}:${config.port}`;
+    await api.listen({ host: config.host, port: config.port }).catch((err: NodeJS.ErrnoException) => {
+      throw new Error(`cannot listen on ${hostPort}: ${listenProblem(err)}`, { cause: err });
+    });
     const addr = api.server.address();
     const port = typeof addr === 'object' && addr ? addr.port : config.port;
     const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
+
+    const worker = new Worker(store, {
+      queues: config.queues,
+      concurrency: config.concurrency,
+      logger: childLogger(log, { component: 'worker' }),
+      metrics: telemetry ? jobMetrics(telemetry.meterProvider) : undefined,
+      tracer: telemetry ? qTracer(telemetry.tracerProvider) : undefined,
+      retryBaseMs: config.retryBaseMs,
+      // Every worker fires the due schedules (akerdock.purge and those of PUT /schedules); no leader.
+      schedules: true,
+    });
+    for (const [type, handler] of Object.entries(handlers)) worker.register(type, handler);
+    if (config.webhookSecret === undefined) log.warn({}, 'AKERDOCK_WEBHOOK_SECRET is not set: webhook.deliver jobs will dead-letter');
+
+    const stopConsuming = new AbortController();
+    const running = worker.run(stopConsuming.signal);
+
     log.info(
       { url, queues: config.queues, concurrency: config.concurrency, auth: config.adminToken ? 'bearer' : 'none (insecure-local)' },
       'akerdock-worker started',
@@ -140,7 +148,6 @@ export async function startWorkerApp(config: WorkerConfig, opts: WorkerAppOption
       stop() {
         stopping ??= (async () => {
           draining = true;
-          scheduler?.stop();
           log.info({ timeoutMs: config.shutdownTimeoutMs }, 'draining: no new jobs, waiting for running ones');
           stopConsuming.abort();
           await running;
@@ -154,5 +161,19 @@ export async function startWorkerApp(config: WorkerConfig, opts: WorkerAppOption
   } catch (err) {
     await cleanup();
     throw err;
+  }
+}
+
+/** What a failed `listen` means, in words (the errno code alone reads as a crash). */
+function listenProblem(err: NodeJS.ErrnoException): string {
+  switch (err.code) {
+    case 'EADDRINUSE':
+      return 'the address is already in use (another process holds the port; pick another with --listen)';
+    case 'EACCES':
+      return 'permission denied (ports below 1024 need privileges; pick another with --listen)';
+    case 'EADDRNOTAVAIL':
+      return 'this machine has no such address';
+    default:
+      return err.message;
   }
 }

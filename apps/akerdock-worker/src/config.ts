@@ -37,8 +37,11 @@ export interface WorkerConfig {
   webhookTimeoutMs: number;
   /** Where `notify.send` posts; `undefined` = notifications become log lines. */
   notifyUrl: string | undefined;
-  /** How often this process schedules `maintenance.purge` (ms); 0 = never. */
-  purgeIntervalMs: number;
+  /**
+   * Cron pattern (UTC) of the schedule {@link PURGE_SCHEDULE_NAME} that enqueues `maintenance.purge`;
+   * `undefined` = off (a worker consuming `maintenance` then removes the schedule).
+   */
+  purgeCron: string | undefined;
   /** Finished jobs older than this are purged (ms). */
   purgeAfterMs: number;
   /** pino level, one of {@link LOG_LEVELS}. */
@@ -77,6 +80,7 @@ const OPTIONS = {
   'webhook-secret': { type: 'string' },
   'webhook-timeout': { type: 'string' },
   'notify-url': { type: 'string' },
+  'purge-cron': { type: 'string' },
   'purge-interval': { type: 'string' },
   'purge-after': { type: 'string' },
   'log-level': { type: 'string' },
@@ -106,7 +110,10 @@ export const USAGE = `usage: akerdock-worker [flags]
   --webhook-secret KEY    AKERDOCK_WEBHOOK_SECRET               (HMAC-SHA256 signing key)
   --webhook-timeout DUR   AKERDOCK_WEBHOOK_TIMEOUT              (10s per attempt)
   --notify-url URL        AKERDOCK_NOTIFY_URL                   (none: notifications are logged)
-  --purge-interval DUR    AKERDOCK_PURGE_INTERVAL               (5m; 0 = off)
+  --purge-cron CRON       AKERDOCK_PURGE_CRON                   (*/5 * * * *; UTC; off = never; the
+                          schedule akerdock.purge, set by the workers consuming maintenance)
+  --purge-interval DUR    AKERDOCK_PURGE_INTERVAL               (older form of --purge-cron: an interval
+                          dividing a minute, hour or day evenly; 0 = off)
   --purge-after DUR       AKERDOCK_PURGE_AFTER                  (30d)
   --log-level LEVEL       AKERDOCK_LOG_LEVEL                    (info; fatal error warn info debug trace silent)
   --log-format FMT        AKERDOCK_LOG_FORMAT                   (auto: pretty on a terminal, else JSON; pretty; json)
@@ -115,7 +122,9 @@ export const USAGE = `usage: akerdock-worker [flags]
   --service-name NAME     OTEL_SERVICE_NAME                     (akerdock-worker; service.name of traces and metrics)
   -h, --help              this text
   -V, --version           the version
-Durations: 250ms, 5s, 1m30s, 30d; a bare number is milliseconds.`;
+Durations: 250ms, 5s, 1m30s, 30d; a bare number is milliseconds.
+Exit status: 0 after a graceful stop; 1 a failure while running (database unreachable, port in
+use); 2 bad flags or config. The cause is one stderr line; --log-level debug adds its stack.`;
 
 /** Raised for bad flags or environment; the process prints it with {@link USAGE} and exits 2. */
 export function configError(message: string): QError {
@@ -251,7 +260,7 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
       webhookSecret: pick('webhook-secret', 'AKERDOCK_WEBHOOK_SECRET'),
       webhookTimeoutMs: duration('webhook-timeout', 'AKERDOCK_WEBHOOK_TIMEOUT', '10s', 1),
       notifyUrl: optionalUrl('notify-url', 'AKERDOCK_NOTIFY_URL'),
-      purgeIntervalMs: duration('purge-interval', 'AKERDOCK_PURGE_INTERVAL', '5m', 0),
+      purgeCron: purgeCron(pick('purge-cron', 'AKERDOCK_PURGE_CRON'), pick('purge-interval', 'AKERDOCK_PURGE_INTERVAL')),
       purgeAfterMs: duration('purge-after', 'AKERDOCK_PURGE_AFTER', '30d', 0),
       logLevel: oneOf('log-level', 'AKERDOCK_LOG_LEVEL', LOG_LEVELS, 'info'),
       logFormat: oneOf('log-format', 'AKERDOCK_LOG_FORMAT', LOG_FORMATS, 'auto'),
@@ -260,6 +269,63 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
       serviceName: pick('service-name', 'OTEL_SERVICE_NAME') ?? 'akerdock-worker',
     },
   };
+}
+
+/** Name of the schedule that enqueues `maintenance.purge` (docs/akerdock-worker.md#maintenancepurge-queue-maintenance). */
+export const PURGE_SCHEDULE_NAME = 'akerdock.purge';
+/** Default of `--purge-cron`: every 5 minutes, the old `--purge-interval` default. */
+export const DEFAULT_PURGE_CRON = '*/5 * * * *';
+
+/**
+ * The purge schedule's pattern from `--purge-cron` or the older `--purge-interval` (kept because
+ * deployments set it): an interval becomes the pattern of the same cadence when it divides a
+ * minute, an hour or a day evenly, since a cron pattern can only repeat on such boundaries; any
+ * other interval is refused, pointing at `--purge-cron`. `undefined` = off.
+ */
+function purgeCron(cronText: string | undefined, intervalText: string | undefined): string | undefined {
+  if (cronText !== undefined && intervalText !== undefined) {
+    throw configError('set --purge-cron (AKERDOCK_PURGE_CRON) or --purge-interval (AKERDOCK_PURGE_INTERVAL), not both');
+  }
+  if (cronText !== undefined) {
+    const cron = cronText.trim();
+    if (cron === 'off') return undefined;
+    // The full check (croner's) runs at start through JobQueue.schedule; this catches the usual slip.
+    const fields = cron.split(/\s+/).length;
+    if (fields !== 5 && fields !== 6) {
+      throw configError(`--purge-cron must be a cron pattern of 5 fields, or 6 with seconds first, or off; got "${cronText}"`);
+    }
+    return cron;
+  }
+  if (intervalText === undefined) return DEFAULT_PURGE_CRON;
+  let ms: number;
+  try {
+    ms = parseDuration(intervalText, '--purge-interval');
+  } catch (err) {
+    throw configError((err as Error).message);
+  }
+  if (ms === 0) return undefined;
+  const cron = intervalCron(ms);
+  if (cron === undefined) {
+    throw configError(
+      `--purge-interval "${intervalText}" does not divide a minute, an hour or a day evenly, so no cron pattern repeats at it: ` +
+        `set --purge-cron (AKERDOCK_PURGE_CRON) instead, e.g. "*/5 * * * *"`,
+    );
+  }
+  return cron;
+}
+
+/** The cron pattern repeating every `ms`, when `ms` divides a minute, an hour or a day; else `undefined`. */
+export function intervalCron(ms: number): string | undefined {
+  if (ms <= 0 || ms % 1_000 !== 0) return undefined;
+  const s = ms / 1_000;
+  if (s < 60) return 60 % s === 0 ? (s === 1 ? '* * * * * *' : `*/${s} * * * * *`) : undefined;
+  if (s % 60 !== 0) return undefined;
+  const m = s / 60;
+  if (m < 60) return 60 % m === 0 ? (m === 1 ? '* * * * *' : `*/${m} * * * *`) : undefined;
+  if (m % 60 !== 0) return undefined;
+  const h = m / 60;
+  if (h < 24) return 24 % h === 0 ? (h === 1 ? '0 * * * *' : `0 */${h} * * *`) : undefined;
+  return h === 24 ? '0 0 * * *' : undefined;
 }
 
 /** Splits `host:port` (`[::1]:8080` for IPv6). */

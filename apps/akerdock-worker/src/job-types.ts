@@ -1,7 +1,20 @@
 // The one place the app names the job packages' types (docs/design/api.md#job-queue).
 import type { JobQueue } from '@q/job-worker';
 
-export type { EnqueueOptions, HandlerContext, HandlerFunc, Job, JobStatus, Step, StepRecorder } from '@q/job-worker';
+export type {
+  EnqueueOptions,
+  ScheduleInfo,
+  ScheduleOptions,
+  HandlerContext,
+  HandlerFunc,
+  Job,
+  JobStatus,
+  Step,
+  StepRecorder,
+} from '@q/job-worker';
 
-/** The part of `JobQueue` the admin API and the purge scheduler use. */
-export type JobQueueLike = Pick<JobQueue, 'enqueue' | 'get' | 'list' | 'cancel' | 'retryDeadLetter' | 'forgetDeadLetter' | 'purgeFinished'>;
+/** The part of `JobQueue` the admin API and the purge schedule use. */
+export type JobQueueLike = Pick<
+  JobQueue,
+  'enqueue' | 'get' | 'list' | 'cancel' | 'retryDeadLetter' | 'forgetDeadLetter' | 'purgeFinished' | 'schedule' | 'unschedule' | 'schedules'
+>;

@@ -3,11 +3,13 @@ import { QuotaStore } from '@q/quota';
 import { installedModules } from '@q/schema';
 import { Store } from '@q/store';
 import type { PurgeTargets } from './handlers/purge.js';
+import { advisoryPurgeLock } from './purge-lock.js';
 
 /**
  * What `maintenance.purge` can clean in this database: always the jobs; the request queue's
  * results and the quota bookkeeping only when those modules are migrated in the same schema
- * (read from the migration journal; the worker never migrates them itself). Closers are pushed onto `cleanups`.
+ * (read from the migration journal; the worker never migrates them itself); and the lock that keeps
+ * runs one at a time. Closers are pushed onto `cleanups`.
  */
 export async function purgeTargets(
   pool: pg.Pool,
@@ -16,7 +18,7 @@ export async function purgeTargets(
   cleanups: Array<() => Promise<void>>,
 ): Promise<PurgeTargets> {
   const installed = await installedModules(pool);
-  const targets: PurgeTargets = { jobs };
+  const targets: PurgeTargets = { jobs, lock: advisoryPurgeLock(pool) };
   if (installed.requests) {
     const store = await Store.open(dsn, { maxConns: 1, migrate: false, applicationName: 'akerdock-purge' });
     cleanups.push(() => store.close());

@@ -10,7 +10,7 @@ import { createTestSchema, type TestSchema } from '@q/testing';
 import { startWorkerApp, type WorkerApp } from '../src/app.js';
 import { parseConfig } from '../src/config.js';
 import { hostAllowed } from '../src/api/origin.js';
-import { testConfig, TOKEN } from './helpers.js';
+import { testConfig, TOKEN, TEST_HANDLERS } from './helpers.js';
 
 let schema: TestSchema;
 let open: WorkerApp; // --insecure-local
@@ -23,8 +23,10 @@ beforeAll(async () => {
     {},
   );
   if (parsed.help) throw new Error('unexpected --help');
-  open = await startWorkerApp(parsed.config);
-  tokened = await startWorkerApp(testConfig(schema.dsn, ['--queues', 'notify', '--allowed-hosts', 'admin.internal']));
+  open = await startWorkerApp(parsed.config, { handlers: TEST_HANDLERS });
+  tokened = await startWorkerApp(testConfig(schema.dsn, ['--queues', 'notify', '--allowed-hosts', 'admin.internal']), {
+    handlers: TEST_HANDLERS,
+  });
 });
 afterAll(async () => {
   await open?.stop();

@@ -4,7 +4,7 @@ import { createTestSchema, type TestSchema } from '@q/testing';
 import { startWorkerApp, type WorkerApp } from '../src/app.js';
 import { parseConfig } from '../src/config.js';
 import type { JobJson } from '../src/api/job-json.js';
-import { api, testConfig, TOKEN } from './helpers.js';
+import { api, testConfig, TOKEN, TEST_HANDLERS } from './helpers.js';
 
 let schema: TestSchema;
 let app: WorkerApp;
@@ -12,7 +12,7 @@ let app: WorkerApp;
 beforeAll(async () => {
   schema = await createTestSchema('akw_api');
   // Consumes only `notify`: jobs put on `default` stay queued, so their state is what the test set.
-  app = await startWorkerApp(testConfig(schema.dsn, ['--queues', 'notify', '--body-limit', '2048']));
+  app = await startWorkerApp(testConfig(schema.dsn, ['--queues', 'notify', '--body-limit', '2048']), { handlers: TEST_HANDLERS });
 });
 afterAll(async () => {
   await app?.stop();
@@ -59,7 +59,7 @@ describe('auth', () => {
       {},
     );
     if (parsed.help) throw new Error('help');
-    const open = await startWorkerApp(parsed.config);
+    const open = await startWorkerApp(parsed.config, { handlers: TEST_HANDLERS });
     try {
       expect((await api(open.url, 'GET', '/jobs?limit=1', { token: null })).status).toBe(200);
     } finally {
@@ -166,9 +166,13 @@ describe('jobs', () => {
       error: null,
       retry_of_id: null,
     });
-    const again = await enqueue({ type: 'something.else', payload: { n: 2 } }, { 'idempotency-key': 'k-1' });
+    const again = await enqueue({ type: 'report.build', payload: { n: 2 } }, { 'idempotency-key': 'k-1' });
     expect(again.uuid).toBe(a.uuid);
     expect(again.payload).toEqual({ n: 1 });
+    // A key is held per queue and type: under another type it makes a new job.
+    const other = await enqueue({ type: 'something.else', payload: { n: 3 } }, { 'idempotency-key': 'k-1' });
+    expect(other.uuid).not.toBe(a.uuid);
+    expect(other).toMatchObject({ type: 'something.else', payload: { n: 3 }, idempotency_key: 'k-1' });
     const got = await api(app.url, 'GET', `/jobs/${a.uuid}`);
     expect(got.status).toBe(200);
     expect(got.json).toEqual(a);

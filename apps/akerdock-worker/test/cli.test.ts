@@ -5,7 +5,7 @@ import { createTestSchema, type TestSchema } from '@q/testing';
 import { startWorkerApp, type WorkerApp } from '../src/app.js';
 import type { JobJson } from '../src/api/job-json.js';
 import { runCli } from '../src/cli/q-jobs.js';
-import { api, testConfig, TOKEN } from './helpers.js';
+import { api, testConfig, TOKEN, TEST_HANDLERS } from './helpers.js';
 import { runQJobs } from './spawn.js';
 
 let schema: TestSchema;
@@ -14,7 +14,7 @@ let env: NodeJS.ProcessEnv;
 
 beforeAll(async () => {
   schema = await createTestSchema('akw_cli');
-  app = await startWorkerApp(testConfig(schema.dsn, ['--queues', 'notify']));
+  app = await startWorkerApp(testConfig(schema.dsn, ['--queues', 'notify']), { handlers: TEST_HANDLERS });
   env = { AKERDOCK_API_URL: app.url, AKERDOCK_ADMIN_TOKEN: TOKEN };
   for (let i = 0; i < 3; i++) await app.queue.enqueue({ type: 'report.build', payload: { i } });
 });

@@ -1,5 +1,6 @@
 import { waitFor as poll } from '@q/testing';
 import { parseConfig, type WorkerConfig } from '../src/config.js';
+import type { HandlerMap } from '../src/handlers/index.js';
 
 /** Admin token used by every test server. */
 export const TOKEN = 'test-admin-token-0123456789';
@@ -18,8 +19,8 @@ export function testConfig(dsn: string, argv: string[] = []): WorkerConfig {
       TOKEN,
       '--webhook-secret',
       SECRET,
-      '--purge-interval',
-      '0',
+      '--purge-cron',
+      'off',
       '--log-level',
       'silent',
       '--concurrency',
@@ -59,3 +60,11 @@ export async function api(
   const text = await res.text();
   return { status: res.status, json: text ? JSON.parse(text) : undefined, headers: res.headers };
 }
+
+/**
+ * Handlers of the made-up job types tests enqueue through the admin API, which refuses a type no
+ * handler serves. The test workers consume only other queues, so these never run.
+ */
+export const TEST_HANDLERS: HandlerMap = Object.fromEntries(
+  ['x', 'report.build', 'something.else', 'page.test'].map((type) => [type, async () => undefined]),
+);

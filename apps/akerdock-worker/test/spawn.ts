@@ -34,6 +34,8 @@ export interface WorkerChild {
   /** Resolves with the first log line matching `msg`. */
   line(msg: string, timeoutMs?: number): Promise<Record<string, unknown>>;
   exited: Promise<number | null>;
+  /** What it wrote to stderr so far. */
+  stderr(): string;
 }
 
 export function spawnWorker(args: string[], env: NodeJS.ProcessEnv = {}): WorkerChild {
@@ -66,6 +68,7 @@ export function spawnWorker(args: string[], env: NodeJS.ProcessEnv = {}): Worker
     child,
     lines,
     exited,
+    stderr: p.stderr,
     line(msg, timeoutMs = 60_000) {
       return new Promise((resolve, reject) => {
         const timer = setTimeout(() => reject(new Error(`no "${msg}" log line; stderr: ${p.stderr().slice(-2000)}`)), timeoutMs);

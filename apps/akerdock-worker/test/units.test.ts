@@ -38,9 +38,36 @@ describe('config', () => {
       insecureLocal: false,
       bodyLimit: 65_536,
       purgeAfterMs: 30 * 86_400_000,
-      purgeIntervalMs: 300_000,
+      purgeCron: '*/5 * * * *',
     });
     expect(c.queues).toEqual(['default', 'deploy', 'backup', 'cleanup', 'notify', 'maintenance', 'webhook', 'task']);
+  });
+
+  it('takes the purge schedule from --purge-cron, or maps the older --purge-interval when a cron pattern can repeat at it', () => {
+    const env = { AKERDOCK_ADMIN_TOKEN: TOKEN };
+    expect(cfg(['--purge-cron', '0 3 * * *'], env).purgeCron).toBe('0 3 * * *');
+    expect(cfg([], { ...env, AKERDOCK_PURGE_CRON: '*/10 * * * * *' }).purgeCron).toBe('*/10 * * * * *');
+    expect(cfg(['--purge-cron', 'off'], env).purgeCron).toBeUndefined();
+    const mapped = ['0', '1s', '15s', '1m', '5m', '30m', '1h', '6h', '1d', '1m0s'].map((d) => cfg(['--purge-interval', d], env).purgeCron);
+    expect(mapped).toEqual([
+      undefined,
+      '* * * * * *',
+      '*/15 * * * * *',
+      '* * * * *',
+      '*/5 * * * *',
+      '*/30 * * * *',
+      '0 * * * *',
+      '0 */6 * * *',
+      '0 0 * * *',
+      '* * * * *',
+    ]);
+    for (const d of ['7m', '90s', '1500ms', '5h', '2d']) {
+      expect(configError(() => cfg(['--purge-interval', d], env))).toMatch(/does not divide a minute, an hour or a day evenly.*--purge-cron/);
+    }
+    expect(configError(() => cfg(['--purge-cron', '0 3 * * *', '--purge-interval', '5m'], env))).toMatch(/not both/);
+    expect(configError(() => cfg(['--purge-interval', '5m'], { ...env, AKERDOCK_PURGE_CRON: '0 3 * * *' }))).toMatch(/not both/);
+    expect(configError(() => cfg(['--purge-cron', 'hourly'], env))).toMatch(/--purge-cron must be a cron pattern of 5 fields/);
+    expect(configError(() => cfg(['--purge-interval', 'soon'], env))).toMatch(/--purge-interval/);
   });
 
   it('prefers flags over environment', () => {
@@ -147,6 +174,8 @@ describe('OpenAPI document', () => {
       '/jobs/{uuid}/forget',
       '/jobs/{uuid}/retry',
       '/readyz',
+      '/schedules',
+      '/schedules/{name}',
     ]);
     expect(Object.keys(doc.paths['/jobs'] ?? {}).sort()).toEqual(['get', 'post']);
     const listParams = doc.paths['/jobs']?.get?.parameters?.map((p) => `${p.in}:${p.name}`);

@@ -11,7 +11,7 @@ import type { Store } from '@q/store';
 import type { EmbeddedPostgres } from '@q/devdb';
 import { loadConfig, OVERRIDABLE } from './config/load.js';
 import type { DispatcherConfig } from './config/schema.js';
-import { DEFAULT_KEY_GATES, DEFAULT_QUEUE, popResults, submitRequests } from './client/producer.js';
+import { DEFAULT_KEY_GATES, DEFAULT_QUEUE, peekResults, popResults, submitRequests } from './client/producer.js';
 import { quotaKeyProblem } from './pipeline/envelope-check.js';
 import { checkDatabase, withExistingStore } from './cli/database.js';
 import { formatSummary, runDemo } from './demo.js';
@@ -38,6 +38,7 @@ const options = {
   route: { type: 'string' },
   file: { type: 'string' },
   follow: { type: 'boolean' },
+  peek: { type: 'boolean' },
   limit: { type: 'string' },
   json: { type: 'boolean' },
   saturation: { type: 'boolean' },
@@ -229,11 +230,23 @@ async function cmdSubmit(): Promise<void> {
     }
     return raw;
   });
+  // Two requests with one id in one file are two generations of one request: a later cancel or
+  // result cannot tell them apart, so a file that names an id twice is refused whole.
+  const linesOf = new Map<string, number[]>();
+  reqs.forEach((raw, i) => {
+    const id = (raw as { id: string }).id;
+    linesOf.set(id, [...(linesOf.get(id) ?? []), (lines[i] as { line: number }).line]);
+  });
+  const dups = [...linesOf].filter(([, at]) => at.length > 1);
+  if (dups.length > 0) {
+    const named = dups.map(([id, at]) => `${JSON.stringify(id)} (lines ${at.join(', ')})`).join(', ');
+    throw new UsageError(`submit: duplicate request id(s): ${named}; nothing was submitted`);
+  }
   const batch = Math.max(1, Math.floor(num('batch-size', 500, 1)));
   const bar = process.stderr.isTTY
     ? new cliProgress.SingleBar({ stream: process.stderr, format: ' submit {bar} {value}/{total}' }, cliProgress.Presets.shades_classic)
     : undefined;
-  await withStore(cfg, 'submit', async (store) => {
+  const served = await withStore(cfg, 'submit', async (store) => {
     bar?.start(reqs.length, 0);
     try {
       // One transaction for all batches: they are written together or not at all.
@@ -250,19 +263,35 @@ async function cmdSubmit(): Promise<void> {
     } finally {
       bar?.stop();
     }
+    // A dispatcher serving a queue leases its partitions, and each lease bumps the partition's
+    // epoch: no epoch above 0 means no dispatcher has ever served it here (a typo in --queue, or
+    // the wrong database).
+    return (await store.partitionOwners(queue)).some((o) => o.maxEpoch > 0);
   });
   process.stdout.write(`submitted ${reqs.length} requests to queue ${queue} (results on route ${route})\n`);
+  if (!served) {
+    process.stderr.write(
+      `q-dispatcher: warning: no dispatcher has served queue ${JSON.stringify(queue)} in this database yet; ` +
+        'the requests wait until `q-dispatcher run` serves it (check --queue and --dsn)\n',
+    );
+  }
 }
 
 async function cmdResults(): Promise<void> {
   const cfg = clientConfig();
   const { route } = target(cfg);
   if (!flags.route && !flags.config) throw new UsageError('results: --route R is required');
+  if (flags.peek && flags.follow) throw new UsageError('results: --peek reads once; it does not go with --follow');
   const limit = Math.floor(num('limit', 100, 1));
   let stop = false;
   process.once('SIGINT', () => (stop = true));
   process.once('SIGTERM', () => (stop = true));
   await withStore(cfg, 'results', async (store) => {
+    if (flags.peek) {
+      const rows = await peekResults(store, route, limit);
+      for (const { result } of rows) process.stdout.write(`${JSON.stringify(result)}\n`);
+      return;
+    }
     do {
       const rows = await popResults(store, route, limit);
       for (const { result } of rows) process.stdout.write(`${JSON.stringify(result)}\n`);
@@ -287,7 +316,15 @@ async function cmdCancel(ids: string[]): Promise<void> {
     else process.stdout.write(done.has(id) ? `cancelled      ${id}\n` : `not cancelled  ${id} (no request with this id, or already cancelled)\n`);
   }
   process.stdout.write(`cancelled ${done.size} of ${asked.length} request id(s)${invalid.size > 0 ? `; ${invalid.size} invalid` : ''}\n`);
+  // 2: an id was refused as given; 1: a valid id had nothing to cancel (unknown or already cancelled).
+  const missed = valid.filter((id) => !done.has(id));
   if (invalid.size > 0) process.exitCode = 2;
+  else if (missed.length > 0) {
+    process.stderr.write(
+      `q-dispatcher: cancel: not cancelled: ${missed.map((id) => JSON.stringify(id)).join(', ')} (unknown, or already cancelled)\n`,
+    );
+    process.exitCode = 1;
+  }
 }
 
 async function cmdStatus(): Promise<void> {
@@ -379,12 +416,24 @@ main().then(
     if (positionals[0] !== 'results' || !flags.follow) exitSoon();
   },
   (err: unknown) => {
-    const msg = err instanceof UsageError || isQError(err) ? (err as Error).message : redactDsn(String((err as Error)?.stack ?? err));
-    process.stderr.write(`q-dispatcher: ${msg}\n`);
-    process.exitCode = err instanceof UsageError || isQError(err) ? 2 : 1;
+    // The cause once, on one line; its stack only when --log-level debug (or trace) asks for it.
+    const e = err instanceof Error ? err : new Error(String(err));
+    const verbose = !(err instanceof UsageError) && (flags['log-level'] === 'debug' || flags['log-level'] === 'trace');
+    process.stderr.write(`q-dispatcher: ${redactDsn(verbose ? (e.stack ?? e.message) : e.message)}\n`);
+    process.exitCode = exitStatusOf(err);
     exitSoon();
   },
 );
+
+/**
+ * 2 for what the operator must change before running again (flags, config, a database without
+ * q's tables or of another q version), 1 for a failure while running (database unreachable,
+ * permission denied): the convention of both apps (docs/deployment.md#exit-codes).
+ */
+function exitStatusOf(err: unknown): number {
+  if (err instanceof UsageError) return 2;
+  return isQError(err) && ['CONFIG', 'INVALID_ARGUMENT', 'UNSUPPORTED_DSN', 'SCHEMA_MISMATCH'].includes(err.code) ? 2 : 1;
+}
 
 /** Exits once stdout and stderr are flushed, with the status set so far. */
 function exitSoon(): void {

@@ -9,8 +9,10 @@ export const EXPIRING_WINDOWS = [60, 300, 3600];
 export interface QueueStatus {
   queue: string;
   route: string;
-  /** Pending requests. */
+  /** Pending requests (cancelled ones not counted). */
   backlog: number;
+  /** Cancelled requests a dispatcher has not answered yet (pending or in flight). */
+  cancelled: number;
   /** Pending requests whose deadline is within each of {@link EXPIRING_WINDOWS}. */
   expiring: Record<string, number>;
   owners: OwnerPartitions[];
@@ -29,7 +31,7 @@ export async function queueStatus(store: Store, queues: Array<{ queue: string; r
       ]);
       const expiring: Record<string, number> = {};
       EXPIRING_WINDOWS.forEach((w, i) => (expiring[`${w}s`] = b.expiring[i] ?? 0));
-      return { queue, route, backlog: b.depth, expiring, owners, resultsWaiting };
+      return { queue, route, backlog: b.depth, cancelled: b.cancelled, expiring, owners, resultsWaiting };
     }),
   );
 }
@@ -40,6 +42,7 @@ export function formatStatus(all: QueueStatus[]): string {
   for (const s of all) {
     out.push(`queue ${s.queue}`);
     out.push(`  backlog            ${s.backlog} pending`);
+    out.push(`  cancelled          ${s.cancelled} (not answered by a dispatcher yet)`);
     out.push(
       `  expiring within    ${Object.entries(s.expiring)
         .map(([w, n]) => `${w}: ${n}`)

@@ -29,9 +29,9 @@ async function count(sql: string, values: unknown[] = []): Promise<number> {
 const deadline = () => Math.floor(Date.now() / 1000) + 600;
 
 describe('q-dispatcher run', () => {
-  it('an unreachable --dsn without --config exits 2 promptly (it used to print the error and hang)', async () => {
+  it('an unreachable --dsn without --config exits 1 promptly (it used to print the error and hang)', async () => {
     const p = f.startCli(['run', '--dsn', 'postgres://app:hunter2-secret@127.0.0.1:1/nowhere', '--health-port=-1', '--metrics-port=-1']);
-    expect(await exitWithin(p, 30_000)).toBe(2);
+    expect(await exitWithin(p, 30_000)).toBe(1);
     expect(p.err()).toContain('q-dispatcher: cannot connect to');
     expect(p.err() + p.out()).not.toContain('hunter2-secret');
   }, 60_000);
@@ -47,10 +47,10 @@ describe('q-dispatcher run', () => {
 });
 
 describe('q-dispatcher cancel', () => {
-  it('reports what was really cancelled, per id: 0 when nothing matched', async () => {
+  it('reports what was really cancelled, per id: 0 when nothing matched (exit 1, issue 37)', async () => {
     const env = { Q_DSN: f.schema.dsn };
     const none = f.startCli(['cancel', 'never-2', 'does-not-exist'], env);
-    expect(await none.exit).toBe(0);
+    expect(await none.exit).toBe(1);
     expect(none.out()).toContain('not cancelled  never-2 (no request with this id, or already cancelled)');
     expect(none.out()).toContain('not cancelled  does-not-exist');
     expect(none.out()).toContain('cancelled 0 of 2 request id(s)');
@@ -59,11 +59,11 @@ describe('q-dispatcher cancel', () => {
     const s = f.startCli(['submit', '--queue', 'cancelq', '--route', 'cancel-out', '--file', file], env);
     expect(await s.exit).toBe(0);
     const some = f.startCli(['cancel', 'cx-1', 'never-2', 'cx-1'], env);
-    expect(await some.exit).toBe(0);
+    expect(await some.exit).toBe(1);
     expect(some.out()).toMatch(/^cancelled {6}cx-1$/m);
     expect(some.out()).toContain('cancelled 1 of 2 request id(s)');
     const again = f.startCli(['cancel', 'cx-1'], env);
-    expect(await again.exit).toBe(0);
+    expect(await again.exit).toBe(1);
     expect(again.out()).toContain('cancelled 0 of 1 request id(s)');
   }, 120_000);
 });

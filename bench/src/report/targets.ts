@@ -89,14 +89,19 @@ export function evaluateTargets(list: ScenarioResult[]): TargetOutcome[] {
     const s = `request-dispatch-ack-r${r}`;
     if (results.has(s)) out.push(atLeast(`${s}: q ≥ 0.6× raw-sql`, advantage(results, s, 'raw-sql'), 0.6));
   }
-  for (const s of ['otel-job-drain', 'otel-dispatch-ack']) {
-    if (!results.has(s)) continue;
-    const ratio = advantage(results, s, 'q');
+  const overhead = (s: string, against: string, what: string, max: number): void => {
+    if (!results.has(s)) return;
+    const ratio = advantage(results, s, against);
+    const target = `${s}: ${what} ≤ ${max} %`;
     out.push(
       ratio === undefined
-        ? { target: `${s}: tracing overhead ≤ 10 %`, measured: 'not measured', met: undefined }
-        : { target: `${s}: tracing overhead ≤ 10 %`, measured: `${((1 - ratio) * 100).toFixed(1)} %`, met: ratio >= 0.9 },
+        ? { target, measured: 'not measured', met: undefined }
+        : { target, measured: `${((1 - ratio) * 100).toFixed(1)} %`, met: ratio >= 1 - max / 100 },
     );
-  }
+  };
+  overhead('otel-job-drain', 'q', 'tracing overhead', 5);
+  // The part of it q adds to the SDK's own cost of one span per job.
+  overhead('otel-job-drain', 'q+span-in-handler', 'tracing overhead beyond one SDK span per job', 5);
+  overhead('otel-dispatch-ack', 'q', 'tracing overhead', 10);
   return out;
 }

@@ -1,12 +1,13 @@
-import type { Tracer } from '@opentelemetry/api';
+import type { Span, Tracer } from '@opentelemetry/api';
 import type { JobMetrics } from '@q/otel';
-import { joinErrorStack, type Job, type JobOutcome } from '@q/store/jobs';
+import { joinErrorStack, splitErrorText, type Job, type JobOutcome } from '@q/store/jobs';
 import type { Completer } from './completer.js';
 import { DeadLetterError } from './errors.js';
+import type { WorkerEvents } from './events.js';
 import type { Execution } from './execution.js';
 import { firstLine, logsAt, type Logger } from './logger.js';
 import type { HandlerContext, HandlerFunc } from './options.js';
-import { processSpan } from './process-span.js';
+import { endFailed, runInSpan, startProcessSpan } from './process-span.js';
 import type { StepRecorder } from './step-recorder.js';
 import { failureOutcome, failureStack, refusedOutcome, storableOutcome, storableText } from './retry-policy.js';
 
@@ -18,6 +19,8 @@ export interface AttemptHooks {
   settle(e: Execution): void;
   /** The lease was given up unrenewed and nothing runs under it any more: give the job back. */
   giveUp(e: Execution): Promise<void>;
+  /** The outcome write found the lease token gone: the lease is lost. */
+  fenced(e: Execution): void;
 }
 
 /** What running attempts needs from the worker: fixed for its life. */
@@ -31,6 +34,8 @@ export interface AttemptConfig {
   workerId: string;
   /** Told how long each handler ran (sizes an adaptive local queue). */
   handlerTime?: (ms: number) => void;
+  /** The worker's event listeners. */
+  events: WorkerEvents;
 }
 
 /**
@@ -58,6 +63,11 @@ class AttemptContext implements HandlerContext {
 /** The log fields naming one attempt of `job` on worker `workerId`. */
 export function jobFields(job: Job, workerId: string): Record<string, unknown> {
   return { job_uuid: job.uuid, job_type: job.type, attempt: job.attempt, worker_id: workerId };
+}
+
+/** The message of an error as stored (without the stack kept after it), as `Job.lastError` reads. */
+function message(stored: string): string {
+  return splitErrorText(stored).message ?? '';
 }
 
 /** Why a handler failed, as stored, and whether it asked for the dead letter. */
@@ -98,15 +108,24 @@ export class AttemptRunner {
       this.#record(e, storableOutcome(e, failureOutcome(e, msg, c.retryBaseMs), c.retryBaseMs), undefined, msg, () => this.#hooks.settle(e));
       return;
     }
+    if (c.events.has('job:start')) c.events.emit('job:start', { job });
     const started = performance.now();
     let outcome: JobOutcome;
     let error: string | undefined;
     const ctx = new AttemptContext(e);
+    let span: Span | undefined;
     try {
       // Untraced (the default), the handler is called directly: no wrapper per job.
-      const result = c.tracer ? await processSpan(c.tracer, job, handler, ctx) : await handler(job, ctx);
+      let result: unknown;
+      if (c.tracer === undefined) result = await handler(job, ctx);
+      else {
+        span = startProcessSpan(c.tracer, job);
+        result = await runInSpan(span, handler, job, ctx);
+        span.end();
+      }
       outcome = { ...e.lease, status: 'succeeded', result };
     } catch (err) {
+      if (span !== undefined) endFailed(span, err);
       const failure = handlerFailure(err);
       error = failure.error;
       outcome = failureOutcome(e, error, c.retryBaseMs, failure.deadLetter);
@@ -140,8 +159,12 @@ export class AttemptRunner {
   #record(e: Execution, outcome: JobOutcome, status: string | undefined, error: string | undefined, then: () => void, seconds?: number): void {
     if (e.released) return then();
     const c = this.#c;
-    const finish = (written: boolean): void => {
+    const finish = (written: boolean, fenced?: boolean): void => {
+      // Known lost before this write (nothing was sent), or learned from it (fenced).
+      const lostBefore = e.leaseLost;
       try {
+        if (written) this.#emitRecorded(e, outcome, error, seconds);
+        else if (fenced === true && !lostBefore) this.#hooks.fenced(e);
         if (written && status !== undefined && c.metrics) {
           const attrs = { 'job.type': e.job.type, 'job.status': status };
           c.metrics.completed.add(1, attrs);
@@ -152,9 +175,11 @@ export class AttemptRunner {
         else
           c.logger.warn(
             jobFields(e.job, c.workerId),
-            e.leaseLost
+            lostBefore
               ? 'job outcome not recorded: its lease was lost'
-              : 'job outcome not recorded: the write failed (see the error logged with it) or was fenced (the job was reaped or cancelled meanwhile)',
+              : fenced === true
+                ? 'job outcome not recorded: the write was fenced (the lease was lost: the job was reaped or taken over meanwhile)'
+                : 'job outcome not recorded: the write failed (see the error logged with it) or the worker stopped',
           );
       } finally {
         // Even should the log line throw: the attempt is over either way.
@@ -177,6 +202,26 @@ export class AttemptRunner {
         return outcome;
       },
     );
+  }
+
+  /** The event of a recorded outcome, when anyone listens to it (a cancel has none). */
+  #emitRecorded(e: Execution, outcome: JobOutcome, error: string | undefined, seconds: number | undefined): void {
+    const { events } = this.#c;
+    const durationMs = seconds === undefined ? 0 : seconds * 1000;
+    const { job } = e;
+    switch (outcome.status) {
+      case 'succeeded':
+        if (events.has('job:success')) events.emit('job:success', { job, result: outcome.result, durationMs });
+        break;
+      case 'retry_wait':
+        if (events.has('job:retry'))
+          events.emit('job:retry', { job, error: message(error ?? outcome.error), retryDelayMs: outcome.retryDelayMs, durationMs });
+        break;
+      case 'dead_letter':
+        if (events.has('job:dead-letter')) events.emit('job:dead-letter', { job, error: message(error ?? outcome.error), durationMs });
+        break;
+      default:
+    }
   }
 
   /** The log line of a recorded outcome. */

@@ -33,7 +33,8 @@ export interface PendingOutcome {
   outcome: JobOutcome;
   /** False once the lease is known lost: the outcome is then dropped (reported not written). */
   held: () => boolean;
-  resolve: (written: boolean) => void;
+  /** Told once whether the outcome was written; `fenced`: the store refused it for its lease token. */
+  resolve: (written: boolean, fenced?: boolean) => void;
   /**
    * A write of this outcome failed without a reply (it may have committed): a later write that
    * finds the lease gone while it is still held by this process's clock means that one did.
@@ -95,7 +96,12 @@ export class Completer {
    * outcome waits a round trip or two to be written, and a promise (with the suspended functions
    * awaiting it) per waiting outcome was a measurable part of a short job's garbage.
    */
-  submitWith(outcome: JobOutcome, held: () => boolean, done: (written: boolean) => void, refused?: (problem: string) => JobOutcome): void {
+  submitWith(
+    outcome: JobOutcome,
+    held: () => boolean,
+    done: (written: boolean, fenced?: boolean) => void,
+    refused?: (problem: string) => JobOutcome,
+  ): void {
     this.#queue.push({ outcome, held, resolve: done, refused });
     this.kick();
   }
@@ -133,7 +139,7 @@ export class Completer {
 
   /** Reports the caller's write of taken outcomes (`written[i]` for `taken[i]`). */
   settle(taken: readonly PendingOutcome[], written: readonly boolean[]): void {
-    taken.forEach((p, i) => this.#report(p, written[i] === true));
+    taken.forEach((p, i) => this.#report(p, written[i] === true, written[i] !== true));
   }
 
   /**
@@ -151,9 +157,9 @@ export class Completer {
    * not leave the rest of its batch untold, nor the completer's state half updated: its error is
    * logged and the others go on.
    */
-  #report(p: PendingOutcome, written: boolean): void {
+  #report(p: PendingOutcome, written: boolean, fenced = false): void {
     try {
-      p.resolve(written);
+      p.resolve(written, fenced);
     } catch (err) {
       try {
         this.#logger.error({ ...errorFields(err), job_id: p.outcome.id }, 'job outcome callback failed');
@@ -198,7 +204,10 @@ export class Completer {
       try {
         const written = await this.#store.complete(batch.map((p) => p.outcome));
         this.#failures?.succeeded();
-        batch.forEach((p, i) => this.#report(p, written[i] === true || this.#committedBefore(p)));
+        batch.forEach((p, i) => {
+          const ok = written[i] === true || this.#committedBefore(p);
+          this.#report(p, ok, !ok);
+        });
         return;
       } catch (err) {
         if (replyLost(err)) for (const p of batch) p.maybeWritten = true;

@@ -10,14 +10,27 @@ export {
 } from './managed-workers.js';
 export { DEFAULT_CLOSE_TIMEOUT_MS, METRIC_UNSERVED_ENQUEUES, type JobQueueOpenOptions } from './open-options.js';
 export { MAX_CONCURRENCY } from './options.js';
+export {
+  defineJob,
+  type JobDefinition,
+  type JobDefinitionOptions,
+  type StandardSchemaIssue,
+  type StandardSchemaPathSegment,
+  type StandardSchemaResult,
+  type StandardSchemaV1,
+  type TypedEnqueueOptions,
+  type TypedHandler,
+  type TypedJob,
+} from './define-job.js';
 export { Worker, type HandlerFunc, type HandlerContext, type WorkerOptions } from './worker.js';
 export { MAX_PERSISTENT_FAILURES, type WorkerFailure } from './failure-watch.js';
+export type { LeaseLostReason, WorkerEventListener, WorkerEventMap, WorkerEventName, WorkerEventSource } from './events.js';
 export { leaderLeaseMs } from './maintenance.js';
 export { StepRecorder, type StepWriter } from './step-recorder.js';
 export { DeadLetterError, JobAbortedError, type JobAbortCause } from './errors.js';
 export { defaultLogger, silentLogger, stderrLogger, type Logger } from './logger.js';
 export type { JobMetrics } from '@q/otel';
-export type { Job, JobStatus, Step, StepStatus, JobPage, JobListFilter, InTransaction, TransactionClient } from '@q/store/jobs';
+export type { EnqueueResult, Job, JobStatus, Step, StepStatus, JobPage, JobListFilter, InTransaction, TransactionClient } from '@q/store/jobs';
 export { drizzleClient } from '@q/store/jobs';
 export { DEFAULT_SCHEDULE_TIMEZONE, scheduledFor, type ScheduleInfo, type ScheduleOptions } from './schedules.js';
 export { Scheduler, SCHEDULER_MAX_IDLE_MS, type SchedulerOptions, type TickResult, type WorkerSchedulerOptions } from './scheduler.js';

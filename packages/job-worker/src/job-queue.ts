@@ -1,11 +1,25 @@
 import { currentTraceparent, jobMetrics, qMeter, qTracer } from '@q/otel';
 import { QError, QErrorCode, invalidArgument } from '@q/schema';
-import { JobStore, type InTransaction, type Job, type JobListFilter, type JobPage, type NewJob } from '@q/store/jobs';
+import { JobStore, type EnqueueResult, type InTransaction, type Job, type JobListFilter, type JobPage, type NewJob } from '@q/store/jobs';
+import type { WorkerEventSource } from './events.js';
 import { defaultLogger } from './logger.js';
 import { ManagedWorkers, type WorkOptions, type WorkerHealth } from './managed-workers.js';
 import { DEFAULT_CLOSE_TIMEOUT_MS, METRIC_UNSERVED_ENQUEUES, checkOpenOptions, type JobQueueOpenOptions } from './open-options.js';
 import type { HandlerFunc } from './worker.js';
 import { upsertSchedule, type ScheduleInfo, type ScheduleOptions } from './schedules.js';
+
+/** What `@q/job-worker/testing` reaches inside a queue (not exported from the package root). */
+export interface QueueInternals {
+  store: JobStore;
+  managed: ManagedWorkers | undefined;
+}
+
+let internals: (queue: JobQueue) => QueueInternals;
+
+/** The store and workers of `queue`, for the test kit (`drain` runs jobs on them). */
+export function queueInternals(queue: JobQueue): QueueInternals {
+  return internals(queue);
+}
 
 /**
  * A job to enqueue: the store's {@link NewJob}, with `queue` optional (default `default`; it must
@@ -25,6 +39,10 @@ export interface JobQueueOptions {
  * {@link JobQueue.close}; constructed on a store, it is the producer side only.
  */
 export class JobQueue {
+  static {
+    internals = (q) => ({ store: q.#store, managed: q.#managed });
+  }
+
   readonly #store: JobStore;
   readonly #known: readonly string[];
   /** Set by {@link JobQueue.open}: the queue owns its store and workers. */
@@ -55,7 +73,7 @@ export class JobQueue {
    */
   static async open(dsn: string, opts: JobQueueOpenOptions = {}): Promise<JobQueue> {
     checkOpenOptions(opts);
-    const { queues, logger, worker, onWorkerStopped, closeTimeoutMs: _closeTimeoutMs, ...storeOptions } = opts;
+    const { queues, logger, worker, onWorkerStopped, closeTimeoutMs: _closeTimeoutMs, startWorkers, ...storeOptions } = opts;
     const store = await JobStore.open(dsn, storeOptions);
     const queue = new JobQueue(store, { knownQueues: ['default'] });
     queue.#managed = new ManagedWorkers(store, {
@@ -65,6 +83,7 @@ export class JobQueue {
       ...(opts.tracerProvider ? { tracer: qTracer(opts.tracerProvider) } : {}),
       defaults: worker ?? {},
       declared: queues ?? [],
+      startWorkers: startWorkers !== false,
       unserved: qMeter(opts.meterProvider).createCounter(METRIC_UNSERVED_ENQUEUES, {
         unit: '{job}',
         description: 'Jobs enqueued to a queue no worker of the enqueuing process serves (and not declared served elsewhere)',
@@ -85,12 +104,16 @@ export class JobQueue {
    * (`INVALID_STATE` otherwise: use a {@link Worker} on your store). A worker stopped by
    * persistent failures is not restarted: `work` for its queue is then `INVALID_STATE` (see
    * {@link JobQueue.health}).
+   *
+   * Returns the events of the queue's worker (`on(event, listener)`, see `WorkerEventMap`):
+   * the worker serves every type registered on that queue, so its `job:*` events carry jobs of
+   * all of them.
    */
-  work(type: string, handler: HandlerFunc, opts: WorkOptions = {}): void {
+  work(type: string, handler: HandlerFunc, opts: WorkOptions = {}): WorkerEventSource {
     if (!this.#managed) {
       throw new QError(QErrorCode.INVALID_STATE, 'work: only a queue from JobQueue.open runs workers (use new Worker(store, …) otherwise)');
     }
-    this.#managed.work(type, handler, opts);
+    return this.#managed.work(type, handler, opts);
   }
 
   /**
@@ -117,9 +140,11 @@ export class JobQueue {
   }
 
   /**
-   * Enqueues one job and returns it. An idempotency-key conflict returns the original job,
-   * unchanged. Unknown queue → `UNKNOWN_QUEUE`; bad field → `INVALID_ARGUMENT`; nothing is
-   * written then.
+   * Enqueues one job and returns it. An idempotency key is held per queue and type: while a job
+   * with the same key, queue and type is kept (live or finished), that job is returned, unchanged
+   * ({@link JobQueue.enqueueResult} tells which happened); the same key in another queue or of
+   * another type makes a new job. Unknown queue → `UNKNOWN_QUEUE`; bad field (an empty `type`
+   * among them) → `INVALID_ARGUMENT`; nothing is written then.
    *
    * With `{ client }` (a pg client in the caller's transaction, or `drizzleClient(tx)`), the job is
    * written in that transaction: it exists iff the transaction commits, and workers are woken at
@@ -134,14 +159,48 @@ export class JobQueue {
   }
 
   /**
+   * {@link JobQueue.enqueue}, returning `{ job, created }`: `created` is `true` when this call
+   * inserted the job, `false` when its idempotency key was already held in its queue and type and
+   * `job` is the job holding it. Of concurrent calls with one key, queue and type, exactly one
+   * gets `created: true`.
+   */
+  async enqueueResult(opts: EnqueueOptions, tx?: InTransaction): Promise<EnqueueResult> {
+    const job = this.#toNewJob(opts, currentTraceparent());
+    const [out] = await (tx === undefined ? this.#store.enqueueResults([job]) : this.#store.enqueueResults([job], tx));
+    this.#managed?.enqueued(job.queue, 1);
+    if (!out) throw new Error('enqueueResult: the store must return one result per job written'); // unreachable: one row per input
+    return out;
+  }
+
+  /**
    * Enqueues many jobs with the same rules, all or none: every job is checked before anything is
    * sent, and each chunk of up to 2,000 jobs is one statement. Returns the jobs in input order.
    * `{ client }` as for {@link JobQueue.enqueue}: all of them exist iff the caller's transaction commits.
    */
   async enqueueMany(opts: EnqueueOptions[], tx?: InTransaction): Promise<Job[]> {
-    if (!Array.isArray(opts)) throw invalidArgument('enqueueMany takes an array of EnqueueOptions');
+    const jobs = this.#toNewJobs('enqueueMany', opts);
+    const out = await (tx === undefined ? this.#store.enqueue(jobs) : this.#store.enqueue(jobs, tx));
+    this.#countEnqueued(jobs);
+    return out;
+  }
+
+  /**
+   * {@link JobQueue.enqueueMany}, returning `{ job, created }` per job in input order, as
+   * {@link JobQueue.enqueueResult} does. A job whose key, queue and type repeat an earlier job of
+   * the same call gets that job back with `created: false`.
+   */
+  async enqueueManyResults(opts: EnqueueOptions[], tx?: InTransaction): Promise<EnqueueResult[]> {
+    const jobs = this.#toNewJobs('enqueueManyResults', opts);
+    const out = await (tx === undefined ? this.#store.enqueueResults(jobs) : this.#store.enqueueResults(jobs, tx));
+    this.#countEnqueued(jobs);
+    return out;
+  }
+
+  /** Each of `opts` checked and made a store job (one traceparent for all), or the first bad one's error naming its index. */
+  #toNewJobs(op: string, opts: EnqueueOptions[]): NewJob[] {
+    if (!Array.isArray(opts)) throw invalidArgument(`${op} takes an array of EnqueueOptions`);
     const traceparent = currentTraceparent();
-    const jobs = opts.map((o, i) => {
+    return opts.map((o, i) => {
       try {
         return this.#toNewJob(o, traceparent);
       } catch (err) {
@@ -149,13 +208,14 @@ export class JobQueue {
         throw err;
       }
     });
-    const out = await (tx === undefined ? this.#store.enqueue(jobs) : this.#store.enqueue(jobs, tx));
-    if (this.#managed) {
-      const perQueue = new Map<string, number>();
-      for (const j of jobs) perQueue.set(j.queue, (perQueue.get(j.queue) ?? 0) + 1);
-      for (const [queue, n] of perQueue) this.#managed.enqueued(queue, n);
-    }
-    return out;
+  }
+
+  /** Counts a batch's jobs per queue for the unserved-enqueue metric of an opened queue. */
+  #countEnqueued(jobs: readonly NewJob[]): void {
+    if (!this.#managed) return;
+    const perQueue = new Map<string, number>();
+    for (const j of jobs) perQueue.set(j.queue, (perQueue.get(j.queue) ?? 0) + 1);
+    for (const [queue, n] of perQueue) this.#managed.enqueued(queue, n);
   }
 
   /** The job with this uuid, or `null`. */

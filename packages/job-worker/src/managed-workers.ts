@@ -2,6 +2,7 @@ import type { Counter, Tracer } from '@opentelemetry/api';
 import type { JobMetrics } from '@q/otel';
 import { QError, QErrorCode, checkName, invalidArgument } from '@q/schema';
 import type { JobStore } from '@q/store/jobs';
+import { checkListener, type WorkerEventListener, type WorkerEventName, type WorkerEventSource } from './events.js';
 import { errorFields, type Logger } from './logger.js';
 import { Worker, type HandlerFunc, type WorkerOptions } from './worker.js';
 
@@ -61,6 +62,13 @@ interface Running {
   error?: QError;
 }
 
+/** A queue `work` registered handlers for while no worker starts (`startWorkers: false`): `drain` runs them. */
+export interface ManualQueue {
+  handlers: Map<string, HandlerFunc>;
+  /** Listeners given to the event source `work` returned, attached to every worker `drain` runs. */
+  listeners: Array<{ event: WorkerEventName; listener: WorkerEventListener<WorkerEventName> }>;
+}
+
 /**
  * The workers a `JobQueue.open` queue starts: one {@link Worker} per queue, holding the handlers of
  * every type registered for it, started on the next turn of the event loop (so handlers
@@ -90,8 +98,10 @@ export class ManagedWorkers {
       declared: readonly string[];
       unserved: Counter;
       onWorkerStopped?: ((stopped: WorkerStopped) => void) | undefined;
+      startWorkers?: boolean;
     },
   ) {
+    if (opts.startWorkers === false) this.#manual = new Map();
     this.#store = store;
     this.#logger = opts.logger;
     this.#metrics = opts.metrics;
@@ -103,6 +113,23 @@ export class ManagedWorkers {
   }
 
   readonly #onStopped: ((stopped: WorkerStopped) => void) | undefined;
+  /** Set when no worker starts (`startWorkers: false`): the handlers and listeners by queue. */
+  readonly #manual: Map<string, ManualQueue> | undefined;
+
+  /** The queues registered while no worker starts, or undefined when `work` starts workers. */
+  manual(): ReadonlyMap<string, ManualQueue> | undefined {
+    return this.#manual;
+  }
+
+  /** The options every worker of this queue is built with (less queues, concurrency and id). */
+  workerOptions(): ManagedWorkerOptions & Pick<WorkerOptions, 'logger' | 'metrics' | 'tracer'> {
+    return {
+      ...this.#defaults,
+      logger: this.#logger,
+      ...(this.#metrics ? { metrics: this.#metrics } : {}),
+      ...(this.#tracer ? { tracer: this.#tracer } : {}),
+    };
+  }
 
   /** Each queue's worker: running, stopped (and why) or closed. */
   health(): WorkerHealth[] {
@@ -114,8 +141,11 @@ export class ManagedWorkers {
     }));
   }
 
-  /** Serves jobs of `type` on `opts.queue` with `handler`, starting that queue's worker if needed. */
-  work(type: string, handler: HandlerFunc, opts: WorkOptions = {}): void {
+  /**
+   * Serves jobs of `type` on `opts.queue` with `handler`, starting that queue's worker if needed;
+   * returns that worker's events.
+   */
+  work(type: string, handler: HandlerFunc, opts: WorkOptions = {}): WorkerEventSource {
     if (this.#closing) throw new QError(QErrorCode.CLOSED, 'work: the queue is closed');
     checkName('work', 'type', type);
     if (typeof handler !== 'function') throw invalidArgument('work: handler must be a function');
@@ -123,6 +153,7 @@ export class ManagedWorkers {
     const queue = opts.queue === undefined ? 'default' : checkName('work', 'queue', opts.queue);
     const concurrency = opts.concurrency ?? DEFAULT_WORK_CONCURRENCY;
     if (!Number.isInteger(concurrency) || concurrency < 1) throw invalidArgument('work: concurrency must be a positive integer');
+    if (this.#manual) return this.#register(this.#manual, queue, type, handler);
     const existing = this.#workers.get(queue);
     if (existing) {
       if (existing.error) {
@@ -142,7 +173,7 @@ export class ManagedWorkers {
       }
       existing.worker.register(type, handler);
       existing.types.push(type);
-      return;
+      return events(existing.worker);
     }
     const worker = new Worker(this.#store, {
       ...this.#defaults,
@@ -169,6 +200,26 @@ export class ManagedWorkers {
       worker.run(abort.signal).catch((err: unknown) => this.#stopped(entry, queue, err)),
     );
     this.#workers.set(queue, entry);
+    return events(worker);
+  }
+
+  /** `work` while no worker starts: the handler is kept for `drain`, and so are the listeners. */
+  #register(manual: Map<string, ManualQueue>, queue: string, type: string, handler: HandlerFunc): WorkerEventSource {
+    let entry = manual.get(queue);
+    if (!entry) manual.set(queue, (entry = { handlers: new Map(), listeners: [] }));
+    entry.handlers.set(type, handler);
+    const { listeners } = entry;
+    return {
+      on: (event, listener) => {
+        checkListener(event, listener);
+        const item = { event, listener: listener as WorkerEventListener<WorkerEventName> };
+        listeners.push(item);
+        return () => {
+          const at = listeners.indexOf(item);
+          if (at >= 0) listeners.splice(at, 1);
+        };
+      },
+    };
   }
 
   /** A worker's run rejected: remembered (health, `work` refuses), logged, and reported. */
@@ -212,4 +263,9 @@ export class ManagedWorkers {
     })();
     return this.#closing;
   }
+}
+
+/** The events of `worker`, without its run and wait (the queue runs and drains it). */
+function events(worker: Worker): WorkerEventSource {
+  return { on: (event, listener) => worker.on(event, listener) };
 }

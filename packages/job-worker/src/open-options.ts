@@ -35,6 +35,11 @@ export interface JobQueueOpenOptions extends OpenOptions {
   worker?: ManagedWorkerOptions;
   /** How long `close` waits for jobs in flight (ms). Default 30 000. */
   closeTimeoutMs?: number;
+  /**
+   * `false`: `work` registers handlers but starts no worker, so no job runs in this process until
+   * `drain` of `@q/job-worker/testing` runs the due ones (for tests). Default `true`.
+   */
+  startWorkers?: boolean;
 }
 
 /** Throws `INVALID_ARGUMENT` for malformed queue-level options (the store checks its own). */
@@ -58,6 +63,7 @@ export function checkOpenOptions(opts: unknown): asserts opts is JobQueueOpenOpt
       throw err;
     }
   }
+  if (o.startWorkers !== undefined && typeof o.startWorkers !== 'boolean') throw invalidArgument('JobQueue.open: startWorkers must be a boolean');
   if (o.closeTimeoutMs !== undefined && (typeof o.closeTimeoutMs !== 'number' || !(o.closeTimeoutMs >= 0))) {
     throw invalidArgument('JobQueue.open: closeTimeoutMs must be a non-negative number');
   }

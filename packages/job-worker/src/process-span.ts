@@ -1,24 +1,21 @@
-import { ROOT_CONTEXT, SpanKind, context, trace, type Link, type Tracer } from '@opentelemetry/api';
+import { ROOT_CONTEXT, SpanKind, context, trace, type Link, type Span, type Tracer } from '@opentelemetry/api';
 import { firstLine, linksFromTraceparent, recordError } from '@q/otel';
 import type { Job } from '@q/store/jobs';
 import type { HandlerContext, HandlerFunc } from './options.js';
 
 /**
- * Runs one attempt's handler inside its `q.jobs.process` span (kind CONSUMER, active for the
- * handler, so its own spans and statements nest under it): a trace of its own, linked to the
- * producer's span through the payload's `traceparent`. A failure sets status ERROR with the first
- * line of the error's message only (messages are the handler's and can be long); the handler's
- * own error is rethrown unchanged.
+ * Starts one attempt's `q.jobs.process` span (kind CONSUMER): a trace of its own, linked to the
+ * producer's span through the payload's `traceparent`. The attempt runs the handler with
+ * {@link runInSpan} and ends the span with `span.end()` or {@link endFailed}.
  *
- * The per-job cost is what tracing overhead is made of: the span starts from the root context
- * (no copy of the active context to drop its span, as `root: true` does), the handler is called
- * through `context.with`'s arguments (no closure, no async wrapper), and a job without a
- * `traceparent` allocates no link array.
+ * This is the whole per-job cost of tracing that q adds to the SDK's own span: no copy of the
+ * worker's context, no closure or promise of its own, and no link array for a job without a
+ * `traceparent` (see bench `otel-job-drain` for what a span costs).
  */
-export function processSpan(tracer: Tracer, job: Job, handler: HandlerFunc, ctx: HandlerContext): Promise<unknown> {
+export function startProcessSpan(tracer: Tracer, job: Job): Span {
   const tp = payloadTraceparent(job.payload);
   const links: Link[] | undefined = tp === undefined ? undefined : linksFromTraceparent(tp);
-  const span = tracer.startSpan(
+  return tracer.startSpan(
     'q.jobs.process',
     {
       kind: SpanKind.CONSUMER,
@@ -27,26 +24,21 @@ export function processSpan(tracer: Tracer, job: Job, handler: HandlerFunc, ctx:
     },
     ROOT_CONTEXT,
   );
-  let result: Promise<unknown>;
-  try {
-    result = context.with(trace.setSpan(context.active(), span), handler, undefined, job, ctx);
-  } catch (err) {
-    endFailed(span, err);
-    throw err;
-  }
-  return Promise.resolve(result).then(
-    (value) => {
-      span.end();
-      return value;
-    },
-    (err: unknown) => {
-      endFailed(span, err);
-      throw err;
-    },
-  );
 }
 
-function endFailed(span: ReturnType<Tracer['startSpan']>, err: unknown): void {
+/**
+ * Calls the handler with `span` active (its own spans and statements nest under it). The context
+ * holds the span alone: a job is not part of whatever the worker's loop was started under.
+ */
+export function runInSpan(span: Span, handler: HandlerFunc, job: Job, ctx: HandlerContext): unknown {
+  return context.with(trace.setSpan(ROOT_CONTEXT, span), handler, undefined, job, ctx);
+}
+
+/**
+ * Ends a failed attempt's span: status ERROR with the first line of the error's message only
+ * (messages are the handler's and can be long).
+ */
+export function endFailed(span: Span, err: unknown): void {
   const message = err instanceof Error ? err.message : String(err);
   recordError(span, new Error(firstLine(message) || 'job failed'));
   span.end();

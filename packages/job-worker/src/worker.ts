@@ -5,6 +5,7 @@ import { AttemptRunner, jobFields } from './attempt.js';
 import { ClaimLoop } from './claim-loop.js';
 import { Completer } from './completer.js';
 import { JobAbortedError } from './errors.js';
+import { WorkerEvents, type LeaseLostReason, type WorkerEventListener, type WorkerEventName, type WorkerEventSource } from './events.js';
 import { Execution } from './execution.js';
 import { FailureWatch } from './failure-watch.js';
 import { InFlight } from './in-flight.js';
@@ -37,9 +38,10 @@ type State = 'new' | 'running' | 'stopping' | 'stopped';
  * The facade of the claim loop, local queue (and its size), one attempt (with the pure retry
  * policy), lease keeping, maintenance and the attempts in flight (one file each); it owns the slots.
  */
-export class Worker {
+export class Worker implements WorkerEventSource {
   /** The id stored in `leased_by` of the jobs this worker holds. */
   readonly id: string;
+  readonly #events: WorkerEvents;
   readonly #store: JobStore;
   readonly #queues: string[];
   readonly #concurrency: number;
@@ -77,6 +79,7 @@ export class Worker {
     this.#concurrency = o.concurrency;
     const sizer = (this.#sizer = new LocalQueueSize(o.concurrency, o.prefetch, () => this.#stalledMs()));
     this.#logger = o.logger;
+    const events = (this.#events = new WorkerEvents(o.logger));
     this.#returning = { store, logger: o.logger, workerId: o.workerId, settle: (e) => this.#settle(e) };
     this.#leaseMs = o.leaseMs;
     this.id = o.workerId;
@@ -85,7 +88,11 @@ export class Worker {
     this.#watch = new FailureWatch({
       logger: this.#logger,
       metrics: opts.metrics,
-      onError: opts.onError,
+      onError: (failure) => {
+        // The event first: an onError that throws is logged by the watch and must not hide it.
+        if (events.has('error')) events.emit('error', failure);
+        opts.onError?.(failure);
+      },
       stop: () => this.#requestStop(),
       maxPersistent: maxPersistentFailures,
     });
@@ -128,13 +135,19 @@ export class Worker {
         retryBaseMs,
         workerId: this.id,
         handlerTime: (ms) => sizer.handler(ms),
+        events,
       },
-      { free: (e) => this.#free(e), settle: (e) => this.#settle(e), giveUp: (e) => this.#giveUp(e) },
+      {
+        free: (e) => this.#free(e),
+        settle: (e) => this.#settle(e),
+        giveUp: (e) => this.#giveUp(e),
+        fenced: (e) => this.#leaseLost(e, 'fenced'),
+      },
     );
     this.#metrics = opts.metrics;
     this.#leases = new LeaseKeeper(store, this.#leaseMs, this.#logger, {
       held: () => this.#inFlight.held(),
-      lost: (e, unrenewed) => this.#leaseLost(e, unrenewed),
+      lost: (e, unrenewed) => this.#leaseLost(e, unrenewed ? 'unrenewed' : 'fenced'),
       cancelRequested: (e) => this.#cancel(e),
     });
     this.#maintenance = new Maintenance(
@@ -154,6 +167,16 @@ export class Worker {
       failed: (err) => void this.#watch.failed('schedules', err),
       succeeded: () => this.#watch.succeeded('schedules'),
     });
+  }
+
+  /**
+   * Listens to this worker's `event` (see `WorkerEventMap`): `job:start`, `job:success`,
+   * `job:retry`, `job:dead-letter`, `job:lease-lost`, `error`, `drained`. A listener that throws or
+   * rejects is logged and never affects a job. Returns the unsubscribe function. With no listener
+   * an event costs one property read.
+   */
+  on<E extends WorkerEventName>(event: E, listener: WorkerEventListener<E>): () => void {
+    return this.#events.on(event, listener);
   }
 
   /** Binds a job type to its handler (registering a type again replaces it). */
@@ -340,7 +363,7 @@ export class Worker {
     // The job is ours again under a new lease: the earlier one lapsed, so an attempt still running
     // under it is stale. It is aborted now and stays tracked (for wait()) until it settles.
     const stale = this.#inFlight.latest(job.id);
-    if (stale) this.#leaseLost(stale);
+    if (stale) this.#leaseLost(stale, 'reclaimed');
     this.#inFlight.add(e);
     return e;
   }
@@ -363,16 +386,20 @@ export class Worker {
     if (e.state === 'done') return;
     this.#free(e);
     e.state = 'done';
-    if (this.#inFlight.forget(e) && this.#state === 'stopping' && this.#claims.done) void this.#finish();
+    if (!this.#inFlight.forget(e)) return;
+    if (this.#events.has('drained')) this.#events.emit('drained', { workerId: this.id });
+    if (this.#state === 'stopping' && this.#claims.done) void this.#finish();
   }
 
   // --- leases ---------------------------------------------------------------------------------
 
   /** The lease is known lost: the handler is told to stop, and nothing more is recorded for it. */
-  #leaseLost(e: Execution, unrenewed = false): void {
+  #leaseLost(e: Execution, reason: LeaseLostReason): void {
     if (e.leaseLost || e.state === 'done') return;
+    const unrenewed = reason === 'unrenewed';
     e.leaseLost = true;
     e.unrenewed = unrenewed;
+    if (this.#events.has('job:lease-lost')) this.#events.emit('job:lease-lost', { job: e.job, reason });
     if (e.state === 'running' || e.state === 'buffered') this.#metrics?.leaseLost.add(1, { 'job.type': e.job.type });
     if (e.state === 'running') {
       this.#logger.warn(

@@ -116,9 +116,17 @@ it('a persistent outcome-write failure (INSERT on q_jobs_archive revoked) is lou
 
 it('an outcome too large to write within statement_timeout ends the attempt once as a failure saying why, not a re-run every lease', async () => {
   const dsn = await roles.dsn('slowwrite', (r) => [...roles.readWriteGrants(r), `ALTER ROLE "${r}" SET statement_timeout = '500ms'`]);
+  // How long a 12 MiB write takes depends on the machine, so the archive row of a large result
+  // is made to take a second for certain: the write always outlasts the 500 ms limit.
+  const q = `"${schema.name}"`;
+  await owner.pool.query(`CREATE FUNCTION ${q}.slow_large_result() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN IF octet_length(NEW.result::text) > 1000000 THEN PERFORM pg_sleep(1); END IF; RETURN NEW; END $$`);
+  await owner.pool.query(
+    `CREATE TRIGGER slow_large_result BEFORE INSERT ON ${q}.q_jobs_archive FOR EACH ROW EXECUTE FUNCTION ${q}.slow_large_result()`,
+  );
   const [job] = await owner.enqueue([{ queue: 'default', type: 'big', maxAttempts: 1 }]);
   const { store, logger, worker } = await ownWorker(dsn, { leaseDurationMs: 5_000, maintenanceIntervalMs: 200, prefetch: 0 });
-  // 12 MiB of incompressible text (inside the 64 MiB limit): its write takes longer than 500 ms.
+  // 12 MiB of incompressible text (inside the 64 MiB limit).
   const big = randomBytes(9 * 2 ** 20).toString('base64');
   let runs = 0;
   worker.register('big', async () => {
@@ -140,5 +148,6 @@ it('an outcome too large to write within statement_timeout ends the attempt once
     await run;
     await worker.wait(5_000);
     await store.close();
+    await owner.pool.query(`DROP TRIGGER slow_large_result ON ${q}.q_jobs_archive; DROP FUNCTION ${q}.slow_large_result()`);
   }
 });

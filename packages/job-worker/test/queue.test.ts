@@ -52,10 +52,48 @@ describe('enqueue', () => {
     expect(await count()).toBe(0);
   });
 
-  it('an idempotency-key conflict returns the original job unchanged', async () => {
+  it('an idempotency-key conflict in the same queue and type returns the original job unchanged; another type or queue makes a new job', async () => {
     const a = await queue.enqueue({ type: 'a', payload: { v: 1 }, idempotencyKey: 'deploy-42' });
-    const b = await queue.enqueue({ queue: 'deploy', type: 'b', payload: { v: 2 }, idempotencyKey: 'deploy-42' });
+    const b = await queue.enqueue({ type: 'a', payload: { v: 2 }, idempotencyKey: 'deploy-42' });
     expect(b).toEqual(a);
+    const otherType = await queue.enqueue({ type: 'b', payload: { v: 3 }, idempotencyKey: 'deploy-42' });
+    const otherQueue = await queue.enqueue({ queue: 'deploy', type: 'a', payload: { v: 4 }, idempotencyKey: 'deploy-42' });
+    expect(new Set([a.uuid, otherType.uuid, otherQueue.uuid]).size).toBe(3);
+    expect(await count()).toBe(3);
+  });
+
+  it('enqueueResult and enqueueManyResults say whether each job was created', async () => {
+    const first = await queue.enqueueResult({ type: 'a', payload: { v: 1 }, idempotencyKey: 'r-1' });
+    expect(first).toMatchObject({ created: true, job: { queue: 'default', type: 'a', payload: { v: 1 }, idempotencyKey: 'r-1' } });
+    const again = await queue.enqueueResult({ type: 'a', payload: { v: 2 }, idempotencyKey: 'r-1' });
+    expect(again).toEqual({ created: false, job: first.job });
+    expect(await queue.enqueueResult({ type: 'plain' })).toMatchObject({ created: true, job: { type: 'plain' } });
+    const many = await queue.enqueueManyResults([
+      { type: 'a', idempotencyKey: 'r-1' },
+      { type: 'b', idempotencyKey: 'r-1' },
+      { type: 'b', idempotencyKey: 'r-1' },
+      { type: 'c' },
+    ]);
+    expect(many.map((r) => r.created)).toEqual([false, true, false, true]);
+    expect(many[0]!.job.uuid).toBe(first.job.uuid);
+    expect(many[2]!.job).toEqual(many[1]!.job);
+    expect(await count()).toBe(4);
+    // Refused before anything is written, as enqueue and enqueueMany are.
+    await expect(queue.enqueueResult({ type: '' })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await expect(queue.enqueueManyResults([{ type: 'ok' }, { queue: 'nope', type: 'bad' }])).rejects.toMatchObject({ code: 'UNKNOWN_QUEUE' });
+    await expect(queue.enqueueManyResults([{ type: 'ok' }, { type: '' }])).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: expect.stringMatching(/type must be a non-empty string \(job 1\)$/),
+    });
+    expect(await count()).toBe(4);
+  });
+
+  it('concurrent enqueueResult calls with one key, queue and type: exactly one is created', async () => {
+    const rs = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => queue.enqueueResult({ type: 'race', payload: { i }, idempotencyKey: 'race-1' })),
+    );
+    expect(rs.filter((r) => r.created)).toHaveLength(1);
+    expect(new Set(rs.map((r) => r.job.uuid)).size).toBe(1);
     expect(await count()).toBe(1);
   });
 

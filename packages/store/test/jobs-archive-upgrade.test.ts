@@ -103,8 +103,11 @@ describe('migration 0006 (archive of finished jobs) on a database of the previou
   });
 
   it('records every idempotency key, live and finished, with its job', async () => {
+    // Keyed by their scope since migration 0009: each row names its job, whose queue, type and key it digests.
     const { rows } = await admin.query<{ k: string; id: string }>(
-      `SELECT idempotency_key AS k, job_id::text AS id FROM ${q}.q_jobs_idempotency_keys ORDER BY 1`,
+      `SELECT j.idempotency_key AS k, x.job_id::text AS id FROM ${q}.q_jobs_idempotency_keys x
+         LEFT JOIN ${q}.q_jobs_all j ON j.id = x.job_id AND x.scope = ${q}.q_idempotency_scope(j.queue, j.job_type, j.idempotency_key)
+       ORDER BY 1`,
     );
     const id = (s: JobStatus) => String(before.get(s)!.id);
     expect(rows).toEqual([
@@ -145,7 +148,12 @@ describe('migration 0006 (archive of finished jobs) on a database of the previou
 
   it('keeps idempotency keys unique across both tables: live and archived originals are returned', async () => {
     const again = await store.enqueue(
-      ['idem-live', 'idem-done', 'idem-cancelled', 'idem-new'].map((k) => ({ queue: 'default', type: 'again', idempotencyKey: k })),
+      [
+        ['idem-live', 'q.queued'],
+        ['idem-done', 'q.done'],
+        ['idem-cancelled', 'q.cancelled'],
+        ['idem-new', 'again'],
+      ].map(([k, type]) => ({ queue: 'default', type: type!, idempotencyKey: k })),
     );
     expect(again.slice(0, 3).map((j) => j.uuid)).toEqual([
       before.get('queued')!.uuid,
@@ -172,7 +180,7 @@ describe('migration 0006 (archive of finished jobs) on a database of the previou
     expect(await where(leased)).toEqual([{ t: 'hot', status: 'retry_wait' }]);
     expect(await store.get(running.uuid)).toMatchObject({ status: 'succeeded', result: { fine: true }, steps: STEPS, attempt: 2 });
     // Its key stays held by it in the archive.
-    const [dup] = await store.enqueue([{ queue: 'default', type: 'dup', idempotencyKey: 'idem-running' }]);
+    const [dup] = await store.enqueue([{ queue: 'default', type: 'q.running', idempotencyKey: 'idem-running' }]);
     expect(dup!.uuid).toBe(running.uuid);
   });
 
@@ -197,9 +205,12 @@ describe('migration 0006 (archive of finished jobs) on a database of the previou
     expect(await store.purgeFinished(60 * 60_000)).toBe(4);
     expect((await admin.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${q}.q_jobs`)).rows[0]!.n).toBe(live);
     expect(await store.get(before.get('succeeded')!.uuid as string)).toBeNull();
-    const { rows } = await admin.query<{ k: string }>(`SELECT idempotency_key AS k FROM ${q}.q_jobs_idempotency_keys ORDER BY 1`);
+    const { rows } = await admin.query<{ k: string | null }>(
+      `SELECT j.idempotency_key AS k FROM ${q}.q_jobs_idempotency_keys x LEFT JOIN ${q}.q_jobs_all j ON j.id = x.job_id ORDER BY 1`,
+    );
     expect(rows.map((r) => r.k)).toEqual(['idem-live', 'idem-new', 'idem-running']);
-    const [fresh] = await store.enqueue([{ queue: 'default', type: 'reborn', idempotencyKey: 'idem-done' }]);
-    expect(fresh).toMatchObject({ type: 'reborn', status: 'queued' });
+    const [fresh] = await store.enqueue([{ queue: 'default', type: 'q.done', idempotencyKey: 'idem-done' }]);
+    expect(fresh).toMatchObject({ type: 'q.done', status: 'queued' });
+    expect(fresh!.uuid).not.toBe(before.get('succeeded')!.uuid);
   });
 });

@@ -20,7 +20,7 @@ it('every field of an enqueued job equals the stored row, with every option set 
   const [parent] = await store.enqueue([{ queue: 'default', type: 'parent' }]);
   const jobs: NewJob[] = [
     { queue: 'default', type: 'plain' },
-    { queue: 'other', type: '', payload: null },
+    { queue: 'other', type: ' ', payload: null },
     {
       queue: 'mail',
       type: 'send',
@@ -59,7 +59,7 @@ it('a batch without idempotency keys (one row back, each job built from its inpu
   }
   const jobs: NewJob[] = [
     { queue: 'default', type: 'plain' },
-    { queue: 'other', type: '', payload: null },
+    { queue: 'other', type: ' ', payload: null },
     {
       queue: 'mail',
       type: 'send',
@@ -102,8 +102,8 @@ it('a key repeated in the batch and a key stored before both return the one stor
   const [original] = await store.enqueue([{ queue: 'default', type: 'first', idempotencyKey: 'k-before', payload: { v: 1 }, priority: 5 }]);
   const returned = await store.enqueue([
     { queue: 'default', type: 'dup-in-batch', idempotencyKey: 'k-batch', payload: { v: 2 }, lockKey: 'l1' },
-    { queue: 'default', type: 'ignored', idempotencyKey: 'k-batch', payload: { v: 3 } },
-    { queue: 'default', type: 'ignored', idempotencyKey: 'k-before', payload: { v: 4 } },
+    { queue: 'default', type: 'dup-in-batch', idempotencyKey: 'k-batch', payload: { v: 3 } },
+    { queue: 'default', type: 'first', idempotencyKey: 'k-before', payload: { v: 4 } },
   ]);
   expect(returned[1]).toStrictEqual(returned[0]);
   expect(returned[0]).toStrictEqual(await store.get(returned[0]!.uuid));
@@ -142,7 +142,7 @@ it('a job without a key enqueued alone (two columns back, the job built from its
   const [parent] = await store.enqueue([{ queue: 'default', type: 'parent' }]);
   const alone: NewJob[] = [
     { queue: 'default', type: 'plain' },
-    { queue: 'other', type: '', payload: null },
+    { queue: 'other', type: ' ', payload: null },
     {
       queue: 'mail',
       type: 'send',

@@ -77,7 +77,8 @@ describe('q_enqueue_job', () => {
     const cases: Array<[string, RegExp]> = [
       [`SELECT q_enqueue_job('', 't')`, /queue must be a non-empty string/],
       [`SELECT q_enqueue_job(NULL, 't')`, /queue must be a non-empty string/],
-      [`SELECT q_enqueue_job('default', NULL)`, /type must be a string/],
+      [`SELECT q_enqueue_job('default', NULL)`, /type must be a non-empty string/],
+      [`SELECT q_enqueue_job('default', '')`, /type must be a non-empty string/],
       [`SELECT q_enqueue_job('default', 't', NULL, '[1]')`, /options must be a JSON object/],
       [`SELECT q_enqueue_job('default', 't', NULL, '{"idempotency_key": "x"}')`, /unknown option\(s\): idempotency_key/],
       [`SELECT q_enqueue_job('default', 't', NULL, '{"priority": 1.5}')`, /priority must be an integer/],

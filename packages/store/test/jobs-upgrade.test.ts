@@ -110,7 +110,7 @@ describe('migration 0004 (q_ prefix) on a database of the previous schema', () =
     );
     expect(idx.rows.map((r) => r.n)).toEqual([
       'q_jobs_dequeue_idx',
-      'q_jobs_idempotency_key_key',
+      // Migration 0009 dropped q_jobs_idempotency_key_key: keys are held per queue and type in q_jobs_idempotency_keys.
       'q_jobs_lease_expiry_idx',
       'q_jobs_lock_key_active_key',
       // Migration 0007: the uuid index covers only uuids that carry no id of their own.
@@ -154,8 +154,8 @@ describe('migration 0004 (q_ prefix) on a database of the previous schema', () =
 
   it('keeps idempotency keys unique across the rename (queued and finished originals are returned)', async () => {
     const [a, b] = await store.enqueue([
-      { queue: 'default', type: 'again', idempotencyKey: 'idem-queued' },
-      { queue: 'default', type: 'again', idempotencyKey: 'idem-done' },
+      { queue: 'default', type: 'q.queued', idempotencyKey: 'idem-queued' },
+      { queue: 'default', type: 'q.done', idempotencyKey: 'idem-done' },
     ]);
     expect(a!.uuid).toBe(uuids.get('queued'));
     expect(b!.uuid).toBe(uuids.get('succeeded'));

@@ -47,17 +47,17 @@ describe('enqueue', () => {
     expect(q!.runAt.getTime()).toBeGreaterThanOrEqual(now.getTime() - 1_000);
   });
 
-  it('an idempotency-key conflict returns the original unchanged, also inside one batch', async () => {
+  it('an idempotency-key conflict in the same queue and type returns the original unchanged, also inside one batch', async () => {
     const [a] = await store.enqueue([{ queue: 'default', type: 'a', payload: { n: 1 }, idempotencyKey: 'k1' }]);
-    const [b] = await store.enqueue([{ queue: 'deploy', type: 'b', payload: { n: 2 }, idempotencyKey: 'k1' }]);
+    const [b] = await store.enqueue([{ queue: 'default', type: 'a', payload: { n: 2 }, idempotencyKey: 'k1' }]);
     expect(b).toEqual(a);
     const batch = await store.enqueue([
-      { queue: 'default', type: 'x', idempotencyKey: 'k2' },
-      { queue: 'default', type: 'y', idempotencyKey: 'k2' },
-      { queue: 'default', type: 'z', idempotencyKey: 'k1' },
+      { queue: 'default', type: 'x', payload: { n: 3 }, idempotencyKey: 'k2' },
+      { queue: 'default', type: 'x', payload: { n: 4 }, idempotencyKey: 'k2' },
+      { queue: 'default', type: 'a', idempotencyKey: 'k1' },
     ]);
     expect(batch[1]!.uuid).toBe(batch[0]!.uuid);
-    expect(batch[1]!.type).toBe('x');
+    expect(batch[1]!.payload).toEqual({ n: 3 });
     expect(batch[2]!.uuid).toBe(a!.uuid);
     const { rows } = await store.pool.query('SELECT count(*)::int AS n FROM q_jobs_all');
     expect(rows[0].n).toBe(2);
@@ -70,21 +70,26 @@ describe('enqueue', () => {
     ]);
     await store.pool.query(`UPDATE q_jobs SET status = 'succeeded', finished_at = now() WHERE id = $1`, [done!.id]);
     const keys = async () =>
-      (await store.pool.query<{ k: string }>('SELECT idempotency_key AS k FROM q_jobs_idempotency_keys ORDER BY 1')).rows.map((r) => r.k);
+      (
+        await store.pool.query<{ k: string | null }>(
+          'SELECT j.idempotency_key AS k FROM q_jobs_idempotency_keys x LEFT JOIN q_jobs_all j ON j.id = x.job_id ORDER BY 1',
+        )
+      ).rows.map((r) => r.k);
     // Moved to the archive by the trigger: still holding its key.
-    expect((await store.enqueue([{ queue: 'default', type: 'again', idempotencyKey: 'del-done' }]))[0]!.uuid).toBe(done!.uuid);
+    expect((await store.enqueue([{ queue: 'default', type: 'done', idempotencyKey: 'del-done' }]))[0]!.uuid).toBe(done!.uuid);
     expect(await keys()).toEqual(['del-done', 'del-live']);
     // An application's own DELETE, of a live job and of an archived one.
     await store.pool.query('DELETE FROM q_jobs WHERE id = $1', [live!.id]);
     await store.pool.query('DELETE FROM q_jobs_archive WHERE id = $1', [done!.id]);
     expect(await keys()).toEqual([]);
     const again = await store.enqueue([
-      { queue: 'default', type: 'new-live', idempotencyKey: 'del-live' },
-      { queue: 'default', type: 'new-done', idempotencyKey: 'del-done' },
+      { queue: 'default', type: 'live', payload: { n: 1 }, idempotencyKey: 'del-live' },
+      { queue: 'default', type: 'done', payload: { n: 2 }, idempotencyKey: 'del-done' },
     ]);
-    expect(again.map((j) => j.type)).toEqual(['new-live', 'new-done']);
+    expect(again.map((j) => j.payload)).toEqual([{ n: 1 }, { n: 2 }]);
+    expect(again.map((j) => j.uuid)).not.toContain(live!.uuid);
     const { rows } = await store.pool.query<{ uuid: string }>(
-      `SELECT uuid FROM q_enqueue_job('default', 'sql', NULL, '{"idempotencyKey": "del-live"}')`,
+      `SELECT uuid FROM q_enqueue_job('default', 'live', NULL, '{"idempotencyKey": "del-live"}')`,
     );
     expect(rows[0]!.uuid).toBe(again[0]!.uuid);
   });

@@ -223,6 +223,19 @@ describe('results', () => {
     expect(await t.store.popResults('out', 1_000, 10)).toEqual([]);
   });
 
+  it('peekResults shows what the next pop returns, in seq order, and leaves it in place; expired results are skipped', async () => {
+    await ackN(4, 'pk', 0);
+    await ackN(2, 'pk-ttl', 500);
+    const peeked = await t.store.peekResults('pk', 1_000, 3);
+    expect(peeked.map((r) => r.payload)).toEqual(['res-pk-0', 'res-pk-1', 'res-pk-2']);
+    expect(await t.store.resultDepth('pk')).toBe(4);
+    expect(await t.store.popResults('pk', 1_000, 3)).toEqual(peeked);
+    expect(await t.store.peekResults('pk-ttl', 501, 10)).toEqual([]);
+    expect(await t.store.resultDepth('pk-ttl')).toBe(2); // a peek deletes nothing, expired or not
+    expect(await t.store.peekResults('pk', 1_000, 0)).toEqual([]);
+    await expect(t.store.peekResults('pk', 1_000, -1)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+  });
+
   it('4 concurrent poppers get disjoint results and together all of them', async () => {
     await ackN(200);
     const seen: number[] = [];
@@ -268,7 +281,7 @@ describe('backlog and hasRequests', () => {
   it('count pending requests only, per queue, with expiring windows', async () => {
     await t.store.ensurePartitions('q2');
     expect(await t.store.hasRequests('q')).toBe(false);
-    expect(await t.store.backlog('q', 1_000, [10, 100])).toEqual({ depth: 0, expiring: [0, 0] });
+    expect(await t.store.backlog('q', 1_000, [10, 100])).toEqual({ depth: 0, cancelled: 0, expiring: [0, 0] });
     await t.store.enqueue([
       req('b1', { deadline: 1_000 }),
       req('b2', { deadline: 1_010 }),
@@ -278,14 +291,23 @@ describe('backlog and hasRequests', () => {
       req('other', { queue: 'q2', deadline: 0 }),
     ]);
     expect(await t.store.hasRequests('q')).toBe(true);
-    expect(await t.store.backlog('q', 1_000, [0, 10, 100, 0])).toEqual({ depth: 5, expiring: [1, 2, 4, 1] });
-    expect(await t.store.backlog('q', 1_000, [])).toEqual({ depth: 5, expiring: [] });
+    expect(await t.store.backlog('q', 1_000, [0, 10, 100, 0])).toEqual({ depth: 5, cancelled: 0, expiring: [1, 2, 4, 1] });
+    expect(await t.store.backlog('q', 1_000, [])).toEqual({ depth: 5, cancelled: 0, expiring: [] });
     // In-flight requests are not waiting.
     await t.store.dispatch('q', 'a', NOW, 2);
-    expect(await t.store.backlog('q', 1_000, [100])).toEqual({ depth: 3, expiring: [2] });
+    expect(await t.store.backlog('q', 1_000, [100])).toEqual({ depth: 3, cancelled: 0, expiring: [2] });
     await t.store.dispatch('q', 'a', NOW, 10);
     expect(await t.store.hasRequests('q')).toBe(false);
     expect(await t.store.hasRequests('q2')).toBe(true);
-    expect(await t.store.backlog('q', 1_000, [100])).toEqual({ depth: 0, expiring: [0] });
+    expect(await t.store.backlog('q', 1_000, [100])).toEqual({ depth: 0, cancelled: 0, expiring: [0] });
+  });
+
+  it('counts cancelled requests apart, pending or in flight, until they are answered', async () => {
+    await t.store.enqueue([req('c1', { deadline: 1_000 }), req('c2', { deadline: 1_010 }), req('c3', { deadline: 1_020 })]);
+    const [first] = await t.store.dispatch('q', 'a', NOW, 1);
+    expect(first?.id).toBe('c1');
+    expect(await t.store.cancel(['c1', 'c3'])).toEqual(expect.arrayContaining(['c1', 'c3']));
+    // c1 in flight and c3 pending are cancelled; only c2 is work waiting, and only it expires.
+    expect(await t.store.backlog('q', 1_000, [100])).toEqual({ depth: 1, cancelled: 2, expiring: [1] });
   });
 });

@@ -87,5 +87,5 @@ it(`hot statements stay index-driven on a refilled table whose statistics say em
   expect(await t.store.inFlight('q', 'a')).toEqual([]);
   const popped = await expectIndexDriven('popResults', 256, () => t.store.popResults('bulk', 10_000, 256));
   expect(popped).toHaveLength(256);
-  expect(await t.store.backlog('q', 0, [])).toEqual({ depth: ROWS - 128, expiring: [] });
+  expect(await t.store.backlog('q', 0, [])).toEqual({ depth: ROWS - 128, cancelled: 0, expiring: [] });
 });

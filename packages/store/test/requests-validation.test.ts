@@ -86,7 +86,7 @@ describe('bad input', () => {
   });
 
   it('wrote nothing', async () => {
-    expect(await t.store.backlog('q', 0, [])).toEqual({ depth: 0, expiring: [] });
+    expect(await t.store.backlog('q', 0, [])).toEqual({ depth: 0, cancelled: 0, expiring: [] });
   });
 
   it('Store.open rejects bad options', async () => {

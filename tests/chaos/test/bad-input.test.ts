@@ -313,8 +313,8 @@ describe('job queue (JobQueue)', () => {
     await expectQError(queue.list({ cursor: `'; DROP TABLE q_jobs; --` }));
     await expectQError(queue.purgeFinished(-1));
     for (const odd of ['nul\u0000byte', '\ud800', '']) {
-      // An empty type is accepted (docs/design/jobs.md#enqueue-and-idempotency); a type Postgres cannot store is not.
-      if (odd !== '') await expectQError(queue.enqueue({ type: odd }));
+      // An empty type (no worker can be registered for it) and a type Postgres cannot store are refused.
+      await expectQError(queue.enqueue({ type: odd }));
       await expectQError(queue.enqueue({ type: 't', idempotencyKey: odd }));
       await expectQError(queue.enqueue({ type: 't', lockKey: odd }));
     }
@@ -332,7 +332,9 @@ describe('job queue (JobQueue)', () => {
       expect(again?.type).toBe(odd);
       expect(again?.payload).toEqual({ s: odd });
       expect(again?.idempotencyKey).toBe(`k:${odd}`);
-      expect((await queue.enqueue({ type: 'other', idempotencyKey: `k:${odd}` })).uuid).toBe(job.uuid);
+      // A key is held per queue and type: the same type gets the job back, another type a job of its own.
+      expect((await queue.enqueue({ type: odd, idempotencyKey: `k:${odd}` })).uuid).toBe(job.uuid);
+      expect((await queue.enqueue({ type: 'other', idempotencyKey: `k:${odd}` })).uuid).not.toBe(job.uuid);
     }
     for (const uuid of ['', 'not-a-uuid', `'; DROP TABLE q_jobs; --`]) {
       await expectQError(queue.get(uuid));

@@ -14,7 +14,8 @@ export function openApiDocument(version: string): Record<string, unknown> {
     const responses = Object.fromEntries(
       Object.entries(r.schema.response).map(([code, schema]) => [
         code,
-        { description: describe(Number(code)), content: { 'application/json': { schema } } },
+        // 204 has no body: the description alone.
+        code === '204' ? { description: describe(204) } : { description: describe(Number(code)), content: { 'application/json': { schema } } },
       ]),
     );
     (paths[path] ??= {})[r.method.toLowerCase()] = {
@@ -59,10 +60,11 @@ function describe(code: number): string {
     200: 'OK',
     201: 'Created',
     202: 'Accepted',
+    204: 'Deleted',
     400: 'Bad request',
     401: 'No bearer token',
     403: 'Wrong bearer token',
-    404: 'No such job',
+    404: 'No such job or schedule',
     409: "Not allowed in the job's current state",
     413: 'Body too large',
     415: 'Body is not JSON',

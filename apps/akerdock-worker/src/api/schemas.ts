@@ -20,7 +20,7 @@ export const errorSchema = {
         code: {
           type: 'string',
           description:
-            'Stable machine-readable code: invalid_request, invalid_cursor, unknown_queue, unauthorized, ' +
+            'Stable machine-readable code: invalid_request, invalid_cursor, unknown_queue, unknown_type, unauthorized, ' +
             'forbidden, not_found, invalid_state, payload_too_large, unsupported_media_type, not_ready, internal',
         },
         message: { type: 'string' },
@@ -131,6 +131,58 @@ export const listQuerySchema = {
   },
 } as const;
 
+/** A schedule as the API shows it. */
+export const scheduleSchema = {
+  type: 'object',
+  required: ['name', 'cron', 'timezone', 'queue', 'type', 'payload', 'priority', 'max_attempts', 'backfill_ms', 'next_fire_at', 'last_slot'],
+  properties: {
+    name: { type: 'string' },
+    cron: { type: 'string', description: 'Cron pattern: 5 fields (minute first), or 6 with seconds first' },
+    timezone: { type: 'string', description: 'IANA time zone the pattern is read in' },
+    queue: { type: 'string' },
+    type: { type: 'string', description: 'Job type of every job enqueued' },
+    payload: {
+      type: 'object',
+      additionalProperties: true,
+      description: "Every job's payload is this object plus scheduledFor (its slot, ISO 8601 UTC)",
+    },
+    priority: { type: 'integer' },
+    max_attempts: { type: 'integer' },
+    backfill_ms: { ...nullableInt, description: 'null: after downtime only the latest missed slot is enqueued; else every slot of this window' },
+    next_fire_at: { type: 'string', format: 'date-time', description: 'When the next job is enqueued (the first slot not yet enqueued)' },
+    last_slot: { ...nullableDate, description: 'The latest slot enqueued, null before the first' },
+    created_at: { type: 'string', format: 'date-time' },
+    updated_at: { type: 'string', format: 'date-time' },
+  },
+} as const;
+
+const nameParams = {
+  type: 'object',
+  required: ['name'],
+  properties: { name: { type: 'string', minLength: 1, maxLength: 200, description: 'The schedule name' } },
+} as const;
+
+/** Body of `PUT /schedules/{name}`. */
+export const scheduleBodySchema = {
+  type: 'object',
+  required: ['cron', 'type'],
+  additionalProperties: false,
+  properties: {
+    cron: { type: 'string', minLength: 1, maxLength: 200, description: 'Cron pattern: 5 fields (minute first), or 6 with seconds first' },
+    timezone: { type: 'string', minLength: 1, maxLength: 100, description: 'IANA time zone, DST included (default UTC)' },
+    type: { type: 'string', minLength: 1, maxLength: 200, description: 'Job type; a handler of this worker must serve it' },
+    payload: { type: 'object', description: 'A JSON object without a scheduledFor key (default {})' },
+    queue: { type: 'string', minLength: 1, maxLength: 64, description: `One of: ${KNOWN_QUEUES.join(', ')} (default: default)` },
+    priority: { type: 'integer', minimum: -1000, maximum: 1000, description: 'Higher runs first' },
+    max_attempts: { type: 'integer', minimum: 1, maximum: 100 },
+    backfill_ms: {
+      type: 'integer',
+      minimum: 1,
+      description: 'After downtime, enqueue every missed slot of this window (oldest first) instead of only the latest one',
+    },
+  },
+} as const;
+
 /** Route definitions: Fastify `schema` objects plus the OpenAPI summary. */
 export const ROUTES = {
   enqueue: {
@@ -195,6 +247,36 @@ export const ROUTES = {
     summary: 'Cancel a job: waiting jobs at once, running ones through their abort signal',
     operationId: 'cancelJob',
     schema: { params: uuidParams, response: { 202: jobSchema, ...errors(400, 401, 403, 404, 409) } },
+  },
+  listSchedules: {
+    method: 'GET',
+    url: '/schedules',
+    summary: 'List the recurring jobs by name, with their next fire time and last slot',
+    operationId: 'listSchedules',
+    schema: {
+      response: {
+        200: { type: 'object', required: ['data'], properties: { data: { type: 'array', items: scheduleSchema } } },
+        ...errors(401, 403),
+      },
+    },
+  },
+  putSchedule: {
+    method: 'PUT',
+    url: '/schedules/:name',
+    summary: 'Create (201) or replace (200) a recurring job; an unchanged pattern and time zone keep its next fire time',
+    operationId: 'putSchedule',
+    schema: {
+      params: nameParams,
+      body: scheduleBodySchema,
+      response: { 200: scheduleSchema, 201: scheduleSchema, ...errors(400, 401, 403, 413, 415) },
+    },
+  },
+  deleteSchedule: {
+    method: 'DELETE',
+    url: '/schedules/:name',
+    summary: 'Delete a recurring job: no job is enqueued for it from then on (jobs already enqueued stay)',
+    operationId: 'deleteSchedule',
+    schema: { params: nameParams, response: { 204: { type: 'null', description: 'Deleted' }, ...errors(400, 401, 403, 404) } },
   },
   healthz: {
     method: 'GET',

@@ -4,6 +4,7 @@ import { silentLogger, type Logger } from '../logger.js';
 import { bearerChecker } from './auth.js';
 import { ApiError, sendError, toApiError } from './errors.js';
 import { jobToJson } from './job-json.js';
+import { scheduleToJson } from './schedule-json.js';
 import { originGuard } from './origin.js';
 import { openApiDocument } from './openapi.js';
 import { ROUTES, type RouteDef } from './schemas.js';
@@ -33,6 +34,16 @@ export interface AdminServerOptions {
   host?: string;
   /** Further `Host` names the API answers to (a DNS name in front of it). */
   allowedHosts?: readonly string[];
+  /**
+   * The job types a handler of this worker serves: `POST /jobs` refuses any other with 400
+   * `unknown_type` (such a job would only burn its attempts). Absent: every type is accepted.
+   */
+  types?: readonly string[];
+  /**
+   * The queues a job may be put on: `PUT /schedules/{name}` refuses any other with 400
+   * `unknown_queue` (`POST /jobs` gets the same answer from the queue itself). Absent: any queue.
+   */
+  queues?: readonly string[];
 }
 
 interface EnqueueBody {
@@ -56,10 +67,23 @@ interface ListQuery {
 interface UuidParams {
   uuid: string;
 }
+interface NameParams {
+  name: string;
+}
+interface ScheduleBody {
+  cron: string;
+  timezone?: string;
+  type: string;
+  payload?: Record<string, unknown>;
+  queue?: string;
+  priority?: number;
+  max_attempts?: number;
+  backfill_ms?: number;
+}
 
 /**
- * The admin HTTP API: jobs (enqueue, list, get, retry, forget, cancel), /healthz, /readyz and
- * /openapi.json. Every job route needs `Authorization: Bearer <token>` (401 without one, 403 with
+ * The admin HTTP API: jobs (enqueue, list, get, retry, forget, cancel), schedules (list, put,
+ * delete), /healthz, /readyz and /openapi.json. Every job and schedule route needs `Authorization: Bearer <token>` (401 without one, 403 with
  * a wrong one); every route refuses a `Host` that does not name the server and every write a
  * cross-origin `Origin` / `Sec-Fetch-Site` (403); errors are `{ error: { code, message } }`. Not
  * listening yet: call `listen()`.
@@ -112,10 +136,21 @@ export function buildAdminServer(opts: AdminServerOptions): FastifyInstance {
     return typeof v === 'string' ? v : undefined;
   };
 
+  const served = opts.types === undefined ? undefined : new Set(opts.types);
+  const servedList = [...(opts.types ?? [])].sort().join(', ');
+
+  const checkType = (type: string) => {
+    if (served !== undefined && !served.has(type)) {
+      throw new ApiError(400, 'unknown_type', `no handler serves job type ${JSON.stringify(type)} (served: ${servedList || 'none'})`);
+    }
+  };
+  const queues = opts.queues === undefined ? undefined : new Set(opts.queues);
+
   app.route<{ Body: EnqueueBody }>({
     ...route(ROUTES.enqueue),
     handler: async (req, reply) => {
       const b = req.body;
+      checkType(b.type);
       const job = await opts.jobs.enqueue({
         type: b.type,
         queue: b.queue,
@@ -184,6 +219,49 @@ export function buildAdminServer(opts: AdminServerOptions): FastifyInstance {
         throw new ApiError(409, 'invalid_state', `the job is ${job.status}: only waiting or running jobs can be cancelled`);
       }
       return reply.code(202).send(jobToJson(await jobOr404(uuid)));
+    },
+  });
+
+  app.route({
+    ...route(ROUTES.listSchedules),
+    handler: async () => ({ data: (await opts.jobs.schedules()).map(scheduleToJson) }),
+  });
+
+  app.route<{ Params: NameParams; Body: ScheduleBody }>({
+    ...route(ROUTES.putSchedule),
+    handler: async (req, reply) => {
+      const b = req.body;
+      // Checked before anything is written, like POST /jobs: a schedule of a type nobody serves
+      // would enqueue jobs that only burn their attempts.
+      checkType(b.type);
+      const queue = b.queue ?? 'default';
+      if (queues !== undefined && !queues.has(queue)) {
+        throw new ApiError(400, 'unknown_queue', `unknown queue ${JSON.stringify(queue)} (known: ${[...queues].join(', ')})`);
+      }
+      const s = await opts.jobs.schedule({
+        name: req.params.name,
+        cron: b.cron,
+        timezone: b.timezone,
+        type: b.type,
+        payload: b.payload,
+        queue,
+        priority: b.priority,
+        maxAttempts: b.max_attempts,
+        backfill: b.backfill_ms === undefined ? undefined : { maxMs: b.backfill_ms },
+      });
+      // The upsert stamps both on insert and only updated_at on a replace.
+      const created = s.createdAt.getTime() === s.updatedAt.getTime();
+      return reply.code(created ? 201 : 200).send(scheduleToJson(s));
+    },
+  });
+
+  app.route<{ Params: NameParams }>({
+    ...route(ROUTES.deleteSchedule),
+    handler: async (req, reply) => {
+      // 404 rather than an idempotent 204: `q-jobs schedules remove` with a mistyped name should
+      // say that nothing was removed.
+      if (!(await opts.jobs.unschedule(req.params.name))) throw new ApiError(404, 'not_found', 'no such schedule');
+      return reply.code(204).send();
     },
   });
 

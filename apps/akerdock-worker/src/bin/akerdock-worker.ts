@@ -1,11 +1,19 @@
 #!/usr/bin/env node
 // akerdock-worker: consumes the job queues, runs the handlers and serves the admin API.
 // SIGTERM/SIGINT drain gracefully (AKERDOCK_SHUTDOWN_TIMEOUT); a second signal exits at once.
-import { isQError } from '@q/schema';
+import { isQError, redactDsn } from '@q/schema';
 import { startWorkerApp } from '../app.js';
 import { USAGE, parseConfig } from '../config.js';
 import { createLogger } from '../logger.js';
 import { VERSION } from '../version.js';
+
+/**
+ * Exit status 2 is for what the operator must change before a restart can help (flags, config, a
+ * database of another q version); everything else is 1 (docs/deployment.md#exit-codes).
+ */
+function isConfigError(err: unknown): boolean {
+  return isQError(err) && ['CONFIG', 'INVALID_ARGUMENT', 'UNSUPPORTED_DSN', 'SCHEMA_MISMATCH'].includes(err.code);
+}
 
 let parsed;
 try {
@@ -48,6 +56,9 @@ process.on('SIGINT', onSignal);
 try {
   app = await startWorkerApp(config, { logger: log });
 } catch (err) {
-  log.error({ err }, 'could not start');
-  process.exit(1);
+  // One line on stderr, the cause once; its stack only when the log level asks for detail.
+  const verbose = config.logLevel === 'debug' || config.logLevel === 'trace';
+  const e = err instanceof Error ? err : new Error(String(err));
+  process.stderr.write(`akerdock-worker: could not start: ${redactDsn(verbose ? (e.stack ?? e.message) : e.message)}\n`);
+  process.exit(isConfigError(err) ? 2 : 1);
 }

@@ -1,5 +1,6 @@
 import { request } from 'undici';
 import type { JobJson } from '../api/job-json.js';
+import type { ScheduleJson } from '../api/schedule-json.js';
 
 /** A non-2xx answer of the admin API. */
 export class ApiCallError extends Error {
@@ -26,6 +27,11 @@ export interface RetryAnswer {
   job: JobJson;
 }
 
+/** Answer of `GET /schedules`. */
+export interface ScheduleList {
+  data: ScheduleJson[];
+}
+
 /** Thin typed client of the admin API (what `q-jobs` uses; handy in scripts and tests too). */
 export class AdminClient {
   readonly #baseUrl: string;
@@ -34,6 +40,11 @@ export class AdminClient {
   constructor(baseUrl: string, token: string | undefined) {
     this.#baseUrl = baseUrl;
     this.#token = token;
+  }
+
+  /** The admin API's base URL. */
+  get url(): string {
+    return this.#baseUrl;
   }
 
   enqueue(body: Record<string, unknown>, idempotencyKey?: string): Promise<JobJson> {
@@ -63,7 +74,19 @@ export class AdminClient {
     return this.#call('POST', `/jobs/${encodeURIComponent(uuid)}/cancel`);
   }
 
-  async #call<T>(method: 'GET' | 'POST', path: string, body?: unknown, headers: Record<string, string> = {}): Promise<T> {
+  schedules(): Promise<ScheduleList> {
+    return this.#call('GET', '/schedules');
+  }
+  /** `PUT /schedules/{name}`: creates or replaces the schedule `name`. */
+  putSchedule(name: string, body: Record<string, unknown>): Promise<ScheduleJson> {
+    return this.#call('PUT', `/schedules/${encodeURIComponent(name)}`, body);
+  }
+  /** `DELETE /schedules/{name}`: an `ApiCallError` 404 when there is none. */
+  async removeSchedule(name: string): Promise<void> {
+    await this.#call('DELETE', `/schedules/${encodeURIComponent(name)}`);
+  }
+
+  async #call<T>(method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, body?: unknown, headers: Record<string, string> = {}): Promise<T> {
     const h: Record<string, string> = { accept: 'application/json', ...headers };
     if (this.#token !== undefined) h.authorization = `Bearer ${this.#token}`;
     if (body !== undefined) h['content-type'] = 'application/json';

@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util';
 import { AdminClient, ApiCallError, type JobPage } from './client.js';
 import { escapeBlock, escapeField, escapeJson } from './escape.js';
 import { VERSION } from '../version.js';
-import { jobDetail, jobsTable, stepsTable } from './table.js';
+import { jobDetail, jobsTable, schedulesTable, stepsTable } from './table.js';
 
 /** `q-jobs --help`. */
 export const CLI_USAGE = `usage: q-jobs <command> [args] [--json] [--url URL] [--token TOKEN]
@@ -16,12 +16,16 @@ export const CLI_USAGE = `usage: q-jobs <command> [args] [--json] [--url URL] [-
   retry UUID   [--idempotency-key K]   dead-letter jobs only: enqueues a new job
   forget UUID  dead-letter jobs only: closes it as cancelled
   cancel UUID
+  schedules list                     the recurring jobs, with their next fire time and last slot
+  schedules add NAME --cron EXPR --type T [--timezone Z] [--payload JSON | --payload-file FILE]
+                [--queue Q] [--priority N] [--max-attempts N] [--backfill-ms N]
+  schedules remove NAME
 
   --url    admin API (AKERDOCK_API_URL, default http://127.0.0.1:8080)
   --token  bearer token (AKERDOCK_ADMIN_TOKEN)
   --json   print the API's JSON instead of tables
   q-jobs COMMAND --help   that command's help;  q-jobs --version   the version
-Exit status: 0 ok, 1 the API refused (error on stderr), 2 usage error.`;
+Exit status: 0 ok, 1 the API refused or did not answer (error and hint on stderr), 2 usage error.`;
 
 const COMMON_FLAGS = `  --url URL      admin API (AKERDOCK_API_URL, default http://127.0.0.1:8080)
   --token TOKEN  bearer token (AKERDOCK_ADMIN_TOKEN)
@@ -64,6 +68,22 @@ Dead-letter jobs only: closes it as cancelled.`,
   cancel: `usage: q-jobs cancel UUID [flags]
 
 Cancels a queued job, or asks a running one to stop.`,
+  schedules: `usage: q-jobs schedules list|add|remove [args] [flags]
+
+Recurring jobs: every worker enqueues one job per slot of a schedule, fleet-wide.
+  list                 every schedule with its next fire time and last slot (GET /schedules)
+  add NAME [flags]     creates the schedule NAME, or replaces it (PUT /schedules/NAME)
+  remove NAME          deletes it; jobs already enqueued stay (DELETE /schedules/NAME)
+Flags of add:
+  --cron EXPR          cron pattern: 5 fields (minute first), or 6 with seconds first (required)
+  --type T             job type; a handler of the worker must serve it (required)
+  --timezone Z         IANA time zone the pattern is read in (default UTC)
+  --payload JSON       a JSON object (each job's payload is it plus scheduledFor, its slot)
+  --payload-file FILE  the payload, read from FILE (not with --payload)
+  --queue Q            logical queue (default: default)
+  --priority N         higher runs first
+  --max-attempts N     attempts before dead letter
+  --backfill-ms N      after downtime, every missed slot of the last N ms (default: only the latest)`,
 };
 
 /** The help text of `cmd` (with the flags every command takes), or the global usage. */
@@ -91,6 +111,9 @@ const OPTIONS = {
   limit: { type: 'string' },
   cursor: { type: 'string' },
   all: { type: 'boolean' },
+  cron: { type: 'string' },
+  timezone: { type: 'string' },
+  'backfill-ms': { type: 'string' },
 } as const;
 
 /** Where the CLI writes. */
@@ -100,6 +123,29 @@ export interface CliIo {
 }
 
 class UsageError extends Error {}
+
+/** The job statuses `list --status` takes (the admin API's enum). */
+const JOB_STATUSES = ['scheduled', 'queued', 'leased', 'running', 'retry_wait', 'succeeded', 'cancelled', 'dead_letter'] as const;
+
+/** The payload text of `--payload-file`; a file that cannot be read is a usage error (exit 2). */
+function readPayloadFile(file: string | undefined): string | undefined {
+  if (file === undefined) return undefined;
+  try {
+    return fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new UsageError(`--payload-file: cannot read ${file}: ${code === 'ENOENT' ? 'no such file' : (code ?? (err as Error).message)}`);
+  }
+}
+
+/** What to do about an answer the API refused, when the fix is on the operator's side. */
+function hintFor(err: ApiCallError, cmd: string | undefined): string | undefined {
+  if (cmd === 'schedules' && err.status === 404 && err.code === 'not_found') return 'hint: q-jobs schedules list shows the names';
+  if (err.status === 401) return 'hint: set AKERDOCK_ADMIN_TOKEN or pass --token (the token the worker was started with)';
+  if (err.status === 403 && err.code === 'forbidden')
+    return 'hint: check AKERDOCK_ADMIN_TOKEN or --token (the token the worker was started with)';
+  return undefined;
+}
 
 /** Runs `q-jobs` with `argv` (without node and script); returns the exit status. */
 export async function runCli(argv: string[], env: NodeJS.ProcessEnv, io: CliIo): Promise<number> {
@@ -140,6 +186,16 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv, io: CliIo):
     if (rest.length !== 1) throw new UsageError(`${cmd} needs exactly one ${what}`);
     return rest[0] as string;
   };
+  const payloadArg = (): unknown => {
+    if (str('payload') !== undefined && str('payload-file') !== undefined) throw new UsageError('use --payload or --payload-file, not both');
+    const text = str('payload') ?? readPayloadFile(str('payload-file'));
+    if (text === undefined) return undefined;
+    try {
+      return JSON.parse(text) as unknown;
+    } catch {
+      throw new UsageError('the payload is not valid JSON');
+    }
+  };
   const client = new AdminClient(str('url') ?? env.AKERDOCK_API_URL ?? 'http://127.0.0.1:8080', str('token') ?? env.AKERDOCK_ADMIN_TOKEN);
   const json = values.json === true;
   // Job fields are anyone's text: nothing raw reaches the terminal (fields are escaped one by one
@@ -151,16 +207,8 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv, io: CliIo):
       case 'enqueue': {
         const type = one('job TYPE');
         const body: Record<string, unknown> = { type };
-        if (str('payload') !== undefined && str('payload-file') !== undefined) throw new UsageError('use --payload or --payload-file, not both');
-        const payloadText =
-          str('payload') ?? (str('payload-file') === undefined ? undefined : fs.readFileSync(str('payload-file') as string, 'utf8'));
-        if (payloadText !== undefined) {
-          try {
-            body.payload = JSON.parse(payloadText);
-          } catch {
-            throw new UsageError('the payload is not valid JSON');
-          }
-        }
+        const payload = payloadArg();
+        if (payload !== undefined) body.payload = payload;
         for (const [flag, field] of [
           ['queue', 'queue'],
           ['run-at', 'run_at'],
@@ -180,6 +228,10 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv, io: CliIo):
       }
       case 'list': {
         if (rest.length) throw new UsageError('list takes no positional arguments');
+        const status = str('status');
+        if (status !== undefined && !(JOB_STATUSES as readonly string[]).includes(status)) {
+          throw new UsageError(`--status must be one of ${JOB_STATUSES.join(', ')}, got ${JSON.stringify(status)}`);
+        }
         const query = { status: str('status'), queue: str('queue'), type: str('type'), limit: int('limit'), cursor: str('cursor') };
         let page: JobPage = await client.list(query);
         if (values.all) {
@@ -219,6 +271,48 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv, io: CliIo):
         print(job, () => `cancel requested for ${job.uuid} (${job.status})`);
         return 0;
       }
+      case 'schedules': {
+        const [sub, ...args] = rest;
+        if (sub === 'list') {
+          if (args.length) throw new UsageError('schedules list takes no further arguments');
+          const page = await client.schedules();
+          print(page, () => schedulesTable(page.data));
+          return 0;
+        }
+        if (sub === 'remove') {
+          if (args.length !== 1) throw new UsageError('schedules remove needs exactly one schedule NAME');
+          const name = args[0] as string;
+          await client.removeSchedule(name);
+          print({ removed: name }, () => escapeField(`removed schedule ${name}`));
+          return 0;
+        }
+        if (sub !== 'add') throw new UsageError(sub === undefined ? 'schedules needs list, add or remove' : `unknown schedules command "${sub}"`);
+        if (args.length !== 1) throw new UsageError('schedules add needs exactly one schedule NAME');
+        const name = args[0] as string;
+        const cron = str('cron');
+        const type = str('type');
+        if (cron === undefined || type === undefined) throw new UsageError('schedules add needs --cron and --type');
+        const body: Record<string, unknown> = { cron, type };
+        const payload = payloadArg();
+        if (payload !== undefined) {
+          if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) {
+            throw new UsageError('a schedule payload must be a JSON object');
+          }
+          body.payload = payload;
+        }
+        if (str('timezone') !== undefined) body.timezone = str('timezone');
+        if (str('queue') !== undefined) body.queue = str('queue');
+        for (const [flag, field] of [
+          ['priority', 'priority'],
+          ['max-attempts', 'max_attempts'],
+          ['backfill-ms', 'backfill_ms'],
+        ] as const) {
+          if (str(flag) !== undefined) body[field] = int(flag);
+        }
+        const s = await client.putSchedule(name, body);
+        print(s, () => escapeField(`scheduled ${s.name} (${s.type} on ${s.queue}, ${s.cron} ${s.timezone}; next ${s.next_fire_at})`));
+        return 0;
+      }
       default:
         throw new UsageError(`unknown command "${cmd}"`);
     }
@@ -228,11 +322,16 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv, io: CliIo):
       return 2;
     }
     if (err instanceof ApiCallError) {
+      const hint = hintFor(err, cmd);
       io.err(
         json
-          ? escapeJson(JSON.stringify({ error: { status: err.status, code: err.code, message: err.message } }))
-          : escapeField(`error: ${err.code} (HTTP ${err.status}): ${err.message}`),
+          ? escapeJson(JSON.stringify({ error: { status: err.status, code: err.code, message: err.message, ...(hint ? { hint } : {}) } }))
+          : escapeField(`error: ${err.code} (HTTP ${err.status}): ${err.message}`) + (hint ? `\n${hint}` : ''),
       );
+      return 1;
+    }
+    if ((err as NodeJS.ErrnoException).code === 'ECONNREFUSED') {
+      io.err(escapeField(`error: connection refused: is the worker running at ${client.url}? (--url, AKERDOCK_API_URL)`));
       return 1;
     }
     io.err(escapeField(`error: ${(err as Error).message}`));

@@ -1,4 +1,5 @@
 import type { JobJson } from '../api/job-json.js';
+import type { ScheduleJson } from '../api/schedule-json.js';
 import { escapeField } from './escape.js';
 
 /** Renders rows as a left-aligned text table with a header line. */
@@ -67,4 +68,13 @@ export function jobDetail(job: JobJson): string {
         .join('\n')}\n`
     : '';
   return `${fields.map(([k, v]) => `${k.padEnd(w)}  ${escapeField(v)}`).join('\n')}\n${stack}\n${stepsTable(job)}`;
+}
+
+/** The `q-jobs schedules list` table. */
+export function schedulesTable(schedules: ScheduleJson[]): string {
+  if (schedules.length === 0) return 'no schedules';
+  return table(
+    ['NAME', 'CRON', 'TIMEZONE', 'TYPE', 'QUEUE', 'NEXT', 'LAST SLOT'],
+    schedules.map((s) => [s.name, s.cron, s.timezone, s.type, s.queue, when(s.next_fire_at), when(s.last_slot)]),
+  );
 }

@@ -7,7 +7,7 @@ import { webhookDeliver } from './webhook.js';
 export { GiveUpError } from './give-up.js';
 export { classifyStatus, signedPost, type DeliveryVerdict, type PostOutcome } from './http-post.js';
 export { notifySend, parseNotifyPayload, type NotifyOptions, type NotifyPayload } from './notify.js';
-export { maintenancePurge, PURGE_LOCK_KEY, type PurgeOptions, type PurgeResult, type PurgeTargets } from './purge.js';
+export { maintenancePurge, PURGE_LOCK_KEY, type PurgeLock, type PurgeOptions, type PurgeResult, type PurgeTargets } from './purge.js';
 export { parseWebhookPayload, webhookDeliver, type WebhookOptions, type WebhookPayload, type WebhookResult } from './webhook.js';
 
 /** Job type → handler. The worker registers every entry; add your own with one line. */

@@ -9,6 +9,14 @@ export interface PurgeTargets {
   results?: { expireResults(now: number, limit: number): Promise<number> };
   /** `@q/quota`: expired admissions, empty windows and slots. */
   quota?: { reapQuota(limit: number): Promise<number> };
+  /** Keeps runs one at a time across processes; absent: runs are not kept apart. */
+  lock?: PurgeLock;
+}
+
+/** Runs a purge only when no other runs now (the app's is an advisory lock, purge-lock.ts). */
+export interface PurgeLock {
+  /** Runs `fn` when the lock is free, holding it meanwhile; `{ ran: false }` when another run holds it. */
+  tryRun<T>(fn: () => Promise<T>): Promise<{ ran: true; value: T } | { ran: false }>;
 }
 
 /** Options of {@link maintenancePurge}. */
@@ -26,12 +34,17 @@ export interface PurgeResult {
   jobs_purged: number;
   results_expired: number | null;
   quota_reaped: number | null;
+  /** Set when the run did nothing because another purge was running (counts are then 0 and null). */
+  skipped?: string;
 }
+
+const BUSY = 'another maintenance.purge is running';
 
 /**
  * `maintenance.purge`: purges finished jobs older than N days, expires request results past their
- * TTL and reaps quota bookkeeping, one step each. Scheduled by the worker itself under the lock
- * key {@link PURGE_LOCK_KEY}, so at most one runs at a time across all processes.
+ * TTL and reaps quota bookkeeping, one step each. Enqueued once per slot of the schedule
+ * `akerdock.purge` (purge-schedule.ts). With `targets.lock`, a run that finds another running
+ * skips (one step `purge`, skipped) instead of deleting the same rows beside it.
  */
 export function maintenancePurge(targets: PurgeTargets, opts: PurgeOptions): HandlerFunc {
   const batch = opts.batchSize ?? 1_000;
@@ -45,7 +58,7 @@ export function maintenancePurge(targets: PurgeTargets, opts: PurgeOptions): Han
     }
     return total;
   };
-  return async (job, { signal, steps }) => {
+  const run: HandlerFunc = async (job, { signal, steps }) => {
     const olderThanMs = purgeAge(job.payload, opts.purgeAfterMs);
     await steps.start('purge finished jobs');
     const jobsPurged = await targets.jobs.purgeFinished(olderThanMs);
@@ -72,9 +85,21 @@ export function maintenancePurge(targets: PurgeTargets, opts: PurgeOptions): Han
     }
     return { jobs_purged: jobsPurged, results_expired: resultsExpired, quota_reaped: quotaReaped } satisfies PurgeResult;
   };
+  const lock = targets.lock;
+  if (!lock) return run;
+  return async (job, ctx) => {
+    purgeAge(job.payload, opts.purgeAfterMs); // a bad payload dead-letters whether or not the lock is free
+    const r = await lock.tryRun(() => run(job, ctx));
+    if (r.ran) return r.value;
+    await ctx.steps.skip('purge', BUSY);
+    return { jobs_purged: 0, results_expired: null, quota_reaped: null, skipped: BUSY } satisfies PurgeResult;
+  };
 }
 
-/** Lock key of every `maintenance.purge` job: the database lets one hold it at a time. */
+/**
+ * Lock key of a `maintenance.purge` enqueued by hand, so that such jobs wait for each other instead
+ * of skipping (scheduled ones carry none: a schedule has no lock key; `PurgeTargets.lock` keeps them apart).
+ */
 export const PURGE_LOCK_KEY = 'maintenance:purge';
 
 function purgeAge(payload: unknown, dflt: number): number {

@@ -78,3 +78,9 @@ export async function popResults(store: Pick<Store, 'popResults'>, route: string
   const rows = await store.popResults(route, Math.floor(Date.now() / 1000), limit);
   return rows.map((r) => ({ seq: r.seq, result: decodeResult(r.id, r.payload) }));
 }
+
+/** Up to `limit` results of `route` decoded, left in place: what the next {@link popResults} returns. */
+export async function peekResults(store: Pick<Store, 'peekResults'>, route: string, limit: number): Promise<PoppedResult[]> {
+  const rows = await store.peekResults(route, Math.floor(Date.now() / 1000), limit);
+  return rows.map((r) => ({ seq: r.seq, result: decodeResult(r.id, r.payload) }));
+}

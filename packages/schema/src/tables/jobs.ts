@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { bigint, check, index, integer, jsonb, pgEnum, pgTable, pgView, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
+import { bytea } from './bytea.js';
 
 /** Job states, in declaration order. There is no `failed`: see `retry_wait` and `dead_letter`. */
 export const jobStatus = pgEnum('q_job_status', [
@@ -78,9 +79,6 @@ export const jobs = pgTable(
       'q_jobs_uuid_carries_id',
       sql`q_job_uuid_version(uuid) <> 8 OR substring(uuid_send(uuid) FROM 1 FOR 8) = int8send(((id >> 12) << 16) | 32768 | (id & 4095))`,
     ),
-    uniqueIndex('q_jobs_idempotency_key_key')
-      .on(t.idempotencyKey)
-      .where(sql`idempotency_key IS NOT NULL`),
     // Partial on what each index serves, so a job's hot-path updates (queued → running →
     // succeeded, all non-HOT since status is in index predicates) add no entries it cannot use.
     uniqueIndex('q_jobs_lock_key_active_key')
@@ -133,10 +131,12 @@ export const jobsArchive = pgTable(
 
 /**
  * Every kept idempotency key with the job holding it, live or archived: the uniqueness no index
- * on two tables could give. Written by the insert trigger of {@link jobs}, deleted with the job.
+ * on two tables could give. A key is held per queue and job type: `scope` is
+ * `q_idempotency_scope(queue, job_type, idempotency_key)`, a sha256 digest of the three (migration
+ * 0009). Written by the insert trigger of {@link jobs}, deleted with the job.
  */
 export const jobIdempotencyKeys = pgTable('q_jobs_idempotency_keys', {
-  idempotencyKey: text('idempotency_key').primaryKey(),
+  scope: bytea('scope').primaryKey(),
   jobId: bigint('job_id', { mode: 'number' }).notNull(),
 });
 
@@ -147,7 +147,7 @@ export const allJobs = pgView(
 ).existing();
 
 /**
- * Recurring jobs (migration 0009), one row per schedule name: the cron pattern and time zone, the
+ * Recurring jobs (migration 0008), one row per schedule name: the cron pattern and time zone, the
  * job each slot enqueues, and the scheduler's state. `next_fire_at` is the first slot not yet
  * enqueued (workers pick due schedules by its index); `last_slot` the latest slot enqueued. A
  * worker advances both with a compare-and-set in the statement that inserts the slot's job, so a

@@ -31,18 +31,20 @@ export async function retryDeadlock<T>(fn: () => Promise<T>): Promise<T> {
 }
 
 /**
- * The batch's indices in the order its rows are inserted: by idempotency key in UTF-8 byte order
- * (the `COLLATE "C"` order of enqueue-jobs.ts), input order among equal keys, keyless jobs last.
+ * The batch's indices in the order its rows are inserted: by idempotency key, then queue, then
+ * type (the key's scope), each in UTF-8 byte order (the `COLLATE "C"` order of enqueue-jobs.ts),
+ * input order among equal scopes, keyless jobs last.
  */
-export function keyOrder(keys: ReadonlyArray<string | null>): number[] {
+export function keyOrder(keys: ReadonlyArray<string | null>, queues: readonly string[], types: readonly string[]): number[] {
   const order = keys.map((_, i) => i);
   if (!keys.some((k) => k !== null)) return order;
-  const bytes = keys.map((k) => (k === null ? null : Buffer.from(k, 'utf8')));
+  const utf8 = (s: string) => Buffer.from(s, 'utf8');
+  const scopes = keys.map((k, i) => (k === null ? null : [utf8(k), utf8(at(queues, i)), utf8(at(types, i))]));
   return order.sort((a, b) => {
-    const ka = at(bytes, a);
-    const kb = at(bytes, b);
-    if (ka === null || kb === null) return ka === kb ? a - b : ka === null ? 1 : -1;
-    return Buffer.compare(ka, kb) || a - b;
+    const sa = at(scopes, a);
+    const sb = at(scopes, b);
+    if (sa === null || sb === null) return sa === sb ? a - b : sa === null ? 1 : -1;
+    return Buffer.compare(at(sa, 0), at(sb, 0)) || Buffer.compare(at(sa, 1), at(sb, 1)) || Buffer.compare(at(sa, 2), at(sb, 2)) || a - b;
   });
 }
 

@@ -21,6 +21,7 @@ export {
   JOB_STATUSES,
   type CancelOutcome,
   type ClaimOptions,
+  type EnqueueResult,
   type Job,
   type JobLease,
   type JobListFilter,

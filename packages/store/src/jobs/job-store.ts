@@ -16,6 +16,7 @@ import { checkJobPool, listenerConnection } from './from-pool.js';
 import type {
   ClaimOptions,
   CancelOutcome,
+  EnqueueResult,
   Job,
   JobLease,
   JobStatus,
@@ -160,8 +161,10 @@ export class JobStore {
   }
 
   /**
-   * Inserts jobs; all or none. An idempotency-key conflict inserts nothing for that job and
-   * returns the stored original, unchanged. A `runAt` after the database's now makes the job
+   * Inserts jobs; all or none. An idempotency key is held per queue and type: a job whose key is
+   * held by a kept job (live or finished) of the same queue and type is not inserted, and that
+   * job is returned, unchanged ({@link JobStore.enqueueResults} tells which). The same key in
+   * another queue or of another type makes a new job. A `runAt` after the database's now makes the job
    * `scheduled`; otherwise it is `queued` at the database's now. Queued jobs wake idle workers
    * (NOTIFY, delivered at commit). One statement per {@link ENQUEUE_CHUNK} jobs and per
    * {@link STATEMENT_TEXT_BUDGET} characters of payload; several statements share one
@@ -169,8 +172,8 @@ export class JobStore {
    * concurrent batches sharing keys in any order never deadlock; a deadlock with anything else is
    * retried. Returns the jobs in input order.
    *
-   * Rejected with `INVALID_ARGUMENT` before any statement: a queue, type or key that is empty
-   * (the type may be empty), over 2,048 UTF-8 bytes, or holds NUL or a lone surrogate; a payload
+   * Rejected with `INVALID_ARGUMENT` before any statement: a queue, type or key that is empty,
+   * over 2,048 UTF-8 bytes, or holds NUL or a lone surrogate; a payload
    * JSON cannot carry as given (BigInt, function, symbol, non-finite number, cycle, Map, Set,
    * typed array…; a toJSON or getter that throws; \u0000 or a lone surrogate) or over 64 MiB of
    * JSON; a `runAt` before the year 1.
@@ -182,6 +185,15 @@ export class JobStore {
    */
   async enqueue(jobs: readonly NewJob[], tx?: InTransaction): Promise<Job[]> {
     return enqueueOps.enqueue(this.#ctx, jobs, tx);
+  }
+
+  /**
+   * {@link JobStore.enqueue}, returning with each job whether this call inserted it (`created`)
+   * or found it holding the job's idempotency key in its queue and type. Of concurrent enqueues
+   * of one key in one queue and type, exactly one reports `created: true`.
+   */
+  async enqueueResults(jobs: readonly NewJob[], tx?: InTransaction): Promise<EnqueueResult[]> {
+    return enqueueOps.enqueueResults(this.#ctx, jobs, tx);
   }
 
   /** The job with this uuid, or `null`. */

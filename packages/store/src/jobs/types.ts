@@ -78,10 +78,22 @@ export interface JobLease {
   leaseToken: string;
 }
 
+/** One job of {@link JobStore.enqueueResults}: the job, and whether this call inserted it. */
+export interface EnqueueResult {
+  job: Job;
+  /**
+   * `true`: this call inserted the job. `false`: its idempotency key was already held in its
+   * queue and type, and `job` is the job holding it, unchanged (also for a later duplicate of a
+   * key within the same batch, which returns the job the batch inserted first).
+   */
+  created: boolean;
+}
+
 /** A job to insert (see {@link JobStore.enqueue}). */
 export interface NewJob {
   /** Logical queue; the store does not check it against a list (`JobQueue` does). */
   queue: string;
+  /** The job type, which selects the handler: a non-empty string. */
   type: string;
   /** Any JSON value; absent or `null` is stored as `{}`. */
   payload?: unknown;
@@ -91,7 +103,11 @@ export interface NewJob {
   runAt?: Date;
   /** Default 5; at least 1. */
   maxAttempts?: number;
-  /** Global idempotency key: a second job with the same key returns the original. */
+  /**
+   * Idempotency key, held per queue and type: while a job with this key in the same queue and of
+   * the same type is kept (live or finished, until it is purged), enqueueing another returns that
+   * job unchanged. The same key in another queue or of another type makes a new job.
+   */
   idempotencyKey?: string;
   /** At most one job per lock key is leased or running at a time. */
   lockKey?: string;

@@ -81,7 +81,7 @@ export function toEnqueueBatch(jobs: readonly NewJob[]): EnqueueBatch {
       if (!job || typeof job !== 'object') throw invalidArgument('job must be an object');
       const queue = job.queue === lastQueue ? job.queue : checkName('enqueue', 'queue', job.queue);
       lastQueue = queue;
-      const type = job.type === lastType ? job.type : checkName('enqueue', 'type', job.type, { allowEmpty: true });
+      const type = job.type === lastType ? job.type : checkName('enqueue', 'type', job.type);
       lastType = type;
       const payload = job.payload === undefined || job.payload === null ? {} : job.payload;
       const json = jsonText(payload, 'payload', 'strict');

@@ -13,7 +13,7 @@ import type { Attrs, StoreContext } from './context.js';
 import { checkPool, checkStoreOptions, scopeOf, withOwnedPool } from './open.js';
 import { ackRequests } from './sql/ack.js';
 import { databaseNow, truncateAll } from './sql/admin.js';
-import { anyPending, pendingBacklog } from './sql/backlog.js';
+import { anyPending, pendingBacklog, type Backlog } from './sql/backlog.js';
 import { cancelRequests, selectCancelledKeys } from './sql/cancel.js';
 import type { Db } from './sql/db.js';
 import { dispatchRequests } from './sql/dispatch.js';
@@ -24,7 +24,7 @@ import * as putBack from './put-back.js';
 import { ensurePartitionRows, leaveQueue } from './sql/partitions.js';
 import { selectPartitionOwners, type OwnerPartitions } from './sql/partition-owners.js';
 import { resetStaleRequests } from './sql/resetStale.js';
-import { countResults, expireAnyResults, popRouteResults } from './sql/results.js';
+import { countResults, expireAnyResults, peekRouteResults, popRouteResults } from './sql/results.js';
 import { PARTITIONS, type Completion, type Key, type Lease, type NewRequest, type Request, type Result, type Stamp } from './types.js';
 import * as v from './validate.js';
 
@@ -334,6 +334,19 @@ export class Store {
     return rows;
   }
 
+  /**
+   * Up to `limit` live results of `route` in `seq` order, left in place: what the next
+   * {@link popResults} would return (expired results are skipped, not deleted).
+   */
+  async peekResults(route: string, now: number, limit: number): Promise<Result[]> {
+    const op = 'peekResults';
+    v.text(op, 'route', route);
+    const at = v.count(op, 'now', now);
+    const n = v.limit(op, limit);
+    if (n === 0) return [];
+    return this.#op(op, { 'q.route': route, 'q.limit': n }, () => peekRouteResults(this.#scope, this.pool, route, at, n));
+  }
+
   /** Deletes up to `limit` results of any route whose TTL ended before `now`; returns how many. */
   async expireResults(now: number, limit: number): Promise<number> {
     const op = 'expireResults';
@@ -352,10 +365,11 @@ export class Store {
   }
 
   /**
-   * Pending requests of `queue` (in-flight ones are not waiting), and for each window how many
-   * of them have `deadline <= now + windows[i]` (Unix s and seconds).
+   * Pending requests of `queue` (in-flight and cancelled ones are not waiting), the cancelled
+   * ones not answered yet, and for each window how many pending ones have
+   * `deadline <= now + windows[i]` (Unix s and seconds).
    */
-  async backlog(queue: string, now: number, windows: number[]): Promise<{ depth: number; expiring: number[] }> {
+  async backlog(queue: string, now: number, windows: number[]): Promise<Backlog> {
     const op = 'backlog';
     v.text(op, 'queue', queue);
     const at = v.count(op, 'now', now);

@@ -11,8 +11,8 @@ import type { Queryable } from '../sql/db.js';
 import { drawJobIds } from '../sql/draw-job-ids.js';
 import { enqueueJob, enqueueKeylessJob } from '../sql/enqueue-job.js';
 import { enqueueJobs, enqueueKeylessJobs, type EnqueueBatch, type EnqueueRow } from '../sql/enqueue-jobs.js';
-import { getJobsByIdempotencyKey } from '../sql/get-jobs-by-idempotency-key.js';
-import type { Job, NewJob } from '../types.js';
+import { getJobsByIdempotencyKey, type ScopedKey } from '../sql/get-jobs-by-idempotency-key.js';
+import type { EnqueueResult, Job, NewJob } from '../types.js';
 import { checkCallSize, toEnqueueBatch } from '../validate.js';
 import { jobUuid, uuidTail } from '../uuid.js';
 import { mapWriteError, type JobStoreContext } from './context.js';
@@ -20,36 +20,65 @@ import { mapWriteError, type JobStoreContext } from './context.js';
 /** Jobs per enqueue statement; larger batches are split, in one transaction. */
 export const ENQUEUE_CHUNK = 2_000;
 
-/** `JobStore.enqueue`: checks the batch, sizes its statements, writes it through the pool or the caller's transaction. */
+/** The jobs of an enqueue in input order, and for each whether this call inserted it. */
+interface Enqueued {
+  jobs: Job[];
+  /** `created[i]`: job i was inserted by this call (false: an idempotency key returned its holder). */
+  created: boolean[];
+}
+
+/** `JobStore.enqueue`: the jobs of {@link enqueueWithFlags}. */
 export async function enqueue(ctx: JobStoreContext, jobs: readonly NewJob[], tx?: InTransaction): Promise<Job[]> {
+  return (await enqueueWithFlags(ctx, jobs, tx)).jobs;
+}
+
+/** `JobStore.enqueueResults`: each job of {@link enqueueWithFlags} with whether it was created. */
+export async function enqueueResults(ctx: JobStoreContext, jobs: readonly NewJob[], tx?: InTransaction): Promise<EnqueueResult[]> {
+  const { jobs: out, created } = await enqueueWithFlags(ctx, jobs, tx);
+  return out.map((job, i) => ({ job, created: at(created, i) }));
+}
+
+/** Checks the batch, sizes its statements, writes it through the pool or the caller's transaction. */
+async function enqueueWithFlags(ctx: JobStoreContext, jobs: readonly NewJob[], tx?: InTransaction): Promise<Enqueued> {
   if (!Array.isArray(jobs)) throw invalidArgument('jobs must be an array');
   const client = tx === undefined ? undefined : checkInTransaction('enqueue', tx);
   const batch = toEnqueueBatch(jobs);
-  if (jobs.length === 0) return [];
+  if (jobs.length === 0) return { jobs: [], created: [] };
   const sizes = batch.payloads.map((p) => p.length);
   const total = checkCallSize('enqueue', 'payload JSON', sizes);
   const fitsOne = jobs.length <= ENQUEUE_CHUNK && total <= STATEMENT_TEXT_BUDGET;
   // One statement orders its rows itself; several are given them in key order.
-  const chunks = fitsOne ? [] : chunkIndices(keyOrder(batch.idempotencyKeys), sizes, ENQUEUE_CHUNK);
+  const chunks = fitsOne ? [] : chunkIndices(keyOrder(batch.idempotencyKeys, batch.queues, batch.types), sizes, ENQUEUE_CHUNK);
   if (client) return enqueueThrough(ctx, client, batch, fitsOne ? null : chunks);
   return ctx.op(
     'enqueue',
     () =>
       retryDeadlock(async () => {
         if (fitsOne) return enqueueChunk(ctx, ctx.pool, batch, null);
-        return withTransaction(ctx.pool, async (client) => {
-          // Ids in input order (see enqueue-jobs.ts), the rows inserted in key order across statements.
-          const ids = await drawJobIds(ctx.scope, client, jobs.length);
-          const out = new Array<Job>(jobs.length);
-          for (const chunk of chunks) {
-            const got = await enqueueChunk(ctx, client, { ...batch, ids }, chunk);
-            chunk.forEach((pos, k) => (out[pos] = at(got, k)));
-          }
-          return out;
-        });
+        return withTransaction(ctx.pool, (client) => enqueueChunks(ctx, client, batch, chunks));
       }),
     { 'job.count': jobs.length },
   );
+}
+
+/** A batch split over several statements on one connection: ids drawn in input order, rows inserted in key order. */
+async function enqueueChunks(
+  ctx: JobStoreContext,
+  client: Queryable,
+  batch: ReturnType<typeof toEnqueueBatch>,
+  chunks: number[][],
+): Promise<Enqueued> {
+  const n = batch.uuids.length;
+  const ids = await drawJobIds(ctx.scope, client, n);
+  const out: Enqueued = { jobs: new Array<Job>(n), created: new Array<boolean>(n) };
+  for (const chunk of chunks) {
+    const got = await enqueueChunk(ctx, client, { ...batch, ids }, chunk);
+    chunk.forEach((pos, k) => {
+      out.jobs[pos] = at(got.jobs, k);
+      out.created[pos] = at(got.created, k);
+    });
+  }
+  return out;
 }
 
 /**
@@ -62,7 +91,7 @@ function enqueueThrough(
   client: Queryable,
   batch: ReturnType<typeof toEnqueueBatch>,
   chunks: number[][] | null,
-): Promise<Job[]> {
+): Promise<Enqueued> {
   const n = batch.uuids.length;
   return ctx.op(
     'enqueue',
@@ -71,13 +100,7 @@ function enqueueThrough(
         return await inCallerTransaction('enqueue', client, async () => {
           // Every statement names the store's schema: the client's search_path does not matter.
           if (chunks === null) return enqueueChunk(ctx, client, batch, null);
-          const ids = await drawJobIds(ctx.scope, client, n);
-          const out = new Array<Job>(n);
-          for (const chunk of chunks) {
-            const got = await enqueueChunk(ctx, client, { ...batch, ids }, chunk);
-            chunk.forEach((pos, k) => (out[pos] = at(got, k)));
-          }
-          return out;
+          return enqueueChunks(ctx, client, batch, chunks);
         });
       } catch (err) {
         throw transactionWriteError(err);
@@ -88,7 +111,12 @@ function enqueueThrough(
 }
 
 /** Inserts the jobs at `indices` of `b` (all, ids drawn by the statement, when null); returns them in that order. */
-async function enqueueChunk(ctx: JobStoreContext, db: Queryable, b: ReturnType<typeof toEnqueueBatch>, indices: number[] | null): Promise<Job[]> {
+async function enqueueChunk(
+  ctx: JobStoreContext,
+  db: Queryable,
+  b: ReturnType<typeof toEnqueueBatch>,
+  indices: number[] | null,
+): Promise<Enqueued> {
   const pick = <T>(a: T[]) => (indices === null ? a : indices.map((i) => at(a, i)));
   const chunk = {
     uuids: pick(b.uuids),
@@ -105,7 +133,10 @@ async function enqueueChunk(ctx: JobStoreContext, db: Queryable, b: ReturnType<t
     retryOfIds: pick(b.retryOfIds),
     ids: indices === null ? b.uuids.map(() => null) : pick(b.ids),
   };
-  if (chunk.idempotencyKeys.every((k) => k === null)) return enqueueKeyless(ctx, db, chunk);
+  if (chunk.idempotencyKeys.every((k) => k === null)) {
+    const jobs = await enqueueKeyless(ctx, db, chunk);
+    return { jobs, created: jobs.map(() => true) };
+  }
   // An inserted row is matched to its input by the random tail its stored uuid keeps (see
   // jobUuid): made unique within the chunk before it is sent (two alike are a 2^-62 chance).
   const position = new Map<string, number>();
@@ -121,27 +152,48 @@ async function enqueueChunk(ctx: JobStoreContext, db: Queryable, b: ReturnType<t
   }
   /** The jobs this chunk inserted, by the tail of their uuid. */
   const byTail = new Map<string, Job>();
-  const byKey = new Map<string, Job>();
+  /** The job holding each scoped key (see scopeOf). */
+  const byScope = new Map<string, Job>();
   for (const r of rows) {
     const job = r.inserted ? insertedJob(r, chunk, position.get(uuidTail(r.uuid))) : toJob(r);
     if (r.inserted) byTail.set(uuidTail(job.uuid), job);
-    // At most one row per key: an original committed before the statement, or the row this
-    // batch inserted first (a later duplicate in the batch resolves to it).
-    if (job.idempotencyKey !== null) byKey.set(job.idempotencyKey, job);
+    // At most one row per scoped key: an original committed before the statement, or the row
+    // this batch inserted first (a later duplicate in the batch resolves to it).
+    if (job.idempotencyKey !== null) byScope.set(scopeOf(job.queue, job.type, job.idempotencyKey), job);
   }
-  const missing = chunk.uuids.flatMap((u, i) => {
+  const missing: ScopedKey[] = [];
+  chunk.uuids.forEach((u, i) => {
     const key = chunk.idempotencyKeys[i];
-    return !byTail.has(uuidTail(u)) && key !== null && key !== undefined && !byKey.has(key) ? [key] : [];
+    if (key === null || key === undefined || byTail.has(uuidTail(u))) return;
+    const queue = at(chunk.queues, i);
+    const type = at(chunk.types, i);
+    if (!byScope.has(scopeOf(queue, type, key))) missing.push({ queue, type, key });
   });
   if (missing.length > 0) {
     // A concurrent producer committed the key while this statement ran: read its row now.
-    for (const r of await getJobsByIdempotencyKey(ctx.scope, db, missing)) if (r.idempotency_key) byKey.set(r.idempotency_key, toJob(r));
+    for (const r of await getJobsByIdempotencyKey(ctx.scope, db, missing)) {
+      const job = toJob(r);
+      if (job.idempotencyKey !== null) byScope.set(scopeOf(job.queue, job.type, job.idempotencyKey), job);
+    }
   }
-  return chunk.uuids.map((u, i) => {
-    const job = byTail.get(uuidTail(u)) ?? byKey.get(chunk.idempotencyKeys[i] ?? '');
+  const created = new Array<boolean>(chunk.uuids.length);
+  const jobs = chunk.uuids.map((u, i) => {
+    const inserted = byTail.get(uuidTail(u));
+    created[i] = inserted !== undefined;
+    const key = chunk.idempotencyKeys[i];
+    const job = inserted ?? (key === null || key === undefined ? undefined : byScope.get(scopeOf(at(chunk.queues, i), at(chunk.types, i), key)));
     if (!job) throw new QError(QErrorCode.NOT_FOUND, 'the job holding this idempotency key was deleted meanwhile');
     return job;
   });
+  return { jobs, created };
+}
+
+/**
+ * A key's scope as a map key: queue, type and key joined by NUL, which none of them can hold
+ * (checkName refuses it), so two different triples never join alike.
+ */
+function scopeOf(queue: string, type: string, key: string): string {
+  return `${queue}\0${type}\0${key}`;
 }
 
 /**

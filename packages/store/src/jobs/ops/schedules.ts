@@ -96,7 +96,7 @@ export async function upsertSchedule(ctx: JobStoreContext, input: ScheduleInput)
   const cron = checkName(op, 'cron', input.cron);
   const timezone = checkName(op, 'timezone', input.timezone);
   const queue = checkName(op, 'queue', input.queue);
-  const type = checkName(op, 'type', input.type, { allowEmpty: true });
+  const type = checkName(op, 'type', input.type);
   const payload = input.payload ?? {};
   if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) throw invalidArgument(`${op}: payload must be a JSON object`);
   if (Object.hasOwn(payload, 'scheduledFor'))

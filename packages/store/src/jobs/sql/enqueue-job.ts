@@ -10,7 +10,7 @@ import { INSERTED_COLUMNS, type EnqueueBatch, type EnqueueRow, type KeylessInser
 // single enqueue is most applications' hot path and mostly waits for its commit, so those were a
 // large share of it. With a key (TEXT below), the batch statement's result rows: the job inserted
 // (only what the database decided, see INSERTED_COLUMNS), or the original holding its idempotency
-// key, committed before this statement. Without one (KEYLESS), the keyless batch's report.
+// key in its queue and type (the key's scope, migration 0009), committed before this statement. Without one (KEYLESS), the keyless batch's report.
 // The id is drawn first because the uuid stored carries it: q_job_uuid(id, $1), see
 // enqueue-jobs.ts.
 const NEW_ID = `(SELECT ${NEXT_JOB_ID} AS id) AS n`;
@@ -33,7 +33,7 @@ SELECT ${someJobColumns('ins', INSERTED_COLUMNS)}, true AS inserted,
 FROM ins
 UNION ALL
 SELECT ${jobColumns('o')}, false, 0 FROM __q_schema__.q_jobs_idempotency_keys k JOIN __q_schema__.q_jobs_all o ON o.id = k.job_id
-WHERE k.idempotency_key = $8::text`;
+WHERE k.scope = __q_schema__.q_idempotency_scope($2::text, $3::text, $8::text)`;
 
 const TEXT_STMT = statement('q_jobs_enqueue_one', TEXT, { types: repeatedTimestamps });
 

@@ -57,10 +57,12 @@ export const INSERTED_COLUMNS: ReadonlySet<string> = new Set([
 // table's trigger q_jobs_before_insert claims each key in q_jobs_idempotency_keys, which spans
 // live and archived jobs, and skips a row whose key is held) and the originals, live or
 // archived, returned by the second branch (rows committed before this statement; a duplicate key
-// inside the batch resolves to the row the first branch inserted). Idle workers are woken with one
+// inside the batch resolves to the row the first branch inserted). A key is held per queue and
+// job type: the key table is keyed by q_idempotency_scope(queue, job_type, key) (migration 0009). Idle workers are woken with one
 // notification per queue that received a queued job; it is delivered at commit.
 //
-// Rows are inserted in idempotency-key order (byte order, keyless rows last): a key another
+// Rows are inserted in idempotency-key order (byte order of the key, then of the queue and the
+// type, which with it make the scope; keyless rows last): a key another
 // transaction inserted but has not committed makes this one wait for it, and two batches taking
 // the same keys in different orders would each wait for the other (a deadlock). In one key order
 // a transaction only ever waits for a key above all it holds, so no cycle can form. The ids are
@@ -99,7 +101,7 @@ function insertCtes(returning: string, keyOrdered: boolean): string {
          CASE WHEN run_at > now() THEN run_at ELSE now() END,
          CASE WHEN run_at > now() THEN 'scheduled'::__q_schema__.q_job_status ELSE 'queued'::__q_schema__.q_job_status END,
          max_attempts, idempotency_key, lock_key, team_id, resource_id, retry_of_id
-  FROM input${keyOrdered ? ' ORDER BY idempotency_key COLLATE "C" NULLS LAST, ord' : ''}
+  FROM input${keyOrdered ? ' ORDER BY idempotency_key COLLATE "C" NULLS LAST, queue COLLATE "C", job_type COLLATE "C", ord' : ''}
   RETURNING ${returning}
 )`;
 }
@@ -120,7 +122,7 @@ SELECT ${someJobColumns('ins', INSERTED_COLUMNS)}, true AS inserted, ${NOTIFIED}
 FROM ins
 UNION ALL
 SELECT ${jobColumns('o')}, false, 0 FROM __q_schema__.q_jobs_idempotency_keys k JOIN __q_schema__.q_jobs_all o ON o.id = k.job_id
-WHERE k.idempotency_key IN (SELECT idempotency_key FROM input WHERE idempotency_key IS NOT NULL)`;
+WHERE k.scope IN (SELECT __q_schema__.q_idempotency_scope(queue, job_type, idempotency_key) FROM input WHERE idempotency_key IS NOT NULL)`;
 
 const TEXT_STMT = statement('q_jobs_enqueue', TEXT, { types: repeatedTimestamps });
 

@@ -17,6 +17,26 @@ export async function popRouteResults(scope: StatementScope, db: Db, route: stri
   return rows.map((r) => ({ seq: num(r.seq), route: r.route, id: r.id, token: r.request_token, payload: r.payload }));
 }
 
+// q_pop_results' order and expiry rule (seq order; a result whose TTL ended is not returned), so a
+// peek shows what the next pop would return.
+export const peekResultsStatement = statement(
+  'q_store_peek_results',
+  `SELECT seq, route, id, request_token, payload FROM __q_schema__.q_results
+ WHERE route = $1 AND (expires_at = 0 OR expires_at >= $2)
+ ORDER BY seq
+ LIMIT $3`,
+);
+
+/** Up to `limit` live results of `route` in seq order, left in place. */
+export async function peekRouteResults(scope: StatementScope, db: Db, route: string, nowSeconds: number, limit: number): Promise<Result[]> {
+  const { rows } = await scope.run<{ seq: string; route: string; id: string; request_token: string; payload: string }>(db, peekResultsStatement, [
+    route,
+    nowSeconds,
+    limit,
+  ]);
+  return rows.map((r) => ({ seq: num(r.seq), route: r.route, id: r.id, token: r.request_token, payload: r.payload }));
+}
+
 export const expireResultsStatement = statement(
   'q_store_expire_results',
   `DELETE FROM __q_schema__.q_results x
