@@ -32,17 +32,14 @@ export async function main(dsn = process.env.DATABASE_URL): Promise<Job> {
 
     const stop = new AbortController();
     const running = worker.run(stop.signal);
-    let done: Job | null = null;
-    for (let i = 0; i < 600 && !done; i++) {
-      const j = await queue.get(job.uuid);
-      if (j && ['succeeded', 'dead_letter', 'cancelled'].includes(j.status)) done = j;
-      else await new Promise((r) => setTimeout(r, 50));
+    try {
+      // Resolves once the job finished (succeeded, dead letter or cancelled): woken by NOTIFY.
+      return await queue.waitFor(job.uuid, { timeoutMs: 30_000 });
+    } finally {
+      stop.abort(); // stop claiming…
+      await running;
+      await worker.wait(10_000); // …and let jobs in flight finish and record their outcome
     }
-    stop.abort(); // stop claiming…
-    await running;
-    await worker.wait(10_000); // …and let jobs in flight finish and record their outcome
-    if (!done) throw new Error('the job did not finish in time');
-    return done;
   } finally {
     await store.close();
   }

@@ -30,7 +30,18 @@ export { StepRecorder, type StepWriter } from './step-recorder.js';
 export { DeadLetterError, JobAbortedError, type JobAbortCause } from './errors.js';
 export { defaultLogger, silentLogger, stderrLogger, type Logger } from './logger.js';
 export type { JobMetrics } from '@q/otel';
-export type { EnqueueResult, Job, JobStatus, Step, StepStatus, JobPage, JobListFilter, InTransaction, TransactionClient } from '@q/store/jobs';
+export type {
+  EnqueueResult,
+  Job,
+  JobStatus,
+  WaitForOptions,
+  Step,
+  StepStatus,
+  JobPage,
+  JobListFilter,
+  InTransaction,
+  TransactionClient,
+} from '@q/store/jobs';
 export { drizzleClient } from '@q/store/jobs';
 export { DEFAULT_SCHEDULE_TIMEZONE, scheduledFor, type ScheduleInfo, type ScheduleOptions } from './schedules.js';
 export { Scheduler, SCHEDULER_MAX_IDLE_MS, type SchedulerOptions, type TickResult, type WorkerSchedulerOptions } from './scheduler.js';

@@ -1,6 +1,15 @@
 import { currentTraceparent, jobMetrics, qMeter, qTracer } from '@q/otel';
 import { QError, QErrorCode, invalidArgument } from '@q/schema';
-import { JobStore, type EnqueueResult, type InTransaction, type Job, type JobListFilter, type JobPage, type NewJob } from '@q/store/jobs';
+import {
+  JobStore,
+  type EnqueueResult,
+  type InTransaction,
+  type Job,
+  type JobListFilter,
+  type JobPage,
+  type NewJob,
+  type WaitForOptions,
+} from '@q/store/jobs';
 import type { WorkerEventSource } from './events.js';
 import { defaultLogger } from './logger.js';
 import { ManagedWorkers, type WorkOptions, type WorkerHealth } from './managed-workers.js';
@@ -221,6 +230,21 @@ export class JobQueue {
   /** The job with this uuid, or `null`. */
   get(uuid: string): Promise<Job | null> {
     return this.#store.get(uuid);
+  }
+
+  /**
+   * Resolves with the job once it has finished — `succeeded` (its `result`), `dead_letter` or
+   * `cancelled` — woken by a notification when the job is archived, polling where the queue
+   * cannot listen (see `JobStore.waitFor`, which also lists its errors: `TIMEOUT` after
+   * `timeoutMs`, `NOT_FOUND`, `CLOSED`, the signal's reason on abort).
+   *
+   * @example
+   * const job = await queue.enqueue({ type: 'resize', payload: { id: 7 } });
+   * const done = await queue.waitFor(job.uuid, { timeoutMs: 30_000 });
+   * if (done.status === 'succeeded') console.log(done.result);
+   */
+  waitFor(uuid: string, opts?: WaitForOptions): Promise<Job> {
+    return this.#store.waitFor(uuid, opts);
   }
 
   /** A page of jobs, `id DESC`; pass `nextCursor` as `cursor` for the next one. `limit` 1–100, default 25. */

@@ -20,6 +20,8 @@ export const QErrorCode = {
    */
   CONFLICT: 'CONFLICT',
   CONFIG: 'CONFIG',
+  /** A wait the caller bounded (a `timeoutMs`) ended before what it waited for happened. */
+  TIMEOUT: 'TIMEOUT',
   MIGRATION_FAILED: 'MIGRATION_FAILED',
 } as const;
 

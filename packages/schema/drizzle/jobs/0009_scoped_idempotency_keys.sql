@@ -244,4 +244,17 @@ BEGIN
     END IF;
   END LOOP;
 END
-$$;
+$$;--> statement-breakpoint
+-- JobStore.waitFor: a statement that moves jobs to the archive (a job finished: succeeded, dead
+-- letter or cancelled, by whatever path) wakes the processes waiting on jobs of this schema. One
+-- notification per statement, not per job, and on a channel of its own, which workers do not
+-- listen on: a waiting process reads the jobs it waits for itself, and polls when it cannot listen.
+CREATE FUNCTION q_jobs_notify_finished() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+  PERFORM pg_notify('q_jobs_done_' || left(encode(sha256(convert_to(TG_TABLE_SCHEMA, 'UTF8')), 'hex'), 24), 'f');
+  RETURN NULL;
+END
+$$;--> statement-breakpoint
+CREATE TRIGGER q_jobs_archive_notify_finished AFTER INSERT ON "q_jobs_archive"
+  FOR EACH STATEMENT EXECUTE FUNCTION q_jobs_notify_finished();

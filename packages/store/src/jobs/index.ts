@@ -13,6 +13,7 @@ export { MAINTENANCE_LEADERSHIP, type LeaderLease, type LeaderMaintenanceResult 
 export type { MaintenanceFailure } from './ops/maintenance-round.js';
 export type { JobStoreFromPoolOptions, JobStoreOpenOptions, JobStoreSchemaOptions } from './options.js';
 export { JobListener, type JobListenerHandlers, type JobNotification } from './listener.js';
+export { FINISHED_STATUSES, type WaitForOptions } from './finish-waiters.js';
 export { encodeCursor, decodeCursor } from './cursor.js';
 export { DEFAULT_MAX_ATTEMPTS, outcomeProblem } from './validate.js';
 export { ERROR_STACK_SEPARATOR, joinErrorStack, splitErrorText } from './error-text.js';

@@ -10,6 +10,8 @@ import * as leadership from './leadership.js';
 import { MAINTENANCE_LEADERSHIP, checkLeaderLease, checkLeadership, type LeaderLease, type LeaderMaintenanceResult } from './leadership.js';
 import { ClaimStarts } from './claim-starts.js';
 import { JobListener, type JobListenerHandlers } from './listener.js';
+import { FinishWaiters, type WaitForOptions } from './finish-waiters.js';
+import { getJobsByUuids } from './sql/get-jobs-by-uuids.js';
 import { countBacklog } from './sql/count-backlog.js';
 import { dbNow } from './sql/db-now.js';
 import { checkJobPool, listenerConnection } from './from-pool.js';
@@ -66,6 +68,8 @@ export class JobStore {
   readonly pool: pg.Pool;
   /** The LISTEN/NOTIFY channel of this job table (one per schema). */
   readonly channel: string;
+  /** The channel on which statements that finish jobs of this table notify ({@link JobStore.waitFor} listens on it). */
+  readonly finishedChannel: string;
   /** The schema holding the job table (`schema` option, else `current_schema()` at open). */
   readonly schema: string;
   readonly #dsn: string | pg.ClientConfig;
@@ -76,6 +80,7 @@ export class JobStore {
   readonly #placement: ConnectionPlacement;
   /** What the operation modules under ops/ run with. */
   readonly #ctx: JobStoreContext;
+  readonly #waiters: FinishWaiters;
   #unobserve: (() => void) | undefined;
   #closed = false;
   #ownsPool = true;
@@ -94,7 +99,10 @@ export class JobStore {
     this.#dsn = opts.listenDsn ?? dsn;
     this.schema = schema;
     this.#scope = new StatementScope(schema, { named: namedStatements(opts) });
-    this.channel = `q_jobs_${createHash('sha256').update(schema).digest('hex').slice(0, 24)}`;
+    const digest = createHash('sha256').update(schema).digest('hex').slice(0, 24);
+    this.channel = `q_jobs_${digest}`;
+    // The same name migration 0009's trigger q_jobs_notify_finished derives from the schema.
+    this.finishedChannel = `q_jobs_done_${digest}`;
     this.#tracer = tracer;
     this.#applicationName = applicationName;
     this.#ctx = {
@@ -106,6 +114,11 @@ export class JobStore {
       op: (name, fn, attrs) => this.#op(name, fn, attrs),
     };
     this.#unobserve = observeBacklog(opts.meterProvider, this.#ctx, () => this.#closed);
+    this.#waiters = new FinishWaiters({
+      read: (uuids) => this.#op('wait_for', () => getJobsByUuids(this.#scope, this.pool, uuids)),
+      listen: (handlers) => this.#listenOn(this.finishedChannel, handlers),
+      notifies: this.notifies,
+    });
   }
 
   /**
@@ -151,6 +164,7 @@ export class JobStore {
     this.#closed = true;
     this.#unobserve?.();
     this.#unobserve = undefined;
+    await this.#waiters.close();
     await Promise.all([...this.#listeners].map((l) => l.close()));
     if (this.#ownsPool) await this.pool.end();
   }
@@ -456,8 +470,27 @@ export class JobStore {
    * (see {@link JobStore.notifies}). Closed by {@link JobStore.close} at the latest.
    */
   listen(handlers: JobListenerHandlers): JobListener {
+    return this.#listenOn(this.channel, handlers);
+  }
+
+  /**
+   * Resolves with the job once it has finished (`succeeded`, `dead_letter` or `cancelled`; at
+   * once if it has). Every wait of this store shares one LISTEN connection on
+   * {@link JobStore.finishedChannel} and one read of the waited jobs per wake-up; it polls (every
+   * second) while that connection is down, and always behind a transaction pooler without
+   * `listenDsn`. Rejects with a `QError`: `TIMEOUT` after `timeoutMs`, `NOT_FOUND` when no job has
+   * the uuid (or it is purged while waited for; a job enqueued in a transaction that has not
+   * committed does not exist yet), `CLOSED` when the store closes; with the signal's reason when
+   * `signal` aborts.
+   */
+  waitFor(uuid: string, opts?: WaitForOptions): Promise<Job> {
+    if (this.#closed) return Promise.reject(closedError());
+    return this.#waiters.wait(uuid, opts);
+  }
+
+  #listenOn(channel: string, handlers: JobListenerHandlers): JobListener {
     if (this.#closed) throw closedError();
-    const listener = new JobListener(this.notifies ? this.#dsn : null, this.channel, this.#applicationName, handlers, this.#scope);
+    const listener = new JobListener(this.notifies ? this.#dsn : null, channel, this.#applicationName, handlers, this.#scope);
     this.#listeners.add(listener);
     const close = listener.close.bind(listener);
     listener.close = async () => {

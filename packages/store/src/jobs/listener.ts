@@ -13,6 +13,8 @@ export type JobNotification =
 export interface JobListenerHandlers {
   /** A notification arrived. */
   onNotification(n: JobNotification): void;
+  /** Jobs of this schema finished (a message of the finished channel, on which `JobStore.waitFor` listens). */
+  onFinished?(): void;
   /** The connection came (back) up: notifications may have been missed meanwhile. */
   onConnected?(): void;
   /** The connection failed (a `QError`, code `CONNECTION`); the listener reconnects by itself. */
@@ -112,6 +114,7 @@ export class JobListener {
     client.on('end', () => this.#fail(client, new Error('listener connection ended')));
     client.on('notification', (msg) => {
       if (msg.channel !== this.#channel || !msg.payload) return;
+      if (msg.payload === 'f') return this.#handlers.onFinished?.();
       const n = parse(msg.payload);
       if (n) this.#handlers.onNotification(n);
     });
