@@ -22,6 +22,15 @@ export {
   type TypedHandler,
   type TypedJob,
 } from './define-job.js';
+export {
+  batchHandler,
+  DEFAULT_BATCH_SIZE,
+  DEFAULT_BATCH_WAIT_MS,
+  type BatchHandlerFunc,
+  type BatchItem,
+  type BatchOptions,
+  type BatchOutcome,
+} from './work-many.js';
 export { Worker, type HandlerFunc, type HandlerContext, type WorkerOptions } from './worker.js';
 export { MAX_PERSISTENT_FAILURES, type WorkerFailure } from './failure-watch.js';
 export type { LeaseLostReason, WorkerEventListener, WorkerEventMap, WorkerEventName, WorkerEventSource } from './events.js';

@@ -15,6 +15,7 @@ import { defaultLogger } from './logger.js';
 import { ManagedWorkers, type WorkOptions, type WorkerHealth } from './managed-workers.js';
 import { DEFAULT_CLOSE_TIMEOUT_MS, METRIC_UNSERVED_ENQUEUES, checkOpenOptions, type JobQueueOpenOptions } from './open-options.js';
 import type { HandlerFunc } from './worker.js';
+import { batchHandler, checkBatchOptions, type BatchHandlerFunc, type BatchOptions } from './work-many.js';
 import { upsertSchedule, type ScheduleInfo, type ScheduleOptions } from './schedules.js';
 
 /** What `@q/job-worker/testing` reaches inside a queue (not exported from the package root). */
@@ -123,6 +124,23 @@ export class JobQueue {
       throw new QError(QErrorCode.INVALID_STATE, 'work: only a queue from JobQueue.open runs workers (use new Worker(store, …) otherwise)');
     }
     return this.#managed.work(type, handler, opts);
+  }
+
+  /**
+   * Like {@link JobQueue.work}, but `handler` gets up to `batchSize` jobs of `type` in one call
+   * (after at most `maxWaitMs` of gathering) and returns one outcome per job: `{ result }` or
+   * `{ error }` (see {@link batchHandler}). Each job keeps its own lease, cancel signal, retries
+   * and fenced outcome; a throw fails every job of the batch. `concurrency` defaults to
+   * `batchSize` and may not be smaller (it bounds how many jobs can gather): give batch types a
+   * queue of their own.
+   */
+  workMany(type: string, handler: BatchHandlerFunc, opts: WorkOptions & BatchOptions = {}): WorkerEventSource {
+    const batch = checkBatchOptions('workMany', opts);
+    const concurrency = opts.concurrency ?? batch.batchSize;
+    if (concurrency < batch.batchSize) throw invalidArgument('workMany: concurrency must be at least batchSize');
+    const work: WorkOptions = { concurrency };
+    if (opts.queue !== undefined) work.queue = opts.queue;
+    return this.work(type, batchHandler(handler, batch), work);
   }
 
   /**
