@@ -4,7 +4,7 @@
 import type { MeterProvider, TracerProvider } from '@opentelemetry/api';
 import { METRIC, observeGauge, qTracer, withOperation, type Tracer } from '@q/otel';
 import { QError, QErrorCode, isQError } from '@q/schema';
-import type { Completion, Request, Stamp, Store } from '@q/store';
+import type { Completion, Request, Stamp, RequestStore } from '@q/store';
 import { Ledger } from './consumer/ledger.js';
 import { Rebalancer } from './consumer/rebalance.js';
 import { joinErrors } from './errors.js';
@@ -57,7 +57,7 @@ export class Consumer {
   /** This dispatcher's unique name (lease owner). */
   readonly owner: string;
 
-  readonly #store: Store;
+  readonly #store: RequestStore;
   readonly #log: Logger;
   readonly #tracer: Tracer | undefined;
   readonly #cycle = new Serial();
@@ -69,7 +69,7 @@ export class Consumer {
   readonly #ledger = new Ledger();
   readonly #rebalancer: Rebalancer;
 
-  constructor(store: Store, queue: string, owner: string, opts: ConsumerOptions) {
+  constructor(store: RequestStore, queue: string, owner: string, opts: ConsumerOptions) {
     if (!store || typeof store !== 'object') throw new QError(QErrorCode.INVALID_ARGUMENT, 'new Consumer: store is required');
     requireName('new Consumer', queue, 'queue');
     requireName('new Consumer', owner, 'owner');

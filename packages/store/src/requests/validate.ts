@@ -112,7 +112,7 @@ export function completion(op: string, v: unknown, i: number): Required<Completi
   return completionAs(op, `completions[${i}]`, v);
 }
 
-/** One completion, named `what` in messages (the check of `Store.ack`, shared with the runner). */
+/** One completion, named `what` in messages (the check of `RequestStore.ack`, shared with the runner). */
 export function completionAs(op: string, what: string, v: unknown): Required<Completion> {
   if (typeof v !== 'object' || v === null) throw invalidArgument(`${op}: ${what} must be an object`);
   const c = v as Completion;
