@@ -18,14 +18,14 @@ import {
 import type pg from 'pg';
 import { closedError } from './errors.js';
 import type { FromPoolOptions, OpenOptions } from './options.js';
-import { acquireQuotaSlots } from './sql/acquireQuotaSlots.js';
-import { admitQuota } from './sql/admitQuota.js';
-import { deleteQuotaHolder } from './sql/deleteQuotaHolder.js';
-import { reapQuota } from './sql/reapQuota.js';
-import { reapQuotaHolders } from './sql/reapQuotaHolders.js';
-import { registerQuotaHolder } from './sql/registerQuotaHolder.js';
-import { releaseQuotaSlots } from './sql/releaseQuotaSlots.js';
-import { renewQuotaHolder } from './sql/renewQuotaHolder.js';
+import { acquireQuotaSlots } from './sql/acquire-quota-slots.js';
+import { admitQuota } from './sql/admit-quota.js';
+import { deleteQuotaHolder } from './sql/delete-quota-holder.js';
+import { reapQuota } from './sql/reap-quota.js';
+import { reapQuotaHolders } from './sql/reap-quota-holders.js';
+import { registerQuotaHolder } from './sql/register-quota-holder.js';
+import { releaseQuotaSlots } from './sql/release-quota-slots.js';
+import { renewQuotaHolder } from './sql/renew-quota-holder.js';
 import { MAX_INT4, checkInt, checkName, checkProvider, checkRelease } from './validate.js';
 
 /**
