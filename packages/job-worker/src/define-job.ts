@@ -1,4 +1,5 @@
-import { checkName, invalidArgument } from '@q/schema';
+import { invalidArgument } from '@q/schema';
+import { checkName } from '@q/schema/internal';
 import type { InTransaction, Job } from '@q/store/jobs';
 import { DeadLetterError } from './errors.js';
 import type { WorkerEventSource } from './events.js';

@@ -1,6 +1,7 @@
 // The producer side of recurring jobs: checks a schedule's definition (its pattern and time zone
 // through croner) and stores it. Firing is the workers' (scheduler.ts).
-import { checkName, invalidArgument } from '@q/schema';
+import { invalidArgument } from '@q/schema';
+import { checkName } from '@q/schema/internal';
 import type { JobStore, StoredSchedule } from '@q/store/jobs';
 import { compileCron } from './cron.js';
 

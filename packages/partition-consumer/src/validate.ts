@@ -1,4 +1,5 @@
-import { checkName, invalidArgument } from '@q/schema';
+import { invalidArgument } from '@q/schema';
+import { checkName } from '@q/schema/internal';
 
 // Every check names the operation it guards: messages read `<op>: <what> must …` (CONTRIBUTING.md#validation).
 

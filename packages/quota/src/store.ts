@@ -1,20 +1,15 @@
 import type { Tracer } from '@opentelemetry/api';
 import { instrumentPool, qTracer, quotaKeyClass, quotaMetrics, withOperation, type QuotaMetrics } from '@q/otel';
+import { QError, QErrorCode, QuotaHolderLapsedError, invalidArgument, migrate, openPool } from '@q/schema';
 import {
-  QError,
-  QErrorCode,
-  QuotaHolderLapsedError,
   StatementScope,
   checkName as checkStorableName,
   checkPlacement,
   checkSchemaName,
   databaseError,
-  invalidArgument,
-  migrate,
-  openPool,
   resolveIdleTimeout,
   resolveMaxConns,
-} from '@q/schema';
+} from '@q/schema/internal';
 import type pg from 'pg';
 import { closedError } from './errors.js';
 import type { FromPoolOptions, OpenOptions } from './options.js';

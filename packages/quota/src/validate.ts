@@ -1,4 +1,5 @@
-import { checkName as checkStorableName, invalidArgument } from '@q/schema';
+import { invalidArgument } from '@q/schema';
+import { checkName as checkStorableName } from '@q/schema/internal';
 
 /** Largest value of a Postgres `integer` (slot counts and limits are stored as one). */
 export const MAX_INT4 = 2_147_483_647;

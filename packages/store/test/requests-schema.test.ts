@@ -1,4 +1,5 @@
-import { JOURNAL_TABLE, QErrorCode, bundledMigrations, isQError, quoteIdent } from '@q/schema';
+import { JOURNAL_TABLE, QErrorCode, bundledMigrations, isQError } from '@q/schema';
+import { quoteIdent } from '@q/schema/internal';
 import { onOneConnection, testDatabaseUrl, useScratchSchemas, withClient } from '@q/testing';
 import { describe, expect, it } from 'vitest';
 import { RequestStore, partitionOf, stampOf } from '../src/index.js';

@@ -1,15 +1,6 @@
 import { hostname } from 'node:os';
-import {
-  FailureTracker,
-  QError,
-  QErrorCode,
-  databaseError,
-  invalidArgument,
-  isQError,
-  migrate,
-  validateDsn,
-  type FailureVerdict,
-} from '@q/schema';
+import { QError, QErrorCode, invalidArgument, isQError, migrate, validateDsn, type FailureVerdict } from '@q/schema';
+import { FailureTracker, databaseError } from '@q/schema/internal';
 import type pg from 'pg';
 import { closedError } from '../errors.js';
 import { errorFields, silentLogger, type Logger } from '../logger.js';

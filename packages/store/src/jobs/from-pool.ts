@@ -1,4 +1,5 @@
-import { QError, QErrorCode, databaseError, invalidArgument, redactDsn } from '@q/schema';
+import { QError, QErrorCode, invalidArgument, redactDsn } from '@q/schema';
+import { databaseError } from '@q/schema/internal';
 import type pg from 'pg';
 
 /** Throws `INVALID_ARGUMENT` unless `pool` looks like a `pg.Pool` and `opts` is an options object. */

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { QError, QErrorCode, checkName, checkText, invalidArgument } from '@q/schema';
+import { QError, QErrorCode, invalidArgument } from '@q/schema';
+import { checkName, checkText } from '@q/schema/internal';
 import { jsonText, overLimit, repairJson, sizeProblem, tryStringify } from './json.js';
 import { JOB_STATUSES, type ClaimOptions, type JobLease, type JobOutcome, type JobStatus, type NewJob, type Step } from './types.js';
 import type { EnqueueBatch } from './sql/enqueue-jobs.js';

@@ -1,16 +1,6 @@
 import { instrumentPool } from '@q/otel';
-import {
-  QError,
-  QErrorCode,
-  StatementScope,
-  checkPlacement,
-  checkSchemaName,
-  databaseError,
-  invalidArgument,
-  openPool,
-  resolveMaxConns,
-  type Queryable,
-} from '@q/schema';
+import { QError, QErrorCode, invalidArgument, openPool, type Queryable } from '@q/schema';
+import { StatementScope, checkPlacement, checkSchemaName, databaseError, resolveMaxConns } from '@q/schema/internal';
 import type pg from 'pg';
 import type { FromPoolOptions, OpenOptions } from '../options.js';
 import * as v from './validate.js';

@@ -1,6 +1,7 @@
 import type { Tracer } from '@opentelemetry/api';
 import { qTracer, requestMetrics, withOperation, type RequestMetrics } from '@q/otel';
-import { databaseError, migrate, type StatementScope } from '@q/schema';
+import { migrate } from '@q/schema';
+import { databaseError, type StatementScope } from '@q/schema/internal';
 import type pg from 'pg';
 import type { FromPoolOptions, OpenOptions } from '../options.js';
 import { checkInTransaction, inCallerTransaction, type InTransaction } from '../transaction.js';

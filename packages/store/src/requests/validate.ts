@@ -1,7 +1,8 @@
 // Argument checks of the request queue. Every public method checks all of its input before it
 // sends a statement, so bad input never leaves anything half-written. Messages name the
 // argument, never a payload.
-import { checkName, checkText, invalidArgument } from '@q/schema';
+import { invalidArgument } from '@q/schema';
+import { checkName, checkText } from '@q/schema/internal';
 import type { Completion, Key, NewRequest, Stamp } from './types.js';
 import { MAX_VALUE_BYTES, PARTITIONS } from './types.js';
 
