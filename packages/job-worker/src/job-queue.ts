@@ -49,10 +49,10 @@ export class JobQueue {
   #managed: ManagedWorkers | undefined;
 
   constructor(store: JobStore, opts: JobQueueOptions) {
-    if (!store || typeof store.enqueue !== 'function') throw invalidArgument('store must be a JobStore');
+    if (!store || typeof store.enqueue !== 'function') throw invalidArgument('new JobQueue: store must be a JobStore');
     const known = opts?.knownQueues;
     if (!Array.isArray(known) || known.length === 0 || known.some((q) => typeof q !== 'string' || q === '')) {
-      throw invalidArgument('knownQueues must be a non-empty array of queue names');
+      throw invalidArgument('new JobQueue: knownQueues must be a non-empty array of queue names');
     }
     this.#store = store;
     this.#known = Object.freeze([...known]);

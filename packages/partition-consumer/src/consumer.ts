@@ -70,10 +70,10 @@ export class Consumer {
   readonly #rebalancer: Rebalancer;
 
   constructor(store: RequestStore, queue: string, owner: string, opts: ConsumerOptions) {
-    if (!store || typeof store !== 'object') throw new QError(QErrorCode.INVALID_ARGUMENT, 'new Consumer: store is required');
+    if (!store || typeof store !== 'object') throw new QError(QErrorCode.INVALID_ARGUMENT, 'new Consumer: store must be a RequestStore');
     requireName('new Consumer', queue, 'queue');
     requireName('new Consumer', owner, 'owner');
-    if (!opts || typeof opts !== 'object') throw new QError(QErrorCode.INVALID_ARGUMENT, 'new Consumer: options are required');
+    if (!opts || typeof opts !== 'object') throw new QError(QErrorCode.INVALID_ARGUMENT, 'new Consumer: options must be an object');
     // Timer-sized: a runner rebalances every leaseTtlMs / 3, and Node fires an over-long timer at once.
     requireMs('new Consumer', opts.leaseTtlMs, 'leaseTtlMs', 1);
     requireMs('new Consumer', opts.drainTimeoutMs, 'drainTimeoutMs', 0);

@@ -91,7 +91,7 @@ export class QuotaStore {
    */
   static fromPool(pool: pg.Pool, opts: FromPoolOptions = {}): QuotaStore {
     if (!pool || typeof (pool as { query?: unknown }).query !== 'function') {
-      throw invalidArgument('fromPool needs a pg.Pool');
+      throw invalidArgument('QuotaStore.fromPool: pool must be a pg.Pool');
     }
     checkStoreOptions('QuotaStore.fromPool', opts);
     const named = opts.pooler !== 'transaction';

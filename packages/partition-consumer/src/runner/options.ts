@@ -137,8 +137,8 @@ export interface ResolvedSettings {
 
 /** Checks `opts` (`INVALID_ARGUMENT` naming the first bad field) and defaults the optional settings. */
 export function resolveOptions(opts: PartitionWorkerOptions): ResolvedSettings {
-  if (!opts || typeof opts !== 'object') throw invalidArgument('runPartitionWorker: options are required');
-  if (!opts.store || typeof opts.store !== 'object') throw invalidArgument('runPartitionWorker: store is required');
+  if (!opts || typeof opts !== 'object') throw invalidArgument('runPartitionWorker: options must be an object');
+  if (!opts.store || typeof opts.store !== 'object') throw invalidArgument('runPartitionWorker: store must be a RequestStore');
   requireName('runPartitionWorker', opts.queue, 'queue');
   if (opts.owner !== undefined) requireName('runPartitionWorker', opts.owner, 'owner');
   requireInt('runPartitionWorker', opts.concurrency, 'concurrency', 1);

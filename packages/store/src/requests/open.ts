@@ -76,6 +76,6 @@ export async function withOwnedPool<T>(dsn: string, opts: OpenOptions, init: (po
 export function checkPool(pool: unknown): asserts pool is pg.Pool {
   const p = pool as { query?: unknown; connect?: unknown } | null;
   if (typeof pool !== 'object' || p === null || typeof p.query !== 'function' || typeof p.connect !== 'function') {
-    throw invalidArgument('RequestStore.fromPool needs a pg.Pool');
+    throw invalidArgument('RequestStore.fromPool: pool must be a pg.Pool');
   }
 }
