@@ -94,7 +94,7 @@ export interface JobDefinition<Payload, Result = unknown> {
  * Without type arguments the payload type is the schema's. Bad options → `INVALID_ARGUMENT`.
  */
 export function defineJob<Payload, Result = unknown>(opts: JobDefinitionOptions<Payload>): JobDefinition<Payload, Result> {
-  if (!opts || typeof opts !== 'object') throw invalidArgument('defineJob takes { type, queue?, schema? }');
+  if (!opts || typeof opts !== 'object') throw invalidArgument('defineJob: options must be an object { type, queue?, schema? }');
   const type = checkName('defineJob', 'type', opts.type);
   const queueName = opts.queue === undefined ? 'default' : checkName('defineJob', 'queue', opts.queue);
   const schema = opts.schema;

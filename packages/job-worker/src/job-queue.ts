@@ -198,7 +198,7 @@ export class JobQueue {
 
   /** Each of `opts` checked and made a store job (one traceparent for all), or the first bad one's error naming its index. */
   #toNewJobs(op: string, opts: EnqueueOptions[]): NewJob[] {
-    if (!Array.isArray(opts)) throw invalidArgument(`${op} takes an array of EnqueueOptions`);
+    if (!Array.isArray(opts)) throw invalidArgument(`${op}: jobs must be an array of EnqueueOptions`);
     const traceparent = currentTraceparent();
     return opts.map((o, i) => {
       try {

@@ -158,7 +158,7 @@ export function checkClaim(opts: ClaimOptions): {
   status: 'leased' | 'running';
   claimId: string;
 } {
-  if (!opts || typeof opts !== 'object') throw invalidArgument('claim takes ClaimOptions');
+  if (!opts || typeof opts !== 'object') throw invalidArgument('claim: options must be ClaimOptions (an object)');
   const queues = checkQueues(opts.queues);
   if (typeof opts.workerId !== 'string' || opts.workerId === '') throw invalidArgument('workerId must be a non-empty string');
   checkName('claim', 'workerId', opts.workerId);
