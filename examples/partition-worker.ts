@@ -3,11 +3,11 @@
 //   DATABASE_URL=postgres://… npx tsx examples/partition-worker.ts
 import { randomBytes } from 'node:crypto';
 import { runPartitionWorker } from '@q/partition-consumer';
-import { Store } from '@q/store';
+import { RequestStore } from '@q/store';
 
 export async function main(dsn = process.env.DATABASE_URL): Promise<string[]> {
   if (!dsn) throw new Error('set DATABASE_URL');
-  const store = await Store.open(dsn, { maxConns: 4 }); // creates the queue tables if needed
+  const store = await RequestStore.open(dsn, { maxConns: 4 }); // creates the queue tables if needed
   try {
     // A producer enqueues requests (deadline in Unix seconds; payload bytes are opaque).
     const deadline = Math.floor(Date.now() / 1000) + 60;

@@ -2,11 +2,11 @@
 // dispatches, handles and acks them, and the producer pops the results from its route.
 //   DATABASE_URL=postgres://… npx tsx examples/store-request-queue.ts
 import { randomBytes } from 'node:crypto';
-import { Store, stampOf, type Completion } from '@q/store';
+import { RequestStore, stampOf, type Completion } from '@q/store';
 
 export async function main(dsn = process.env.DATABASE_URL): Promise<string[]> {
   if (!dsn) throw new Error('set DATABASE_URL');
-  const store = await Store.open(dsn, { maxConns: 4 }); // migrates the 'requests' tables
+  const store = await RequestStore.open(dsn, { maxConns: 4 }); // migrates the 'requests' tables
   try {
     // Producer: each submission gets a fresh generation token; deadlines are Unix seconds.
     const now = Math.floor(Date.now() / 1000);

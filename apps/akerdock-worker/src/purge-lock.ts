@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { databaseError } from '@q/schema';
+import { databaseError } from '@q/schema/internal';
 import type { PurgeLock } from './handlers/purge.js';
 
 // A session advisory lock keyed by the schema (advisory locks are database-wide; two q schemas in

@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { QuotaStore } from '@q/quota';
 import { installedModules } from '@q/schema';
-import { Store } from '@q/store';
+import { RequestStore } from '@q/store';
 import type { PurgeTargets } from './handlers/purge.js';
 import { advisoryPurgeLock } from './purge-lock.js';
 
@@ -20,7 +20,7 @@ export async function purgeTargets(
   const installed = await installedModules(pool);
   const targets: PurgeTargets = { jobs, lock: advisoryPurgeLock(pool) };
   if (installed.requests) {
-    const store = await Store.open(dsn, { maxConns: 1, migrate: false, applicationName: 'akerdock-purge' });
+    const store = await RequestStore.open(dsn, { maxConns: 1, migrate: false, applicationName: 'akerdock-purge' });
     cleanups.push(() => store.close());
     targets.results = store;
   }

@@ -6,8 +6,9 @@ import readline from 'node:readline';
 import { parseArgs } from 'node:util';
 import cliProgress from 'cli-progress';
 import { startTelemetry, type Telemetry } from '@q/otel/sdk';
-import { isQError, redactDsn, withTransaction } from '@q/schema';
-import type { Store } from '@q/store';
+import { isQError, redactDsn } from '@q/schema';
+import { withTransaction } from '@q/schema/internal';
+import type { RequestStore } from '@q/store';
 import type { EmbeddedPostgres } from '@q/devdb';
 import { loadConfig, OVERRIDABLE } from './config/load.js';
 import type { DispatcherConfig } from './config/schema.js';
@@ -108,7 +109,7 @@ function target(cfg: DispatcherConfig): { queue: string; route: string } {
   return { queue, route: flags.route ?? q?.result_queue_name ?? DEFAULT_ROUTE };
 }
 
-function withStore<T>(cfg: DispatcherConfig, command: string, fn: (s: Store) => Promise<T>): Promise<T> {
+function withStore<T>(cfg: DispatcherConfig, command: string, fn: (s: RequestStore) => Promise<T>): Promise<T> {
   const placement = { ...(cfg.pooler ? { pooler: cfg.pooler } : {}), ...(cfg.schema !== undefined ? { schema: cfg.schema } : {}) };
   return withExistingStore(cfg.url as string, { command, migrate: flags.migrate === true, ...placement }, fn);
 }
@@ -251,7 +252,7 @@ async function cmdSubmit(): Promise<void> {
     try {
       // One transaction for all batches: they are written together or not at all.
       await withTransaction(store.pool, async (client) => {
-        const inTx = { enqueue: (rows: Parameters<Store['enqueue']>[0]) => store.enqueue(rows, { client }) };
+        const inTx = { enqueue: (rows: Parameters<RequestStore['enqueue']>[0]) => store.enqueue(rows, { client }) };
         for (let i = 0; i < reqs.length; i += batch) {
           await submitRequests(inTx, reqs.slice(i, i + batch), { queue, route, gates });
           bar?.update(Math.min(reqs.length, i + batch));

@@ -2,7 +2,7 @@
 // model server, once behind an `endpoint-scrape` gate at 0.8 and once without it, with the
 // server's saturation over time drawn in the terminal and the latency of interactive requests
 // sent straight to the server.
-import { Store } from '@q/store';
+import { RequestStore } from '@q/store';
 import { popResults, submitRequests } from './client/producer.js';
 import { freshSchema, startEmbedded } from './embedded.js';
 import { Dispatcher } from './service/dispatcher.js';
@@ -45,7 +45,7 @@ export async function runSaturationDemo(opts: SaturationDemoOptions): Promise<{ 
     }
     const server = await startModelServer({ capacity: CAPACITY, latencyMs: [140, 160], slowdown: 0.2 });
     cleanups.push(() => server.close());
-    const producer = await Store.open(dsn, { maxConns: 2, applicationName: 'q-demo-producer' });
+    const producer = await RequestStore.open(dsn, { maxConns: 2, applicationName: 'q-demo-producer' });
     cleanups.push(() => producer.close());
     log(`simulated model server ${server.url}: ${CAPACITY} slots, 140–160 ms, slower as it fills, requests beyond capacity wait`);
     const warm = new Probe();

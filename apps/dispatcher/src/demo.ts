@@ -2,7 +2,7 @@
 // Postgres (or a given DSN), the simulated inference endpoint, a batch of requests over a few
 // tenants behind a concurrency gate, live progress, and a summary table.
 import cliProgress from 'cli-progress';
-import { Store } from '@q/store';
+import { RequestStore } from '@q/store';
 import type { EmbeddedPostgres } from '@q/devdb';
 import { loadConfig } from './config/load.js';
 import { popResults, submitRequests } from './client/producer.js';
@@ -118,7 +118,7 @@ async function demoOn(
   };
   const dispatcher = await Dispatcher.start({ config, onResult });
   cleanups.push(() => dispatcher.stop());
-  const producer = await Store.open(dsn, { maxConns: 2, applicationName: 'q-demo-producer' });
+  const producer = await RequestStore.open(dsn, { maxConns: 2, applicationName: 'q-demo-producer' });
   cleanups.push(() => producer.close());
   const tenants = Array.from({ length: opts.tenants }, (_, i) => `tenant-${String.fromCharCode(97 + (i % 26))}${i >= 26 ? i : ''}`);
   const started = Date.now();

@@ -1,6 +1,6 @@
 // `q-dispatcher status`: per queue, the backlog, what expires soon, partitions by owner (epochs,
 // draining) and the results waiting on its route.
-import type { OwnerPartitions, Store } from '@q/store';
+import type { OwnerPartitions, RequestStore } from '@q/store';
 
 /** Deadline-proximity windows shown by `status`, seconds. */
 export const EXPIRING_WINDOWS = [60, 300, 3600];
@@ -20,7 +20,7 @@ export interface QueueStatus {
 }
 
 /** Reads the status of the given queues. */
-export async function queueStatus(store: Store, queues: Array<{ queue: string; route: string }>): Promise<QueueStatus[]> {
+export async function queueStatus(store: RequestStore, queues: Array<{ queue: string; route: string }>): Promise<QueueStatus[]> {
   const now = Math.floor(Date.now() / 1000);
   return Promise.all(
     queues.map(async ({ queue, route }) => {

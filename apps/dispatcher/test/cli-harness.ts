@@ -7,7 +7,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll } from 'vitest';
 import { createTestSchema, spawnTs, type TestSchema } from '@q/testing';
-import { Store } from '@q/store';
+import { RequestStore } from '@q/store';
 import { startInferenceServer, type InferenceServer } from '../src/sim/server.js';
 import { ok, scenarioOf } from './helpers.js';
 
@@ -27,7 +27,7 @@ export interface CliFixture {
   tmp: string;
   schema: TestSchema;
   server: InferenceServer;
-  store: Store;
+  store: RequestStore;
   startCli(args: string[], env?: NodeJS.ProcessEnv): CliProcess;
   /** Writes `text` to `name` in `tmp`; returns its path. */
   tmpFile(name: string, text: string): string;
@@ -52,7 +52,7 @@ export function useCliFixture(): CliFixture {
     f.tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'qdisp-'));
     f.schema = await createTestSchema('dproc');
     f.server = await startInferenceServer({ behaviour: (call) => ok(scenarioOf(call).id, 40 + Math.random() * 80) });
-    f.store = await Store.open(f.schema.dsn, { maxConns: 2 });
+    f.store = await RequestStore.open(f.schema.dsn, { maxConns: 2 });
   });
   afterAll(async () => {
     for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');

@@ -1,14 +1,14 @@
 // The pipeline end to end: real Postgres (own schema), a real fake inference server on loopback,
 // one in-process dispatcher serving a fault queue, a concurrency-gated queue and a rate-gated queue.
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { Store } from '@q/store';
+import type { RequestStore } from '@q/store';
 import type { Dispatcher } from '../src/service/dispatcher.js';
 import type { Action, InferenceServer } from '../src/sim/server.js';
 import { ok, Results, scenarioOf, submit, waitFor } from './helpers.js';
 import { metricsText, scripted, useDispatcherEnv } from './support/dispatcher-env.js';
 
 let server: InferenceServer;
-let store: Store;
+let store: RequestStore;
 let dispatcher: Dispatcher;
 let faults: Results;
 let gated: Results;

@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestSchema, type TestSchema } from '@q/testing';
-import { Store } from '@q/store';
+import { RequestStore } from '@q/store';
 import { loadConfig, readTlsFiles } from '../src/config/load.js';
 import { createGate, type Gate, type GateMessage } from '../src/gates/gates.js';
 import { MetricSources } from '../src/gates/sources.js';
@@ -238,10 +238,10 @@ describe('gate types that cannot be queue gates', () => {
 
 describe('dispatcher runs', () => {
   let schema: TestSchema;
-  let store: Store;
+  let store: RequestStore;
   beforeAll(async () => {
     schema = await createTestSchema('gatehold');
-    store = await Store.open(schema.dsn, { maxConns: 3 });
+    store = await RequestStore.open(schema.dsn, { maxConns: 3 });
   });
   afterAll(async () => {
     await store?.close();

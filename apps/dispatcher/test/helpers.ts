@@ -1,5 +1,5 @@
 // Shared test helpers: scripted fake-server behaviour, submitting, collecting results.
-import { Store } from '@q/store';
+import { RequestStore } from '@q/store';
 import { waitFor } from '@q/testing';
 import { popResults, submitRequests } from '../src/client/producer.js';
 import type { ResultMessage } from '../src/formats.js';
@@ -22,7 +22,7 @@ export class Results {
   readonly byId = new Map<string, ResultMessage[]>();
   count = 0;
   constructor(
-    private readonly store: Store,
+    private readonly store: RequestStore,
     private readonly route: string,
   ) {}
   async drain(): Promise<void> {
@@ -56,7 +56,7 @@ export class Results {
 
 /** Submits requests whose payload carries `{ id, scenario }` for the fake server. */
 export async function submit(
-  store: Store,
+  store: RequestStore,
   queue: string,
   route: string,
   reqs: Array<{ id: string; scenario?: string; tenant?: string; deadlineIn?: number }>,

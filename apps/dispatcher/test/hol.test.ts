@@ -2,13 +2,13 @@
 // requests behind a concurrency gate of 2; tenant B's requests, whose gate is open, must start
 // within one poll interval while A is throttled. Real Postgres, fake endpoint on loopback.
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { Store } from '@q/store';
+import type { RequestStore } from '@q/store';
 import type { InferenceServer } from '../src/sim/server.js';
 import { Results, scenarioOf, submit, waitFor } from './helpers.js';
 import { answerOk, useDispatcherEnv } from './support/dispatcher-env.js';
 
 let server: InferenceServer;
-let store: Store;
+let store: RequestStore;
 const POLL_MS = 250;
 const A_REQUESTS = 5000;
 const env = useDispatcherEnv('hol', { behaviour: answerOk(() => 150), record: true });

@@ -2,7 +2,7 @@
 // Postgres (own schema), a fake inference server on loopback, one in-process dispatcher.
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { TestSchema } from '@q/testing';
-import type { Store } from '@q/store';
+import type { RequestStore } from '@q/store';
 import { submitRequests } from '../src/client/producer.js';
 import { loadConfig } from '../src/config/load.js';
 import { newRequestToken, splitPayload } from '../src/formats.js';
@@ -12,7 +12,7 @@ import { ok, Results, submit } from './helpers.js';
 import { scripted, useDispatcherEnv } from './support/dispatcher-env.js';
 
 let schema: TestSchema;
-let store: Store;
+let store: RequestStore;
 let dispatcher: Dispatcher;
 let out: Results;
 let fallback: Results;

@@ -1,6 +1,6 @@
 // Issue 35 items 5 and 7 as real `q-dispatcher` processes: cancel with an invalid id among valid
 // ones, and a persistent database failure that must end `run` with a non-zero status and a reason.
-import { Store } from '@q/store';
+import { RequestStore } from '@q/store';
 import { createTestSchema, testRoles, waitFor } from '@q/testing';
 import { afterAll, describe, expect, it } from 'vitest';
 import { useCliFixture, type CliProcess } from './cli-harness.js';
@@ -75,7 +75,7 @@ describe('q-dispatcher run after a persistent failure (item 5)', () => {
   it('a dropped schema ends run with exit 1 and a last line saying so', async () => {
     const own = await createTestSchema('dproc_gone');
     try {
-      const store = await Store.open(own.dsn, { maxConns: 1 });
+      const store = await RequestStore.open(own.dsn, { maxConns: 1 });
       await store.close();
       const p = startRun(own.dsn);
       await waitFor(() => /"msg":"ready"/.test(p.err()) || p.child.exitCode !== null, 60_000, 'dispatcher ready');

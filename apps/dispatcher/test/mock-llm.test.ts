@@ -3,14 +3,14 @@
 // 127.0.0.1. Its default rule echoes the last user message in a chat completion.
 import { afterAll, describe, expect, it } from 'vitest';
 import { useStore } from '@q/testing';
-import { Store } from '@q/store';
+import { RequestStore } from '@q/store';
 import { submitRequests } from '../src/client/producer.js';
 import type { Dispatcher } from '../src/service/dispatcher.js';
 import { Results } from './helpers.js';
 import { useMockLlm } from './support/mock-llm.js';
 import { startTestDispatcher } from './support/dispatcher-env.js';
 
-const used = useStore(Store, { prefix: 'mockllm', maxConns: 3 });
+const used = useStore(RequestStore, { prefix: 'mockllm', maxConns: 3 });
 const mock = useMockLlm();
 let dispatcher: Dispatcher | undefined;
 

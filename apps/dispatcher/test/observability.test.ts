@@ -2,13 +2,13 @@
 // metadata) and the backlog poller gauge (issue #19), against a real dispatcher.
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { Store } from '@q/store';
+import type { RequestStore } from '@q/store';
 import { submitRequests } from '../src/client/producer.js';
 import { dispatcherServiceName, type Dispatcher } from '../src/service/dispatcher.js';
 import { ok, Results, scenarioOf, submit, waitFor } from './helpers.js';
 import { metricsText, useDispatcherEnv } from './support/dispatcher-env.js';
 
-let store: Store;
+let store: RequestStore;
 let d: Dispatcher | undefined;
 const exporter = new InMemorySpanExporter();
 const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });

@@ -2,7 +2,7 @@
 // then end to end — reserved interactive requests are dispatched before overflow batch ones
 // while the pool is saturated, and a pool gate sheds interactive overflow with a 429 payload.
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { Store } from '@q/store';
+import type { RequestStore } from '@q/store';
 import { laneOf, WorkerPool } from '../src/pipeline/pool.js';
 import type { Dispatcher } from '../src/service/dispatcher.js';
 import type { InferenceServer } from '../src/sim/server.js';
@@ -63,7 +63,7 @@ describe('WorkerPool', () => {
 
 describe('pools end to end', () => {
   let server: InferenceServer;
-  let store: Store;
+  let store: RequestStore;
   let d: Dispatcher | undefined;
   const env = useDispatcherEnv('pools', { behaviour: answerOk((scenario) => (scenario === 'slow' ? 1200 : 100)) });
   beforeAll(async () => {

@@ -5,7 +5,7 @@
 // reading used to admit every poll for the whole TTL (the server reached 8.0).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestSchema, type TestSchema } from '@q/testing';
-import { Store } from '@q/store';
+import { RequestStore } from '@q/store';
 import { loadConfig } from '../src/config/load.js';
 import { Dispatcher } from '../src/service/dispatcher.js';
 import { ModelServerProcess } from '../src/sim/model-server-process.js';
@@ -13,14 +13,14 @@ import { configError, Results, submit } from './helpers.js';
 
 let schema: TestSchema;
 let server: ModelServerProcess;
-let store: Store;
+let store: RequestStore;
 const CAPACITY = 96;
 const THRESHOLD = 0.8;
 
 beforeAll(async () => {
   schema = await createTestSchema('satfrac');
   server = await ModelServerProcess.start({ capacity: CAPACITY, latencyMs: [140, 160], slowdown: 0.2, priority: -10 });
-  store = await Store.open(schema.dsn, { maxConns: 3 });
+  store = await RequestStore.open(schema.dsn, { maxConns: 3 });
 });
 
 afterAll(async () => {

@@ -5,7 +5,7 @@
 // their p99 within 1.5× of the unloaded value. Without the gate the same load is measured too.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestSchema, type TestSchema } from '@q/testing';
-import { Store } from '@q/store';
+import { RequestStore } from '@q/store';
 import { Dispatcher } from '../src/service/dispatcher.js';
 import { ModelServerProcess } from '../src/sim/model-server-process.js';
 import { saturationConfig } from '../src/sim/saturation-config.js';
@@ -13,7 +13,7 @@ import { Results, submit } from './helpers.js';
 
 let schema: TestSchema;
 let server: ModelServerProcess;
-let store: Store;
+let store: RequestStore;
 const CAPACITY = 96;
 const BATCH = 32;
 const THRESHOLD = 0.8;
@@ -21,7 +21,7 @@ const THRESHOLD = 0.8;
 beforeAll(async () => {
   schema = await createTestSchema('sat');
   server = await ModelServerProcess.start({ capacity: CAPACITY, latencyMs: [140, 160], slowdown: 0.2, priority: -10 });
-  store = await Store.open(schema.dsn, { maxConns: 3 });
+  store = await RequestStore.open(schema.dsn, { maxConns: 3 });
 });
 
 afterAll(async () => {

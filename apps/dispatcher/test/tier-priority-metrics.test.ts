@@ -2,7 +2,7 @@
 // loopback endpoint that records headers; and the pool gauges (`…_pool_worker_limit`,
 // `…_queue_depth`) and the backlog poll's deadline-proximity buckets, read from `/metrics`.
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { Store } from '@q/store';
+import type { RequestStore } from '@q/store';
 import { loadConfig } from '../src/config/load.js';
 import { buildHeaders } from '../src/http/headers.js';
 import type { Dispatcher } from '../src/service/dispatcher.js';
@@ -59,7 +59,7 @@ describe('priority header config', () => {
 
 describe('tier-priority headers and pool metrics end to end', () => {
   let server: InferenceServer;
-  let store: Store;
+  let store: RequestStore;
   let d: Dispatcher | undefined;
   const callOf = (id: string): Call | undefined => server.calls.find((c) => scenarioOf(c).id === id);
   const metricsText = () => metricsOf(d!);

@@ -3,7 +3,7 @@
  * `go` on stdin, then runs `runPartitionWorker` with a no-op handler (one result per request) until
  * SIGTERM, and exits 0 once the worker has drained and the store is closed.
  */
-import { Store } from '@q/store';
+import { RequestStore } from '@q/store';
 import { runPartitionWorker } from '@q/partition-consumer';
 
 const dsn = process.env.BENCH_DSN as string;
@@ -15,7 +15,7 @@ const ttl = Number(process.env.BENCH_TTL_MS);
 const stop = new AbortController();
 process.once('SIGTERM', () => stop.abort());
 
-const store = await Store.open(dsn, { maxConns: 4 });
+const store = await RequestStore.open(dsn, { maxConns: 4 });
 process.stdout.write('ready\n');
 // Started together by the parent, so process start-up is not part of the measured time.
 await new Promise<void>((resolve) => {

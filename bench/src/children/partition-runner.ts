@@ -3,14 +3,14 @@
  * named in the environment with a handler that never finishes, printing `got <id>` per request it
  * is handed, until the parent SIGKILLs it.
  */
-import { Store } from '@q/store';
+import { RequestStore } from '@q/store';
 import { runPartitionWorker } from '@q/partition-consumer';
 
 const dsn = process.env.BENCH_DSN as string;
 const queue = process.env.BENCH_QUEUE as string;
 const ttl = Number(process.env.BENCH_TTL_MS);
 
-const store = await Store.open(dsn, { maxConns: 4 });
+const store = await RequestStore.open(dsn, { maxConns: 4 });
 await runPartitionWorker({
   store,
   queue,

@@ -35,6 +35,8 @@ interface DispatcherModule {
   popResults(store: unknown, route: string, limit: number): Promise<unknown[]>;
 }
 interface StoreModule {
+  // `Store` (the deprecated alias of `RequestStore`), not `RequestStore`: the build measured may be
+  // another checkout's (`Q_DISPATCHER_DIST`) from before the rename, and every build has `Store`.
   Store: { open(dsn: string, opts: { maxConns: number }): Promise<{ enqueue(reqs: never[]): Promise<void>; close(): Promise<void> }> };
 }
 

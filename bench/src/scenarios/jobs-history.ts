@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
-import { at } from '@q/schema';
+import { at } from '@q/schema/internal';
 import type { Scenario, System } from '../scenario.js';
 import { ExactlyOnce, check, waitUntil } from '../verify.js';
 import { graphileWorker } from '../systems/graphile.js';

@@ -36,9 +36,9 @@ export function partitionNewcomer(): Scenario {
         name: 'q',
         skip,
         async run(ctx) {
-          const { Store } = await need(loadStore);
+          const { RequestStore } = await need(loadStore);
           const { Consumer } = await need(loadPartition);
-          const store = await Store.open(ctx.dsn, { maxConns: 4 });
+          const store = await RequestStore.open(ctx.dsn, { maxConns: 4 });
           const stop = new AbortController();
           const opts = { leaseTtlMs: ttl, drainTimeoutMs: ttl };
           const a = new Consumer(store, QUEUE, 'a', opts);
@@ -99,10 +99,10 @@ export function partitionRedelivery(): Scenario {
         name: 'q',
         skip,
         async run(ctx) {
-          const { Store } = await need(loadStore);
+          const { RequestStore } = await need(loadStore);
           const { runPartitionWorker } = await need(loadPartition);
           const n = ctx.n(500, 50);
-          const store = await Store.open(ctx.dsn, { maxConns: 8 });
+          const store = await RequestStore.open(ctx.dsn, { maxConns: 8 });
           const stop = new AbortController();
           let survivor: Promise<unknown> | undefined;
           const child = spawn(process.execPath, childArgs('partition-runner'), {
@@ -199,9 +199,9 @@ export function partitionRunnersProcs(procs: number): Scenario {
         name: 'q',
         skip,
         async run(ctx) {
-          const { Store } = await need(loadStore);
+          const { RequestStore } = await need(loadStore);
           const n = ctx.n(20_000, 500);
-          const store = await Store.open(ctx.dsn, { maxConns: 2 });
+          const store = await RequestStore.open(ctx.dsn, { maxConns: 2 });
           const children: RunnerChild[] = [];
           try {
             const deadline = Math.floor(Date.now() / 1000) + 3600;

@@ -56,7 +56,7 @@ export interface QStore {
   backlog(queue: string, now: number, windows: number[]): Promise<{ depth: number; expiring: number[] }>;
 }
 export interface QStoreModule {
-  Store: { open(dsn: string, opts?: QOpenOptions): Promise<QStore> };
+  RequestStore: { open(dsn: string, opts?: QOpenOptions): Promise<QStore> };
 }
 
 // ---- @q/store: job store, @q/job-worker ----------------------------------------------------
@@ -164,7 +164,7 @@ function once<T>(key: string, f: () => Promise<Loaded<T>>): Promise<Loaded<T>> {
   return p as Promise<Loaded<T>>;
 }
 
-export const loadStore = () => once<QStoreModule>('store', () => load('@q/store', ['Store'], () => import('@q/store')));
+export const loadStore = () => once<QStoreModule>('store', () => load('@q/store', ['RequestStore'], () => import('@q/store')));
 export const loadJobStore = () => once<QJobStoreModule>('jobstore', () => load('@q/store', ['JobStore'], () => import('@q/store')));
 export const loadJobWorker = () =>
   once<QJobWorkerModule>('job-worker', () => load('@q/job-worker', ['JobQueue', 'Worker'], () => import('@q/job-worker')));

@@ -6,8 +6,8 @@ import { PAYLOAD, QUEUE, ROUTE, idOf, indexOf, type RequestHarness, type Request
 const TTL_MS = 30_000;
 
 async function openStore(dsn: string, poolSize: number, tp: TracerProvider | undefined): Promise<QStore> {
-  const { Store } = await need(loadStore);
-  return Store.open(dsn, { maxConns: poolSize, ...(tp ? { tracerProvider: tp } : {}) });
+  const { RequestStore } = await need(loadStore);
+  return RequestStore.open(dsn, { maxConns: poolSize, ...(tp ? { tracerProvider: tp } : {}) });
 }
 
 function common(store: QStore) {
@@ -25,7 +25,7 @@ function common(store: QStore) {
 }
 
 /**
- * `q` through `Store` alone: each of `runners` owners acquires its share of the 64 partitions,
+ * `q` through `RequestStore` alone: each of `runners` owners acquires its share of the 64 partitions,
  * then loops `dispatch(batch)` → `ack` until its partitions are empty (the store's own cycle).
  */
 export function qStoreRequests(name = 'q', tracerProvider?: () => TracerProvider): RequestSystem {

@@ -7,9 +7,9 @@ import { RETRY_BASE_MS, RETRY_CAP_MS } from './constants.js';
  * point, so huge attempts saturate at the cap instead of overflowing. Milliseconds.
  */
 export function retryBackoffMs(attempt: number, baseMs: number = RETRY_BASE_MS): number {
-  if (typeof attempt !== 'number' || Number.isNaN(attempt)) throw invalidArgument('attempt must be a number');
+  if (typeof attempt !== 'number' || Number.isNaN(attempt)) throw invalidArgument('retryBackoffMs: attempt must be a number');
   if (typeof baseMs !== 'number' || !Number.isFinite(baseMs) || baseMs <= 0) {
-    throw invalidArgument('baseMs must be a positive number of milliseconds');
+    throw invalidArgument('retryBackoffMs: baseMs must be a positive number of milliseconds');
   }
   const exponent = Math.max(Math.floor(attempt) - 1, 0);
   const base = Math.min(baseMs * 2 ** exponent, RETRY_CAP_MS);

@@ -1,4 +1,5 @@
-import { checkName, invalidArgument } from '@q/schema';
+import { invalidArgument } from '@q/schema';
+import { checkName } from '@q/schema/internal';
 import type { InTransaction, Job } from '@q/store/jobs';
 import { DeadLetterError } from './errors.js';
 import type { WorkerEventSource } from './events.js';
@@ -93,7 +94,7 @@ export interface JobDefinition<Payload, Result = unknown> {
  * Without type arguments the payload type is the schema's. Bad options → `INVALID_ARGUMENT`.
  */
 export function defineJob<Payload, Result = unknown>(opts: JobDefinitionOptions<Payload>): JobDefinition<Payload, Result> {
-  if (!opts || typeof opts !== 'object') throw invalidArgument('defineJob takes { type, queue?, schema? }');
+  if (!opts || typeof opts !== 'object') throw invalidArgument('defineJob: options must be an object { type, queue?, schema? }');
   const type = checkName('defineJob', 'type', opts.type);
   const queueName = opts.queue === undefined ? 'default' : checkName('defineJob', 'queue', opts.queue);
   const schema = opts.schema;

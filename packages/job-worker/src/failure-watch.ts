@@ -1,5 +1,6 @@
 import type { JobMetrics } from '@q/otel';
-import { FailureTracker, QError, QErrorCode, databaseError } from '@q/schema';
+import { QError, QErrorCode } from '@q/schema';
+import { FailureTracker, databaseError } from '@q/schema/internal';
 import { errorFields, type Logger } from './logger.js';
 
 /** What a worker reports through `WorkerOptions.onError` for each database failure of its loops. */

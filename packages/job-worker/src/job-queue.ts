@@ -59,10 +59,10 @@ export class JobQueue {
   #managed: ManagedWorkers | undefined;
 
   constructor(store: JobStore, opts: JobQueueOptions) {
-    if (!store || typeof store.enqueue !== 'function') throw invalidArgument('store must be a JobStore');
+    if (!store || typeof store.enqueue !== 'function') throw invalidArgument('new JobQueue: store must be a JobStore');
     const known = opts?.knownQueues;
     if (!Array.isArray(known) || known.length === 0 || known.some((q) => typeof q !== 'string' || q === '')) {
-      throw invalidArgument('knownQueues must be a non-empty array of queue names');
+      throw invalidArgument('new JobQueue: knownQueues must be a non-empty array of queue names');
     }
     this.#store = store;
     this.#known = Object.freeze([...known]);
@@ -225,7 +225,7 @@ export class JobQueue {
 
   /** Each of `opts` checked and made a store job (one traceparent for all), or the first bad one's error naming its index. */
   #toNewJobs(op: string, opts: EnqueueOptions[]): NewJob[] {
-    if (!Array.isArray(opts)) throw invalidArgument(`${op} takes an array of EnqueueOptions`);
+    if (!Array.isArray(opts)) throw invalidArgument(`${op}: jobs must be an array of EnqueueOptions`);
     const traceparent = currentTraceparent();
     return opts.map((o, i) => {
       try {

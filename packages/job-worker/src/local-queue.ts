@@ -1,4 +1,4 @@
-import { at } from '@q/schema';
+import { at } from '@q/schema/internal';
 import { claimOrder } from '@q/store/jobs';
 import type { Execution } from './execution.js';
 

@@ -1,6 +1,7 @@
 import type { Counter, Tracer } from '@opentelemetry/api';
 import type { JobMetrics } from '@q/otel';
-import { QError, QErrorCode, checkName, invalidArgument } from '@q/schema';
+import { QError, QErrorCode, invalidArgument } from '@q/schema';
+import { checkName } from '@q/schema/internal';
 import type { JobStore } from '@q/store/jobs';
 import { checkListener, type WorkerEventListener, type WorkerEventName, type WorkerEventSource } from './events.js';
 import { errorFields, type Logger } from './logger.js';

@@ -1,5 +1,6 @@
 import type { OpenOptions } from '@q/store/jobs';
-import { LOGGER_METHODS, checkOptionalFunction, checkOptionalMethods, checkOptionsObject, checkProviders, invalidArgument } from '@q/schema';
+import { invalidArgument } from '@q/schema';
+import { LOGGER_METHODS, checkOptionalFunction, checkOptionalMethods, checkOptionsObject, checkProviders } from '@q/schema/internal';
 import type { Logger } from './logger.js';
 import type { ManagedWorkerOptions, WorkerStopped } from './managed-workers.js';
 import { checkWorkerObjects, resolveOptions } from './options.js';

@@ -1,6 +1,7 @@
 // The producer side of recurring jobs: checks a schedule's definition (its pattern and time zone
 // through croner) and stores it. Firing is the workers' (scheduler.ts).
-import { checkName, invalidArgument } from '@q/schema';
+import { invalidArgument } from '@q/schema';
+import { checkName } from '@q/schema/internal';
 import type { JobStore, StoredSchedule } from '@q/store/jobs';
 import { compileCron } from './cron.js';
 
@@ -39,7 +40,7 @@ export type ScheduleInfo = StoredSchedule;
 /** `JobQueue.schedule`: every field checked (`INVALID_ARGUMENT`, nothing written) before the upsert. */
 export async function upsertSchedule(store: JobStore, opts: ScheduleOptions, now: Date = new Date()): Promise<ScheduleInfo> {
   const op = 'schedule';
-  if (!opts || typeof opts !== 'object') throw invalidArgument(`${op}: takes ScheduleOptions`);
+  if (!opts || typeof opts !== 'object') throw invalidArgument(`${op}: options must be ScheduleOptions (an object)`);
   const name = checkName(op, 'name', opts.name);
   const timezone = opts.timezone ?? DEFAULT_SCHEDULE_TIMEZONE;
   const cron = compileCron(op, opts.cron, timezone);

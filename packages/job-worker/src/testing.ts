@@ -2,7 +2,8 @@
 // without timing games: drain a queue in-process, assert what was enqueued, run one handler alone.
 import { AssertionError } from 'node:assert';
 import { isDeepStrictEqual } from 'node:util';
-import { QError, QErrorCode, checkOptionsObject, invalidArgument } from '@q/schema';
+import { QError, QErrorCode, invalidArgument } from '@q/schema';
+import { checkOptionsObject } from '@q/schema/internal';
 import type { Job, JobStatus, Step } from '@q/store/jobs';
 import type { JobDefinition, TypedJob } from './define-job.js';
 import { DeadLetterError } from './errors.js';

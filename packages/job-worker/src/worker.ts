@@ -72,7 +72,7 @@ export class Worker implements WorkerEventSource {
   #shutdown: Promise<void> | undefined;
 
   constructor(store: JobStore, opts: WorkerOptions) {
-    if (!store || typeof store.claim !== 'function') throw invalidArgument('store must be a JobStore');
+    if (!store || typeof store.claim !== 'function') throw invalidArgument('new Worker: store must be a JobStore');
     const { batch, retryBaseMs, pollMs, maintenanceMs, maxResumes, maxPersistentFailures, ...o } = resolveOptions(opts, store.notifies !== false);
     this.#store = store;
     this.#queues = o.queues;
@@ -181,8 +181,8 @@ export class Worker implements WorkerEventSource {
 
   /** Binds a job type to its handler (registering a type again replaces it). */
   register(type: string, handler: HandlerFunc): void {
-    if (typeof type !== 'string') throw invalidArgument('type must be a string');
-    if (typeof handler !== 'function') throw invalidArgument('handler must be a function');
+    if (typeof type !== 'string') throw invalidArgument('register: type must be a string');
+    if (typeof handler !== 'function') throw invalidArgument('register: handler must be a function');
     this.#handlers.set(type, handler);
   }
 
@@ -191,7 +191,7 @@ export class Worker implements WorkerEventSource {
    * keep running: call {@link Worker.wait} to drain them. A worker runs once.
    */
   async run(signal: AbortSignal): Promise<void> {
-    if (!signal || typeof signal.aborted !== 'boolean') throw invalidArgument('run takes an AbortSignal');
+    if (!signal || typeof signal.aborted !== 'boolean') throw invalidArgument('run: signal must be an AbortSignal');
     if (this.#state !== 'new') throw new QError(QErrorCode.INVALID_STATE, 'a worker runs once');
     this.#state = 'running';
     if (signal.aborted) {
@@ -226,7 +226,7 @@ export class Worker implements WorkerEventSource {
    */
   async wait(timeoutMs: number): Promise<void> {
     if (typeof timeoutMs !== 'number' || Number.isNaN(timeoutMs) || timeoutMs < 0) {
-      throw invalidArgument('timeoutMs must be a non-negative number of milliseconds');
+      throw invalidArgument('wait: timeoutMs must be a non-negative number of milliseconds');
     }
     if (this.#state === 'new') return;
     this.#requestStop();

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { DEFAULT_IDLE_TIMEOUT_MS, DEFAULT_MAX_CONNS, openPool } from '@q/schema';
+import { DEFAULT_MAX_CONNS, openPool } from '@q/schema';
+import { DEFAULT_IDLE_TIMEOUT_MS } from '@q/schema/internal';
 import { createTestSchema, type TestSchema } from '@q/testing';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -195,7 +195,7 @@ export function observeGauge(
   return () => gauge.removeCallback(cb);
 }
 
-/** What {@link observeBacklog} reads: `Store` from `@q/store` fits. */
+/** What {@link observeBacklog} reads: `RequestStore` from `@q/store` fits. */
 export interface BacklogSource {
   backlog(queue: string, now: number, windows: number[]): Promise<{ depth: number }>;
 }

@@ -4,7 +4,7 @@
 import type { MeterProvider, TracerProvider } from '@opentelemetry/api';
 import { METRIC, observeGauge, qTracer, withOperation, type Tracer } from '@q/otel';
 import { QError, QErrorCode, isQError } from '@q/schema';
-import type { Completion, Request, Stamp, Store } from '@q/store';
+import type { Completion, Request, Stamp, RequestStore } from '@q/store';
 import { Ledger } from './consumer/ledger.js';
 import { Rebalancer } from './consumer/rebalance.js';
 import { joinErrors } from './errors.js';
@@ -57,7 +57,7 @@ export class Consumer {
   /** This dispatcher's unique name (lease owner). */
   readonly owner: string;
 
-  readonly #store: Store;
+  readonly #store: RequestStore;
   readonly #log: Logger;
   readonly #tracer: Tracer | undefined;
   readonly #cycle = new Serial();
@@ -69,11 +69,11 @@ export class Consumer {
   readonly #ledger = new Ledger();
   readonly #rebalancer: Rebalancer;
 
-  constructor(store: Store, queue: string, owner: string, opts: ConsumerOptions) {
-    if (!store || typeof store !== 'object') throw new QError(QErrorCode.INVALID_ARGUMENT, 'new Consumer: store is required');
+  constructor(store: RequestStore, queue: string, owner: string, opts: ConsumerOptions) {
+    if (!store || typeof store !== 'object') throw new QError(QErrorCode.INVALID_ARGUMENT, 'new Consumer: store must be a RequestStore');
     requireName('new Consumer', queue, 'queue');
     requireName('new Consumer', owner, 'owner');
-    if (!opts || typeof opts !== 'object') throw new QError(QErrorCode.INVALID_ARGUMENT, 'new Consumer: options are required');
+    if (!opts || typeof opts !== 'object') throw new QError(QErrorCode.INVALID_ARGUMENT, 'new Consumer: options must be an object');
     // Timer-sized: a runner rebalances every leaseTtlMs / 3, and Node fires an over-long timer at once.
     requireMs('new Consumer', opts.leaseTtlMs, 'leaseTtlMs', 1);
     requireMs('new Consumer', opts.drainTimeoutMs, 'drainTimeoutMs', 0);

@@ -1,4 +1,5 @@
-import { checkName, invalidArgument } from '@q/schema';
+import { invalidArgument } from '@q/schema';
+import { checkName } from '@q/schema/internal';
 
 // Every check names the operation it guards: messages read `<op>: <what> must …` (CONTRIBUTING.md#validation).
 
@@ -25,9 +26,8 @@ export function requireDate(op: string, v: unknown, what: string): asserts v is 
 /** Throws `INVALID_ARGUMENT` unless `v` is an integer `>= min` (and `<= max`). */
 export function requireInt(op: string, v: unknown, what: string, min: number, max = Number.MAX_SAFE_INTEGER): asserts v is number {
   if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min || v > max) {
-    throw invalidArgument(
-      max === Number.MAX_SAFE_INTEGER ? `${op}: ${what} must be an integer >= ${min}` : `${op}: ${what} must be an integer from ${min} to ${max}`,
-    );
+    if (max === Number.MAX_SAFE_INTEGER) throw invalidArgument(`${op}: ${what} must be an integer >= ${min}`);
+    throw invalidArgument(`${op}: ${what} must be an integer from ${min} to ${max}`);
   }
 }
 

@@ -1,5 +1,5 @@
 import type { TestSchema } from '@q/testing';
-import type { Request, Store } from '@q/store';
+import type { Request, RequestStore } from '@q/store';
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { Consumer } from '../src/index.js';
@@ -7,7 +7,7 @@ import { idInPartition, plus, requests, unix, useTestStore, waitFor } from './he
 
 const TTL = 10_000;
 let schema: TestSchema;
-let store: Store;
+let store: RequestStore;
 let db: pg.Pool;
 
 useTestStore('pc_book', 6, (t) => {

@@ -2,7 +2,7 @@ import type { ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { spawnTs, type TestSchema } from '@q/testing';
-import type { Store } from '@q/store';
+import type { RequestStore } from '@q/store';
 import type pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { PartitionWorkerStats } from '../src/index.js';
@@ -18,7 +18,7 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const script = path.join(here, 'fixtures', 'crash-worker.ts');
 
 let schema: TestSchema;
-let store: Store;
+let store: RequestStore;
 let db: pg.Pool;
 const children: ChildProcess[] = [];
 

@@ -1,11 +1,11 @@
-import { PARTITIONS, type Request, type Store } from '@q/store';
+import { PARTITIONS, type Request, type RequestStore } from '@q/store';
 import { describe, expect, it } from 'vitest';
 import { Consumer } from '../src/index.js';
 import { idInPartition, plus, requests, useTestStore } from './helpers.js';
 
 const TTL = 10_000;
 const DRAIN = 5_000; // below the TTL, so a peer that stays quiet over the drain timeout keeps its leases
-let store: Store;
+let store: RequestStore;
 
 useTestStore('pc_handover', 8, (t) => ({ store } = t));
 

@@ -8,20 +8,20 @@ import {
   type TestSchema,
   type UsedStore,
 } from '@q/testing';
-import { partitionOf, Store, type NewRequest } from '@q/store';
+import { partitionOf, RequestStore, type NewRequest } from '@q/store';
 import type pg from 'pg';
 import { runPartitionWorker, type PartitionWorkerOptions, type PartitionWorkerStats } from '../src/index.js';
 
 /** A fresh schema and an open store on it (small pool). */
-export async function openTestStore(prefix: string, maxConns = 4): Promise<{ schema: TestSchema; store: Store }> {
+export async function openTestStore(prefix: string, maxConns = 4): Promise<{ schema: TestSchema; store: RequestStore }> {
   const schema = await createTestSchema(prefix);
-  const store = await Store.open(schema.dsn, { maxConns });
+  const store = await RequestStore.open(schema.dsn, { maxConns });
   return { schema, store };
 }
 
 /** Registers the file's lifecycle: a fresh schema and a store on it (small pool), then `onOpen`; both dropped after the file. */
-export function useTestStore(prefix: string, maxConns = 4, onOpen?: (t: UsedStore<Store>) => unknown): UsedStore<Store> {
-  return useStore(Store, { prefix, maxConns }, onOpen);
+export function useTestStore(prefix: string, maxConns = 4, onOpen?: (t: UsedStore<RequestStore>) => unknown): UsedStore<RequestStore> {
+  return useStore(RequestStore, { prefix, maxConns }, onOpen);
 }
 
 /** Collects the process's unhandled rejections into `into` while the file runs (a test asserts none happened). */
@@ -41,7 +41,7 @@ function trackUnhandledRejections(into: unknown[]): void {
  * rejections are collected into the returned array while the file runs (its last test asserts
  * none happened).
  */
-export function useRunnerStore(prefix: string, onOpen: (t: { store: Store; db: pg.Pool }) => void): unknown[] {
+export function useRunnerStore(prefix: string, onOpen: (t: { store: RequestStore; db: pg.Pool }) => void): unknown[] {
   const unhandled: unknown[] = [];
   trackUnhandledRejections(unhandled);
   useTestStore(prefix, 6, (t) => onOpen({ store: t.store, db: t.schema.pool() }));
@@ -53,7 +53,7 @@ export function useRunnerStore(prefix: string, onOpen: (t: { store: Store; db: p
  * 1.5 s lease, a 3 s drain, 50 ms polls, `handle`, stopped by `ac`. Tests spread it and override.
  */
 export function runnerOptions(
-  store: Store,
+  store: RequestStore,
   queue: string,
   ac: AbortController,
   handle: PartitionWorkerOptions['handle'],
@@ -67,7 +67,7 @@ export function runnerOptions(
  * stats. For tests whose worker has one job to finish before it is stopped.
  */
 export async function runUntil(
-  store: Store,
+  store: RequestStore,
   queue: string,
   handle: PartitionWorkerOptions['handle'],
   until: () => boolean | Promise<boolean>,

@@ -2,14 +2,14 @@
 // (read-only role, no grants) logs at error level at once, reports through onError, and stops
 // with that error instead of retrying silently forever.
 import { QError } from '@q/schema';
-import { Store } from '@q/store';
+import { RequestStore } from '@q/store';
 import { type TestSchema, memoryLogger, testRoles, type TestRoles } from '@q/testing';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { runPartitionWorker, type PartitionWorkerFailure } from '../src/index.js';
 import { ids, openTestStore, requests } from './helpers.js';
 
 let schema: TestSchema;
-let owner: Store;
+let owner: RequestStore;
 let roles: TestRoles;
 
 beforeAll(async () => {
@@ -23,7 +23,7 @@ afterAll(async () => {
 });
 
 async function runOn(dsn: string, queue: string) {
-  const store = await Store.open(dsn, { maxConns: 2, migrate: false });
+  const store = await RequestStore.open(dsn, { maxConns: 2, migrate: false });
   const logger = memoryLogger();
   const failures: PartitionWorkerFailure[] = [];
   const ac = new AbortController();
@@ -75,7 +75,7 @@ it('a role without grants (permission denied) stops loudly', async () => {
 it('results that can never be written (INSERT on q_results revoked) stop the worker: not handled again for ever (issue 35 item 5)', async () => {
   await owner.enqueue(requests('loud-noinsert', ids('ni', 4)));
   const dsn = await roles.dsn('noinsert', (r) => [...roles.readWriteGrants(r), `REVOKE INSERT ON "${schema.name}".q_results FROM "${r}"`]);
-  const store = await Store.open(dsn, { maxConns: 2, migrate: false });
+  const store = await RequestStore.open(dsn, { maxConns: 2, migrate: false });
   const logger = memoryLogger();
   const ac = new AbortController();
   const guard = setTimeout(() => ac.abort(), 60_000);

@@ -1,12 +1,12 @@
 // Issue #14 for the consumer and runner: items 10, 18, 20, 25 and the lease bounce ("Also").
 import { memoryLogger } from '@q/testing';
-import type { Store } from '@q/store';
+import type { RequestStore } from '@q/store';
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { Consumer, runPartitionWorker, type Outcome, type PartitionWorkerOptions } from '../src/index.js';
 import { idInPartition, ids, requests, runnerOptions, runUntil, useRunnerStore, waitFor } from './helpers.js';
 
-let store: Store;
+let store: RequestStore;
 let db: pg.Pool;
 const unhandled = useRunnerStore('pc_rel', (t) => ({ store, db } = t));
 

@@ -1,11 +1,11 @@
 import { memoryLogger } from '@q/testing';
-import type { Request, Store } from '@q/store';
+import type { Request, RequestStore } from '@q/store';
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { runPartitionWorker, type Outcome, type PartitionWorkerOptions, type PartitionWorkerStats } from '../src/index.js';
 import { idInPartition, ids, requests, runnerOptions, runUntil, useRunnerStore, waitFor } from './helpers.js';
 
-let store: Store;
+let store: RequestStore;
 let db: pg.Pool;
 const unhandled = useRunnerStore('pc_runner', (t) => ({ store, db } = t));
 

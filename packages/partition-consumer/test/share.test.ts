@@ -1,12 +1,12 @@
 import type { Attributes, MeterProvider } from '@opentelemetry/api';
 import { METRIC } from '@q/otel';
-import { PARTITIONS, type Store } from '@q/store';
+import { PARTITIONS, type RequestStore } from '@q/store';
 import { describe, expect, it } from 'vitest';
 import { Consumer } from '../src/index.js';
 import { ids, plus, requests, useTestStore } from './helpers.js';
 
 const TTL = 30_000;
-let store: Store;
+let store: RequestStore;
 
 useTestStore('pc_share', 8, (t) => ({ store } = t));
 

@@ -4,14 +4,14 @@ import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-ho
 import { context, trace } from '@opentelemetry/api';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import type { TestSchema } from '@q/testing';
-import type { Request, Store } from '@q/store';
+import type { Request, RequestStore } from '@q/store';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { runPartitionWorker } from '../src/index.js';
 import { envelopeTraceparent } from '../src/runner/handle-span.js';
 import { openTestStore, requests, waitFor } from './helpers.js';
 
 let schema: TestSchema;
-let store: Store;
+let store: RequestStore;
 const exporter = new InMemorySpanExporter();
 const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
 const contextManager = new AsyncLocalStorageContextManager();

@@ -1,31 +1,26 @@
 import type { Tracer } from '@opentelemetry/api';
 import { instrumentPool, qTracer, quotaKeyClass, quotaMetrics, withOperation, type QuotaMetrics } from '@q/otel';
+import { QError, QErrorCode, QuotaHolderLapsedError, invalidArgument, migrate, openPool } from '@q/schema';
 import {
-  QError,
-  QErrorCode,
-  QuotaHolderLapsedError,
   StatementScope,
   checkName as checkStorableName,
   checkPlacement,
   checkSchemaName,
   databaseError,
-  invalidArgument,
-  migrate,
-  openPool,
   resolveIdleTimeout,
   resolveMaxConns,
-} from '@q/schema';
+} from '@q/schema/internal';
 import type pg from 'pg';
 import { closedError } from './errors.js';
 import type { FromPoolOptions, OpenOptions } from './options.js';
-import { acquireQuotaSlots } from './sql/acquireQuotaSlots.js';
-import { admitQuota } from './sql/admitQuota.js';
-import { deleteQuotaHolder } from './sql/deleteQuotaHolder.js';
-import { reapQuota } from './sql/reapQuota.js';
-import { reapQuotaHolders } from './sql/reapQuotaHolders.js';
-import { registerQuotaHolder } from './sql/registerQuotaHolder.js';
-import { releaseQuotaSlots } from './sql/releaseQuotaSlots.js';
-import { renewQuotaHolder } from './sql/renewQuotaHolder.js';
+import { acquireQuotaSlots } from './sql/acquire-quota-slots.js';
+import { admitQuota } from './sql/admit-quota.js';
+import { deleteQuotaHolder } from './sql/delete-quota-holder.js';
+import { reapQuota } from './sql/reap-quota.js';
+import { reapQuotaHolders } from './sql/reap-quota-holders.js';
+import { registerQuotaHolder } from './sql/register-quota-holder.js';
+import { releaseQuotaSlots } from './sql/release-quota-slots.js';
+import { renewQuotaHolder } from './sql/renew-quota-holder.js';
 import { MAX_INT4, checkInt, checkName, checkProvider, checkRelease } from './validate.js';
 
 /**
@@ -96,7 +91,7 @@ export class QuotaStore {
    */
   static fromPool(pool: pg.Pool, opts: FromPoolOptions = {}): QuotaStore {
     if (!pool || typeof (pool as { query?: unknown }).query !== 'function') {
-      throw invalidArgument('fromPool needs a pg.Pool');
+      throw invalidArgument('QuotaStore.fromPool: pool must be a pg.Pool');
     }
     checkStoreOptions('QuotaStore.fromPool', opts);
     const named = opts.pooler !== 'transaction';

@@ -1,4 +1,5 @@
-import { checkName as checkStorableName, invalidArgument } from '@q/schema';
+import { invalidArgument } from '@q/schema';
+import { checkName as checkStorableName } from '@q/schema/internal';
 
 /** Largest value of a Postgres `integer` (slot counts and limits are stored as one). */
 export const MAX_INT4 = 2_147_483_647;
@@ -18,9 +19,9 @@ export function checkInt(what: string, value: unknown, min: number, max = Number
 
 /** Checks the arguments of a release: equal lengths, non-empty keys, non-negative counts. */
 export function checkRelease(keys: unknown, counts: unknown): { keys: string[]; counts: number[] } {
-  if (!Array.isArray(keys) || !Array.isArray(counts)) throw invalidArgument('keys and counts must be arrays');
+  if (!Array.isArray(keys) || !Array.isArray(counts)) throw invalidArgument('releaseQuotaSlots: keys and counts must be arrays');
   if (keys.length !== counts.length) {
-    throw invalidArgument(`releaseQuotaSlots: ${keys.length} keys but ${counts.length} counts`);
+    throw invalidArgument(`releaseQuotaSlots: counts must have one entry per key (${keys.length} keys but ${counts.length} counts)`);
   }
   keys.forEach((k, i) => checkName(`keys[${i}]`, k));
   counts.forEach((c, i) => checkInt(`counts[${i}]`, c, 0, MAX_INT4));

@@ -1,4 +1,5 @@
-import { JOURNAL_TABLE, bundledMigrations, quoteIdent } from '@q/schema';
+import { JOURNAL_TABLE, bundledMigrations } from '@q/schema';
+import { quoteIdent } from '@q/schema/internal';
 import { useScratchSchemas } from '@q/testing';
 import { describe, expect, it } from 'vitest';
 import { QuotaStore, createQuota } from '../src/index.js';

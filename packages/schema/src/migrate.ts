@@ -106,7 +106,7 @@ function checkModules(modules: unknown): MigrationModule[] {
   }
   for (const m of modules) {
     if (!(MIGRATION_MODULES as readonly unknown[]).includes(m)) {
-      throw invalidArgument(`migrate: unknown module "${String(m)}" (known: ${MIGRATION_MODULES.join(', ')})`);
+      throw invalidArgument(`migrate: modules must be among ${MIGRATION_MODULES.join(', ')} (got "${String(m)}")`);
     }
   }
   return [...new Set(modules as MigrationModule[])];

@@ -4,7 +4,7 @@ import { QError, invalidArgument } from './errors.js';
 
 /**
  * Where a store's connections go, shared by the options of every store's `open()`/`fromPool()`
- * (`JobStore`, `Store`, `QuotaStore`), which extend it.
+ * (`JobStore`, `RequestStore`, `QuotaStore`), which extend it.
  */
 export interface ConnectionPlacement {
   /**
@@ -23,7 +23,7 @@ export interface ConnectionPlacement {
 }
 
 /**
- * The options every store's `fromPool()` and `open()` take (`Store`, `JobStore`, `QuotaStore`):
+ * The options every store's `fromPool()` and `open()` take (`RequestStore`, `JobStore`, `QuotaStore`):
  * where its connections go, where its tables are, and its telemetry.
  */
 export interface StoreConnectionOptions extends ConnectionPlacement {

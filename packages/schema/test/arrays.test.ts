@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { at, onlyRow, plainArrayLiteral, textArrayLiteral, unnestColumn } from '../src/index.js';
+import { at, onlyRow, plainArrayLiteral, textArrayLiteral, unnestColumn } from '../src/internal.js';
 import { testDatabaseUrl } from '@q/testing';
 
 describe('array helpers', () => {

@@ -5,7 +5,8 @@
 import { createTestSchema, migrateAsOlderBuild, type TestSchema } from '@q/testing';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { JOURNAL_TABLE, bundledBaseline, bundledMigrations, migrate, quoteIdent, type MigrationModule } from '../src/index.js';
+import { JOURNAL_TABLE, bundledMigrations, migrate, type MigrationModule } from '../src/index.js';
+import { bundledBaseline, quoteIdent } from '../src/internal.js';
 
 let base: TestSchema;
 let admin: pg.Pool;

@@ -2,7 +2,8 @@
 import { createTestSchema, type TestSchema } from '@q/testing';
 import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { QError, classifyFailure, databaseError } from '../src/index.js';
+import { QError, classifyFailure } from '../src/index.js';
+import { databaseError } from '../src/internal.js';
 
 let schema: TestSchema;
 let pool: pg.Pool;

@@ -1,6 +1,7 @@
 import { thrownBy } from '@q/testing';
 import { describe, expect, it } from 'vitest';
-import { QError, checkPlacement, databaseError, openPool, redactDsn, redactDsnString, redactSecretsOf, validateDsn } from '../src/index.js';
+import { QError, openPool, redactDsn, redactSecretsOf, validateDsn } from '../src/index.js';
+import { checkPlacement, databaseError, redactDsnString } from '../src/internal.js';
 
 describe('validateDsn', () => {
   it('accepts postgres:// and postgresql:// URLs', () => {

@@ -1,7 +1,8 @@
 import { createTestSchema, type TestSchema } from '@q/testing';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FailureTracker, QError, classifyFailure, databaseError } from '../src/index.js';
+import { QError, classifyFailure } from '../src/index.js';
+import { FailureTracker, databaseError } from '../src/internal.js';
 
 let s: TestSchema;
 beforeAll(async () => {

@@ -1,15 +1,8 @@
 import { createTestSchema, type TestSchema, thrownBy } from '@q/testing';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  MIN_SERVER_VERSION_NUM,
-  QError,
-  checkServerVersion,
-  migrate,
-  readSession,
-  requestedSearchPath,
-  searchPathEntries,
-} from '../src/index.js';
+import { QError, migrate } from '../src/index.js';
+import { MIN_SERVER_VERSION_NUM, checkServerVersion, readSession, requestedSearchPath, searchPathEntries } from '../src/internal.js';
 
 const schemas: TestSchema[] = [];
 const pools: pg.Pool[] = [];

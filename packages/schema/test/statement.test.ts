@@ -1,6 +1,7 @@
 import { thrownBy } from '@q/testing';
 import { describe, expect, it } from 'vitest';
-import { QError, SCHEMA_TOKEN, StatementScope, statement } from '../src/index.js';
+import { QError } from '../src/index.js';
+import { SCHEMA_TOKEN, StatementScope, statement } from '../src/internal.js';
 
 const ping = statement('q_test_ping', `SELECT 1 FROM ${SCHEMA_TOKEN}.t JOIN ${SCHEMA_TOKEN}.u USING (id)`);
 

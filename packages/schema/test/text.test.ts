@@ -1,6 +1,7 @@
 import { thrownBy } from '@q/testing';
 import { describe, expect, it } from 'vitest';
-import { MAX_NAME_BYTES, QError, checkName, checkText, unstorableText } from '../src/index.js';
+import { QError } from '../src/index.js';
+import { MAX_NAME_BYTES, checkName, checkText, unstorableText } from '../src/internal.js';
 
 describe('text checks', () => {
   it('accepts any well-formed text without NUL, including astral characters', () => {

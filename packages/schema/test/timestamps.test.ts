@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { expect, it } from 'vitest';
-import { repeatedTimestamps } from '../src/index.js';
+import { repeatedTimestamps } from '../src/internal.js';
 
 const TIMESTAMPTZ = 1184;
 const parser = () => repeatedTimestamps.getTypeParser(TIMESTAMPTZ, 'text') as (text: string) => unknown;

@@ -1,7 +1,7 @@
 import { createTestSchema, type TestSchema } from '@q/testing';
 import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { withTransaction } from '../src/index.js';
+import { withTransaction } from '../src/internal.js';
 
 let schema: TestSchema;
 let pool: pg.Pool;

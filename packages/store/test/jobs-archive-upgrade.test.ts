@@ -2,7 +2,8 @@
 // holding every job for good) through migration 0006 (finished jobs move to q_jobs_archive,
 // idempotency keys to q_jobs_idempotency_keys): every job in every status is carried over with
 // every field, each table holds what it should, and every job still behaves through the store.
-import { JOURNAL_TABLE, bundledMigrations, quoteIdent } from '@q/schema';
+import { JOURNAL_TABLE, bundledMigrations } from '@q/schema';
+import { quoteIdent } from '@q/schema/internal';
 import { useScratchSchemas } from '@q/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JobStore, type Job, type JobStatus } from '../src/index.js';

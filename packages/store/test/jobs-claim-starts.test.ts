@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 // tests hold the four ranges of the claim to the dequeue order, show the walk the position
 // saves (with the buffers each claim reads), and hold the store to finding what a position
 // passes over: a job behind it, a job whose lock key was busy, a released lease.
-import { StatementScope } from '@q/schema';
+import { StatementScope } from '@q/schema/internal';
 import { useJobStore } from '@q/testing';
 import pg from 'pg';
 import { beforeEach, describe, expect, it } from 'vitest';

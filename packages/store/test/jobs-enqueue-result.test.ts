@@ -1,7 +1,7 @@
 // enqueue returns each new job as stored: the statement sends back only what the database
 // decided and the store completes the row from its input, so every field is checked here
 // against a read of the stored row.
-import { StatementScope } from '@q/schema';
+import { StatementScope } from '@q/schema/internal';
 import { useJobStore } from '@q/testing';
 import { expect, it } from 'vitest';
 import { JobStore, type Job, type NewJob } from '../src/index.js';

@@ -4,7 +4,8 @@
 // q_enqueue_job). enqueueResults says which jobs a call created, and of concurrent enqueues of one
 // scoped key exactly one is created. An empty job type is refused before anything is written. A
 // database of the previous schema (through 0008) keeps its keys, now scoped, across the upgrade.
-import { JOURNAL_TABLE, bundledMigrations, isQError, quoteIdent } from '@q/schema';
+import { JOURNAL_TABLE, bundledMigrations, isQError } from '@q/schema';
+import { quoteIdent } from '@q/schema/internal';
 import { inTransaction, useJobStore, useScratchSchemas, type TestSchema } from '@q/testing';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,7 +1,7 @@
 // JobStore `schema` and `pooler` options, and the q.jobs.backlog gauge.
 import type { MeterProvider } from '@opentelemetry/api';
 import { createTestSchema, type TestSchema } from '@q/testing';
-import { StatementScope, quoteIdent } from '@q/schema';
+import { StatementScope, quoteIdent } from '@q/schema/internal';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JOBS_BACKLOG_METRIC, JobStore, type JobNotification } from '../src/index.js';

@@ -4,7 +4,8 @@
 // its uuid and behaves, new jobs get uuids that carry their ids on every enqueue path, and lookups
 // by uuid use an index on a table of thousands of jobs.
 import { randomUUID } from 'node:crypto';
-import { JOURNAL_TABLE, bundledMigrations, quoteIdent } from '@q/schema';
+import { JOURNAL_TABLE, bundledMigrations } from '@q/schema';
+import { quoteIdent } from '@q/schema/internal';
 import { useScratchSchemas } from '@q/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JobStore, type Job, type JobStatus } from '../src/index.js';

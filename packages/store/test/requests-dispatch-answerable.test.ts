@@ -1,4 +1,4 @@
-// Store.dispatchAnswerable (issue 35 item 3): a dispatcher whose admission gate is closed still
+// RequestStore.dispatchAnswerable (issue 35 item 3): a dispatcher whose admission gate is closed still
 // stamps — and so can answer — requests whose deadline passed or that were cancelled, and only
 // those, from its own active partitions, earliest deadline first.
 import { describe, expect, it } from 'vitest';

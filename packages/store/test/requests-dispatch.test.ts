@@ -186,7 +186,7 @@ describe('enqueue', () => {
   });
 });
 
-describe('Store.open on this schema', () => {
+describe('RequestStore.open on this schema', () => {
   it('sees rows committed by another connection', async () => {
     const c = new pg.Client({ connectionString: t.schema.dsn });
     await c.connect();

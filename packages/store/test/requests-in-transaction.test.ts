@@ -1,17 +1,17 @@
-// Store.fromPool and Store.enqueue(requests, { client }) in the caller's transaction, on real Postgres.
+// RequestStore.fromPool and RequestStore.enqueue(requests, { client }) in the caller's transaction, on real Postgres.
 import { inTransaction, useFromPool, useSchemaPerTest } from '@q/testing';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import { pgTable, serial, text } from 'drizzle-orm/pg-core';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { Store, drizzleClient } from '../src/index.js';
+import { RequestStore, drizzleClient } from '../src/index.js';
 import { req } from './requests/helpers.js';
 
 let app: pg.Pool;
-let store: Store;
+let store: RequestStore;
 const notes = pgTable('notes', { id: serial('id').primaryKey(), body: text('body').notNull() });
 
-useFromPool(Store, { prefix: 'reqtx', max: 10, truncate: ['q_requests', 'notes'] }, async (t) => {
+useFromPool(RequestStore, { prefix: 'reqtx', max: 10, truncate: ['q_requests', 'notes'] }, async (t) => {
   ({ app, store } = t);
   await app.query('CREATE TABLE notes (id serial PRIMARY KEY, body text NOT NULL)');
 });
@@ -25,22 +25,22 @@ const inTx = <T>(fn: (c: pg.PoolClient) => Promise<T>, end: 'COMMIT' | 'ROLLBACK
 // fromPool tests get a schema of their own (and a 2-connection pool on it), gone after the test.
 const { fresh } = useSchemaPerTest('reqfp', 2);
 
-describe('Store.fromPool', () => {
+describe('RequestStore.fromPool', () => {
   it('migrates through the app pool; close() leaves the pool open', async () => {
     const { pool } = await fresh();
-    const s = await Store.fromPool(pool);
+    const s = await RequestStore.fromPool(pool);
     expect(s.pool).toBe(pool);
     await s.enqueue([req('a')]);
     await s.close();
     await expect(s.enqueue([req('b')])).rejects.toMatchObject({ code: 'CLOSED' });
     expect(pool.ending).toBe(false);
     expect((await pool.query('SELECT count(*)::int AS n FROM q_requests')).rows[0].n).toBe(1);
-    await (await Store.fromPool(pool, { migrate: false })).close();
+    await (await RequestStore.fromPool(pool, { migrate: false })).close();
     expect(pool.ending).toBe(false);
   });
 
   it('refuses what is not a pool', async () => {
-    await expect(Store.fromPool(null as unknown as pg.Pool)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await expect(RequestStore.fromPool(null as unknown as pg.Pool)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
   });
 });
 

@@ -1,12 +1,12 @@
 // Issue #14 items 18 (the shared outcome check), 23 (writes too large for one statement) and 25
-// (Store.open with bad telemetry providers) for the request Store.
+// (RequestStore.open with bad telemetry providers) for RequestStore.
 import { randomBytes } from 'node:crypto';
 import { isQError } from '@q/schema';
 import { useStore, type TestSchema } from '@q/testing';
 import { describe, expect, it } from 'vitest';
 import {
   MAX_VALUE_BYTES,
-  Store,
+  RequestStore,
   checkCompletion,
   checkEnvelope,
   checkUnixSeconds,
@@ -17,8 +17,8 @@ import {
 import { req } from './requests/helpers.js';
 
 let schema: TestSchema;
-let store: Store;
-useStore(Store, { prefix: 'slimits', maxConns: 2 }, async (t) => {
+let store: RequestStore;
+useStore(RequestStore, { prefix: 'slimits', maxConns: 2 }, async (t) => {
   ({ schema, store } = t);
   await store.ensurePartitions('q');
   const now = await store.now();
@@ -101,7 +101,7 @@ describe('the shared outcome checks', () => {
     ['not an object', null],
   ];
 
-  it.each(bad)('checkCompletion rejects a %s exactly as Store.ack does', async (_name, c) => {
+  it.each(bad)('checkCompletion rejects a %s exactly as RequestStore.ack does', async (_name, c) => {
     const direct = (() => {
       try {
         checkCompletion(c, 'completions[0]');
@@ -126,7 +126,7 @@ describe('the shared outcome checks', () => {
   });
 });
 
-describe('Store.open with bad telemetry providers', () => {
+describe('RequestStore.open with bad telemetry providers', () => {
   async function backends(app: string): Promise<number> {
     const { rows } = await schema.pool().query<{ n: string }>('SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = $1', [app]);
     return Number(rows[0]?.n);
@@ -141,7 +141,7 @@ describe('Store.open with bad telemetry providers', () => {
 
   it.each(cases)('%s → INVALID_ARGUMENT, and no pool is left open', async (_name, bad) => {
     const app = `q-badopt-${randomBytes(4).toString('hex')}`;
-    const err = await errorOf(Store.open(schema.dsn, { applicationName: app, maxConns: 1, ...bad }));
+    const err = await errorOf(RequestStore.open(schema.dsn, { applicationName: app, maxConns: 1, ...bad }));
     expect(isQError(err, 'INVALID_ARGUMENT'), String(err)).toBe(true);
     await new Promise((r) => setTimeout(r, 100));
     expect(await backends(app)).toBe(0);

@@ -3,7 +3,8 @@ import { METRIC } from '@q/otel';
 import { isQError } from '@q/schema';
 import { createTestSchema, type TestSchema } from '@q/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Store, stampOf } from '../src/index.js';
+import { RequestStore, Store, stampOf } from '../src/index.js';
+import * as requestsEntry from '../src/requests-entry.js';
 import { at, req, waitFor } from './requests/helpers.js';
 import { RecordingMeterProvider, RecordingTracerProvider } from './requests/telemetry.js';
 
@@ -20,11 +21,11 @@ async function backends(app: string): Promise<Array<{ pid: number; state: string
   return rows;
 }
 
-describe('Store.open', () => {
+describe('RequestStore.open', () => {
   it('8 concurrent opens on an empty schema all succeed and create each table once', async () => {
     const fresh = await createTestSchema('sopen8');
     try {
-      const stores = await Promise.all(Array.from({ length: 8 }, () => Store.open(fresh.dsn, { maxConns: 2 })));
+      const stores = await Promise.all(Array.from({ length: 8 }, () => RequestStore.open(fresh.dsn, { maxConns: 2 })));
       const { rows } = await fresh
         .pool()
         .query<{ t: string }>(
@@ -41,7 +42,7 @@ describe('Store.open', () => {
 
   it('maxConns: 4 caps connections under 16 concurrent statements and reuses the idle ones', async () => {
     const app = `q-cap-${randomBytes(4).toString('hex')}`;
-    const store = await Store.open(schema.dsn, { maxConns: 4, applicationName: app });
+    const store = await RequestStore.open(schema.dsn, { maxConns: 4, applicationName: app });
     try {
       await store.enqueue([req('locked')]);
       // Hold the row so the 16 cancels queue up on it: every pooled connection gets busy.
@@ -75,10 +76,10 @@ describe('Store.open', () => {
   });
 
   it('refuses unsupported and unreachable DSNs without showing the password', async () => {
-    const bad = await Store.open('mysql://user:hunter2@localhost/db').catch((e: unknown) => e);
+    const bad = await RequestStore.open('mysql://user:hunter2@localhost/db').catch((e: unknown) => e);
     expect(isQError(bad, 'UNSUPPORTED_DSN')).toBe(true);
     expect(String((bad as Error).message)).not.toContain('hunter2');
-    const down = await Store.open('postgres://user:hunter2@127.0.0.1:1/db').catch((e: unknown) => e);
+    const down = await RequestStore.open('postgres://user:hunter2@127.0.0.1:1/db').catch((e: unknown) => e);
     expect(isQError(down, 'CONNECTION')).toBe(true);
     expect(String((down as Error).message)).not.toContain('hunter2');
   });
@@ -86,7 +87,7 @@ describe('Store.open', () => {
   it('migrate: false leaves the schema alone until migrate()', async () => {
     const fresh = await createTestSchema('sopennm');
     try {
-      const store = await Store.open(fresh.dsn, { maxConns: 1, migrate: false });
+      const store = await RequestStore.open(fresh.dsn, { maxConns: 1, migrate: false });
       expect(await store.hasRequests('q').catch((e: unknown) => e)).toBeInstanceOf(Error);
       await store.migrate();
       expect(await store.hasRequests('q')).toBe(false);
@@ -97,7 +98,7 @@ describe('Store.open', () => {
   });
 
   it('now() reads the database clock; ping works; calls after close fail with CLOSED', async () => {
-    const store = await Store.open(schema.dsn, { maxConns: 1 });
+    const store = await RequestStore.open(schema.dsn, { maxConns: 1 });
     const { rows } = await schema.pool().query<{ now: Date }>('SELECT clock_timestamp() AS now');
     const now = await store.now();
     expect(Math.abs(now.getTime() - rows[0]!.now.getTime())).toBeLessThan(10_000);
@@ -109,11 +110,33 @@ describe('Store.open', () => {
   });
 });
 
+describe('Store, the deprecated name', () => {
+  it('is RequestStore itself, from the root entry and from @q/store/requests', () => {
+    expect(Store).toBe(RequestStore);
+    expect(requestsEntry.Store).toBe(RequestStore);
+    expect(requestsEntry.RequestStore).toBe(RequestStore);
+  });
+
+  it('Store.open opens a working RequestStore (instanceof either name, usable where the type Store is expected)', async () => {
+    const store: Store = await Store.open(schema.dsn, { maxConns: 1 });
+    try {
+      expect(store).toBeInstanceOf(RequestStore);
+      expect(store instanceof Store).toBe(true);
+      const typed: RequestStore = store;
+      await typed.ping();
+      await store.enqueue([req('via-store')]);
+      expect(await store.hasRequests('q')).toBe(true);
+    } finally {
+      await store.close();
+    }
+  });
+});
+
 describe('telemetry', () => {
   it('records q.store.<op> spans with statement spans, and request metrics', async () => {
     const tp = new RecordingTracerProvider();
     const mp = new RecordingMeterProvider();
-    const store = await Store.open(schema.dsn, { maxConns: 2, tracerProvider: tp, meterProvider: mp.asProvider() });
+    const store = await RequestStore.open(schema.dsn, { maxConns: 2, tracerProvider: tp, meterProvider: mp.asProvider() });
     try {
       await store.truncateForTest();
       await store.ensurePartitions('q');

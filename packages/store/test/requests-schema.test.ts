@@ -1,7 +1,8 @@
-import { JOURNAL_TABLE, QErrorCode, bundledMigrations, isQError, quoteIdent } from '@q/schema';
+import { JOURNAL_TABLE, QErrorCode, bundledMigrations, isQError } from '@q/schema';
+import { quoteIdent } from '@q/schema/internal';
 import { onOneConnection, testDatabaseUrl, useScratchSchemas, withClient } from '@q/testing';
 import { describe, expect, it } from 'vitest';
-import { Store, partitionOf, stampOf } from '../src/index.js';
+import { RequestStore, partitionOf, stampOf } from '../src/index.js';
 import { ALL, at, req } from './requests/helpers.js';
 
 // Schema placement of the request store: the `schema` option (no search_path needed), two
@@ -10,7 +11,7 @@ import { ALL, at, req } from './requests/helpers.js';
 const scratch = useScratchSchemas({ quoteIdent, journalTable: JOURNAL_TABLE });
 const { admin, name } = scratch;
 
-describe('Store schema placement', () => {
+describe('RequestStore schema placement', () => {
   it('migrating a database at the previous schema keeps its requests, results, partitions and sequences usable under the q_ names', async () => {
     const { schema: s, quoted: q, dsn } = await scratch.olderBuild('supg', bundledMigrations('requests'), '0003');
     // State written by the previous build: partitions, one live dispatcher, two pending
@@ -25,7 +26,7 @@ describe('Store schema placement', () => {
     await admin.query(`INSERT INTO ${q}.async_results (route, id, request_token, payload, created_at) VALUES ('r', 'old', 't', 'old-result', 1)`);
     await admin.query(`SELECT setval('${s}.async_dispatch_attempts', 41)`);
 
-    const store = await Store.open(dsn, { maxConns: 2 });
+    const store = await RequestStore.open(dsn, { maxConns: 2 });
     try {
       const gone = await admin.query(`SELECT to_regclass($1) AS r, to_regclass($2) AS p, to_regproc($3) AS f`, [
         `${q}.async_requests`,
@@ -60,7 +61,7 @@ describe('Store schema placement', () => {
 
   it('schema: X on a DSN whose search_path points elsewhere creates X and works end to end there', async () => {
     const { decoy, target, dsn } = await scratch.decoyAndTarget('s');
-    const store = await Store.open(dsn, { schema: target, maxConns: 2 });
+    const store = await RequestStore.open(dsn, { schema: target, maxConns: 2 });
     try {
       expect(store.schema).toBe(target);
       await store.enqueue([req('x1'), req('x2', { deadline: 2000 })]);
@@ -89,7 +90,7 @@ describe('Store schema placement', () => {
   it('two stores of different schemas on one pool (one connection) do not mix', async () => {
     await scratch.twoSchemasOnOneConnection(
       's',
-      (pool, schema) => Store.fromPool(pool, { schema }),
+      (pool, schema) => RequestStore.fromPool(pool, { schema }),
       async (sa, sb) => {
         await sa.enqueue([req('only-a')]);
         await sb.enqueue([req('only-b1'), req('only-b2')]);
@@ -111,12 +112,12 @@ describe('Store schema placement', () => {
     await onOneConnection(async (pool) => {
       const prepared = async (): Promise<number> =>
         (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_prepared_statements')).rows[0]!.n;
-      const unnamed = await Store.fromPool(pool, { schema: s, pooler: 'transaction' });
+      const unnamed = await RequestStore.fromPool(pool, { schema: s, pooler: 'transaction' });
       await unnamed.enqueue([req('p1')]);
       await unnamed.ensurePartitions('q');
       await unnamed.backlog('q', 1, [1]);
       expect(await prepared()).toBe(0);
-      const named = await Store.fromPool(pool, { schema: s, migrate: false });
+      const named = await RequestStore.fromPool(pool, { schema: s, migrate: false });
       await named.backlog('q', 1, [1]);
       expect(await prepared()).toBe(1);
     });
@@ -124,7 +125,7 @@ describe('Store schema placement', () => {
 
   it('a data exception (SQLSTATE class 22: the attempt sequence exhausted) is INVALID_ARGUMENT, not CONNECTION', async () => {
     const s = name('sexh');
-    const store = await Store.open(testDatabaseUrl(), { schema: s, maxConns: 2 });
+    const store = await RequestStore.open(testDatabaseUrl(), { schema: s, maxConns: 2 });
     try {
       await store.enqueue([req('e1')]);
       await store.ensurePartitions('q');

@@ -89,17 +89,19 @@ describe('bad input', () => {
     expect(await t.store.backlog('q', 0, [])).toEqual({ depth: 0, cancelled: 0, expiring: [] });
   });
 
-  it('Store.open rejects bad options', async () => {
-    const err = await import('../src/index.js').then(({ Store }) => Store.open(t.schema.dsn, { maxConns: Number.NaN })).catch((e: unknown) => e);
+  it('RequestStore.open rejects bad options', async () => {
+    const err = await import('../src/index.js')
+      .then(({ RequestStore }) => RequestStore.open(t.schema.dsn, { maxConns: Number.NaN }))
+      .catch((e: unknown) => e);
     expect(isQError(err, 'INVALID_ARGUMENT')).toBe(true);
   });
 
-  it('Store.open: maxConns 0, -1 or 2.5 is INVALID_ARGUMENT naming it (a non-positive cap used to mean 10), before a pool opens', async () => {
-    const { Store } = await import('../src/index.js');
+  it('RequestStore.open: maxConns 0, -1 or 2.5 is INVALID_ARGUMENT naming it (a non-positive cap used to mean 10), before a pool opens', async () => {
+    const { RequestStore } = await import('../src/index.js');
     for (const maxConns of [-1, 0, 2.5]) {
-      const err = await Store.open('postgres://nobody@127.0.0.1:1/none', { maxConns }).catch((e: unknown) => e);
+      const err = await RequestStore.open('postgres://nobody@127.0.0.1:1/none', { maxConns }).catch((e: unknown) => e);
       expect(isQError(err, 'INVALID_ARGUMENT'), String(err)).toBe(true);
-      expect((err as Error).message).toBe(`Store.open: maxConns must be an integer >= 1, got ${maxConns}`);
+      expect((err as Error).message).toBe(`RequestStore.open: maxConns must be an integer >= 1, got ${maxConns}`);
     }
   });
 

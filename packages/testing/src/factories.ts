@@ -22,7 +22,7 @@ export function token(bytes = 16): string {
   return randomBytes(bytes).toString('hex');
 }
 
-/** A request as `Store.enqueue` takes it (the shape of `NewRequest` from `@q/store`). */
+/** A request as `RequestStore.enqueue` takes it (the shape of `NewRequest` from `@q/store`). */
 export interface RequestInput {
   id: string;
   token: string;

@@ -3,7 +3,7 @@ import { afterAll, afterEach, beforeAll, beforeEach } from 'vitest';
 import { createTestSchema, type TestSchema } from './schema.js';
 
 /**
- * A store class as the kit sees it: `JobStore`, `Store` and `QuotaStore` all have this shape. The kit takes
+ * A store class as the kit sees it: `JobStore`, `RequestStore` and `QuotaStore` all have this shape. The kit takes
  * the class as an argument instead of importing it, so `@q/testing` does not depend on the packages whose
  * tests use it (that would be a cycle).
  */
@@ -32,7 +32,7 @@ export interface UsedStore<S> {
 }
 
 /**
- * Registers the lifecycle of one store per test file: in `beforeAll` a fresh schema and `Store.open(schema.dsn,
+ * Registers the lifecycle of one store per test file: in `beforeAll` a fresh schema and `RequestStore.open(schema.dsn,
  * opts)`, then `onOpen` (assign your variables there); before each test the `truncate` tables are emptied; in
  * `afterAll` the store is closed and the schema dropped.
  */
@@ -83,13 +83,13 @@ function withPrefix(prefix: string) {
 /** {@link useOpenStore} for `JobStore` from `@q/store` (schema prefix `jobs` unless given). */
 export const useJobStore = withPrefix('jobs');
 
-/** {@link useOpenStore} for the request `Store` from `@q/store` (schema prefix `store` unless given). */
+/** {@link useOpenStore} for `RequestStore` from `@q/store` (schema prefix `store` unless given). */
 export const useStore = withPrefix('store');
 
 /** {@link useOpenStore} for `QuotaStore` from `@q/quota` (schema prefix `quota` unless given). */
 export const useQuotaStore = withPrefix('quota');
 
-/** A store class that can run on the caller's pool (`JobStore.fromPool`, `Store.fromPool`). */
+/** A store class that can run on the caller's pool (`JobStore.fromPool`, `RequestStore.fromPool`). */
 export interface PoolStoreClass<S> {
   fromPool(pool: pg.Pool): S | Promise<S>;
 }

@@ -6,7 +6,7 @@ import { withClient } from './client.js';
 export interface TestSchema {
   /** Schema name, e.g. `t_3f9a…`. */
   readonly name: string;
-  /** DSN whose connections use this schema (`search_path`). Pass it to `Store.open` etc. */
+  /** DSN whose connections use this schema (`search_path`). Pass it to `RequestStore.open` etc. */
   readonly dsn: string;
   /** DSN of the server without the schema option (for admin work). */
   readonly serverDsn: string;

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { JobQueue } from '@q/job-worker';
-import { JobStore, Store } from '@q/store';
+import { JobStore, RequestStore } from '@q/store';
 import pg from 'pg';
 import { jobQueueViolations, requestQueueViolations } from './invariants.js';
 import { Proc, sleep } from './procs.js';
@@ -18,7 +18,7 @@ export interface Workload {
 
 /** Enqueues `requests` requests on queue "chaos" and `jobs` jobs of type chaos.job. */
 export async function seedWorkload(dsn: string, requests: number, jobs: number): Promise<Workload> {
-  const store = await Store.open(dsn, { maxConns: 2 });
+  const store = await RequestStore.open(dsn, { maxConns: 2 });
   const jobStore = await JobStore.open(dsn, { maxConns: 2 });
   try {
     await jobStore.pool.query('CREATE TABLE IF NOT EXISTS chaos_effects (job_id bigint NOT NULL, attempt int NOT NULL, pid int NOT NULL)');

@@ -6,7 +6,7 @@ import { JobQueue } from '@q/job-worker';
 import { Consumer } from '@q/partition-consumer';
 import { QuotaStore, createQuota } from '@q/quota';
 import { QError } from '@q/schema';
-import { JobStore, Store, type NewRequest } from '@q/store';
+import { JobStore, RequestStore, type NewRequest } from '@q/store';
 import { createTestSchema, type TestSchema } from '@q/testing';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -20,12 +20,12 @@ import {
 } from '../src/index.js';
 
 let schema: TestSchema;
-let store: Store;
+let store: RequestStore;
 let jobs: JobStore;
 let quota: QuotaStore;
 beforeAll(async () => {
   schema = await createTestSchema('badin');
-  store = await Store.open(schema.dsn, { maxConns: 4 });
+  store = await RequestStore.open(schema.dsn, { maxConns: 4 });
   jobs = await JobStore.open(schema.dsn, { maxConns: 4 });
   quota = await QuotaStore.open(schema.dsn, { maxConns: 4 });
 });
@@ -85,7 +85,7 @@ function request(over: Partial<Record<keyof NewRequest, unknown>> = {}): NewRequ
   } as NewRequest;
 }
 
-describe('request queue (Store)', () => {
+describe('request queue (RequestStore)', () => {
   it('a bad field anywhere in an enqueue batch fails the whole call with INVALID_ARGUMENT and writes nothing', async () => {
     const before = await rowCounts();
     const badFields: Array<[keyof NewRequest, unknown[]]> = [
@@ -158,21 +158,21 @@ describe('request queue (Store)', () => {
     await store.pool.query('SELECT 1 FROM q_requests LIMIT 1');
   });
 
-  it('Store.open rejects foreign DSNs and never echoes a password', async () => {
+  it('RequestStore.open rejects foreign DSNs and never echoes a password', async () => {
     for (const dsn of ['mysql://u:' + DSN_PASSWORD + '@h/db', 'sqlite:///tmp/x.db', '', `host=h password=${DSN_PASSWORD}`, 42]) {
-      await expectQError(Store.open(dsn as string), ['UNSUPPORTED_DSN']);
+      await expectQError(RequestStore.open(dsn as string), ['UNSUPPORTED_DSN']);
     }
     const unreachable = dsnWithPassword('postgres://u@127.0.0.1:1/db');
-    await expectQError(Store.open(unreachable), ['CONNECTION']);
-    await expectQError(Store.open(schema.dsn, { maxConns: Number.NaN }));
+    await expectQError(RequestStore.open(unreachable), ['CONNECTION']);
+    await expectQError(RequestStore.open(schema.dsn, { maxConns: Number.NaN }));
   });
 });
 
 describe('DSNs whose password holds an unescaped reserved character', () => {
-  it('Store.open, JobStore.open, QuotaStore.open, createQuota and JobQueue.open never echo any part of the password', async () => {
+  it('RequestStore.open, JobStore.open, QuotaStore.open, createQuota and JobQueue.open never echo any part of the password', async () => {
     for (const dsn of [...malformedPasswordDsns(), databaseNamedByPassword(schema.dsn)]) {
       for (const open of [
-        () => Store.open(dsn),
+        () => RequestStore.open(dsn),
         () => JobStore.open(dsn),
         () => QuotaStore.open(dsn),
         () => createQuota({ dsn, ttlMs: 10_000 }),
@@ -185,12 +185,12 @@ describe('DSNs whose password holds an unescaped reserved character', () => {
 
   it('an "@" after the host part is refused before anything connects, whatever server it would reach', async () => {
     const dsn = databaseNamedByPassword(schema.dsn);
-    for (const open of [() => Store.open(dsn), () => JobStore.open(dsn), () => QuotaStore.open(dsn), () => JobQueue.open(dsn)]) {
+    for (const open of [() => RequestStore.open(dsn), () => JobStore.open(dsn), () => QuotaStore.open(dsn), () => JobQueue.open(dsn)]) {
       await expectQError(open, ['UNSUPPORTED_DSN']);
     }
   });
 
-  it('listenDsn is checked as the DSN is, before anything opens (JobStore.open/fromPool, JobQueue.open, Store.open, QuotaStore.open, createQuota)', async () => {
+  it('listenDsn is checked as the DSN is, before anything opens (JobStore.open/fromPool, JobQueue.open, RequestStore.open, QuotaStore.open, createQuota)', async () => {
     // Every shape but the blank one, which parses as meant (its connect fails with the host only).
     const shapes = [...malformedPasswordDsns(), databaseNamedByPassword(schema.dsn), 'mysql://u:' + DSN_PASSWORD + '@h/db'].filter(
       (d) => !d.includes(' '),
@@ -200,7 +200,7 @@ describe('DSNs whose password holds an unescaped reserved character', () => {
       expect(err.message).toMatch(/^JobStore\.open: listenDsn: /);
       await expectQError(() => JobStore.fromPool(jobs.pool, { listenDsn, migrate: false }), ['UNSUPPORTED_DSN']);
       await expectQError(() => JobQueue.open(schema.dsn, { listenDsn, maxConns: 1 }), ['UNSUPPORTED_DSN']);
-      await expectQError(() => Store.open(schema.dsn, { listenDsn, maxConns: 1 }), ['UNSUPPORTED_DSN']);
+      await expectQError(() => RequestStore.open(schema.dsn, { listenDsn, maxConns: 1 }), ['UNSUPPORTED_DSN']);
       await expectQError(() => QuotaStore.open(schema.dsn, { listenDsn, maxConns: 1 }), ['UNSUPPORTED_DSN']);
       await expectQError(() => createQuota({ dsn: schema.dsn, listenDsn, maxConns: 1 }), ['UNSUPPORTED_DSN']);
     }
@@ -210,7 +210,7 @@ describe('DSNs whose password holds an unescaped reserved character', () => {
 describe('schema names that need quoting', () => {
   // Capitals and a blank: a name used unquoted anywhere is folded or fails to parse. Each entry
   // point migrates into the schema, reopens on it, and works there.
-  it('JobStore.open, Store.open, createQuota and JobQueue.open work in a schema "QCaps…" and "q blank …"', async () => {
+  it('JobStore.open, RequestStore.open, createQuota and JobQueue.open work in a schema "QCaps…" and "q blank …"', async () => {
     const suffix = randomBytes(4).toString('hex');
     for (const name of [`QCaps_${suffix}`, `q blank ${suffix}`]) {
       try {
@@ -227,7 +227,7 @@ describe('schema names that need quoting', () => {
         const again = await JobStore.open(schema.dsn, { schema: name, maxConns: 1, migrate: false });
         await again.close();
 
-        const rs = await Store.open(schema.dsn, { schema: name, maxConns: 2 });
+        const rs = await RequestStore.open(schema.dsn, { schema: name, maxConns: 2 });
         try {
           await rs.enqueue([request({ queue: 'quoted' })]);
         } finally {

@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Store } from '@q/store';
+import { RequestStore } from '@q/store';
 import { createTestSchema, type TestSchema } from '@q/testing';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { PAYLOAD_SECRET, Proc, dsnWithPassword, findSecrets, logDir, rng, sleep } from '../src/index.js';
@@ -27,7 +27,7 @@ it('request queue: random SIGKILLs and restarts lose nothing and never double-ac
   const seed = Number(process.env.Q_CHAOS_SEED ?? Date.now() % 1_000_000);
   const rand = rng(seed);
   const logs = logDir('request-queue');
-  const store = await Store.open(schema.dsn, { maxConns: 4 });
+  const store = await RequestStore.open(schema.dsn, { maxConns: 4 });
   const ids: string[] = [];
   try {
     const deadline = Math.floor(Date.now() / 1000) + 3600;

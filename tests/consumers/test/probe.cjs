@@ -4,7 +4,7 @@
 const { isQError, validateDsn } = require('@q/schema');
 const { METRIC, jobMetrics } = require('@q/otel');
 const { createQuota } = require('@q/quota');
-const { JobStore, Store } = require('@q/store');
+const { JobStore, RequestStore } = require('@q/store');
 const { JobQueue, Worker } = require('@q/job-worker');
 const { Consumer, runPartitionWorker } = require('@q/partition-consumer');
 const { startTelemetry } = require('@q/otel/sdk');
@@ -17,7 +17,7 @@ require('./calls.cjs')
     jobMetrics,
     createQuota,
     JobStore,
-    Store,
+    RequestStore,
     JobQueue,
     Worker,
     Consumer,

@@ -3,7 +3,7 @@
 import { isQError, validateDsn } from '@q/schema';
 import { METRIC, jobMetrics } from '@q/otel';
 import { createQuota } from '@q/quota';
-import { JobStore, Store } from '@q/store';
+import { JobStore, RequestStore } from '@q/store';
 import { JobQueue, Worker } from '@q/job-worker';
 import { Consumer, runPartitionWorker } from '@q/partition-consumer';
 import { startTelemetry } from '@q/otel/sdk';
@@ -16,7 +16,7 @@ const out = await calls.run({
   jobMetrics,
   createQuota,
   JobStore,
-  Store,
+  RequestStore,
   JobQueue,
   Worker,
   Consumer,

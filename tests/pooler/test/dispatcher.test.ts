@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Store } from '@q/store';
+import { RequestStore } from '@q/store';
 import { createTestSchema, type TestSchema } from '@q/testing';
 import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -110,7 +110,7 @@ it(`q-dispatcher run with pooler: transaction and schema answers all ${N} reques
     await waitFor(() => /"msg":"ready"/.test(d.err()) || d.proc.exitCode !== null, 60_000, 'dispatcher ready');
     expect(d.err()).toMatch(/"msg":"ready"/);
     // Requests as the dispatcher's producer writes them, through the pooler as well.
-    const producer = await Store.open(dsn, { maxConns: 2, pooler: 'transaction', schema: schema.name, migrate: false });
+    const producer = await RequestStore.open(dsn, { maxConns: 2, pooler: 'transaction', schema: schema.name, migrate: false });
     try {
       const deadline = Math.floor(Date.now() / 1000) + 600;
       const rows = Array.from({ length: N }, (_, i) => {

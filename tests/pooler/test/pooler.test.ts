@@ -10,7 +10,7 @@ import { Scheduler } from '@q/job-worker';
 import { runPartitionWorker } from '@q/partition-consumer';
 import { createQuota } from '@q/quota';
 import { migrate } from '@q/schema';
-import { JobStore, Store } from '@q/store';
+import { JobStore, RequestStore } from '@q/store';
 import { createTestSchema, type TestSchema } from '@q/testing';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -257,8 +257,8 @@ describe('through PgBouncer in transaction mode', () => {
   });
 
   it('requests: two partition workers on two pools drain 1,000 requests, each result written once', async () => {
-    const producer = await Store.open(dsn, { maxConns: 4, pooler: 'transaction' });
-    const stores = await Promise.all([0, 1].map(() => Store.open(dsn, { maxConns: 4, pooler: 'transaction' })));
+    const producer = await RequestStore.open(dsn, { maxConns: 4, pooler: 'transaction' });
+    const stores = await Promise.all([0, 1].map(() => RequestStore.open(dsn, { maxConns: 4, pooler: 'transaction' })));
     const stop = new AbortController();
     try {
       const deadline = Math.floor(Date.now() / 1000) + 3600;

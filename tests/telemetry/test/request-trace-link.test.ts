@@ -1,21 +1,21 @@
 import { context, trace } from '@opentelemetry/api';
 import { contextFromTraceparent, currentTraceparent, linksFromTraceparent } from '@q/otel';
 import { runPartitionWorker } from '@q/partition-consumer';
-import { Store, type Result } from '@q/store';
+import { RequestStore, type Result } from '@q/store';
 import { createTestSchema, type TestSchema } from '@q/testing';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { memoryTelemetry, waitFor } from './tracing.js';
 
 const tel = memoryTelemetry();
 let schema: TestSchema;
-let producer: Store;
-let consumer: Store;
+let producer: RequestStore;
+let consumer: RequestStore;
 
 beforeAll(async () => {
   schema = await createTestSchema('tel_link');
   // Two stores (two pools), as a producer process and a dispatcher process would have.
-  producer = await Store.open(schema.dsn, { maxConns: 2, tracerProvider: tel.tracerProvider });
-  consumer = await Store.open(schema.dsn, { maxConns: 4, tracerProvider: tel.tracerProvider });
+  producer = await RequestStore.open(schema.dsn, { maxConns: 2, tracerProvider: tel.tracerProvider });
+  consumer = await RequestStore.open(schema.dsn, { maxConns: 4, tracerProvider: tel.tracerProvider });
   await producer.ensurePartitions('links');
 });
 afterAll(async () => {

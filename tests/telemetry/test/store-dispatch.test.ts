@@ -1,6 +1,6 @@
 import { SpanKind } from '@opentelemetry/api';
 import { METRIC, observeBacklog } from '@q/otel';
-import { Store } from '@q/store';
+import { RequestStore } from '@q/store';
 import { createTestSchema, type TestSchema } from '@q/testing';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { exported, memoryTelemetry } from './tracing.js';
@@ -8,11 +8,11 @@ import { exported, memoryTelemetry } from './tracing.js';
 const SECRET = 'secret-payload-c0ffee';
 const tel = memoryTelemetry();
 let schema: TestSchema;
-let store: Store;
+let store: RequestStore;
 
 beforeAll(async () => {
   schema = await createTestSchema('tel_store');
-  store = await Store.open(schema.dsn, { maxConns: 4, tracerProvider: tel.tracerProvider, meterProvider: tel.meterProvider });
+  store = await RequestStore.open(schema.dsn, { maxConns: 4, tracerProvider: tel.tracerProvider, meterProvider: tel.meterProvider });
 });
 afterAll(async () => {
   await store?.close();
@@ -68,7 +68,7 @@ it('a dispatch produces q.store.dispatch with a child statement span carrying th
   expect(metrics.get(METRIC.requestsEnqueued)?.dataPoints[0]?.value).toBe(1);
 });
 
-it('observeBacklog reports pending requests per queue from the Store', async () => {
+it('observeBacklog reports pending requests per queue from the RequestStore', async () => {
   const now = await store.now();
   const deadline = Math.floor(now.getTime() / 1000) + 3600;
   await store.enqueue(

@@ -6,7 +6,7 @@ import { DeadLetterError, JobQueue } from '@q/job-worker';
 import { runPartitionWorker } from '@q/partition-consumer';
 import { createQuota } from '@q/quota';
 import { MIGRATION_MODULES, bundledMigrations, migrate } from '@q/schema';
-import { JobStore, Store } from '@q/store';
+import { JobStore, RequestStore } from '@q/store';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { locatePg13, startPg13, type Pg13Server } from '../src/index.js';
@@ -176,8 +176,8 @@ describe.runIf(lookup.found)('on PostgreSQL 13', () => {
     }
   });
 
-  it('requests: Store.open, enqueue, runPartitionWorker; every result popped once', async () => {
-    const store = await Store.open(server.dsn, { maxConns: 4 });
+  it('requests: RequestStore.open, enqueue, runPartitionWorker; every result popped once', async () => {
+    const store = await RequestStore.open(server.dsn, { maxConns: 4 });
     const stop = new AbortController();
     try {
       const deadline = Math.floor(Date.now() / 1000) + 3600;

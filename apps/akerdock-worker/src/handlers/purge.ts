@@ -5,7 +5,7 @@ import { GiveUpError } from './give-up.js';
 export interface PurgeTargets {
   /** Deletes succeeded/cancelled jobs finished more than `olderThanMs` ago (JobQueue.purgeFinished). */
   jobs: { purgeFinished(olderThanMs: number): Promise<number> };
-  /** The request queue's results (`@q/store` Store): `now` in Unix seconds. */
+  /** The request queue's results (`@q/store` RequestStore): `now` in Unix seconds. */
   results?: { expireResults(now: number, limit: number): Promise<number> };
   /** `@q/quota`: expired admissions, empty windows and slots. */
   quota?: { reapQuota(limit: number): Promise<number> };

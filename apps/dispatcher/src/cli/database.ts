@@ -2,7 +2,7 @@
 // it behind the user's back. They open the store without migrating, read the migration journal,
 // and go on only when the tables are current — or when `--migrate` says to create or upgrade them.
 import { migrate, migrationStatus, QError, QErrorCode, type MigrationModule } from '@q/schema';
-import { Store } from '@q/store';
+import { RequestStore } from '@q/store';
 
 /**
  * Checks that `modules` are migrated (and current) in `store`'s schema; with `migrate`, brings
@@ -10,7 +10,7 @@ import { Store } from '@q/store';
  * (the CLI exits 2).
  */
 export async function requireTables(
-  store: Store,
+  store: RequestStore,
   modules: MigrationModule[],
   opts: { command: string; migrate: boolean; schema?: string },
 ): Promise<void> {
@@ -43,10 +43,10 @@ export async function requireTables(
 export async function withExistingStore<T>(
   dsn: string,
   opts: { command: string; migrate: boolean; pooler?: 'transaction'; schema?: string },
-  fn: (s: Store) => Promise<T>,
+  fn: (s: RequestStore) => Promise<T>,
 ): Promise<T> {
   const placement = { ...(opts.pooler ? { pooler: opts.pooler } : {}), ...(opts.schema !== undefined ? { schema: opts.schema } : {}) };
-  const store = await Store.open(dsn, { ...placement, maxConns: 2, applicationName: 'q-dispatcher-cli', migrate: false });
+  const store = await RequestStore.open(dsn, { ...placement, maxConns: 2, applicationName: 'q-dispatcher-cli', migrate: false });
   try {
     await requireTables(store, ['requests'], opts);
     return await fn(store);
@@ -57,7 +57,7 @@ export async function withExistingStore<T>(
 
 /** Opens `dsn` without migrating and runs {@link requireTables} for `modules` on it. */
 export async function checkDatabase(dsn: string, modules: MigrationModule[], opts: { command: string; migrate: boolean }): Promise<void> {
-  const store = await Store.open(dsn, { maxConns: 1, applicationName: 'q-dispatcher-cli', migrate: false });
+  const store = await RequestStore.open(dsn, { maxConns: 1, applicationName: 'q-dispatcher-cli', migrate: false });
   try {
     await requireTables(store, modules, opts);
   } finally {

@@ -1,6 +1,6 @@
 // The producer side (docs/design/dispatcher.md#producer): submit public requests, cancel them, read results.
 import { QError, QErrorCode } from '@q/schema';
-import type { NewRequest, Store } from '@q/store';
+import type { NewRequest, RequestStore } from '@q/store';
 import type { GateConfig } from '../config/schema.js';
 import { quotaKeyProblem } from '../pipeline/envelope-check.js';
 import {
@@ -38,7 +38,7 @@ export const DEFAULT_QUEUE = 'request-sql';
  * in one transaction: a fresh generation token each, envelope stored apart from the payload.
  * Returns the tokens in input order.
  */
-export async function submitRequests(store: Pick<Store, 'enqueue'>, raw: unknown[], target: SubmitTarget): Promise<string[]> {
+export async function submitRequests(store: Pick<RequestStore, 'enqueue'>, raw: unknown[], target: SubmitTarget): Promise<string[]> {
   // The route is only read when the result is written: a bad one must be refused here, not
   // discovered after the request ran (its result write would then fail for ever).
   validateRoute(target.route, 'route');
@@ -74,13 +74,13 @@ export interface PoppedResult {
 }
 
 /** Pops up to `limit` results of `route` (FIFO); expired ones are dropped by the store. */
-export async function popResults(store: Pick<Store, 'popResults'>, route: string, limit: number): Promise<PoppedResult[]> {
+export async function popResults(store: Pick<RequestStore, 'popResults'>, route: string, limit: number): Promise<PoppedResult[]> {
   const rows = await store.popResults(route, Math.floor(Date.now() / 1000), limit);
   return rows.map((r) => ({ seq: r.seq, result: decodeResult(r.id, r.payload) }));
 }
 
 /** Up to `limit` results of `route` decoded, left in place: what the next {@link popResults} returns. */
-export async function peekResults(store: Pick<Store, 'peekResults'>, route: string, limit: number): Promise<PoppedResult[]> {
+export async function peekResults(store: Pick<RequestStore, 'peekResults'>, route: string, limit: number): Promise<PoppedResult[]> {
   const rows = await store.peekResults(route, Math.floor(Date.now() / 1000), limit);
   return rows.map((r) => ({ seq: r.seq, result: decodeResult(r.id, r.payload) }));
 }

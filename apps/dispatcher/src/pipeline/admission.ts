@@ -15,7 +15,7 @@
 // request of the tenant goes ahead of its backlog. What does not fit in memory (about ten seconds
 // of the key's throughput) is parked in the table, coming back a little faster than the key
 // consumes it. A rate key refused by the shared quota is parked at twice its limit's pace.
-import type { Lease, Request, Store } from '@q/store';
+import type { Lease, Request, RequestStore } from '@q/store';
 import type { GateConfig, QueueConfig } from '../config/schema.js';
 import { parseEnvelope } from '../formats.js';
 import type { Gate } from '../gates/gates.js';
@@ -97,7 +97,7 @@ export interface Admission {
    * admitted ones (parked ones are back to pending before `dispatch` returns; if putting them
    * back fails, `dispatch` rejects and the consumer reconciles them on its next rebalance).
    */
-  readonly store: Store;
+  readonly store: RequestStore;
   /** For the partition worker's `pollWake`: a released slot of a key with held requests polls at once. */
   pollWake(wake: () => void): void;
   /** Returns every held request to pending (at a stop, while the partitions are still ours); holds none after. */
@@ -118,13 +118,13 @@ interface HeldRequest {
 }
 
 /** Creates the admission of `opts.queue` over `store`. */
-export function createAdmission(store: Store, opts: AdmissionOptions): Admission {
+export function createAdmission(store: RequestStore, opts: AdmissionOptions): Admission {
   return new QueueAdmission(store, opts);
 }
 
 class QueueAdmission implements Admission {
-  readonly store: Store;
-  readonly #base: Store;
+  readonly store: RequestStore;
+  readonly #base: RequestStore;
   readonly #opts: AdmissionOptions;
   readonly #gated: boolean;
   /** Per concurrency key: its held requests, earliest deadline first (then dispatch order). */
@@ -145,7 +145,7 @@ class QueueAdmission implements Admission {
   #rechecking: Promise<void> | undefined;
   #lastRecheckMs = 0;
 
-  constructor(store: Store, opts: AdmissionOptions) {
+  constructor(store: RequestStore, opts: AdmissionOptions) {
     this.#base = store;
     this.#opts = opts;
     this.#gated = opts.queue.gates.some((g) => g.gating_mode !== 'classifying');
@@ -155,7 +155,7 @@ class QueueAdmission implements Admission {
     const dispatch = (queue: string, owner: string, now: Date, limit: number) => this.#dispatch(queue, owner, now, limit);
     // Held requests live only as long as the lease they were dispatched under: the consumer's
     // heartbeat says which leases are still ours, and a partition released goes with its requests.
-    const heartbeat = async (...args: Parameters<Store['heartbeat']>) => {
+    const heartbeat = async (...args: Parameters<RequestStore['heartbeat']>) => {
       const beat = await store.heartbeat(...args);
       await this.#leasesAre(beat.leases);
       return beat;

@@ -28,7 +28,7 @@ export type Outcome =
   /** Back to pending, not before `defer` (Unix s): gate refusal, shutdown. No result. */
   | { defer: number };
 
-/** Batched cancellation lookups (`Store.cancelledKeys`). */
+/** Batched cancellation lookups (`RequestStore.cancelledKeys`). */
 export interface CancelSource {
   cancelledKeys(keys: Key[]): Promise<Key[]>;
 }

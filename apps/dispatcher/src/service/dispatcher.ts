@@ -1,4 +1,4 @@
-// The dispatcher service: one partition worker per queue over one Store, quota gates through
+// The dispatcher service: one partition worker per queue over one RequestStore, quota gates through
 // Quota, one keep-alive inference client, health/readiness/metrics endpoints, graceful stop.
 import { randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
@@ -11,7 +11,7 @@ import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic
 import { runPartitionWorker, type PartitionWorkerStats } from '@q/partition-consumer';
 import { createQuota, type Quota } from '@q/quota';
 import { QError, QErrorCode } from '@q/schema';
-import { Store } from '@q/store';
+import { RequestStore } from '@q/store';
 import { readTlsFiles } from '../config/load.js';
 import { DEFAULT_PRIORITY_HEADER, secondsToMs, type DispatcherConfig } from '../config/schema.js';
 import type { ResultMessage } from '../formats.js';
@@ -94,7 +94,7 @@ export class Dispatcher {
 
   private constructor(
     config: DispatcherConfig,
-    readonly store: Store,
+    readonly store: RequestStore,
     quota: Quota | undefined,
     client: InferenceClient,
     logger: Logger,
@@ -136,7 +136,7 @@ export class Dispatcher {
     // Every store of the process shares the placement: behind a transaction pooler, unnamed
     // statements; with `schema`, every statement names it (docs/dispatcher.md#configuration).
     const placement = { ...(config.pooler ? { pooler: config.pooler } : {}), ...(config.schema !== undefined ? { schema: config.schema } : {}) };
-    const store = await Store.open(config.url, {
+    const store = await RequestStore.open(config.url, {
       ...placement,
       maxConns: config.max_connections,
       meterProvider,

@@ -2,7 +2,7 @@
 // producer store, and the dispatchers the file starts (stopped before the rest is torn down).
 import { afterAll, beforeAll } from 'vitest';
 import { createTestSchema, type TestSchema } from '@q/testing';
-import { Store } from '@q/store';
+import { RequestStore } from '@q/store';
 import { loadConfig } from '../../src/config/load.js';
 import { Dispatcher, type DispatcherOptions } from '../../src/service/dispatcher.js';
 import {
@@ -44,7 +44,7 @@ export async function startTestDispatcher(
 export interface DispatcherEnv {
   readonly schema: TestSchema;
   readonly server: InferenceServer;
-  readonly store: Store;
+  readonly store: RequestStore;
   /** Starts a dispatcher on {@link testDocument}`(schema.dsn, document)`; `afterAll` stops it. */
   start(document: Record<string, unknown>, opts?: Omit<DispatcherOptions, 'config'>): Promise<Dispatcher>;
   /** The server's calls for request `id`. */
@@ -65,7 +65,7 @@ export function useDispatcherEnv(prefix: string, server: InferenceServerOptions)
   beforeAll(async () => {
     env.schema = await createTestSchema(prefix);
     env.server = await startInferenceServer(server);
-    env.store = await Store.open(env.schema.dsn, { maxConns: 3 });
+    env.store = await RequestStore.open(env.schema.dsn, { maxConns: 3 });
   });
   afterAll(async () => {
     for (const d of started) await d.stop();

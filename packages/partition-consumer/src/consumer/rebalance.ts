@@ -2,14 +2,14 @@
 // unknown dispatches, heartbeat, mirror the leases, redeliver stale work, hand over drained
 // partitions and move towards the share. Apart from the Consumer, which only serialises calls,
 // validates and keeps the public surface.
-import { PARTITIONS, type Store } from '@q/store';
+import { PARTITIONS, type RequestStore } from '@q/store';
 import { joinErrors } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { ascending, type Ledger, type PartitionState } from './ledger.js';
 
 /** What the rebalance steps work with. */
 export interface RebalanceDeps {
-  store: Store;
+  store: RequestStore;
   queue: string;
   owner: string;
   ttlMs: number;

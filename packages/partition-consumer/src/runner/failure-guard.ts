@@ -1,4 +1,5 @@
-import { FailureTracker, QError, QErrorCode, databaseError } from '@q/schema';
+import { QError, QErrorCode } from '@q/schema';
+import { FailureTracker, databaseError } from '@q/schema/internal';
 import { errorFields, type Logger } from '../logger.js';
 
 /** What `runPartitionWorker` reports through `onError` for each failed store call of its loops. */

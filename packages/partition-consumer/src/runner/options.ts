@@ -2,7 +2,7 @@
 // defaulted here, once, so the worker itself only reads settled values.
 import type { MeterProvider, TracerProvider } from '@opentelemetry/api';
 import { invalidArgument } from '@q/schema';
-import type { Request, Store } from '@q/store';
+import type { Request, RequestStore } from '@q/store';
 import type { Logger } from '../logger.js';
 import { requireInt, requireMs, requireName, requireOptionalObject } from '../validate.js';
 import { MAX_PERSISTENT_FAILURES, type PartitionWorkerFailure } from './failure-guard.js';
@@ -12,7 +12,7 @@ import type { Outcome } from './outcome.js';
 /** Options of {@link runPartitionWorker}. */
 export interface PartitionWorkerOptions {
   /** An open store (the caller closes it after the worker returned). */
-  store: Store;
+  store: RequestStore;
   /** The queue to serve. */
   queue: string;
   /** This dispatcher's unique lease-owner name. Default: `<hostname>-<8 hex>`. */
@@ -137,8 +137,8 @@ export interface ResolvedSettings {
 
 /** Checks `opts` (`INVALID_ARGUMENT` naming the first bad field) and defaults the optional settings. */
 export function resolveOptions(opts: PartitionWorkerOptions): ResolvedSettings {
-  if (!opts || typeof opts !== 'object') throw invalidArgument('runPartitionWorker: options are required');
-  if (!opts.store || typeof opts.store !== 'object') throw invalidArgument('runPartitionWorker: store is required');
+  if (!opts || typeof opts !== 'object') throw invalidArgument('runPartitionWorker: options must be an object');
+  if (!opts.store || typeof opts.store !== 'object') throw invalidArgument('runPartitionWorker: store must be a RequestStore');
   requireName('runPartitionWorker', opts.queue, 'queue');
   if (opts.owner !== undefined) requireName('runPartitionWorker', opts.owner, 'owner');
   requireInt('runPartitionWorker', opts.concurrency, 'concurrency', 1);

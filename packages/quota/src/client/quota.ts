@@ -1,15 +1,6 @@
 import { hostname } from 'node:os';
-import {
-  FailureTracker,
-  QError,
-  QErrorCode,
-  databaseError,
-  invalidArgument,
-  isQError,
-  migrate,
-  validateDsn,
-  type FailureVerdict,
-} from '@q/schema';
+import { QError, QErrorCode, invalidArgument, isQError, migrate, validateDsn, type FailureVerdict } from '@q/schema';
+import { FailureTracker, databaseError } from '@q/schema/internal';
 import type pg from 'pg';
 import { closedError } from '../errors.js';
 import { errorFields, silentLogger, type Logger } from '../logger.js';
@@ -87,15 +78,15 @@ export const MAX_TIMER_MS = 2_147_483_647;
  * unless `migrate: false`) or on `opts.pool` (yours; migrated too unless `migrate: false`).
  */
 export async function createQuota(opts: QuotaOptions): Promise<Quota> {
-  if (!opts || typeof opts !== 'object') throw invalidArgument('createQuota needs options');
-  if ((opts.dsn === undefined) === (opts.pool === undefined)) throw invalidArgument('createQuota needs exactly one of dsn and pool');
+  if (!opts || typeof opts !== 'object') throw invalidArgument('createQuota: options must be an object');
+  if ((opts.dsn === undefined) === (opts.pool === undefined)) throw invalidArgument('createQuota: exactly one of dsn and pool must be given');
   // Every option is checked before anything migrates or a pool opens: a refusal leaves nothing behind.
   const ttlMs = checkInt('ttlMs', opts.ttlMs ?? DEFAULT_TTL_MS, MIN_TTL_MS, MAX_TIMER_MS);
   const reapIntervalMs = checkInt('reapIntervalMs', opts.reapIntervalMs ?? Math.max(ttlMs, 1000), 1, MAX_TIMER_MS);
   const reapLimit = checkInt('reapLimit', opts.reapLimit ?? 1000, 1, MAX_INT4);
   const holderPrefix = checkName('holderPrefix', opts.holderPrefix ?? safeHostname());
   const maxPersistentFailures = checkInt('maxPersistentFailures', opts.maxPersistentFailures ?? 5, 1, MAX_INT4);
-  if (opts.onError !== undefined && typeof opts.onError !== 'function') throw invalidArgument('onError must be a function');
+  if (opts.onError !== undefined && typeof opts.onError !== 'function') throw invalidArgument('createQuota: onError must be a function');
   checkLogger('createQuota', opts.logger);
   if (opts.pool !== undefined && (typeof opts.pool !== 'object' || opts.pool === null || typeof opts.pool.query !== 'function')) {
     throw invalidArgument('createQuota: pool must be a pg.Pool');
@@ -107,7 +98,7 @@ export async function createQuota(opts: QuotaOptions): Promise<Quota> {
     if (opts.migrate !== false) await migrate(opts.pool, { modules: ['quota'], ...(opts.schema !== undefined ? { schema: opts.schema } : {}) });
     store = QuotaStore.fromPool(opts.pool, opts);
   } else {
-    if (opts.dsn === undefined) throw invalidArgument('createQuota needs exactly one of dsn and pool'); // checked above; narrows the type
+    if (opts.dsn === undefined) throw invalidArgument('createQuota: exactly one of dsn and pool must be given'); // checked above; narrows the type
     store = await QuotaStore.open(opts.dsn, opts);
   }
   return new Quota(store, {

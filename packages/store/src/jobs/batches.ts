@@ -1,4 +1,4 @@
-import { at } from '@q/schema';
+import { at } from '@q/schema/internal';
 // Batch shaping of the job store: statement-sized chunks, insert order, deadlock retries, and the
 // outcome columns of a completion with how to report what was written.
 import type { CompletionBatch } from './sql/complete-jobs.js';

@@ -1,5 +1,6 @@
 import { instrumentPool } from '@q/otel';
-import { QError, QErrorCode, checkSchemaName, databaseError, migrate, openPool, type StoreConnectionOptions } from '@q/schema';
+import { QError, QErrorCode, migrate, openPool, type StoreConnectionOptions } from '@q/schema';
+import { checkSchemaName, databaseError } from '@q/schema/internal';
 import type pg from 'pg';
 import { poolError } from './from-pool.js';
 import type { JobStoreOpenOptions } from './options.js';

@@ -1,4 +1,5 @@
-import { checkName, invalidArgument, statement, type StatementScope } from '@q/schema';
+import { invalidArgument } from '@q/schema';
+import { checkName, statement, type StatementScope } from '@q/schema/internal';
 import type pg from 'pg';
 import { acquireLeaderLease, releaseLeaderLease, renewLeaderLease, type LeaseRow } from './sql/leader-lease.js';
 import { robustRound, roundSteps, type MaintenanceFailure } from './ops/maintenance-round.js';

@@ -1,4 +1,5 @@
-import { QError, databaseError, redactSecretsOf, type StatementScope } from '@q/schema';
+import { QError, redactSecretsOf } from '@q/schema';
+import { databaseError, type StatementScope } from '@q/schema/internal';
 import pg from 'pg';
 import { tryMaintenanceSessionLock } from './sql/maintenance-lock.js';
 

@@ -1,4 +1,5 @@
-import { checkOptionsObject, checkProviders, invalidArgument, type StoreConnectionOptions } from '@q/schema';
+import { invalidArgument, type StoreConnectionOptions } from '@q/schema';
+import { checkOptionsObject, checkProviders } from '@q/schema/internal';
 import type { FromPoolOptions, OpenOptions } from '../options.js';
 
 /**

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { QError, QErrorCode, checkName, checkText, invalidArgument } from '@q/schema';
+import { QError, QErrorCode, invalidArgument } from '@q/schema';
+import { checkName, checkText } from '@q/schema/internal';
 import { jsonText, overLimit, repairJson, sizeProblem, tryStringify } from './json.js';
 import { JOB_STATUSES, type ClaimOptions, type JobLease, type JobOutcome, type JobStatus, type NewJob, type Step } from './types.js';
 import type { EnqueueBatch } from './sql/enqueue-jobs.js';
@@ -157,7 +158,7 @@ export function checkClaim(opts: ClaimOptions): {
   status: 'leased' | 'running';
   claimId: string;
 } {
-  if (!opts || typeof opts !== 'object') throw invalidArgument('claim takes ClaimOptions');
+  if (!opts || typeof opts !== 'object') throw invalidArgument('claim: options must be ClaimOptions (an object)');
   const queues = checkQueues(opts.queues);
   if (typeof opts.workerId !== 'string' || opts.workerId === '') throw invalidArgument('workerId must be a non-empty string');
   checkName('claim', 'workerId', opts.workerId);

@@ -1,7 +1,7 @@
 // Which completions of one ack call are tried, and in which statements. Kept apart from the
 // store because it is pure: duplicate resolution, statement sizing and mapping the acked keys
 // back to input positions.
-import { at } from '@q/schema';
+import { at } from '@q/schema/internal';
 import { chunkRanges, STATEMENT_BUDGET } from './chunks.js';
 import { cost, keyId } from './keys.js';
 import type { AckRows } from './sql/ack.js';

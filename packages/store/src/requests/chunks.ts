@@ -2,7 +2,7 @@
 // a string at about 2^29 UTF-16 units) and Postgres caps one message at 1 GiB, so a batch whose
 // values add up to a few hundred MB cannot go in one statement. A row is at most
 // MAX_VALUE_BYTES (checked up front); a statement carries at most STATEMENT_BUDGET.
-import { at, withTransaction } from '@q/schema';
+import { at, withTransaction } from '@q/schema/internal';
 import type pg from 'pg';
 import type { Db } from './sql/db.js';
 import { MAX_VALUE_BYTES } from './types.js';

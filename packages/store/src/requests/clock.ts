@@ -15,5 +15,5 @@ export class SubmissionClock {
   }
 }
 
-/** One clock per process: every Store of the process shares the ordering. */
+/** One clock per process: every RequestStore of the process shares the ordering. */
 export const submissionClock = new SubmissionClock();

@@ -1,5 +1,5 @@
 import type { RequestMetrics } from '@q/otel';
-import type { StatementScope } from '@q/schema';
+import type { StatementScope } from '@q/schema/internal';
 import type pg from 'pg';
 
 /** Span attributes of one store operation. */

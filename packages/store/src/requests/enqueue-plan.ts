@@ -1,6 +1,7 @@
 // The rows of one enqueue call, split into statements. Kept apart from the store because it is
 // pure (no connection): duplicate detection, submission order and statement sizing.
-import { QError, QErrorCode, at } from '@q/schema';
+import { QError, QErrorCode } from '@q/schema';
+import { at } from '@q/schema/internal';
 import { bytesCost, chunkRanges, STATEMENT_BUDGET } from './chunks.js';
 import { submissionClock } from './clock.js';
 import { cost, keyId, toBuffer } from './keys.js';

@@ -1,4 +1,5 @@
-import { QError, QErrorCode, type DatabaseErrorOptions } from '@q/schema';
+import { QError, QErrorCode } from '@q/schema';
+import { type DatabaseErrorOptions } from '@q/schema/internal';
 
 /** What a unique violation means for the request store: `databaseError`'s `DUPLICATE` message. */
 export const DUPLICATE_REQUEST: DatabaseErrorOptions = { duplicate: 'a request with the same (id, token) already exists' };

@@ -2,7 +2,7 @@
 export { DEFAULT_MAX_CONNS } from '@q/schema';
 export { checkCompletion, checkEnvelope, checkUnixSeconds } from './check.js';
 export { partitionOf } from './partition.js';
-export { Store } from './store.js';
+export { RequestStore, Store } from './store.js';
 export type { Backlog } from './sql/backlog.js';
 export type { OwnerPartitions } from './sql/partition-owners.js';
 export {

@@ -1,21 +1,11 @@
 import { instrumentPool } from '@q/otel';
-import {
-  QError,
-  QErrorCode,
-  StatementScope,
-  checkPlacement,
-  checkSchemaName,
-  databaseError,
-  invalidArgument,
-  openPool,
-  resolveMaxConns,
-  type Queryable,
-} from '@q/schema';
+import { QError, QErrorCode, invalidArgument, openPool, type Queryable } from '@q/schema';
+import { StatementScope, checkPlacement, checkSchemaName, databaseError, resolveMaxConns } from '@q/schema/internal';
 import type pg from 'pg';
 import type { FromPoolOptions, OpenOptions } from '../options.js';
 import * as v from './validate.js';
 
-/** Throws `INVALID_ARGUMENT` for a malformed options object of `op` (`Store.open` / `Store.fromPool`). */
+/** Throws `INVALID_ARGUMENT` for a malformed options object of `op` (`RequestStore.open` / `RequestStore.fromPool`). */
 export function checkStoreOptions(op: string, opts: unknown): asserts opts is OpenOptions & FromPoolOptions {
   if (typeof opts !== 'object' || opts === null) throw invalidArgument(`${op}: options must be an object`);
   const o = opts as OpenOptions;
@@ -61,7 +51,7 @@ export function scopeOf(op: string, db: Queryable, opts: { schema?: string; pool
 }
 
 /**
- * Opens the pool of `Store.open` (`maxConns`, default 10; idle connections closed after 30 s),
+ * Opens the pool of `RequestStore.open` (`maxConns`, default 10; idle connections closed after 30 s),
  * resolves the store's scope and hands both to `init`. Whatever fails after the pool opened ends
  * it, so it (and its connections) is never left behind.
  */
@@ -75,17 +65,17 @@ export async function withOwnedPool<T>(dsn: string, opts: OpenOptions, init: (po
     instrument: (p) => instrumentPool(p, opts.tracerProvider),
   });
   try {
-    return await init(pool, await scopeOf('Store.open', pool, opts));
+    return await init(pool, await scopeOf('RequestStore.open', pool, opts));
   } catch (err) {
     await pool.end().catch(() => undefined);
     throw err;
   }
 }
 
-/** Throws `INVALID_ARGUMENT` unless `pool` looks like a `pg.Pool` (for `Store.fromPool`). */
+/** Throws `INVALID_ARGUMENT` unless `pool` looks like a `pg.Pool` (for `RequestStore.fromPool`). */
 export function checkPool(pool: unknown): asserts pool is pg.Pool {
   const p = pool as { query?: unknown; connect?: unknown } | null;
   if (typeof pool !== 'object' || p === null || typeof p.query !== 'function' || typeof p.connect !== 'function') {
-    throw invalidArgument('Store.fromPool needs a pg.Pool');
+    throw invalidArgument('RequestStore.fromPool: pool must be a pg.Pool');
   }
 }

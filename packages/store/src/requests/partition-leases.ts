@@ -8,7 +8,7 @@ import { releasePartitionRows, setDrainingRows } from './sql/partitions.js';
 import type { Lease } from './types.js';
 import * as v from './validate.js';
 
-/** `Store.acquirePartitions`. */
+/** `RequestStore.acquirePartitions`. */
 export async function acquirePartitions(
   ctx: StoreContext,
   queue: string,
@@ -28,7 +28,7 @@ export async function acquirePartitions(
   );
 }
 
-/** `Store.heartbeat`. */
+/** `RequestStore.heartbeat`. */
 export async function heartbeat(
   ctx: StoreContext,
   queue: string,
@@ -45,7 +45,7 @@ export async function heartbeat(
   return ctx.op(op, { 'q.queue': queue }, () => heartbeatRows(ctx.scope, ctx.pool, { queue, owner, nowMs, expiresMs: nowMs + ttl }, member));
 }
 
-/** `Store.releasePartitions`. */
+/** `RequestStore.releasePartitions`. */
 export async function releasePartitions(ctx: StoreContext, queue: string, owner: string, partitions: number[]): Promise<void> {
   const op = 'releasePartitions';
   v.queueOwner(op, queue, owner);
@@ -54,7 +54,7 @@ export async function releasePartitions(ctx: StoreContext, queue: string, owner:
   await ctx.op(op, { 'q.queue': queue, 'q.batch': parts.length }, () => releasePartitionRows(ctx.scope, ctx.pool, queue, owner, parts));
 }
 
-/** `Store.setDraining`. */
+/** `RequestStore.setDraining`. */
 export async function setDraining(ctx: StoreContext, queue: string, owner: string, partitions: number[], draining: boolean): Promise<void> {
   const op = 'setDraining';
   v.queueOwner(op, queue, owner);

@@ -21,18 +21,18 @@ async function putBack(ctx: StoreContext, op: string, owner: string, list: Stamp
   if (n < list.length) ctx.metrics.fenced.add(list.length - n);
 }
 
-/** `Store.undispatch`. */
+/** `RequestStore.undispatch`. */
 export async function undispatch(ctx: StoreContext, owner: string, stamps: Stamp[]): Promise<void> {
   await putBack(ctx, 'undispatch', owner, checkStamps('undispatch', owner, stamps), null);
 }
 
-/** `Store.defer`. */
+/** `RequestStore.defer`. */
 export async function defer(ctx: StoreContext, owner: string, stamps: Stamp[], notBefore: number): Promise<void> {
   const list = checkStamps('defer', owner, stamps);
   await putBack(ctx, 'defer', owner, list, v.count('defer', 'notBefore', notBefore));
 }
 
-/** `Store.retry`. */
+/** `RequestStore.retry`. */
 export async function retry(ctx: StoreContext, owner: string, stamp: Stamp, notBefore: number, envelope: string): Promise<boolean> {
   const op = 'retry';
   v.text(op, 'owner', owner);

@@ -1,6 +1,7 @@
 import type { Tracer } from '@opentelemetry/api';
 import { qTracer, requestMetrics, withOperation, type RequestMetrics } from '@q/otel';
-import { databaseError, migrate, type StatementScope } from '@q/schema';
+import { migrate } from '@q/schema';
+import { databaseError, type StatementScope } from '@q/schema/internal';
 import type pg from 'pg';
 import type { FromPoolOptions, OpenOptions } from '../options.js';
 import { checkInTransaction, inCallerTransaction, type InTransaction } from '../transaction.js';
@@ -18,12 +19,12 @@ import { cancelRequests, selectCancelledKeys } from './sql/cancel.js';
 import type { Db } from './sql/db.js';
 import { dispatchRequests } from './sql/dispatch.js';
 import { insertRequests } from './sql/enqueue.js';
-import { inFlightStamps } from './sql/inFlight.js';
+import { inFlightStamps } from './sql/in-flight.js';
 import * as leases from './partition-leases.js';
 import * as putBack from './put-back.js';
 import { ensurePartitionRows, leaveQueue } from './sql/partitions.js';
 import { selectPartitionOwners, type OwnerPartitions } from './sql/partition-owners.js';
-import { resetStaleRequests } from './sql/resetStale.js';
+import { resetStaleRequests } from './sql/reset-stale.js';
 import { countResults, expireAnyResults, peekRouteResults, popRouteResults } from './sql/results.js';
 import { PARTITIONS, type Completion, type Key, type Lease, type NewRequest, type Request, type Result, type Stamp } from './types.js';
 import * as v from './validate.js';
@@ -40,9 +41,9 @@ import * as v from './validate.js';
  *
  * Times: `deadline`, `notBefore`, `expiresAt` and the `now: number` arguments are Unix
  * seconds; lease and membership times derive from the `now: Date` arguments (use
- * {@link Store.now}, the database clock); durations are milliseconds.
+ * {@link RequestStore.now}, the database clock); durations are milliseconds.
  */
-export class Store {
+export class RequestStore {
   /** The connection pool (capped at `maxConns`, default 10; idle connections close after 30 s). */
   readonly pool: pg.Pool;
   /** The schema holding this store's tables (the `schema` option, or the connection's current schema at open). */
@@ -72,26 +73,26 @@ export class Store {
    * applies the `requests` migrations in the store's schema: `schema` (created if missing), or
    * the connection's current schema.
    */
-  static async open(dsn: string, opts: OpenOptions = {}): Promise<Store> {
-    checkStoreOptions('Store.open', opts);
+  static async open(dsn: string, opts: OpenOptions = {}): Promise<RequestStore> {
+    checkStoreOptions('RequestStore.open', opts);
     return withOwnedPool(dsn, opts, async (pool, scope) => {
-      const store = new Store(pool, scope, opts, true);
+      const store = new RequestStore(pool, scope, opts, true);
       if (opts.migrate !== false) await store.migrate();
       return store;
     });
   }
 
   /**
-   * A store on a pool the application owns (and ends): {@link Store.close} does not end it.
-   * Applies pending `requests` migrations through it unless `migrate: false`, as {@link Store.open}
+   * A store on a pool the application owns (and ends): {@link RequestStore.close} does not end it.
+   * Applies pending `requests` migrations through it unless `migrate: false`, as {@link RequestStore.open}
    * does. Stores of different `schema`s may share one pool. Statement spans need `instrumentPool`
    * (`@q/otel`) on the pool.
    */
-  static async fromPool(pool: pg.Pool, opts: FromPoolOptions = {}): Promise<Store> {
+  static async fromPool(pool: pg.Pool, opts: FromPoolOptions = {}): Promise<RequestStore> {
     checkPool(pool);
-    checkStoreOptions('Store.fromPool', opts);
-    const scope = await scopeOf('Store.fromPool', pool, opts);
-    const store = new Store(pool, scope, opts, false);
+    checkStoreOptions('RequestStore.fromPool', opts);
+    const scope = await scopeOf('RequestStore.fromPool', pool, opts);
+    const store = new RequestStore(pool, scope, opts, false);
     if (opts.migrate !== false) await store.migrate();
     return store;
   }
@@ -114,7 +115,7 @@ export class Store {
   }
 
   /**
-   * Closes the pool (not one passed to {@link Store.fromPool}). Later calls fail with `CLOSED`;
+   * Closes the pool (not one passed to {@link RequestStore.fromPool}). Later calls fail with `CLOSED`;
    * closing twice is a no-op.
    */
   async close(): Promise<void> {
@@ -214,7 +215,7 @@ export class Store {
   }
 
   /**
-   * Like {@link Store.dispatch}, but stamps only requests that need no endpoint call to be
+   * Like {@link RequestStore.dispatch}, but stamps only requests that need no endpoint call to be
    * answered: deadline at or before `now`, or cancelled. A dispatcher whose admission gate is
    * closed still answers these. Unlike `dispatch` it reads every due pending request of the
    * owner's partitions (cancellation has no index), so call it sparingly (e.g. once a second).
@@ -281,7 +282,7 @@ export class Store {
     await putBack.undispatch(this.#ctx, owner, stamps);
   }
 
-  /** {@link Store.undispatch}, and the requests are not dispatched again before `notBefore` (Unix s). */
+  /** {@link RequestStore.undispatch}, and the requests are not dispatched again before `notBefore` (Unix s). */
   async defer(owner: string, stamps: Stamp[], notBefore: number): Promise<void> {
     await putBack.defer(this.#ctx, owner, stamps, notBefore);
   }
@@ -410,3 +411,13 @@ export class Store {
     );
   }
 }
+
+/**
+ * The request queue's former name: the same class (`new`, `Store.open`, `Store.fromPool`,
+ * `instanceof` and type positions all still work).
+ *
+ * @deprecated Use {@link RequestStore}.
+ */
+export const Store = RequestStore;
+/** @deprecated Use {@link RequestStore}. */
+export type Store = RequestStore;

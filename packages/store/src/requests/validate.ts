@@ -1,7 +1,8 @@
 // Argument checks of the request queue. Every public method checks all of its input before it
 // sends a statement, so bad input never leaves anything half-written. Messages name the
 // argument, never a payload.
-import { checkName, checkText, invalidArgument } from '@q/schema';
+import { invalidArgument } from '@q/schema';
+import { checkName, checkText } from '@q/schema/internal';
 import type { Completion, Key, NewRequest, Stamp } from './types.js';
 import { MAX_VALUE_BYTES, PARTITIONS } from './types.js';
 
@@ -112,7 +113,7 @@ export function completion(op: string, v: unknown, i: number): Required<Completi
   return completionAs(op, `completions[${i}]`, v);
 }
 
-/** One completion, named `what` in messages (the check of `Store.ack`, shared with the runner). */
+/** One completion, named `what` in messages (the check of `RequestStore.ack`, shared with the runner). */
 export function completionAs(op: string, what: string, v: unknown): Required<Completion> {
   if (typeof v !== 'object' || v === null) throw invalidArgument(`${op}: ${what} must be an object`);
   const c = v as Completion;

@@ -1,10 +1,10 @@
 import { beforeEach } from 'vitest';
 import { createTestSchema, idInPartition as firstIdInPartition, newRequest, useStore, type TestSchema, type UsedStore } from '@q/testing';
-import { Store, partitionOf, type NewRequest, type OpenOptions } from '../../src/index.js';
+import { RequestStore, partitionOf, type NewRequest, type OpenOptions } from '../../src/index.js';
 
 /** A store on a fresh schema of the test database; `close()` drops both. */
 export interface TestStore {
-  store: Store;
+  store: RequestStore;
   schema: TestSchema;
   close(): Promise<void>;
 }
@@ -14,9 +14,9 @@ export interface TestStore {
  * otherwise, both dropped after the file). With `resetQueue`, every test starts on empty tables with the
  * partitions of that queue created.
  */
-export function useTestStore(opts: OpenOptions & { resetQueue?: string } = {}): UsedStore<Store> {
+export function useTestStore(opts: OpenOptions & { resetQueue?: string } = {}): UsedStore<RequestStore> {
   const { resetQueue, ...open } = opts;
-  const t = useStore(Store, { prefix: 'store', maxConns: 4, ...open });
+  const t = useStore(RequestStore, { prefix: 'store', maxConns: 4, ...open });
   if (resetQueue !== undefined) {
     beforeEach(async () => {
       await t.store.truncateForTest();
@@ -28,7 +28,7 @@ export function useTestStore(opts: OpenOptions & { resetQueue?: string } = {}): 
 
 export async function openTestStore(opts: OpenOptions = {}): Promise<TestStore> {
   const schema = await createTestSchema('store');
-  const store = await Store.open(schema.dsn, { maxConns: 4, ...opts });
+  const store = await RequestStore.open(schema.dsn, { maxConns: 4, ...opts });
   return {
     store,
     schema,

@@ -1,14 +1,14 @@
 // A dispatcher process for chaos scenario 1: serves queue "chaos" with runPartitionWorker and
 // writes, as each result, who produced it under which lease (owner, partition, epoch, attempt).
 import { runPartitionWorker } from '@q/partition-consumer';
-import { Store } from '@q/store';
+import { RequestStore } from '@q/store';
 import { jsonLogger } from '../jsonlog.js';
 
 const dsn = process.env.Q_DSN;
 const owner = process.env.Q_OWNER;
 if (!dsn || !owner) throw new Error('Q_DSN and Q_OWNER are required');
 const logger = jsonLogger(owner);
-const store = await Store.open(dsn, { maxConns: 6, applicationName: 'q-chaos-dispatcher' });
+const store = await RequestStore.open(dsn, { maxConns: 6, applicationName: 'q-chaos-dispatcher' });
 const stop = new AbortController();
 process.on('SIGTERM', () => stop.abort());
 logger.info({ owner }, 'ready');

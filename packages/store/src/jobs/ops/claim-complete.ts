@@ -1,7 +1,8 @@
 // The worker's hot path: claiming jobs and writing attempt outcomes, alone or in one round trip.
 // Kept apart from the store facade because the lock-key race retries and the outcome chunking
 // belong together: completeAndClaim is both at once.
-import { QError, at, invalidArgument } from '@q/schema';
+import { QError, invalidArgument } from '@q/schema';
+import { at } from '@q/schema/internal';
 import type pg from 'pg';
 import { prepareOutcomes, sliceBatch } from '../batches.js';
 import { claimOrder } from '../claim-order.js';

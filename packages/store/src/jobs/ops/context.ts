@@ -2,7 +2,8 @@
 // scope and channel, the traced `op` wrapper, and the classification of the errors they retry.
 import type { Tracer } from '@opentelemetry/api';
 import { withOperation } from '@q/otel';
-import { QError, QErrorCode, databaseError, invalidArgument, type StatementScope } from '@q/schema';
+import { QError, QErrorCode, invalidArgument } from '@q/schema';
+import { databaseError, type StatementScope } from '@q/schema/internal';
 import type pg from 'pg';
 import type { ClaimStarts } from '../claim-starts.js';
 

@@ -2,7 +2,8 @@
 // statement sizing, key-ordered chunks across a transaction, idempotency-key resolution and the
 // caller's-transaction path. Kept apart from the store facade for that weight alone.
 import { randomUUID } from 'node:crypto';
-import { QError, QErrorCode, at, invalidArgument, withTransaction } from '@q/schema';
+import { QError, QErrorCode, invalidArgument } from '@q/schema';
+import { at, withTransaction } from '@q/schema/internal';
 import { checkInTransaction, inCallerTransaction, type InTransaction } from '../../transaction.js';
 import { STATEMENT_TEXT_BUDGET, chunkIndices, keyOrder, retryDeadlock } from '../batches.js';
 import { transactionWriteError } from '../from-pool.js';

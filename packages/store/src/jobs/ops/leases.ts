@@ -1,7 +1,8 @@
 // Lease upkeep of a worker: leased -> running, renewals, the step timeline and giving leases
 // back. Kept apart from the store facade because every write here is fenced by the lease token
 // and takes a batch of leases (`unnest`), never an outcome.
-import { checkName, invalidArgument } from '@q/schema';
+import { invalidArgument } from '@q/schema';
+import { checkName } from '@q/schema/internal';
 import { heartbeatJobs } from '../sql/heartbeat-jobs.js';
 import { markJobsRunning } from '../sql/mark-jobs-running.js';
 import { releaseClaims as releaseClaimRows, releaseJobs } from '../sql/release-jobs.js';

@@ -10,7 +10,8 @@
 // alone; each is then dead-lettered with the error (out of the hot table, kept for a human, see
 // `JobStore.get`), and the others are written as usual. The careful run costs a few savepoints
 // per round only while such a row exists; a round with none runs exactly as before.
-import { redactDsn, withTransaction, type StatementScope } from '@q/schema';
+import { redactDsn } from '@q/schema';
+import { withTransaction, type StatementScope } from '@q/schema/internal';
 import type pg from 'pg';
 import { promoteDueJobs } from '../sql/promote-due-jobs.js';
 import { reapExpiredLeases, type ReapedRow } from '../sql/reap-expired-leases.js';

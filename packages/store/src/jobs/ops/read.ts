@@ -1,6 +1,7 @@
 // Reading jobs (by uuid, by id, one page of a filtered list): the admin side of the store, which
 // never takes a lease. Kept apart from the store facade with its filter checks and paging.
-import { checkName, invalidArgument } from '@q/schema';
+import { invalidArgument } from '@q/schema';
+import { checkName } from '@q/schema/internal';
 import { decodeCursor, encodeCursor } from '../cursor.js';
 import { toJob } from '../row.js';
 import { getJobById, getJobByUuid } from '../sql/get-job.js';

@@ -2,7 +2,8 @@
 // tick's two statements (read the due schedules, fire them). The cron arithmetic is the caller's
 // (`@q/job-worker`): the store checks and stores what it is given, and fences each firing.
 import { createHash } from 'node:crypto';
-import { checkName, invalidArgument } from '@q/schema';
+import { invalidArgument } from '@q/schema';
+import { checkName } from '@q/schema/internal';
 import { jsonText } from '../json.js';
 import { deleteSchedule as deleteScheduleRow } from '../sql/schedule-delete.js';
 import { dueSchedules as dueScheduleRows, type DueSchedules } from '../sql/schedule-due.js';

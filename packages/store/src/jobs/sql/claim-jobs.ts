@@ -1,4 +1,4 @@
-import { repeatedTimestamps, statement, type StatementScope } from '@q/schema';
+import { repeatedTimestamps, statement, type StatementScope } from '@q/schema/internal';
 import { JOB_COLUMN_COUNT, JOB_COLUMN_NAMES, leasedJobOf, someJobColumns, type ClaimedAs } from '../row.js';
 import type { ClaimEnd, ClaimStartParams } from '../claim-starts.js';
 import type { LeasedJob } from '../types.js';

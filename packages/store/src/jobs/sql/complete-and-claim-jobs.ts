@@ -1,4 +1,4 @@
-import { repeatedTimestamps, statement, type StatementScope } from '@q/schema';
+import { repeatedTimestamps, statement, type StatementScope } from '@q/schema/internal';
 import { JOB_COLUMN_COUNT } from '../row.js';
 import { claimCtes, claimParams, claimUpdate, claimValues, takeClaimedRow, type ClaimInput, type ClaimedRows } from './claim-jobs.js';
 import { COMPLETION_CTES, FENCED_KEYS, completionValues, type CompletionBatch } from './complete-jobs.js';

@@ -1,4 +1,4 @@
-import { plainArrayLiteral, statement, textArrayLiteral, unnestColumn, type StatementScope } from '@q/schema';
+import { plainArrayLiteral, statement, textArrayLiteral, unnestColumn, type StatementScope } from '@q/schema/internal';
 import { opaque, type Queryable } from './db.js';
 
 /** Column arrays of one completion batch; index i of every array is outcome i. */

@@ -1,4 +1,4 @@
-import { statement, type StatementScope, onlyRow } from '@q/schema';
+import { statement, type StatementScope, onlyRow } from '@q/schema/internal';
 import type { Queryable } from './db.js';
 
 const NOW = statement('q_jobs_now', 'SELECT clock_timestamp() AS now');

@@ -1,4 +1,4 @@
-import { onlyRow, repeatedTimestamps, statement, type StatementScope } from '@q/schema';
+import { onlyRow, repeatedTimestamps, statement, type StatementScope } from '@q/schema/internal';
 import { jobColumns, someJobColumns } from '../row.js';
 import { MAX_NOTIFY_QUEUE_BYTES, type Queryable } from './db.js';
 import { NEXT_JOB_ID } from './draw-job-ids.js';

@@ -1,4 +1,12 @@
-import { onlyRow, plainArrayLiteral, repeatedTimestamps, statement, textArrayLiteral, unnestColumn, type StatementScope } from '@q/schema';
+import {
+  onlyRow,
+  plainArrayLiteral,
+  repeatedTimestamps,
+  statement,
+  textArrayLiteral,
+  unnestColumn,
+  type StatementScope,
+} from '@q/schema/internal';
 import { jobColumns, someJobColumns, type JobRow } from '../row.js';
 import { MAX_NOTIFY_QUEUE_BYTES, type Queryable } from './db.js';
 import { NEXT_JOB_ID } from './draw-job-ids.js';

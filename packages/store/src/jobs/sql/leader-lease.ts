@@ -1,4 +1,5 @@
-import { statement, type Queryable, type StatementScope } from '@q/schema';
+import type { Queryable } from '@q/schema';
+import { statement, type StatementScope } from '@q/schema/internal';
 
 // A leadership is one row of q_leader_leases, timed by the database clock. Taking it over bumps
 // the epoch; the holder renews it (same owner and epoch, not yet expired) and a release expires

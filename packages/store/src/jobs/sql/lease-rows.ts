@@ -1,4 +1,4 @@
-import type { Statement, StatementScope } from '@q/schema';
+import type { Statement, StatementScope } from '@q/schema/internal';
 import type { Queryable } from './db.js';
 
 /** A lease a statement kept (its token matched), with the job's cancel flag. */

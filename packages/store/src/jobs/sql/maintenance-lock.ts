@@ -1,4 +1,4 @@
-import { statement, type StatementScope } from '@q/schema';
+import { statement, type StatementScope } from '@q/schema/internal';
 import type { Queryable } from './db.js';
 
 // Two-key advisory lock (class, schema): one maintenance runner per job table. The schema is the

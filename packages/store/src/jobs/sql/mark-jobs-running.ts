@@ -1,4 +1,4 @@
-import { statement, type StatementScope } from '@q/schema';
+import { statement, type StatementScope } from '@q/schema/internal';
 import type { Queryable } from './db.js';
 import { runOnLeases, type HeldLeaseRow } from './lease-rows.js';
 

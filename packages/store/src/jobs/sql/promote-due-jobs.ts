@@ -1,4 +1,4 @@
-import { statement, type StatementScope } from '@q/schema';
+import { statement, type StatementScope } from '@q/schema/internal';
 import { MAX_NOTIFY_QUEUE_BYTES, type Queryable } from './db.js';
 
 // $2: NULL for every due job, or the ids to promote (a maintenance round that isolates a row that

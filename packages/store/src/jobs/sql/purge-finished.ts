@@ -1,4 +1,4 @@
-import { statement, type StatementScope } from '@q/schema';
+import { statement, type StatementScope } from '@q/schema/internal';
 import type { Queryable } from './db.js';
 
 // Finished jobs are in the archive. Their idempotency keys go with them (the archive's delete

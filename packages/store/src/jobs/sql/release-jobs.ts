@@ -1,4 +1,4 @@
-import { statement, type StatementScope } from '@q/schema';
+import { statement, type StatementScope } from '@q/schema/internal';
 import { MAX_NOTIFY_QUEUE_BYTES, type Queryable } from './db.js';
 
 /** Gives the matched leases back: the statement both releases share, around their WHERE clause. */

@@ -1,4 +1,4 @@
-import { statement, type StatementScope } from '@q/schema';
+import { statement, type StatementScope } from '@q/schema/internal';
 import type { Queryable } from './db.js';
 
 // Jobs already enqueued for the schedule stay; no worker fires it from the moment this commits

@@ -1,4 +1,4 @@
-import { statement, type StatementScope } from '@q/schema';
+import { statement, type StatementScope } from '@q/schema/internal';
 import type { Queryable } from './db.js';
 
 // A scheduler's tick: the schedules due at `now` (the caller's clock $1, or the database's when

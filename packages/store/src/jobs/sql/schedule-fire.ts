@@ -1,4 +1,4 @@
-import { statement, type StatementScope } from '@q/schema';
+import { statement, type StatementScope } from '@q/schema/internal';
 import { MAX_NOTIFY_QUEUE_BYTES, type Queryable } from './db.js';
 import { NEXT_JOB_ID } from './draw-job-ids.js';
 

@@ -1,4 +1,4 @@
-import { onlyRow, statement, type StatementScope } from '@q/schema';
+import { onlyRow, statement, type StatementScope } from '@q/schema/internal';
 import type { Queryable } from './db.js';
 import { SCHEDULE_COLUMNS, type ScheduleRow } from './schedule-row.js';
 

@@ -1,4 +1,4 @@
-import { statement, type StatementScope } from '@q/schema';
+import { statement, type StatementScope } from '@q/schema/internal';
 import type { Queryable } from './db.js';
 
 // What a maintenance round isolates when its one-statement step fails on a row (see

@@ -1,4 +1,4 @@
-import { statement, type StatementScope } from '@q/schema';
+import { statement, type StatementScope } from '@q/schema/internal';
 import type { Key } from '../types.js';
 import { type Db } from './db.js';
 

@@ -1,4 +1,4 @@
-import { statement, type StatementScope } from '@q/schema';
+import { statement, type StatementScope } from '@q/schema/internal';
 import type { Lease } from '../types.js';
 import type { Db } from './db.js';
 import { leases, termValues, type LeaseRow, type LeaseTerm } from './lease-rows.js';

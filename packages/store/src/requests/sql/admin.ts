@@ -1,4 +1,4 @@
-import { statement, type StatementScope } from '@q/schema';
+import { statement, type StatementScope } from '@q/schema/internal';
 import { type Db } from './db.js';
 
 export const nowStatement = statement('q_store_now', `SELECT clock_timestamp() AS now`);

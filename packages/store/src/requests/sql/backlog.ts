@@ -1,4 +1,4 @@
-import { statement, type StatementScope } from '@q/schema';
+import { statement, type StatementScope } from '@q/schema/internal';
 import { num, type Db } from './db.js';
 
 // Each window is a range count on the pending index (deadline order), so the work is the depth

@@ -1,4 +1,4 @@
-import { statement, type StatementScope } from '@q/schema';
+import { statement, type StatementScope } from '@q/schema/internal';
 import { type Db } from './db.js';
 
 /** Rows per INSERT: one statement per chunk, all chunks in one transaction. */

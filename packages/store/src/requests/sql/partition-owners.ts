@@ -1,4 +1,5 @@
-import { SCHEMA_TOKEN, statement, type Queryable, type StatementScope } from '@q/schema';
+import type { Queryable } from '@q/schema';
+import { SCHEMA_TOKEN, statement, type StatementScope } from '@q/schema/internal';
 
 /** One owner's partitions of a queue (as `q-dispatcher status` shows them). */
 export interface OwnerPartitions {

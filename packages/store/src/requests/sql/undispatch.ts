@@ -1,4 +1,4 @@
-import { statement, type StatementScope } from '@q/schema';
+import { statement, type StatementScope } from '@q/schema/internal';
 import type { Stamp } from '../types.js';
 import { num, type Db } from './db.js';
 

@@ -1,4 +1,4 @@
-import { statement, type StatementScope } from '@q/schema';
+import { statement, type StatementScope } from '@q/schema/internal';
 import { num, type Db } from './db.js';
 
 export const resetStaleStatement = statement('q_store_reset_stale', `SELECT __q_schema__.q_reset_stale($1, $2, $3::int[]) AS n`);

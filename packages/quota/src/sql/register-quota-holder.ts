@@ -1,4 +1,4 @@
-import { statement, type StatementScope } from '@q/schema';
+import { statement, type StatementScope } from '@q/schema/internal';
 import { DB_NOW_MS, type Queryable } from './queryable.js';
 
 const stmt = statement(

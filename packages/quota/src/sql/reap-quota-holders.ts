@@ -1,4 +1,4 @@
-import { statement, type StatementScope } from '@q/schema';
+import { statement, type StatementScope } from '@q/schema/internal';
 import { DB_NOW_MS, type Queryable } from './queryable.js';
 
 // Rows in use right now (a renewal, an acquire marking them lapsed) are skipped, left for the

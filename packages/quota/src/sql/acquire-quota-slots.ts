@@ -1,4 +1,4 @@
-import { statement, type StatementScope } from '@q/schema';
+import { statement, type StatementScope } from '@q/schema/internal';
 import type { Queryable } from './queryable.js';
 
 // q_quota_acquire locks the key row, so acquires on one key serialise across processes.

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { statement, withTransaction, type Statement, type StatementScope } from '@q/schema';
+import { statement, withTransaction, type Statement, type StatementScope } from '@q/schema/internal';
 import { DB_NOW_MS, type Queryable } from './queryable.js';
 
 // Every step takes the row locks q_quota_acquire / q_quota_admit take, with SKIP LOCKED:

@@ -1,4 +1,4 @@
-import { statement, type StatementScope } from '@q/schema';
+import { statement, type StatementScope } from '@q/schema/internal';
 import type { Queryable } from './queryable.js';
 
 // Duplicate keys are summed so one call never updates a row twice; used never goes below zero.

@@ -1,4 +1,4 @@
-import { statement, type StatementScope } from '@q/schema';
+import { statement, type StatementScope } from '@q/schema/internal';
 import type { Queryable } from './queryable.js';
 
 // q_quota_renew share-locks the holder's key rows before it reads the clock, so a renewal

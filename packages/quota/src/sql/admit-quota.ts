@@ -1,4 +1,4 @@
-import { statement, type StatementScope } from '@q/schema';
+import { statement, type StatementScope } from '@q/schema/internal';
 import type { Queryable } from './queryable.js';
 
 // q_quota_admit locks the (key, window) row, so admits per key and window serialise.
