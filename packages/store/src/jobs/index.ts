@@ -14,7 +14,7 @@ export type { MaintenanceFailure } from './ops/maintenance-round.js';
 export type { JobStoreFromPoolOptions, JobStoreOpenOptions, JobStoreSchemaOptions } from './options.js';
 export { JobListener, type JobListenerHandlers, type JobNotification } from './listener.js';
 export { encodeCursor, decodeCursor } from './cursor.js';
-export { DEFAULT_MAX_ATTEMPTS, outcomeProblem } from './validate.js';
+export { DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_SNOOZES, MAX_PROGRESS_BYTES, outcomeProblem, progressJson } from './validate.js';
 export { ERROR_STACK_SEPARATOR, joinErrorStack, splitErrorText } from './error-text.js';
 export { claimOrder } from './claim-order.js';
 export {
@@ -32,6 +32,7 @@ export {
   type LeasedJob,
   type NewJob,
   type ReapedJob,
+  type SnoozeResult,
   type Step,
   type StepStatus,
 } from './types.js';
