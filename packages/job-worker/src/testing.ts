@@ -3,9 +3,9 @@
 import { AssertionError } from 'node:assert';
 import { isDeepStrictEqual } from 'node:util';
 import { QError, QErrorCode, checkOptionsObject, invalidArgument } from '@q/schema';
-import type { Job, JobStatus, Step } from '@q/store/jobs';
+import { progressJson, type Job, type JobStatus, type Step } from '@q/store/jobs';
 import type { JobDefinition, TypedJob } from './define-job.js';
-import { DeadLetterError } from './errors.js';
+import { DeadLetterError, JobSnoozeError, checkSnoozeMs } from './errors.js';
 import { queueInternals, type JobQueue } from './job-queue.js';
 import type { HandlerContext } from './options.js';
 import { StepRecorder } from './step-recorder.js';
@@ -22,7 +22,8 @@ export interface DrainOutcome {
   payload: unknown;
   /**
    * Where the job ended: `succeeded`, `dead_letter`, `retry_wait` (failed, retries not run: see
-   * {@link DrainOptions.runRetries}), `lease_lost`, or what the table says otherwise (`cancelled`).
+   * {@link DrainOptions.runRetries}), `lease_lost`, `scheduled` or `queued` (snoozed, and not run
+   * again by this drain), or what the table says otherwise (`cancelled`).
    */
   status: JobStatus | 'lease_lost';
   /** Attempts this drain ran. */
@@ -143,6 +144,11 @@ export async function drain(queue: JobQueue, opts: DrainOptions = {}): Promise<D
       o.errors.push(error);
       recorded(o);
     });
+    worker.on('job:snoozed', ({ job, delayMs }) => {
+      const o = ended(job);
+      o.status = delayMs > 0 ? 'scheduled' : 'queued';
+      recorded(o);
+    });
     worker.on('job:dead-letter', ({ job, error }) => {
       const o = ended(job);
       o.status = 'dead_letter';
@@ -250,15 +256,26 @@ function matches(expected: unknown, actual: unknown): boolean {
   return isDeepStrictEqual(expected, actual);
 }
 
-/** What a handler run by {@link runHandler} came to, with the steps it recorded. */
+/**
+ * What a handler run by {@link runHandler} came to, with the steps it recorded and the progress
+ * values it reported (`ctx.progress`, each as stored, in order).
+ */
 export type HandlerRun<Result> =
-  | { status: 'succeeded'; result: Result; steps: Step[] }
+  | { status: 'succeeded'; result: Result; steps: Step[]; progress: unknown[] }
   | {
       status: 'failed';
       error: unknown;
       /** The handler asked for the dead letter ({@link DeadLetterError}): no retry would follow. */
       deadLetter: boolean;
       steps: Step[];
+      progress: unknown[];
+    }
+  | {
+      /** The handler snoozed its job (`ctx.snooze` or a {@link JobSnoozeError}) for `delayMs`. */
+      status: 'snoozed';
+      delayMs: number;
+      steps: Step[];
+      progress: unknown[];
     };
 
 /** Options of {@link runHandler}. */
@@ -305,6 +322,8 @@ export async function runHandler<Payload, Result>(
     teamId: null,
     resourceId: null,
     resumeCount: 0,
+    snoozes: 0,
+    progress: null,
     createdAt: now,
     updatedAt: now,
     finishedAt: null,
@@ -314,11 +333,28 @@ export async function runHandler<Payload, Result>(
     result: null,
   };
   const steps = new StepRecorder(async () => true);
-  const ctx: HandlerContext = { signal: opts.signal ?? new AbortController().signal, steps };
+  const progress: unknown[] = [];
+  let snoozeMs: number | undefined;
+  const ctx: HandlerContext = {
+    signal: opts.signal ?? new AbortController().signal,
+    steps,
+    snooze(delayMs: number): never {
+      snoozeMs ??= checkSnoozeMs('snooze', delayMs);
+      throw new JobSnoozeError(snoozeMs);
+    },
+    progress(value: unknown): Promise<void> {
+      const json = progressJson('progress', value);
+      progress.push(json === null ? null : JSON.parse(json));
+      return Promise.resolve();
+    },
+  };
   try {
     const result = await handler(job, ctx);
-    return { status: 'succeeded', result, steps: steps.steps };
+    if (snoozeMs !== undefined) return { status: 'snoozed', delayMs: snoozeMs, steps: steps.steps, progress };
+    return { status: 'succeeded', result, steps: steps.steps, progress };
   } catch (error) {
-    return { status: 'failed', error, deadLetter: error instanceof DeadLetterError, steps: steps.steps };
+    const delayMs = snoozeMs ?? (error instanceof JobSnoozeError ? error.delayMs : undefined);
+    if (delayMs !== undefined) return { status: 'snoozed', delayMs, steps: steps.steps, progress };
+    return { status: 'failed', error, deadLetter: error instanceof DeadLetterError, steps: steps.steps, progress };
   }
 }
