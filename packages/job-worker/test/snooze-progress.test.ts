@@ -93,7 +93,7 @@ describe('snooze', () => {
     const running = new Promise<void>((r) => (started = r));
     const lost: string[] = [];
     const logs = memoryLogger();
-    startWorker({ maintenanceIntervalMs: 60_000, workerId: 'old', logger: logs }, (w) => {
+    startWorker({ concurrency: 1, prefetch: 0, maintenanceIntervalMs: 60_000, workerId: 'old', logger: logs }, (w) => {
       w.on('job:lease-lost', ({ reason }) => void lost.push(reason));
       w.register('stale', async (_j, ctx) => {
         started();
@@ -191,7 +191,7 @@ describe('progress', () => {
     const durable = new Promise<void>((r) => (reported = r));
     let late: unknown;
     const refused: unknown[] = [];
-    startWorker({ maintenanceIntervalMs: 60_000, workerId: 'old' }, (w) =>
+    startWorker({ concurrency: 1, prefetch: 0, maintenanceIntervalMs: 60_000, workerId: 'old' }, (w) =>
       w.register('fenced', async (_j, ctx) => {
         for (const bad of [Number.NaN, 10n, { s: 'x'.repeat(9_000) }, undefined]) {
           try {
