@@ -1,4 +1,3 @@
-import type { MAX_PROGRESS_BYTES } from '@q/store/jobs';
 import { JobAbortedError } from './errors.js';
 
 /** Writes one progress value (JSON-checked by the store); resolves false when fenced. */
@@ -40,7 +39,7 @@ export class ProgressReporter {
     this.#write = write;
   }
 
-  /** Reports `value` (already checked and copied: a JSON value of at most {@link MAX_PROGRESS_BYTES} bytes). */
+  /** Reports `value` (already checked and copied: a JSON value of at most `MAX_PROGRESS_BYTES` bytes). */
   report(value: unknown): Promise<void> {
     if (this.#fenced) return Promise.reject(new JobAbortedError('lease_lost'));
     this.#pending = value;

@@ -30,7 +30,7 @@ import type {
   SnoozeResult,
   Step,
 } from './types.js';
-import { DEFAULT_MAX_SNOOZES, MAX_PROGRESS_BYTES, checkMaxResumes } from './validate.js';
+import { DEFAULT_MAX_SNOOZES, checkMaxResumes } from './validate.js';
 import { bindAppPool, checkSchemaOptions, openBoundPool } from './bind.js';
 import { observeBacklog } from './ops/backlog-gauge.js';
 import type { CompleteAndClaimResult } from './ops/claim-complete.js';
@@ -299,7 +299,7 @@ export class JobStore {
 
   /**
    * Stores `progress` on the job of a held lease (fenced by its token): a JSON value of at most
-   * {@link MAX_PROGRESS_BYTES} (8 KiB) of JSON text, or `null` for none. It is kept across
+   * `MAX_PROGRESS_BYTES` (8 KiB) of JSON text, or `null` for none. It is kept across
    * attempts and when the job finishes, and read back as `Job.progress`. False when fenced.
    * Rejected with `INVALID_ARGUMENT`, nothing written: a value JSON cannot carry as is (BigInt,
    * a non-finite number, a cycle, a Map…, `undefined`) or a larger one.
