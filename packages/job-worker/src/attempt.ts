@@ -5,7 +5,7 @@ import type { Completer } from './completer.js';
 import { DeadLetterError, JobSnoozeError, checkSnoozeMs } from './errors.js';
 import type { WorkerEvents } from './events.js';
 import type { Execution } from './execution.js';
-import { firstLine, logsAt, type Logger } from './logger.js';
+import { errorFields, firstLine, logsAt, type Logger } from './logger.js';
 import type { HandlerContext, HandlerFunc } from './options.js';
 import { endFailed, endSnoozed, runInSpan, startProcessSpan } from './process-span.js';
 import type { StepRecorder } from './step-recorder.js';
@@ -266,8 +266,9 @@ export class AttemptRunner {
         }
       },
       (err: unknown) => {
-        c.logger.error({ ...fields, err: { message: firstLine(err instanceof Error ? err.message : String(err)) } }, 'job snooze write failed');
-        notRecorded('the write failed; the lease will lapse and the job run again');
+        c.logger.error({ ...fields, ...errorFields(err) }, 'job snooze not recorded: the write failed; the lease will lapse and the job run again');
+        if (e.unrenewed) void this.#hooks.giveUp(e).finally(settle);
+        else settle();
       },
     );
   }
@@ -281,7 +282,7 @@ export class AttemptRunner {
       if (!e.leaseLost) this.#hooks.fenced(e);
       return;
     }
-    if (metrics) metrics.completed.add(1, { 'job.type': job.type, 'job.status': r.status === 'snoozed' ? 'snoozed' : r.status });
+    if (metrics) metrics.completed.add(1, { 'job.type': job.type, 'job.status': r.status });
     const fields = jobFields(job, workerId);
     switch (r.status) {
       case 'snoozed':
