@@ -257,25 +257,25 @@ function matches(expected: unknown, actual: unknown): boolean {
 }
 
 /**
- * What a handler run by {@link runHandler} came to, with the steps it recorded and the progress
- * values it reported (`ctx.progress`, each as stored, in order).
+ * What a handler run by {@link runHandler} came to, with the steps it recorded and, when it
+ * reported any, the progress values (`ctx.progress`, each as stored, in order; absent otherwise).
  */
 export type HandlerRun<Result> =
-  | { status: 'succeeded'; result: Result; steps: Step[]; progress: unknown[] }
+  | { status: 'succeeded'; result: Result; steps: Step[]; progress?: unknown[] }
   | {
       status: 'failed';
       error: unknown;
       /** The handler asked for the dead letter ({@link DeadLetterError}): no retry would follow. */
       deadLetter: boolean;
       steps: Step[];
-      progress: unknown[];
+      progress?: unknown[];
     }
   | {
       /** The handler snoozed its job (`ctx.snooze` or a {@link JobSnoozeError}) for `delayMs`. */
       status: 'snoozed';
       delayMs: number;
       steps: Step[];
-      progress: unknown[];
+      progress?: unknown[];
     };
 
 /** Options of {@link runHandler}. */
@@ -288,8 +288,9 @@ export interface RunHandlerOptions {
 
 /**
  * Runs one handler on `payload` with a fake context — no database: its `signal` (never aborted
- * unless you pass one) and a step recorder kept in memory — and returns what it came to and the
- * steps it recorded. A handler that throws is reported, not rethrown. Pass a definition's
+ * unless you pass one), a step recorder kept in memory, `progress` that keeps each value and
+ * `snooze` that ends the run `snoozed` — and returns what it came to and the steps (and progress)
+ * it recorded. A handler that throws is reported, not rethrown. Pass a definition's
  * `handler(fn)` to include its schema check (a payload it refuses fails as dead letter).
  */
 export async function runHandler<Payload, Result>(
@@ -348,13 +349,15 @@ export async function runHandler<Payload, Result>(
       return Promise.resolve();
     },
   };
+  // Only a handler that reported progress has the key: a run's shape is otherwise as it was.
+  const reported = (): { progress?: unknown[] } => (progress.length > 0 ? { progress } : {});
   try {
     const result = await handler(job, ctx);
-    if (snoozeMs !== undefined) return { status: 'snoozed', delayMs: snoozeMs, steps: steps.steps, progress };
-    return { status: 'succeeded', result, steps: steps.steps, progress };
+    if (snoozeMs !== undefined) return { status: 'snoozed', delayMs: snoozeMs, steps: steps.steps, ...reported() };
+    return { status: 'succeeded', result, steps: steps.steps, ...reported() };
   } catch (error) {
     const delayMs = snoozeMs ?? (error instanceof JobSnoozeError ? error.delayMs : undefined);
-    if (delayMs !== undefined) return { status: 'snoozed', delayMs, steps: steps.steps, progress };
-    return { status: 'failed', error, deadLetter: error instanceof DeadLetterError, steps: steps.steps, progress };
+    if (delayMs !== undefined) return { status: 'snoozed', delayMs, steps: steps.steps, ...reported() };
+    return { status: 'failed', error, deadLetter: error instanceof DeadLetterError, steps: steps.steps, ...reported() };
   }
 }

@@ -198,7 +198,7 @@ it('runHandler reports a snooze (ctx.snooze or a thrown JobSnoozeError) and the 
   const thrown = await runHandler(async () => {
     throw new JobSnoozeError(0);
   }, {});
-  expect(thrown).toMatchObject({ status: 'snoozed', delayMs: 0 });
+  expect(thrown).toEqual({ status: 'snoozed', delayMs: 0, steps: [] }); // no progress reported: no key
   const bad = await runHandler(async (_job, ctx) => ctx.progress(Number.NaN), {});
   expect(bad).toMatchObject({ status: 'failed', deadLetter: false });
   expect((bad as { error: QError }).error.code).toBe('INVALID_ARGUMENT');
