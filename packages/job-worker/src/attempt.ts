@@ -266,7 +266,10 @@ export class AttemptRunner {
         }
       },
       (err: unknown) => {
-        c.logger.error({ ...fields, ...errorFields(err) }, 'job snooze not recorded: the write failed; the lease will lapse and the job run again');
+        c.logger.error(
+          { ...fields, ...errorFields(err) },
+          'job snooze not recorded: the write failed; the lease will lapse and the job run again',
+        );
         if (e.unrenewed) void this.#hooks.giveUp(e).finally(settle);
         else settle();
       },
