@@ -1,6 +1,7 @@
 // q-jobs against a real server: once as a real child process (list --json vs the API), the
 // rest through runCli in-process (the same code the bin runs) to keep the suite fast.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { JobStore } from '@q/store';
 import { createTestSchema, type TestSchema } from '@q/testing';
 import { startWorkerApp, type WorkerApp } from '../src/app.js';
 import type { JobJson } from '../src/api/job-json.js';
@@ -53,7 +54,7 @@ describe('q-jobs', () => {
     const uuid = job?.uuid as string;
     const list = await cli(['list']);
     expect(list.code).toBe(0);
-    expect(list.stdout.split('\n')[0]).toMatch(/^UUID\s+QUEUE\s+TYPE\s+STATUS\s+ATTEMPT\s+CREATED\s+ERROR$/);
+    expect(list.stdout.split('\n')[0]).toMatch(/^UUID\s+QUEUE\s+TYPE\s+STATUS\s+ATTEMPT\s+PROGRESS\s+CREATED\s+ERROR$/);
     expect(list.stdout).toContain(uuid);
 
     const get = await cli(['get', uuid]);
@@ -77,5 +78,32 @@ describe('q-jobs', () => {
     expect((await cli(['frobnicate'])).code).toBe(2);
     expect((await cli(['get'])).stderr).toMatch(/exactly one job UUID/);
     expect((await cli(['enqueue', 'x', '--payload', '{nope'])).code).toBe(2);
+  });
+});
+
+describe('q-jobs: progress and snoozes', () => {
+  it('shows the progress a handler reported and the snoozes: API JSON, get and list', async () => {
+    const job = await app.queue.enqueue({ type: 'report.build', queue: 'backup', payload: { progress: true } });
+    const store = await JobStore.open(schema.dsn, { maxConns: 1, migrate: false });
+    try {
+      const [held] = await store.claim({ queues: ['backup'], workerId: 'cli-test', limit: 1, leaseMs: 60_000 });
+      expect(held?.uuid).toBe(job.uuid);
+      expect(await store.updateProgress({ id: held!.id, leaseToken: held!.leaseToken }, { pct: 42 })).toBe(true);
+      expect((await store.snooze({ id: held!.id, leaseToken: held!.leaseToken }, 3_600_000)).status).toBe('snoozed');
+    } finally {
+      await store.close();
+    }
+    const fromApi = (await api(app.url, 'GET', `/jobs/${job.uuid}`)).json as JobJson;
+    expect(fromApi).toMatchObject({ uuid: job.uuid, status: 'scheduled', attempt: 0, snoozes: 1, progress: { pct: 42 } });
+    const get = await cli(['get', job.uuid]);
+    expect(get.code, get.stderr).toBe(0);
+    expect(get.stdout).toMatch(/progress\s+\{\\?"pct\\?":42\}/);
+    expect(get.stdout).toMatch(/snoozed\s+1×/);
+    const list = await cli(['list', '--queue', 'backup']);
+    expect(list.code, list.stderr).toBe(0);
+    const row = list.stdout.split('\n').find((l) => l.includes(job.uuid));
+    expect(row).toMatch(/scheduled\s+0\/5\s+\{\\?"pct\\?":42\}/);
+    const json = await cli(['get', job.uuid, '--json']);
+    expect((JSON.parse(json.stdout) as JobJson).progress).toEqual({ pct: 42 });
   });
 });

@@ -1,13 +1,13 @@
 import type { Span, Tracer } from '@opentelemetry/api';
 import type { JobMetrics } from '@q/otel';
-import { joinErrorStack, splitErrorText, type Job, type JobOutcome } from '@q/store/jobs';
+import { joinErrorStack, progressJson, splitErrorText, type Job, type JobLease, type JobOutcome, type SnoozeResult } from '@q/store/jobs';
 import type { Completer } from './completer.js';
-import { DeadLetterError } from './errors.js';
+import { DeadLetterError, JobSnoozeError, checkSnoozeMs } from './errors.js';
 import type { WorkerEvents } from './events.js';
 import type { Execution } from './execution.js';
-import { firstLine, logsAt, type Logger } from './logger.js';
+import { errorFields, firstLine, logsAt, type Logger } from './logger.js';
 import type { HandlerContext, HandlerFunc } from './options.js';
-import { endFailed, runInSpan, startProcessSpan } from './process-span.js';
+import { endFailed, endSnoozed, runInSpan, startProcessSpan } from './process-span.js';
 import type { StepRecorder } from './step-recorder.js';
 import { failureOutcome, failureStack, refusedOutcome, storableOutcome, storableText } from './retry-policy.js';
 
@@ -36,6 +36,10 @@ export interface AttemptConfig {
   handlerTime?: (ms: number) => void;
   /** The worker's event listeners. */
   events: WorkerEvents;
+  /** Writes a snooze (the store's, fenced by the lease token). */
+  snooze: (lease: JobLease, delayMs: number, maxSnoozes: number) => Promise<SnoozeResult>;
+  /** Snoozes a job may take before the next dead-letters it. */
+  maxSnoozes: number;
 }
 
 /**
@@ -57,6 +61,26 @@ class AttemptContext implements HandlerContext {
 
   get steps(): StepRecorder {
     return this.#e.recorder;
+  }
+
+  // Getters returning arrow functions, so `{ snooze, progress }` destructured from the context
+  // work as the signal and the steps do; the function is made only when read.
+  get snooze(): (delayMs: number) => never {
+    return (delayMs) => {
+      const ms = checkSnoozeMs('snooze', delayMs);
+      // Recorded before the throw: the attempt ends snoozed even if the handler swallows the error.
+      this.#e.snoozeMs ??= ms;
+      throw new JobSnoozeError(ms);
+    };
+  }
+
+  get progress(): (value: unknown) => Promise<void> {
+    return (value) => {
+      // Checked and copied now: a bad value throws here, and a later change to the object is
+      // not what a coalesced write sends.
+      const json = progressJson('progress', value);
+      return this.#e.progress.report(json === null ? null : JSON.parse(json));
+    };
   }
 }
 
@@ -114,6 +138,7 @@ export class AttemptRunner {
     let error: string | undefined;
     const ctx = new AttemptContext(e);
     let span: Span | undefined;
+    let snoozeMs: number | undefined;
     try {
       // Untraced (the default), the handler is called directly: no wrapper per job.
       let result: unknown;
@@ -121,17 +146,29 @@ export class AttemptRunner {
       else {
         span = startProcessSpan(c.tracer, job);
         result = await runInSpan(span, handler, job, ctx);
-        span.end();
+        if (e.snoozeMs !== undefined) endSnoozed(span, e.snoozeMs);
+        else span.end();
       }
+      snoozeMs = e.snoozeMs;
       outcome = { ...e.lease, status: 'succeeded', result };
     } catch (err) {
-      if (span !== undefined) endFailed(span, err);
+      snoozeMs = e.snoozeMs ?? (err instanceof JobSnoozeError ? err.delayMs : undefined);
+      if (span !== undefined) {
+        if (snoozeMs !== undefined) endSnoozed(span, snoozeMs);
+        else endFailed(span, err);
+      }
       const failure = handlerFailure(err);
       error = failure.error;
       outcome = failureOutcome(e, error, c.retryBaseMs, failure.deadLetter);
     }
     c.handlerTime?.(performance.now() - started);
+    // The last progress reported is written before the outcome (only a handler that reported any waits).
+    if (e.progressReporter !== undefined) await e.progressReporter.settle();
     this.#hooks.free(e);
+    if (snoozeMs !== undefined && !e.cancelRequested) {
+      this.#snooze(e, snoozeMs, (performance.now() - started) / 1000);
+      return;
+    }
     if (e.cancelRequested) outcome = { ...e.lease, status: 'cancelled', ...(error !== undefined ? { error } : {}) };
     outcome = storableOutcome(e, outcome, c.retryBaseMs);
     if ('error' in outcome && outcome.error !== undefined) error = outcome.error;
@@ -202,6 +239,68 @@ export class AttemptRunner {
         return outcome;
       },
     );
+  }
+
+  /**
+   * Writes a snooze (see `JobStore.snooze`) unless the job was given back by a drain or its lease
+   * is known lost, then settles `e`. A snooze past `maxSnoozes` is recorded as a dead letter.
+   */
+  #snooze(e: Execution, delayMs: number, seconds: number): void {
+    const settle = (): void => this.#hooks.settle(e);
+    if (e.released) return settle();
+    const c = this.#c;
+    const fields = jobFields(e.job, c.workerId);
+    const notRecorded = (why: string): void => {
+      c.logger.warn(fields, `job snooze not recorded: ${why}`);
+      if (e.unrenewed) void this.#hooks.giveUp(e).finally(settle);
+      else settle();
+    };
+    if (e.leaseLost) return notRecorded('its lease was lost');
+    c.snooze(e.lease, delayMs, c.maxSnoozes).then(
+      (r) => {
+        try {
+          this.#snoozed(e, r, delayMs, seconds);
+        } finally {
+          if (r.status === 'fenced') notRecorded('the write was fenced (the lease was lost: the job was reaped or taken over meanwhile)');
+          else settle();
+        }
+      },
+      (err: unknown) => {
+        c.logger.error(
+          { ...fields, ...errorFields(err) },
+          'job snooze not recorded: the write failed; the lease will lapse and the job run again',
+        );
+        if (e.unrenewed) void this.#hooks.giveUp(e).finally(settle);
+        else settle();
+      },
+    );
+  }
+
+  /** The events, metrics and log line of a written snooze. */
+  #snoozed(e: Execution, r: SnoozeResult, delayMs: number, seconds: number): void {
+    const { events, logger, metrics, workerId, maxSnoozes } = this.#c;
+    const { job } = e;
+    const durationMs = seconds * 1000;
+    if (r.status === 'fenced') {
+      if (!e.leaseLost) this.#hooks.fenced(e);
+      return;
+    }
+    if (metrics) metrics.completed.add(1, { 'job.type': job.type, 'job.status': r.status });
+    const fields = jobFields(job, workerId);
+    switch (r.status) {
+      case 'snoozed':
+        if (events.has('job:snoozed')) events.emit('job:snoozed', { job, delayMs, until: r.runAt, durationMs });
+        if (logsAt(logger, 'info')) logger.info({ ...fields, snooze_ms: Math.round(delayMs), snoozes: r.snoozes }, 'job snoozed');
+        break;
+      case 'dead_letter': {
+        const error = `snoozed more than ${maxSnoozes} times`;
+        if (events.has('job:dead-letter')) events.emit('job:dead-letter', { job, error, durationMs });
+        logger.error({ ...fields, err: { message: error } }, 'job dead-lettered');
+        break;
+      }
+      default:
+        if (logsAt(logger, 'info')) logger.info({ ...fields, status: r.status }, 'job cancelled');
+    }
   }
 
   /** The event of a recorded outcome, when anyone listens to it (a cancel has none). */

@@ -1,4 +1,4 @@
-import { QError, QErrorCode } from '@q/schema';
+import { QError, QErrorCode, invalidArgument } from '@q/schema';
 
 /** Why a handler's `signal` was aborted. */
 export type JobAbortCause =
@@ -29,5 +29,35 @@ export class DeadLetterError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = 'DeadLetterError';
+  }
+}
+
+/** Longest snooze accepted: 100 years, in milliseconds (the store's bound on delays). */
+export const MAX_SNOOZE_MS = 100 * 365.25 * 86_400_000;
+
+/** Throws `INVALID_ARGUMENT` unless `delayMs` is a finite number of milliseconds from 0 to {@link MAX_SNOOZE_MS}. */
+export function checkSnoozeMs(op: string, delayMs: unknown): number {
+  if (typeof delayMs !== 'number' || !Number.isFinite(delayMs) || delayMs < 0 || delayMs > MAX_SNOOZE_MS) {
+    throw invalidArgument(`${op}: delayMs must be a non-negative number of milliseconds, at most 100 years`);
+  }
+  return delayMs;
+}
+
+/**
+ * Thrown by a handler (or by `ctx.snooze`, which throws it) to snooze its job: the job goes back
+ * to waiting for `delayMs` and runs again then, without using an attempt (River's `JobSnooze`,
+ * BullMQ's `moveToDelayed`). The worker's `maxSnoozes` (default 100) bounds the snoozes of a job:
+ * past it the job is dead-lettered (`snoozed more than N times`). A cancel requested meanwhile
+ * wins. `delayMs` must be finite, from 0 to 100 years, else the constructor throws a `QError`
+ * `INVALID_ARGUMENT` (and the attempt fails with it, as with any error a handler throws).
+ */
+export class JobSnoozeError extends Error {
+  /** How long the job waits before it may run again (milliseconds). */
+  readonly delayMs: number;
+
+  constructor(delayMs: number) {
+    super(`job snoozed for ${String(checkSnoozeMs('JobSnoozeError', delayMs))} ms`);
+    this.name = 'JobSnoozeError';
+    this.delayMs = delayMs;
   }
 }

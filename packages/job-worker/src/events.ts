@@ -27,6 +27,12 @@ export interface WorkerEventMap {
    * is the message, as `Job.lastError` reads it.
    */
   'job:retry': { job: Job; error: string; retryDelayMs: number; durationMs: number };
+  /**
+   * The handler snoozed the job (`ctx.snooze`, `JobSnoozeError`) and it is recorded: the job
+   * waits `delayMs` (until `until`, on the database clock) without using an attempt. A snooze
+   * past `maxSnoozes` is a `job:dead-letter` instead.
+   */
+  'job:snoozed': { job: Job; delayMs: number; until: Date; durationMs: number };
   /** The attempt failed and the job went to the dead letter (recorded). */
   'job:dead-letter': { job: Job; error: string; durationMs: number };
   /**
@@ -66,6 +72,7 @@ const NAMES: ReadonlySet<string> = new Set<WorkerEventName>([
   'job:start',
   'job:success',
   'job:retry',
+  'job:snoozed',
   'job:dead-letter',
   'job:lease-lost',
   'error',

@@ -1,4 +1,5 @@
 import type { JobLease, JobStore, LeasedJob, Step } from '@q/store/jobs';
+import { ProgressReporter } from './progress.js';
 import { StepRecorder } from './step-recorder.js';
 
 /** The timeline of an attempt that recorded no step (most): one array for all, read only. */
@@ -24,9 +25,13 @@ export class Execution {
   /** Created on first use: most handlers never look at their signal. */
   #controller: AbortController | undefined;
   /** Where the timeline is written (fenced by this attempt's lease). */
-  readonly #store: Pick<JobStore, 'updateSteps'>;
+  readonly #store: Pick<JobStore, 'updateSteps' | 'updateProgress'>;
   /** Created when the handler first records a step (most never do). */
   #recorder: StepRecorder | undefined;
+  /** Created when the handler first reports progress (most never do). */
+  progressReporter: ProgressReporter | undefined;
+  /** The delay `ctx.snooze` asked for: the attempt ends snoozed, whatever the handler then does. */
+  snoozeMs: number | undefined;
   state: ExecutionState = 'buffered';
   /** A cancel was requested: the outcome is `cancelled`. */
   cancelRequested = false;
@@ -46,7 +51,7 @@ export class Execution {
    */
   leaseUntil: number;
 
-  constructor(job: LeasedJob, leaseUntil: number, store: Pick<JobStore, 'updateSteps'>) {
+  constructor(job: LeasedJob, leaseUntil: number, store: Pick<JobStore, 'updateSteps' | 'updateProgress'>) {
     this.job = job;
     this.lease = { id: job.id, leaseToken: job.leaseToken };
     this.leaseUntil = leaseUntil;
@@ -57,6 +62,12 @@ export class Execution {
   get recorder(): StepRecorder {
     this.#recorder ??= new StepRecorder((steps) => this.#store.updateSteps(this.lease, steps).catch(() => false));
     return this.#recorder;
+  }
+
+  /** The attempt's progress reporter (`ctx.progress`), fenced by this attempt's lease. */
+  get progress(): ProgressReporter {
+    this.progressReporter ??= new ProgressReporter((value) => this.#store.updateProgress(this.lease, value));
+    return this.progressReporter;
   }
 
   /**

@@ -36,7 +36,9 @@ export { MAX_PERSISTENT_FAILURES, type WorkerFailure } from './failure-watch.js'
 export type { LeaseLostReason, WorkerEventListener, WorkerEventMap, WorkerEventName, WorkerEventSource } from './events.js';
 export { leaderLeaseMs } from './maintenance.js';
 export { StepRecorder, type StepWriter } from './step-recorder.js';
-export { DeadLetterError, JobAbortedError, type JobAbortCause } from './errors.js';
+export { DeadLetterError, JobAbortedError, JobSnoozeError, MAX_SNOOZE_MS, type JobAbortCause } from './errors.js';
+export { PROGRESS_INTERVAL_MS } from './progress.js';
+export { DEFAULT_MAX_SNOOZES, MAX_PROGRESS_BYTES, type SnoozeResult } from '@q/store/jobs';
 export { defaultLogger, silentLogger, stderrLogger, type Logger } from './logger.js';
 export type { JobMetrics } from '@q/otel';
 export type {

@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { invalidArgument } from '@q/schema';
 import { LOGGER_METHODS, checkName, checkOptionalFunction, checkOptionalMethods } from '@q/schema/internal';
-import type { Job } from '@q/store/jobs';
+import { DEFAULT_MAX_SNOOZES, type Job } from '@q/store/jobs';
 import { MAX_PERSISTENT_FAILURES, type WorkerFailure } from './failure-watch.js';
 import { LEASE_DURATION_MS, RETRY_BASE_MS } from './constants.js';
 import { defaultLogger, type Logger } from './logger.js';
@@ -17,7 +17,10 @@ const MIN_LEASE_MS = 100;
 /** Default poll interval of a store without notifications: the worst-case wake-up latency. */
 const POLL_WITHOUT_LISTEN_MS = 250;
 
-/** What a handler gets besides the job: an abort signal and the attempt's step timeline. */
+/**
+ * What a handler gets besides the job: an abort signal, the attempt's step timeline, its
+ * progress and the way to snooze it.
+ */
 export interface HandlerContext {
   /**
    * Aborted when the job's lease is lost, when the job is cancelled, or when a drain times out;
@@ -29,6 +32,28 @@ export interface HandlerContext {
    */
   signal: AbortSignal;
   steps: StepRecorder;
+  /**
+   * Snoozes the job: it goes back to waiting and runs again in `delayMs` (0: at once, behind the
+   * jobs already queued), without using an attempt. Throws a {@link JobSnoozeError}, so
+   * `return ctx.snooze(ms)` (or a bare call) ends the handler there; the attempt ends snoozed
+   * even if the handler catches that error and returns or throws something else. Past the
+   * worker's `maxSnoozes` snoozes (default 100) the job is dead-lettered instead; a requested
+   * cancel wins. `delayMs` must be finite, from 0 to 100 years: else a `QError`
+   * `INVALID_ARGUMENT` is thrown and nothing is recorded (the attempt fails with it unless the
+   * handler catches it).
+   */
+  snooze(delayMs: number): never;
+  /**
+   * Reports the job's progress: a finite number or a small JSON value (at most 8 KiB of JSON;
+   * else a `QError` `INVALID_ARGUMENT` is thrown at once), stored on the job (`Job.progress`,
+   * kept across attempts and after it finishes). Writes are coalesced: the first at once, then
+   * at most one per 250 ms per job with the latest value; the last value reported is always
+   * written before the attempt's outcome. Resolves once the value (or a later one) is durable;
+   * rejects with a {@link JobAbortedError} (`lease_lost`) when the lease is lost (the write was
+   * fenced), or with the store's error when the write failed. A call not awaited never becomes
+   * an unhandled rejection.
+   */
+  progress(value: unknown): Promise<void>;
 }
 
 /**
@@ -75,6 +100,11 @@ export interface WorkerOptions {
   maintenanceIntervalMs?: number;
   /** Crashes a job survives; the next one dead-letters it. Default 3. */
   maxResumes?: number;
+  /**
+   * Snoozes a job may take (`ctx.snooze`, {@link JobSnoozeError}) over its life; the next one
+   * dead-letters it (`snoozed more than N times`). An integer from 0 to 2³¹−1. Default 100.
+   */
+  maxSnoozes?: number;
   /**
    * Called for every database failure of the claim loop or the maintenance (see
    * {@link WorkerFailure}); persistent ones are also logged at error level at once.
@@ -145,6 +175,7 @@ export interface ResolvedOptions {
   pollMs: number;
   maintenanceMs: number;
   maxResumes: number;
+  maxSnoozes: number;
   maxPersistentFailures: number;
   workerId: string;
 }
@@ -179,6 +210,10 @@ export function resolveOptions(opts: WorkerOptions, notifies = true): ResolvedOp
     throw invalidArgument("prefetch must be 'auto' or a non-negative integer");
   const maxResumes = opts.maxResumes ?? 3;
   if (!Number.isInteger(maxResumes) || maxResumes < 0) throw invalidArgument('maxResumes must be a non-negative integer');
+  const maxSnoozes = opts.maxSnoozes ?? DEFAULT_MAX_SNOOZES;
+  if (!Number.isInteger(maxSnoozes) || maxSnoozes < 0 || maxSnoozes > 2_147_483_647) {
+    throw invalidArgument('Worker: maxSnoozes must be an integer from 0 to 2147483647');
+  }
   return {
     queues: [...new Set(queues)],
     concurrency,
@@ -191,6 +226,7 @@ export function resolveOptions(opts: WorkerOptions, notifies = true): ResolvedOp
     pollMs: timerOption(opts.pollIntervalMs, notifies ? 1_000 : POLL_WITHOUT_LISTEN_MS, 'pollIntervalMs'),
     maintenanceMs: timerOption(opts.maintenanceIntervalMs, 1_000, 'maintenanceIntervalMs'),
     maxResumes,
+    maxSnoozes,
     maxPersistentFailures: positiveInt(opts.maxPersistentFailures, MAX_PERSISTENT_FAILURES, 'maxPersistentFailures'),
     workerId:
       opts.workerId === undefined ? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}` : checkName('Worker', 'workerId', opts.workerId),

@@ -50,3 +50,13 @@ function payloadTraceparent(payload: unknown): string | undefined {
   const tp = (payload as { traceparent?: unknown }).traceparent;
   return typeof tp === 'string' ? tp : undefined;
 }
+
+/**
+ * Ends a snoozed attempt's span: not an error. It carries `job.snoozed: true` and an event
+ * `q.jobs.snoozed` with the delay asked for (`job.snooze_ms`).
+ */
+export function endSnoozed(span: Span, delayMs: number): void {
+  span.setAttribute('job.snoozed', true);
+  span.addEvent('q.jobs.snoozed', { 'job.snooze_ms': delayMs });
+  span.end();
+}

@@ -4,9 +4,9 @@ import { AssertionError } from 'node:assert';
 import { isDeepStrictEqual } from 'node:util';
 import { QError, QErrorCode, invalidArgument } from '@q/schema';
 import { checkOptionsObject } from '@q/schema/internal';
-import type { Job, JobStatus, Step } from '@q/store/jobs';
+import { progressJson, type Job, type JobStatus, type Step } from '@q/store/jobs';
 import type { JobDefinition, TypedJob } from './define-job.js';
-import { DeadLetterError } from './errors.js';
+import { DeadLetterError, JobSnoozeError, checkSnoozeMs } from './errors.js';
 import { queueInternals, type JobQueue } from './job-queue.js';
 import type { HandlerContext } from './options.js';
 import { StepRecorder } from './step-recorder.js';
@@ -23,7 +23,8 @@ export interface DrainOutcome {
   payload: unknown;
   /**
    * Where the job ended: `succeeded`, `dead_letter`, `retry_wait` (failed, retries not run: see
-   * {@link DrainOptions.runRetries}), `lease_lost`, or what the table says otherwise (`cancelled`).
+   * {@link DrainOptions.runRetries}), `lease_lost`, `scheduled` or `queued` (snoozed, and not run
+   * again by this drain), or what the table says otherwise (`cancelled`).
    */
   status: JobStatus | 'lease_lost';
   /** Attempts this drain ran. */
@@ -144,6 +145,11 @@ export async function drain(queue: JobQueue, opts: DrainOptions = {}): Promise<D
       o.errors.push(error);
       recorded(o);
     });
+    worker.on('job:snoozed', ({ job, delayMs }) => {
+      const o = ended(job);
+      o.status = delayMs > 0 ? 'scheduled' : 'queued';
+      recorded(o);
+    });
     worker.on('job:dead-letter', ({ job, error }) => {
       const o = ended(job);
       o.status = 'dead_letter';
@@ -251,15 +257,26 @@ function matches(expected: unknown, actual: unknown): boolean {
   return isDeepStrictEqual(expected, actual);
 }
 
-/** What a handler run by {@link runHandler} came to, with the steps it recorded. */
+/**
+ * What a handler run by {@link runHandler} came to, with the steps it recorded and, when it
+ * reported any, the progress values (`ctx.progress`, each as stored, in order; absent otherwise).
+ */
 export type HandlerRun<Result> =
-  | { status: 'succeeded'; result: Result; steps: Step[] }
+  | { status: 'succeeded'; result: Result; steps: Step[]; progress?: unknown[] }
   | {
       status: 'failed';
       error: unknown;
       /** The handler asked for the dead letter ({@link DeadLetterError}): no retry would follow. */
       deadLetter: boolean;
       steps: Step[];
+      progress?: unknown[];
+    }
+  | {
+      /** The handler snoozed its job (`ctx.snooze` or a {@link JobSnoozeError}) for `delayMs`. */
+      status: 'snoozed';
+      delayMs: number;
+      steps: Step[];
+      progress?: unknown[];
     };
 
 /** Options of {@link runHandler}. */
@@ -272,8 +289,9 @@ export interface RunHandlerOptions {
 
 /**
  * Runs one handler on `payload` with a fake context — no database: its `signal` (never aborted
- * unless you pass one) and a step recorder kept in memory — and returns what it came to and the
- * steps it recorded. A handler that throws is reported, not rethrown. Pass a definition's
+ * unless you pass one), a step recorder kept in memory, `progress` that keeps each value and
+ * `snooze` that ends the run `snoozed` — and returns what it came to and the steps (and progress)
+ * it recorded. A handler that throws is reported, not rethrown. Pass a definition's
  * `handler(fn)` to include its schema check (a payload it refuses fails as dead letter).
  */
 export async function runHandler<Payload, Result>(
@@ -306,6 +324,8 @@ export async function runHandler<Payload, Result>(
     teamId: null,
     resourceId: null,
     resumeCount: 0,
+    snoozes: 0,
+    progress: null,
     createdAt: now,
     updatedAt: now,
     finishedAt: null,
@@ -315,11 +335,30 @@ export async function runHandler<Payload, Result>(
     result: null,
   };
   const steps = new StepRecorder(async () => true);
-  const ctx: HandlerContext = { signal: opts.signal ?? new AbortController().signal, steps };
+  const progress: unknown[] = [];
+  let snoozeMs: number | undefined;
+  const ctx: HandlerContext = {
+    signal: opts.signal ?? new AbortController().signal,
+    steps,
+    snooze(delayMs: number): never {
+      snoozeMs ??= checkSnoozeMs('snooze', delayMs);
+      throw new JobSnoozeError(snoozeMs);
+    },
+    progress(value: unknown): Promise<void> {
+      const json = progressJson('progress', value);
+      progress.push(json === null ? null : JSON.parse(json));
+      return Promise.resolve();
+    },
+  };
+  // Only a handler that reported progress has the key: a run's shape is otherwise as it was.
+  const reported = (): { progress?: unknown[] } => (progress.length > 0 ? { progress } : {});
   try {
     const result = await handler(job, ctx);
-    return { status: 'succeeded', result, steps: steps.steps };
+    if (snoozeMs !== undefined) return { status: 'snoozed', delayMs: snoozeMs, steps: steps.steps, ...reported() };
+    return { status: 'succeeded', result, steps: steps.steps, ...reported() };
   } catch (error) {
-    return { status: 'failed', error, deadLetter: error instanceof DeadLetterError, steps: steps.steps };
+    const delayMs = snoozeMs ?? (error instanceof JobSnoozeError ? error.delayMs : undefined);
+    if (delayMs !== undefined) return { status: 'snoozed', delayMs, steps: steps.steps, ...reported() };
+    return { status: 'failed', error, deadLetter: error instanceof DeadLetterError, steps: steps.steps, ...reported() };
   }
 }

@@ -7,8 +7,12 @@ import { invalidArgument } from '@q/schema';
 import type { Job } from '@q/store/jobs';
 import { MAX_CONCURRENCY, type HandlerContext, type HandlerFunc } from './options.js';
 
-/** One job of a batch, with its own context (aborted when that job's lease is lost or it is cancelled). */
-export interface BatchItem extends HandlerContext {
+/**
+ * One job of a batch, with its own context: `signal` (aborted when that job's lease is lost or it
+ * is cancelled), `steps`, `progress`. To snooze one job of a batch, give it the outcome
+ * `{ error: new JobSnoozeError(ms) }` (`ctx.snooze` throws, which would fail the whole batch).
+ */
+export interface BatchItem extends Omit<HandlerContext, 'snooze'> {
   job: Job;
 }
 
@@ -23,6 +27,8 @@ export type BatchOutcome = { result?: unknown; error?: undefined } | { error: un
  * Runs one batch: resolve with one outcome per item, in the items' order, or with nothing (every
  * job succeeds, result `null`). A throw fails every job of the batch.
  */
+// `void`, not `undefined`: a handler written `async (items) => { await bulkWrite(items); }` must fit.
+// eslint-disable-next-line @typescript-eslint/no-invalid-void-type
 export type BatchHandlerFunc = (items: readonly BatchItem[]) => Promise<readonly BatchOutcome[] | void>;
 
 /** Options of {@link batchHandler} and `JobQueue.workMany`. */
@@ -88,16 +94,16 @@ export function batchHandler(fn: BatchHandlerFunc, opts: BatchOptions = {}): Han
 
   return (job, ctx) =>
     new Promise((resolve, reject) => {
-      waiting.push({ item: { job, signal: ctx.signal, steps: ctx.steps }, resolve, reject });
+      waiting.push({ item: { job, signal: ctx.signal, steps: ctx.steps, progress: ctx.progress }, resolve, reject });
       if (waiting.length >= batchSize) flush();
       else if (waiting.length === 1) timer = setTimeout(flush, maxWaitMs);
     });
 }
 
 async function runBatch(fn: BatchHandlerFunc, batch: readonly Pending[]): Promise<void> {
-  let outcomes: readonly BatchOutcome[] | void;
+  let outcomes: readonly BatchOutcome[] | undefined;
   try {
-    outcomes = await fn(batch.map((p) => p.item));
+    outcomes = (await fn(batch.map((p) => p.item))) ?? undefined;
   } catch (err) {
     for (const p of batch) p.reject(err);
     return;

@@ -73,7 +73,10 @@ export class Worker implements WorkerEventSource {
 
   constructor(store: JobStore, opts: WorkerOptions) {
     if (!store || typeof store.claim !== 'function') throw invalidArgument('new Worker: store must be a JobStore');
-    const { batch, retryBaseMs, pollMs, maintenanceMs, maxResumes, maxPersistentFailures, ...o } = resolveOptions(opts, store.notifies !== false);
+    const { batch, retryBaseMs, pollMs, maintenanceMs, maxResumes, maxSnoozes, maxPersistentFailures, ...o } = resolveOptions(
+      opts,
+      store.notifies !== false,
+    );
     this.#store = store;
     this.#queues = o.queues;
     this.#concurrency = o.concurrency;
@@ -136,6 +139,8 @@ export class Worker implements WorkerEventSource {
         workerId: this.id,
         handlerTime: (ms) => sizer.handler(ms),
         events,
+        snooze: (lease, delayMs, max) => store.snooze(lease, delayMs, max),
+        maxSnoozes,
       },
       {
         free: (e) => this.#free(e),
@@ -171,7 +176,7 @@ export class Worker implements WorkerEventSource {
 
   /**
    * Listens to this worker's `event` (see `WorkerEventMap`): `job:start`, `job:success`,
-   * `job:retry`, `job:dead-letter`, `job:lease-lost`, `error`, `drained`. A listener that throws or
+   * `job:retry`, `job:snoozed`, `job:dead-letter`, `job:lease-lost`, `error`, `drained`. A listener that throws or
    * rejects is logged and never affects a job. Returns the unsubscribe function. With no listener
    * an event costs one property read.
    */

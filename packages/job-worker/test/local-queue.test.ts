@@ -6,7 +6,8 @@ import { Execution } from '../src/execution.js';
 import { LocalQueue } from '../src/local-queue.js';
 
 const job = (id: number, priority = 0, runAtMs = 0): LeasedJob => ({ id, priority, runAt: new Date(runAtMs), leaseToken: `t${id}` }) as LeasedJob;
-const exec = (id: number, priority = 0, runAtMs = 0) => new Execution(job(id, priority, runAtMs), 0, { updateSteps: async () => true });
+const exec = (id: number, priority = 0, runAtMs = 0) =>
+  new Execution(job(id, priority, runAtMs), 0, { updateSteps: async () => true, updateProgress: async () => true });
 const ids = (items: Array<Execution | undefined>) => items.map((e) => e?.job.id);
 const drain = (q: LocalQueue) => {
   const out: Array<Execution | undefined> = [];

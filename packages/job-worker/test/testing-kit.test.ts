@@ -6,7 +6,7 @@ import { QError, QErrorCode } from '@q/schema';
 import type { JobStore } from '@q/store';
 import type { TestSchema } from '@q/testing';
 import { afterEach, expect, it } from 'vitest';
-import { DeadLetterError, JobQueue, defineJob, silentLogger, type StandardSchemaV1 } from '../src/index.js';
+import { DeadLetterError, JobQueue, JobSnoozeError, defineJob, silentLogger, type StandardSchemaV1 } from '../src/index.js';
 import { assertEnqueued, drain, runHandler } from '../src/testing.js';
 import { useWorkerTests } from './helpers.js';
 
@@ -186,4 +186,20 @@ it('runHandler runs one handler with a fake context: result and steps, a failure
   );
   expect(refused).toMatchObject({ status: 'failed', deadLetter: true });
   expect((refused as { error: Error }).error.message).toBe('count: the stored payload is invalid: payload.n is invalid: must be > 0');
+});
+
+it('runHandler reports a snooze (ctx.snooze or a thrown JobSnoozeError) and the progress values reported', async () => {
+  const snoozed = await runHandler(async (_job, ctx) => {
+    await ctx.progress(0.5);
+    await ctx.progress({ done: 1 });
+    return ctx.snooze(1_000);
+  }, {});
+  expect(snoozed).toEqual({ status: 'snoozed', delayMs: 1_000, steps: [], progress: [0.5, { done: 1 }] });
+  const thrown = await runHandler(async () => {
+    throw new JobSnoozeError(0);
+  }, {});
+  expect(thrown).toEqual({ status: 'snoozed', delayMs: 0, steps: [] }); // no progress reported: no key
+  const bad = await runHandler(async (_job, ctx) => ctx.progress(Number.NaN), {});
+  expect(bad).toMatchObject({ status: 'failed', deadLetter: false });
+  expect((bad as { error: QError }).error.code).toBe('INVALID_ARGUMENT');
 });

@@ -140,3 +140,29 @@ it("each attempt's q.jobs.process span links to the payload's traceparent and is
   expect(spanFor('{"n":2,"traceparent":"garbage"}#1').links).toEqual([]);
   expect(spanFor('["not","an","object"]#1').links).toEqual([]);
 });
+
+it('a snoozed attempt ends its process span without error, marked snoozed with the delay', async () => {
+  await queue.enqueue({ type: 'snoozy' });
+  const worker = new Worker(store, { queues: ['default'], concurrency: 1, tracer, pollIntervalMs: 50, maintenanceIntervalMs: 50 });
+  worker.register('snoozy', async (job, ctx) => {
+    if (job.snoozes === 0) return ctx.snooze(0);
+    return 'woke';
+  });
+  await runWorkerUntil(
+    worker,
+    async () => {
+      const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs_all WHERE status = 'succeeded'`);
+      return rows[0]!.n === 1;
+    },
+    { timeoutMs: 30_000, drainMs: 5_000 },
+  );
+  const spans = exporter.getFinishedSpans().filter((s) => s.name === 'q.jobs.process');
+  expect(spans).toHaveLength(2);
+  const [snoozed, woke] = spans;
+  expect(snoozed!.attributes['job.snoozed']).toBe(true);
+  expect(snoozed!.status.code).not.toBe(2); // SpanStatusCode.ERROR
+  expect(snoozed!.events.map((e) => [e.name, e.attributes?.['job.snooze_ms']])).toEqual([['q.jobs.snoozed', 0]]);
+  expect(woke!.attributes['job.snoozed']).toBeUndefined();
+  // Both runs are attempt 1: the snooze used none.
+  expect(spans.map((s) => s.attributes['job.attempt'])).toEqual([1, 1]);
+});

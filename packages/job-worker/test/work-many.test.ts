@@ -5,13 +5,12 @@
 import type { JobStore } from '@q/store';
 import type { TestSchema } from '@q/testing';
 import { afterEach, expect, it } from 'vitest';
-import { DeadLetterError, JobQueue, batchHandler, silentLogger, type BatchItem, type JobQueue as Queue } from '../src/index.js';
+import { DeadLetterError, JobQueue, batchHandler, silentLogger, type BatchItem } from '../src/index.js';
 import { useWorkerTests, waitFor } from './helpers.js';
 
 let schema: TestSchema;
 let store: JobStore;
-let queue: Queue;
-const { startWorker } = useWorkerTests('jwmany', { concurrency: 8 }, (t) => ({ schema, store, queue } = t));
+const { startWorker } = useWorkerTests('jwmany', { concurrency: 8 }, (t) => ({ schema, store } = t));
 
 const opened: JobQueue[] = [];
 afterEach(async () => {

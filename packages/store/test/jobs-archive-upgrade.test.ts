@@ -80,8 +80,14 @@ afterAll(async () => {
   await store?.close();
 });
 
+// The columns a later migration added (0009: snoozes, progress) hold their defaults and are left
+// out of the comparison with the rows written before.
 const rowsOf = async (table: string): Promise<Array<Record<string, unknown>>> =>
-  (await admin.query<{ row: Record<string, unknown> }>(`SELECT to_jsonb(t.*) AS row FROM ${q}.${table} t ORDER BY id`)).rows.map((r) => r.row);
+  (await admin.query<{ row: Record<string, unknown> }>(`SELECT to_jsonb(t.*) AS row FROM ${q}.${table} t ORDER BY id`)).rows.map((r) => {
+    const { snoozes, progress, ...rest } = r.row;
+    expect([snoozes, progress]).toEqual([0, null]);
+    return rest;
+  });
 
 describe('migration 0006 (archive of finished jobs) on a database of the previous schema', () => {
   it('journals 0006 and moves each job to the table of its status, every column unchanged', async () => {

@@ -73,7 +73,10 @@ describe('migration 0007 (uuids that carry their job id) on a database of the pr
         `SELECT to_jsonb(j.*) AS row FROM ${q}.q_jobs_all j WHERE id = $1`,
         [row.id],
       );
-      expect(now[0]?.row, status).toEqual(row);
+      // Less the columns a later migration added (0009), which hold their defaults.
+      const { snoozes, progress, ...rest } = now[0]!.row;
+      expect([snoozes, progress]).toEqual([0, null]);
+      expect(rest, status).toEqual(row);
     }
     // Every live job made before the migration is in the partial index.
     expect(await otherUuids()).toBe(5);

@@ -12,11 +12,15 @@ export interface JobJson {
   attempt: number;
   max_attempts: number;
   resume_count: number;
+  /** Times a handler snoozed the job (back to waiting without using an attempt). */
+  snoozes: number;
   run_at: string;
   idempotency_key: string | null;
   lock_key: string | null;
   steps: Job['steps'];
   result: unknown;
+  /** The last progress a handler reported (`ctx.progress`: any JSON), or null. */
+  progress: unknown;
   /** The last failure while one is recorded; `stack`: the failing handler's frames, when kept. */
   error: { code: string; message: string; stack: string | null } | null;
   retry_of_id: number | null;
@@ -43,11 +47,13 @@ export function jobToJson(job: Job): JobJson {
     attempt: job.attempt,
     max_attempts: job.maxAttempts,
     resume_count: job.resumeCount,
+    snoozes: job.snoozes,
     run_at: job.runAt.toISOString(),
     idempotency_key: job.idempotencyKey,
     lock_key: job.lockKey,
     steps: job.steps ?? [],
     result: job.result ?? null,
+    progress: job.progress ?? null,
     // A succeeded job keeps the error of an earlier failed attempt in the table; it is history, not state.
     error:
       job.lastError === null || job.status === 'succeeded'

@@ -56,11 +56,16 @@ export const jobSchema = {
     attempt: { type: 'integer', description: 'Attempts leased so far' },
     max_attempts: { type: 'integer' },
     resume_count: { type: 'integer', description: 'Times a crashed attempt was given back' },
+    snoozes: { type: 'integer', description: 'Times a handler snoozed the job: put it back to wait without using an attempt' },
     run_at: { type: 'string', format: 'date-time' },
     idempotency_key: nullableString,
     lock_key: nullableString,
     steps: { type: 'array', items: stepSchema },
     result: { description: 'What the handler returned (any JSON), or null' },
+    progress: {
+      description:
+        'The last progress a handler reported (a number or a small JSON value, at most 8 KiB), or null; kept across attempts and after the job finished',
+    },
     error: {
       type: ['object', 'null'],
       description: 'The last failure, while one is recorded',

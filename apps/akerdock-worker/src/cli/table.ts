@@ -20,14 +20,28 @@ export function clip(s: string, n: number): string {
   return first.length > n ? `${first.slice(0, n - 1)}…` : first;
 }
 
+/** A job's progress as JSON text clipped to `n` characters (`-` when none was reported). */
+function progressText(progress: unknown, n: number): string {
+  return progress === null || progress === undefined ? '-' : clip(JSON.stringify(progress), n);
+}
+
 const when = (iso: string | null | undefined) => (iso ? iso.replace('T', ' ').replace(/\.\d+Z$/, 'Z') : '-');
 
 /** The `q-jobs list` table. */
 export function jobsTable(jobs: JobJson[]): string {
   if (jobs.length === 0) return 'no jobs';
   return table(
-    ['UUID', 'QUEUE', 'TYPE', 'STATUS', 'ATTEMPT', 'CREATED', 'ERROR'],
-    jobs.map((j) => [j.uuid, j.queue, j.type, j.status, `${j.attempt}/${j.max_attempts}`, when(j.created_at), clip(j.error?.message ?? '', 50)]),
+    ['UUID', 'QUEUE', 'TYPE', 'STATUS', 'ATTEMPT', 'PROGRESS', 'CREATED', 'ERROR'],
+    jobs.map((j) => [
+      j.uuid,
+      j.queue,
+      j.type,
+      j.status,
+      `${j.attempt}/${j.max_attempts}`,
+      progressText(j.progress, 20),
+      when(j.created_at),
+      clip(j.error?.message ?? '', 50),
+    ]),
   );
 }
 
@@ -48,6 +62,7 @@ export function jobDetail(job: JobJson): string {
     ['type', job.type],
     ['status', job.status],
     ['attempt', `${job.attempt} of ${job.max_attempts}${job.resume_count ? ` (resumed ${job.resume_count}×)` : ''}`],
+    ['progress', progressText(job.progress, 200)],
     ['priority', String(job.priority)],
     ['run at', when(job.run_at)],
     ['created', when(job.created_at)],
@@ -56,6 +71,7 @@ export function jobDetail(job: JobJson): string {
   if (job.lock_key) fields.push(['lock key', job.lock_key]);
   if (job.idempotency_key) fields.push(['idempotency key', job.idempotency_key]);
   if (job.retry_of_id !== null) fields.push(['retry of (id)', String(job.retry_of_id)]);
+  if (job.snoozes) fields.push(['snoozed', `${job.snoozes}×`]);
   if (job.dead_lettered_at) fields.push(['dead-lettered', when(job.dead_lettered_at)]);
   if (job.error) fields.push(['error', job.error.message]);
   if (job.result !== null && job.result !== undefined) fields.push(['result', JSON.stringify(job.result)]);

@@ -245,6 +245,18 @@ BEGIN
   END LOOP;
 END
 $$;--> statement-breakpoint
+-- Snooze and progress (#39). `snoozes` counts the times a handler put its job back to wait
+-- without using an attempt (JobStore.snooze: the worker's `maxSnoozes` bounds it, past which the
+-- job is dead-lettered); `progress` is the last value a handler reported (JobStore.updateProgress,
+-- fenced by the lease token), kept across attempts and into the archive. Both tables get both
+-- columns in the same order (q_jobs_all is one over the other, and the archive trigger copies
+-- rows whole); adding a column with a constant default rewrites no row. The view is replaced to
+-- take them in: `SELECT *` was expanded when it was made.
+ALTER TABLE "q_jobs" ADD COLUMN "snoozes" integer DEFAULT 0 NOT NULL;--> statement-breakpoint
+ALTER TABLE "q_jobs" ADD COLUMN "progress" jsonb;--> statement-breakpoint
+ALTER TABLE "q_jobs_archive" ADD COLUMN "snoozes" integer DEFAULT 0 NOT NULL;--> statement-breakpoint
+ALTER TABLE "q_jobs_archive" ADD COLUMN "progress" jsonb;--> statement-breakpoint
+CREATE OR REPLACE VIEW "q_jobs_all" AS SELECT * FROM "q_jobs" UNION ALL SELECT * FROM "q_jobs_archive";--> statement-breakpoint
 -- JobStore.waitFor: a statement that moves jobs to the archive (a job finished: succeeded, dead
 -- letter or cancelled, by whatever path) wakes the processes waiting on jobs of this schema. One
 -- notification per statement, not per job, and on a channel of its own, which workers do not

@@ -57,6 +57,10 @@ function jobColumns<I, U, S>(id: I, jobUuid: U, status: S) {
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
     resumeCount: integer('resume_count').notNull().default(0),
+    /** Times a handler snoozed the job (back to waiting without using an attempt); migration 0009. */
+    snoozes: integer('snoozes').notNull().default(0),
+    /** The last progress a handler reported (any JSON value), kept across attempts; migration 0009. */
+    progress: jsonb('progress'),
   };
 }
 

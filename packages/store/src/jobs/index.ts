@@ -15,7 +15,7 @@ export type { JobStoreFromPoolOptions, JobStoreOpenOptions, JobStoreSchemaOption
 export { JobListener, type JobListenerHandlers, type JobNotification } from './listener.js';
 export { FINISHED_STATUSES, type WaitForOptions } from './finish-waiters.js';
 export { encodeCursor, decodeCursor } from './cursor.js';
-export { DEFAULT_MAX_ATTEMPTS, outcomeProblem } from './validate.js';
+export { DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_SNOOZES, MAX_PROGRESS_BYTES, outcomeProblem, progressJson } from './validate.js';
 export { ERROR_STACK_SEPARATOR, joinErrorStack, splitErrorText } from './error-text.js';
 export { claimOrder } from './claim-order.js';
 export {
@@ -33,6 +33,7 @@ export {
   type LeasedJob,
   type NewJob,
   type ReapedJob,
+  type SnoozeResult,
   type Step,
   type StepStatus,
 } from './types.js';

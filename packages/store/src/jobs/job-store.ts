@@ -30,9 +30,10 @@ import type {
   LeasedJob,
   NewJob,
   ReapedJob,
+  SnoozeResult,
   Step,
 } from './types.js';
-import { checkMaxResumes } from './validate.js';
+import { DEFAULT_MAX_SNOOZES, checkMaxResumes } from './validate.js';
 import { bindAppPool, checkSchemaOptions, openBoundPool } from './bind.js';
 import { observeBacklog } from './ops/backlog-gauge.js';
 import type { CompleteAndClaimResult } from './ops/claim-complete.js';
@@ -309,6 +310,30 @@ export class JobStore {
   /** Replaces the step timeline of a held lease; false when fenced. */
   async updateSteps(lease: JobLease, steps: readonly Step[]): Promise<boolean> {
     return leaseOps.updateSteps(this.#ctx, lease, steps);
+  }
+
+  /**
+   * Stores `progress` on the job of a held lease (fenced by its token): a JSON value of at most
+   * `MAX_PROGRESS_BYTES` (8 KiB) of JSON text, or `null` for none. It is kept across
+   * attempts and when the job finishes, and read back as `Job.progress`. False when fenced.
+   * Rejected with `INVALID_ARGUMENT`, nothing written: a value JSON cannot carry as is (BigInt,
+   * a non-finite number, a cycle, a Map…, `undefined`) or a larger one.
+   */
+  async updateProgress(lease: JobLease, progress: unknown): Promise<boolean> {
+    return leaseOps.updateProgress(this.#ctx, lease, progress);
+  }
+
+  /**
+   * Puts the job of a held lease back to wait for `delayMs` (database clock) without using an
+   * attempt: `scheduled` until then (`queued` at once for 0), its lease cleared, the attempt the
+   * claim counted given back, `snoozes` one higher. A job already snoozed `maxSnoozes` times
+   * (default {@link DEFAULT_MAX_SNOOZES}, 100) is dead-lettered instead, and a requested cancel
+   * wins. Fenced by the lease token: a lease no longer held writes nothing (`fenced`). See
+   * {@link SnoozeResult}. `delayMs` must be finite, from 0 to 100 years, `maxSnoozes` an integer
+   * from 0 to 2³¹−1, else `INVALID_ARGUMENT` before anything is written.
+   */
+  async snooze(lease: JobLease, delayMs: number, maxSnoozes: number = DEFAULT_MAX_SNOOZES): Promise<SnoozeResult> {
+    return leaseOps.snooze(this.#ctx, lease, delayMs, maxSnoozes);
   }
 
   /**

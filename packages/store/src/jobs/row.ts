@@ -28,6 +28,8 @@ const COLUMNS = [
   'updated_at',
   'finished_at',
   'dead_lettered_at',
+  'snoozes',
+  'progress',
 ] as const;
 
 /** The job columns every statement returns, in order. */
@@ -81,6 +83,8 @@ export interface JobRow {
   updated_at: Date;
   finished_at: Date | null;
   dead_lettered_at: Date | null;
+  snoozes: number;
+  progress: unknown;
 }
 
 const num = (v: string | null): number | null => (v === null ? null : Number(v));
@@ -130,6 +134,8 @@ function jobOf(v: readonly unknown[], at: number): Job {
     updatedAt: v[at + AT.updated_at] as Date,
     finishedAt: v[at + AT.finished_at] as Date | null,
     deadLetteredAt: v[at + AT.dead_lettered_at] as Date | null,
+    snoozes: v[at + AT.snoozes] as number,
+    progress: v[at + AT.progress] ?? null,
   };
 }
 

@@ -65,12 +65,37 @@ export interface Job {
   updatedAt: Date;
   finishedAt: Date | null;
   deadLetteredAt: Date | null;
+  /**
+   * Times a handler snoozed the job (`ctx.snooze` of `@q/job-worker`): put it back to wait
+   * without using an attempt. Over the job's whole life; never reset.
+   */
+  snoozes: number;
+  /**
+   * The last progress a handler reported (`ctx.progress`, {@link JobStore.updateProgress}): a
+   * JSON value, `null` when none was. Kept across attempts (a new attempt can resume from it)
+   * and after the job finishes.
+   */
+  progress: unknown;
 }
 
 /** A claimed job with the fencing token of its lease. Every outcome write must present the token. */
 export interface LeasedJob extends Job {
   leaseToken: string;
 }
+
+/**
+ * What {@link JobStore.snooze} did:
+ * - `snoozed`: the job waits until `runAt` (database clock), its attempt given back, `snoozes`
+ *   one higher;
+ * - `dead_letter`: it had already been snoozed `maxSnoozes` times, so it was dead-lettered
+ *   (`lastError` says `snoozed more than N times`);
+ * - `cancelled`: a cancel had been requested, which wins;
+ * - `fenced`: the lease was not held any more (reaped, or taken over): nothing was written.
+ */
+export type SnoozeResult =
+  | { status: 'snoozed'; runAt: Date; snoozes: number }
+  | { status: 'dead_letter' | 'cancelled'; runAt: null; snoozes: number }
+  | { status: 'fenced'; runAt: null; snoozes: null };
 
 /** Identifies one lease: the job id and the lease's fencing token. */
 export interface JobLease {

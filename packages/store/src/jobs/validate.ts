@@ -21,6 +21,45 @@ const UNCHECKED = Symbol('unchecked');
 /** Default `maxAttempts` of a new job. */
 export const DEFAULT_MAX_ATTEMPTS = 5;
 
+/** Snoozes a job may take before the next one dead-letters it (`JobStore.snooze`, the worker's `maxSnoozes`). */
+export const DEFAULT_MAX_SNOOZES = 100;
+
+/** Largest progress value accepted (`JobStore.updateProgress`), in UTF-8 bytes of its JSON. */
+export const MAX_PROGRESS_BYTES = 8 * 1024;
+
+/** Checks a snooze delay (finite, 0 to 100 years); returns it rounded up to whole milliseconds. */
+export function checkSnoozeDelay(op: string, delayMs: unknown): number {
+  if (typeof delayMs !== 'number' || !Number.isFinite(delayMs) || delayMs < 0 || delayMs > MAX_DELAY_MS) {
+    throw invalidArgument(`${op}: delayMs must be a non-negative number of milliseconds, at most 100 years`);
+  }
+  return Math.ceil(delayMs);
+}
+
+/** Checks a bound on snoozes: an integer from 0 to 2³¹−1. */
+export function checkMaxSnoozes(op: string, maxSnoozes: unknown): number {
+  if (typeof maxSnoozes !== 'number' || !Number.isInteger(maxSnoozes) || maxSnoozes < 0 || maxSnoozes > INT32_MAX) {
+    throw invalidArgument(`${op}: maxSnoozes must be an integer from 0 to ${INT32_MAX}`);
+  }
+  return maxSnoozes;
+}
+
+/**
+ * A progress value as stored JSON text (`null` for none): a JSON value JSON can carry as is (see
+ * `jsonText`, strict: no BigInt, non-finite number, cycle, Map…) of at most
+ * {@link MAX_PROGRESS_BYTES}. Anything else is `INVALID_ARGUMENT`; the message never quotes it.
+ */
+export function progressJson(op: string, value: unknown): string | null {
+  if (value === null) return null;
+  const json = jsonText(value, 'progress', 'strict');
+  if ('problem' in json) throw invalidArgument(`${op}: ${json.problem}`);
+  const text = json.text ?? 'null';
+  const bytes = Buffer.byteLength(text, 'utf8');
+  if (bytes > MAX_PROGRESS_BYTES) {
+    throw invalidArgument(`${op}: progress must be at most ${MAX_PROGRESS_BYTES} bytes of JSON (it is ${bytes})`);
+  }
+  return text;
+}
+
 /** Throws `INVALID_ARGUMENT` unless `uuid` is a UUID string. */
 export function checkUuid(uuid: unknown, what = 'uuid'): string {
   if (typeof uuid !== 'string' || !UUID.test(uuid)) throw invalidArgument(`${what} must be a UUID string`);

@@ -300,5 +300,7 @@ function newJob(chunk: EnqueueChunk, i: number, d: Decided): Job {
     updatedAt: d.updatedAt,
     finishedAt: null,
     deadLetteredAt: null,
+    snoozes: 0,
+    progress: null,
   };
 }

@@ -6,9 +6,21 @@ import { checkName } from '@q/schema/internal';
 import { heartbeatJobs } from '../sql/heartbeat-jobs.js';
 import { markJobsRunning } from '../sql/mark-jobs-running.js';
 import { releaseClaims as releaseClaimRows, releaseJobs } from '../sql/release-jobs.js';
+import { snoozeJob } from '../sql/snooze-job.js';
+import { updateJobProgress } from '../sql/update-job-progress.js';
 import { updateJobSteps } from '../sql/update-job-steps.js';
-import type { JobLease, LeaseState, Step } from '../types.js';
-import { checkClaimId, checkLease, checkLeaseMs, splitLeases, stepsJson } from '../validate.js';
+import type { JobLease, LeaseState, SnoozeResult, Step } from '../types.js';
+import {
+  DEFAULT_MAX_SNOOZES,
+  checkClaimId,
+  checkLease,
+  checkLeaseMs,
+  checkMaxSnoozes,
+  checkSnoozeDelay,
+  progressJson,
+  splitLeases,
+  stepsJson,
+} from '../validate.js';
 import type { JobStoreContext } from './context.js';
 
 /** `JobStore.markRunning`. */
@@ -33,6 +45,25 @@ export async function updateSteps(ctx: JobStoreContext, lease: JobLease, steps: 
   checkLease(lease);
   const json = stepsJson(steps);
   return ctx.op('update_steps', () => updateJobSteps(ctx.scope, ctx.pool, lease.id, lease.leaseToken, json));
+}
+
+/** `JobStore.updateProgress`. */
+export async function updateProgress(ctx: JobStoreContext, lease: JobLease, progress: unknown): Promise<boolean> {
+  checkLease(lease);
+  const json = progressJson('updateProgress', progress);
+  return ctx.op('update_progress', () => updateJobProgress(ctx.scope, ctx.pool, lease.id, lease.leaseToken, json));
+}
+
+/** `JobStore.snooze`. */
+export async function snooze(ctx: JobStoreContext, lease: JobLease, delayMs: number, maxSnoozes = DEFAULT_MAX_SNOOZES): Promise<SnoozeResult> {
+  checkLease(lease);
+  const delay = checkSnoozeDelay('snooze', delayMs);
+  const max = checkMaxSnoozes('snooze', maxSnoozes);
+  const row = await ctx.op('snooze', () => snoozeJob(ctx.scope, ctx.pool, lease.id, lease.leaseToken, delay, max, ctx.channel));
+  if (row === undefined) return { status: 'fenced', runAt: null, snoozes: null };
+  if (row.status === 'queued') ctx.starts.forget();
+  if (row.status === 'scheduled' || row.status === 'queued') return { status: 'snoozed', runAt: row.run_at, snoozes: row.snoozes };
+  return { status: row.status, runAt: null, snoozes: row.snoozes };
 }
 
 /** `JobStore.release`. */

@@ -1,4 +1,4 @@
-import { statement, type StatementScope } from '@q/schema';
+import { statement, type StatementScope } from '@q/schema/internal';
 import { jobColumns, type JobRow } from '../row.js';
 import { liveJobByUuid } from './by-uuid.js';
 import type { Queryable } from './db.js';
