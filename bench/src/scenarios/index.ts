@@ -1,6 +1,6 @@
 import type { Scenario } from '../scenario.js';
 import { dispatchDemo, dispatchSaturated } from './dispatch.js';
-import { jobDrain, jobEnqueue, jobLatency } from './jobs.js';
+import { jobDrain, jobEnqueue, jobLatency, jobWorkMany } from './jobs.js';
 import { jobDrainHeldXmin, jobDrainRetained } from './jobs-history.js';
 import { otelDispatchAck, otelJobDrain } from './otel.js';
 import { partitionNewcomer, partitionRedelivery, partitionRunnersProcs } from './partition.js';
@@ -14,6 +14,7 @@ export function allScenarios(): Scenario[] {
     jobDrain(8),
     jobDrain(32),
     jobLatency(),
+    jobWorkMany(),
     jobDrainRetained(),
     jobDrainHeldXmin(),
     requestEnqueue(),

@@ -2,8 +2,8 @@ import { performance } from 'node:perf_hooks';
 import type { Scenario, System } from '../scenario.js';
 import { percentile } from '../stats.js';
 import { ExactlyOnce, check, waitUntil } from '../verify.js';
-import { graphileWorker } from '../systems/graphile.js';
-import type { JobSystem } from '../systems/jobs.js';
+import { graphileBatchJobs, graphileWorker } from '../systems/graphile.js';
+import type { JobHarness, JobSystem, NoopPayload } from '../systems/jobs.js';
 import { pgBoss } from '../systems/pgboss.js';
 import { qJobs } from '../systems/q-jobs.js';
 import { rawSqlJobs } from '../systems/raw-jobs.js';
@@ -76,9 +76,76 @@ export function jobDrain(concurrency: number, systems = JOB_SYSTEMS): Scenario {
   };
 }
 
-/** One drain run; exported for the OpenTelemetry scenario. */
-export async function drainRun(js: JobSystem, n: number, concurrency: number, dsn: string): Promise<{ rate: number }> {
-  const h = await js.open(dsn, concurrency + 2);
+/** Jobs per batch and batches in flight of {@link jobWorkMany}. */
+const WORKMANY_BATCH = 100;
+const WORKMANY_IN_FLIGHT = 4;
+
+/**
+ * Batch handlers: 50,000 no-op jobs drained by a handler that takes up to 100 at once, four
+ * batches in flight, in each system's batch API — q's `workMany` (a row, lease and outcome per
+ * job), pg-boss's batched `work` (the same), and graphile-worker's batch jobs (100 items in one
+ * job's array payload: one row per batch, batched when enqueued). Rates are of items; enqueue is
+ * timed apart (1,000 items per call), since graphile-worker writes a hundredth of the rows.
+ */
+export function jobWorkMany(): Scenario {
+  const systems: JobSystem[] = [qJobs(), graphileBatchJobs(WORKMANY_BATCH), pgBoss];
+  return {
+    name: 'job-workmany',
+    title: 'batch handlers: 50,000 no-op jobs, batches of 100, 4 batches in flight',
+    maxReps: 5,
+    metrics: [
+      { key: 'rate', unit: 'jobs/s', better: 'higher' },
+      { key: 'enqueue', unit: 'jobs/s', better: 'higher' },
+    ],
+    baseline: 'q',
+    systems: systems.map((js) =>
+      asSystem(js, async (ctx) => {
+        const n = ctx.n(50_000, 500);
+        let enqueueS = 0;
+        const { rate } = await drainRun(
+          { ...js, open: async (dsn, pool) => timedFill(await js.open(dsn, pool), (s) => (enqueueS = s)) },
+          n,
+          WORKMANY_BATCH * WORKMANY_IN_FLIGHT,
+          ctx.dsn,
+          async (h, handle) => {
+            check(h.startBatchWorkers !== undefined, `${js.name}: no batch API`);
+            await h.startBatchWorkers({ batches: WORKMANY_IN_FLIGHT, batchSize: WORKMANY_BATCH, handle });
+          },
+          WORKMANY_IN_FLIGHT + 4,
+        );
+        return { rate, enqueue: n / enqueueS };
+      }),
+    ),
+  };
+}
+
+/** `h` whose enqueueBatch calls are timed together (drainRun fills before it starts its clock). */
+function timedFill(h: JobHarness, report: (seconds: number) => void): JobHarness {
+  let total = 0;
+  return {
+    ...h,
+    async enqueueBatch(from, n) {
+      const t0 = performance.now();
+      await h.enqueueBatch(from, n);
+      total += (performance.now() - t0) / 1000;
+      report(total);
+    },
+  };
+}
+
+/**
+ * One drain run; exported for the OpenTelemetry scenario. `start` starts the workers (default:
+ * `startWorkers` at `concurrency`, throughput mode); `poolSize` defaults to `concurrency + 2`.
+ */
+export async function drainRun(
+  js: JobSystem,
+  n: number,
+  concurrency: number,
+  dsn: string,
+  start?: (h: JobHarness, handle: (p: NoopPayload) => void) => Promise<void>,
+  poolSize = concurrency + 2,
+): Promise<{ rate: number }> {
+  const h = await js.open(dsn, poolSize);
   const seen = new ExactlyOnce(n);
   let closed = false;
   try {
@@ -86,7 +153,8 @@ export async function drainRun(js: JobSystem, n: number, concurrency: number, ds
     const stored = await h.waiting();
     check(stored === n, `${js.name}: ${stored} jobs stored after enqueueing ${n}`);
     const t0 = performance.now();
-    await h.startWorkers({ concurrency, mode: 'throughput', handle: (p) => seen.hit(p.i) });
+    const handle = (p: NoopPayload): void => seen.hit(p.i);
+    await (start ? start(h, handle) : h.startWorkers({ concurrency, mode: 'throughput', handle }));
     await seen.all(600_000);
     // Timed until no job is left unfinished (each system's cheapest probe of its backlog); the
     // completions are counted afterwards, untimed (see jobs-history.ts for why).

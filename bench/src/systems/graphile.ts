@@ -1,6 +1,6 @@
 import { Logger, makeWorkerUtils, run, type Runner, type WorkerUtils } from 'graphile-worker';
 import { benchPool, closeAll } from '../pg.js';
-import { QUEUE, type JobHarness, type JobSystem, type NoopPayload, type WorkerStart } from './jobs.js';
+import { QUEUE, type BatchWorkerStart, type JobHarness, type JobSystem, type NoopPayload, type WorkerStart } from './jobs.js';
 
 const silent = new Logger(() => () => undefined);
 
@@ -71,3 +71,75 @@ export const graphileWorker: JobSystem = {
     };
   },
 };
+
+/**
+ * graphile-worker's batch jobs: a job whose payload is an array is one call with the array, so
+ * `batchSize` items are enqueued as one job (the batching happens when jobs are added, not when
+ * they are fetched). Counts are of items, not of job rows. One batch job per call of
+ * `startBatchWorkers`' handler; `concurrency` = `batches`.
+ */
+export function graphileBatchJobs(batchSize: number): JobSystem {
+  return {
+    name: 'graphile-worker',
+    async open(dsn, poolSize): Promise<JobHarness> {
+      const utils: WorkerUtils = await makeWorkerUtils({ connectionString: dsn, logger: silent });
+      try {
+        await utils.migrate();
+      } catch (err) {
+        await Promise.resolve(utils.release()).catch(() => undefined);
+        throw err;
+      }
+      const probe = benchPool(dsn, 1, 'graphile-worker probe');
+      let runner: Runner | undefined;
+      let enqueued = 0;
+      const itemsLeft = async (): Promise<number> => {
+        const r = await probe.query<{ n: string | null }>(
+          'SELECT coalesce(sum(json_array_length(payload)), 0) AS n FROM graphile_worker._private_jobs',
+        );
+        return Number(r.rows[0]?.n ?? 0);
+      };
+      const unsupported = (): never => {
+        throw new Error('graphile-worker batch jobs: only the batch scenarios use this system');
+      };
+      return {
+        enqueueOne: async () => unsupported(),
+        async enqueueBatch(from, n) {
+          const jobs = [];
+          for (let at = 0; at < n; at += batchSize) {
+            const items = Array.from({ length: Math.min(batchSize, n - at) }, (_, k) => ({ i: from + at + k }) satisfies NoopPayload);
+            jobs.push({ identifier: QUEUE, payload: items });
+          }
+          await utils.addJobs(jobs);
+          enqueued += n;
+        },
+        waiting: itemsLeft,
+        completed: async () => enqueued - (await itemsLeft()),
+        startWorkers: async () => unsupported(),
+        async startBatchWorkers(opts: BatchWorkerStart) {
+          if (opts.batchSize !== batchSize) throw new Error(`graphile-worker batch jobs: enqueued in batches of ${batchSize}, not ${opts.batchSize}`);
+          runner = await run({
+            connectionString: dsn,
+            concurrency: opts.batches,
+            maxPoolSize: poolSize,
+            noHandleSignals: true,
+            pollInterval: 500,
+            logger: silent,
+            taskList: {
+              [QUEUE]: async (payload) => {
+                for (const item of payload as NoopPayload[]) opts.handle(item);
+              },
+            },
+            preset: { worker: { localQueue: { size: 4 * opts.batches }, completeJobBatchDelay: 0, failJobBatchDelay: 0 } },
+          });
+        },
+        async close() {
+          await closeAll(
+            () => runner?.stop() ?? Promise.resolve(),
+            async () => utils.release(),
+            () => probe.end(),
+          );
+        },
+      };
+    },
+  };
+}

@@ -12,6 +12,14 @@ export interface WorkerStart {
   handle(payload: NoopPayload): void;
 }
 
+/** How batch workers are started: `batches` calls in flight, each with up to `batchSize` jobs. */
+export interface BatchWorkerStart {
+  batches: number;
+  batchSize: number;
+  /** Called for each job of a batch, at the start of the batch's handler. */
+  handle(payload: NoopPayload): void;
+}
+
 /** One job system opened on a run's database: the operations the job scenarios need. */
 export interface JobHarness {
   /** Enqueues one job (one round trip / transaction per call where the system allows). */
@@ -23,6 +31,8 @@ export interface JobHarness {
   /** Jobs durably completed. */
   completed(): Promise<number>;
   startWorkers(opts: WorkerStart): Promise<void>;
+  /** Starts workers whose handler takes a batch of jobs (systems with a batch API only). */
+  startBatchWorkers?(opts: BatchWorkerStart): Promise<void>;
   /** Stops workers and closes every connection. */
   close(): Promise<void>;
 }

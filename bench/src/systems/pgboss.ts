@@ -1,6 +1,6 @@
 import { PgBoss } from 'pg-boss';
 import { benchPool, closeAll } from '../pg.js';
-import { QUEUE, type JobHarness, type JobSystem, type NoopPayload, type WorkerStart } from './jobs.js';
+import { QUEUE, type JobHarness, type BatchWorkerStart, type JobSystem, type NoopPayload, type WorkerStart } from './jobs.js';
 
 /**
  * pg-boss 12, tuned as its docs suggest for throughput: `batchSize` 100 per fetch,
@@ -52,6 +52,22 @@ export const pgBoss: JobSystem = {
             // worker waits for a notification (batchSize 1 would wait out the poll after each job).
             batchSize: 100,
             localConcurrency: opts.concurrency,
+            pollingIntervalSeconds: 0.5,
+            notifyPollingIntervalSeconds: 0.5,
+            burstWhenBatchFull: true,
+          },
+          async (jobs) => {
+            for (const job of jobs) opts.handle(job.data);
+          },
+        );
+      },
+      // Its handler already takes a batch (`batchSize` per fetch); `localConcurrency` fetch loops.
+      async startBatchWorkers(opts: BatchWorkerStart) {
+        await boss.work<NoopPayload>(
+          QUEUE,
+          {
+            batchSize: opts.batchSize,
+            localConcurrency: opts.batches,
             pollingIntervalSeconds: 0.5,
             notifyPollingIntervalSeconds: 0.5,
             burstWhenBatchFull: true,

@@ -90,6 +90,15 @@ export interface QJobWorkerModule {
   JobQueue: new (store: QJobStore, opts: { knownQueues: string[] }) => QJobQueue;
   Worker: new (store: QJobStore, opts: { queues: string[]; concurrency: number; prefetch?: number; tracer?: Tracer }) => QWorker;
 }
+export interface QBatchItem {
+  job: QJob;
+}
+export interface QJobWorkerBatchModule {
+  batchHandler(
+    fn: (items: readonly QBatchItem[]) => Promise<void>,
+    opts: { batchSize?: number; maxWaitMs?: number },
+  ): (job: QJob, ctx: { signal: AbortSignal }) => Promise<unknown>;
+}
 
 // ---- @q/partition-consumer ---------------------------------------------------------------
 export type QOutcome =
@@ -168,6 +177,8 @@ export const loadStore = () => once<QStoreModule>('store', () => load('@q/store'
 export const loadJobStore = () => once<QJobStoreModule>('jobstore', () => load('@q/store', ['JobStore'], () => import('@q/store')));
 export const loadJobWorker = () =>
   once<QJobWorkerModule>('job-worker', () => load('@q/job-worker', ['JobQueue', 'Worker'], () => import('@q/job-worker')));
+export const loadJobWorkerBatch = () =>
+  once<QJobWorkerBatchModule>('job-worker-batch', () => load('@q/job-worker', ['batchHandler'], () => import('@q/job-worker')));
 export const loadPartition = () =>
   once<QPartitionModule>('partition', () =>
     load('@q/partition-consumer', ['runPartitionWorker', 'Consumer'], () => import('@q/partition-consumer')),

@@ -1,7 +1,7 @@
 import type { TracerProvider } from '@opentelemetry/api';
 import { benchPool, closeAll } from '../pg.js';
 import { QUEUE, type JobHarness, type JobSystem, type NoopPayload } from './jobs.js';
-import { loadJobStore, loadJobWorker, loadOtel, missing, need, type QJobQueue, type QWorker } from './q-api.js';
+import { loadJobStore, loadJobWorker, loadJobWorkerBatch, loadOtel, missing, need, type QJobQueue, type QWorker } from './q-api.js';
 
 /**
  * `q`: `JobQueue` producer and `Worker` consumer of `@q/job-worker` on the `@q/store` job table,
@@ -53,6 +53,22 @@ export function qJobs(name = 'q', tracerProvider?: () => TracerProvider): JobSys
             opts.handle(job.payload as NoopPayload);
             return null;
           });
+          running = worker.run(abort.signal);
+        },
+        // workMany's handler on a Worker: each job keeps its own row, lease and outcome; a batch is
+        // how the function is called. Jobs in flight: `batches` full batches.
+        async startBatchWorkers(opts) {
+          const { batchHandler } = await need(loadJobWorkerBatch);
+          worker = new Worker(store, { queues: [QUEUE], concurrency: opts.batches * opts.batchSize });
+          worker.register(
+            'noop',
+            batchHandler(
+              async (items) => {
+                for (const item of items) opts.handle(item.job.payload as NoopPayload);
+              },
+              { batchSize: opts.batchSize },
+            ),
+          );
           running = worker.run(abort.signal);
         },
         async close() {

@@ -137,12 +137,11 @@ it('rejects bad input with INVALID_ARGUMENT and an unknown job with NOT_FOUND', 
     ['00000000-0000-8000-8000-000000000001', { timeoutMs: 1.5 }],
     ['00000000-0000-8000-8000-000000000001', { signal: {} as AbortSignal }],
   ] as const) {
-    let thrown: unknown;
-    try {
-      await queue.waitFor(uuid, opts);
-    } catch (e) {
-      thrown = e;
-    }
+    // A rejection, never a synchronous throw: `.then` would not be reached if waitFor threw.
+    const thrown: unknown = await queue.waitFor(uuid, opts).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(thrown).toMatchObject({ code: 'INVALID_ARGUMENT' });
     expect((thrown as Error).message).toMatch(/^waitFor: /);
   }

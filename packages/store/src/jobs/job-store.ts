@@ -511,7 +511,12 @@ export class JobStore {
    */
   waitFor(uuid: string, opts?: WaitForOptions): Promise<Job> {
     if (this.#closed) return Promise.reject(closedError());
-    return this.#waiters.wait(uuid, opts);
+    // Bad input is checked synchronously inside; a caller awaiting or chaining gets it as a rejection like every other call.
+    try {
+      return this.#waiters.wait(uuid, opts);
+    } catch (e) {
+      return Promise.reject(e);
+    }
   }
 
   #listenOn(channel: string, handlers: JobListenerHandlers): JobListener {
