@@ -60,7 +60,7 @@ export async function runScenario(scenario: Scenario, opts: HarnessOptions): Pro
 
   const reps = opts.smoke ? 1 : (scenario.reps ?? Math.min(opts.reps, scenario.maxReps ?? Infinity));
   const rounds: Array<{ warmup: boolean; label: string }> = [];
-  if (!opts.smoke) rounds.push({ warmup: true, label: 'warm-up' });
+  if (!opts.smoke && scenario.warmupFraction !== 0) rounds.push({ warmup: true, label: 'warm-up' });
   for (let r = 1; r <= reps; r++) rounds.push({ warmup: false, label: `rep ${r}/${reps}` });
 
   for (const [r, round] of rounds.entries()) {

@@ -48,11 +48,16 @@ export interface Scenario {
   reps?: number;
   /** Upper bound on the CLI's `--reps` for long scenarios (keeps a full run near 15 minutes). */
   maxReps?: number;
-  /** Warm-up size as a fraction of the full size (default: the harness's). */
+  /** Warm-up size as a fraction of the full size (default: the harness's); 0: no warm-up run. */
   warmupFraction?: number;
   /**
    * Name of a sibling scenario that runs the same code with other parameters: a smoke run of
    * everything leaves this one out (it is still run when named explicitly).
    */
   smokeCoveredBy?: string;
+  /**
+   * Why a smoke run of everything leaves this one out although nothing else runs its code (it
+   * waits on the wall clock, e.g. for cron minutes); it is still run when named explicitly.
+   */
+  smokeWaitsFor?: string;
 }

@@ -6,6 +6,7 @@ import { otelDispatchAck, otelJobDrain } from './otel.js';
 import { partitionNewcomer, partitionRedelivery, partitionRunnersProcs } from './partition.js';
 import { quotaAcquire, quotaAcquireProcs, quotaAdmit, quotaAdmitProcs } from './quota.js';
 import { requestDispatchAck, requestEnqueue } from './requests.js';
+import { scheduleTick } from './schedules.js';
 
 /** Every scenario, in the order a full run executes them. */
 export function allScenarios(): Scenario[] {
@@ -39,6 +40,9 @@ export function allScenarios(): Scenario[] {
     dispatchDemo(),
     dispatchSaturated(1, 8, 200, 400),
     dispatchSaturated(40, 1, 200, 25),
+    scheduleTick(1),
+    scheduleTick(4),
+    scheduleTick(8),
   ];
 }
 
@@ -48,7 +52,7 @@ export function allScenarios(): Scenario[] {
  */
 export function selectScenarios(wanted: string[], smoke = false): Scenario[] {
   const all = allScenarios();
-  if (wanted.length === 0) return smoke ? all.filter((s) => !s.smokeCoveredBy) : all;
+  if (wanted.length === 0) return smoke ? all.filter((s) => !s.smokeCoveredBy && !s.smokeWaitsFor) : all;
   const picked = all.filter((s) => wanted.some((w) => s.name === w || s.name.startsWith(w)));
   const unknown = wanted.filter((w) => !all.some((s) => s.name === w || s.name.startsWith(w)));
   if (unknown.length > 0) {
