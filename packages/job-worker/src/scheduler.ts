@@ -4,8 +4,18 @@ import { untraced } from '@q/otel';
 import { invalidArgument } from '@q/schema';
 import { errorFields, type Logger } from './logger.js';
 
-/** Longest sleep of an idle scheduler: how soon a new or changed schedule is seen at the latest. */
+/**
+ * Longest sleep of an idle scheduler that is not woken by notifications (its worker's listener is
+ * down, or it runs behind a transaction pooler): how soon a new or changed schedule is seen.
+ */
 export const SCHEDULER_MAX_IDLE_MS = 1_000;
+/**
+ * Longest sleep of an idle scheduler while its worker listens: `JobStore.upsertSchedule` notifies
+ * (payload `s`), which wakes it at once, so this bound only covers a change written past it (raw
+ * SQL) and a notification lost with a connection. Reading every second instead cost each worker
+ * 60 statements a minute (`pnpm bench schedule-tick`).
+ */
+export const SCHEDULER_LISTENING_IDLE_MS = 30_000;
 /** Shortest pause between two ticks (a schedule due but fired elsewhere is gone by then). */
 const MIN_PAUSE_MS = 20;
 
@@ -16,8 +26,13 @@ export interface SchedulerOptions {
    * process). Tests drive it explicitly (a DST transition without waiting for one).
    */
   now?: () => Date;
-  /** Longest sleep between ticks (ms). Default {@link SCHEDULER_MAX_IDLE_MS}. */
+  /**
+   * Longest sleep between ticks (ms). Default {@link SCHEDULER_LISTENING_IDLE_MS} while
+   * `listening()` says notifications reach this process, else {@link SCHEDULER_MAX_IDLE_MS}.
+   */
   maxIdleMs?: number;
+  /** Whether schedule notifications reach {@link Scheduler.wake} now. Default: never. */
+  listening?: () => boolean;
   logger?: Logger;
   /** A tick failed (the worker's failure watch decides whether that stops it). */
   failed?: (err: unknown) => void;
@@ -43,24 +58,41 @@ export interface TickResult {
  * A process's share of firing schedules. There is no leader: every scheduler reads the due
  * schedules (one indexed statement, also when nothing is due) and fires them with a
  * compare-and-set (`JobStore.fireSchedules`), so each slot is enqueued once however many run.
- * Sleeps until the earliest next fire time, at most `maxIdleMs`.
+ * Sleeps until the earliest next fire time, at most `maxIdleMs`; {@link Scheduler.wake} (a
+ * schedule was created or changed) ends the sleep.
  */
 export class Scheduler {
   readonly #store: JobStore;
   readonly #now: (() => Date) | undefined;
-  readonly #maxIdleMs: number;
+  readonly #maxIdleMs: number | undefined;
   readonly #opts: SchedulerOptions;
   /** Compiled patterns by `cron\0timezone`: croner parses a pattern once per process. */
   readonly #compiled = new Map<string, CronSchedule>();
   #timer: NodeJS.Timeout | undefined;
   #round: Promise<void> = Promise.resolve();
   #stopped = true;
+  /** A tick is in flight (between reading and scheduling the next). */
+  #ticking = false;
+  /** {@link wake} came during a tick: tick again at once after it (it may have read too early). */
+  #wakeAgain = false;
 
   constructor(store: JobStore, opts: SchedulerOptions = {}) {
     this.#store = store;
     this.#now = opts.now;
-    this.#maxIdleMs = opts.maxIdleMs ?? SCHEDULER_MAX_IDLE_MS;
+    this.#maxIdleMs = opts.maxIdleMs;
     this.#opts = opts;
+  }
+
+  /** Ends the current sleep: ticks now (or right after the tick in flight). A stopped scheduler ignores it. */
+  wake(): void {
+    if (this.#stopped) return;
+    if (this.#ticking) {
+      this.#wakeAgain = true;
+      return;
+    }
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#round = this.#loop();
   }
 
   /** Ticks now, then whenever the next schedule is due (at least every `maxIdleMs`) until {@link Scheduler.stop}. */
@@ -133,7 +165,9 @@ export class Scheduler {
 
   async #loop(): Promise<void> {
     if (this.#stopped) return;
-    let wait = this.#maxIdleMs;
+    let wait = this.#maxIdleMs ?? (this.#opts.listening?.() === true ? SCHEDULER_LISTENING_IDLE_MS : SCHEDULER_MAX_IDLE_MS);
+    this.#ticking = true;
+    this.#wakeAgain = false;
     try {
       const t = await this.tick();
       if (t.enqueued > 0) this.#opts.logger?.debug({ fired: t.fired.length, enqueued: t.enqueued }, 'schedules fired');
@@ -145,8 +179,11 @@ export class Scheduler {
         this.#opts.logger?.warn(errorFields(err), 'scheduler tick failed');
         this.#opts.failed?.(err);
       }
+    } finally {
+      this.#ticking = false;
     }
     if (this.#stopped) return;
+    if (this.#wakeAgain) wait = 0;
     this.#timer = setTimeout(
       () => {
         this.#round = this.#loop();
@@ -164,7 +201,7 @@ export function workerScheduler(
   store: JobStore,
   opt: boolean | WorkerSchedulerOptions | undefined,
   logger: Logger,
-  hooks: Pick<SchedulerOptions, 'failed' | 'succeeded'>,
+  hooks: Pick<SchedulerOptions, 'failed' | 'succeeded' | 'listening'>,
 ): Scheduler | undefined {
   if (opt === false) return undefined;
   if (opt !== undefined && opt !== true && (typeof opt !== 'object' || opt === null)) {

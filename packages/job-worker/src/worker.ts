@@ -171,6 +171,7 @@ export class Worker implements WorkerEventSource {
     this.#scheduler = workerScheduler(store, opts.schedules, this.#logger, {
       failed: (err) => void this.#watch.failed('schedules', err),
       succeeded: () => this.#watch.succeeded('schedules'),
+      listening: () => this.#listener?.connected === true,
     });
   }
 
@@ -262,11 +263,17 @@ export class Worker implements WorkerEventSource {
       onNotification: (n) => {
         if (n.kind === 'queued') {
           if (this.#queues.includes(n.queue)) this.#claims.wake();
+        } else if (n.kind === 'schedules') {
+          this.#scheduler?.wake();
         } else {
           this.#cancelRequested(n.id);
         }
       },
-      onConnected: () => this.#claims.wake(),
+      // Notifications sent while the connection was down are lost: look at once.
+      onConnected: () => {
+        this.#claims.wake();
+        this.#scheduler?.wake();
+      },
       onError: (err) => {
         if (this.#state === 'running') this.#logger.warn(errorFields(err), 'job listener connection failed, polling');
       },

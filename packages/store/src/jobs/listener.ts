@@ -8,7 +8,9 @@ export type JobNotification =
   /** Jobs became eligible in `queue` (enqueued, promoted or given back). */
   | { kind: 'queued'; queue: string }
   /** A cancel was requested for the leased/running job `id`. */
-  | { kind: 'cancel'; id: number };
+  | { kind: 'cancel'; id: number }
+  /** A schedule was created or changed (`JobStore.upsertSchedule`): schedulers read again. */
+  | { kind: 'schedules' };
 
 /** Callbacks of {@link JobListener}. */
 export interface JobListenerHandlers {
@@ -168,6 +170,7 @@ export class JobListener {
 
 function parse(payload: string): JobNotification | undefined {
   if (payload.startsWith('q:')) return { kind: 'queued', queue: payload.slice(2) };
+  if (payload === 's') return { kind: 'schedules' };
   if (payload.startsWith('c:')) {
     const id = Number(payload.slice(2));
     return Number.isSafeInteger(id) ? { kind: 'cancel', id } : undefined;

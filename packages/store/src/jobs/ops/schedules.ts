@@ -110,18 +110,23 @@ export async function upsertSchedule(ctx: JobStoreContext, input: ScheduleInput)
     throw invalidArgument(`${op}: backfill.maxMs must be a positive integer of milliseconds, at most 100 years`);
   }
   const row = await ctx.op('schedule_upsert', () =>
-    upsertScheduleRow(ctx.scope, ctx.pool, {
-      name,
-      cron,
-      timezone,
-      queue,
-      type,
-      payload: json.text as string,
-      priority: checkInt(op, 'priority', input.priority, -2_147_483_648, 0),
-      maxAttempts: checkInt(op, 'maxAttempts', input.maxAttempts, 1, DEFAULT_MAX_ATTEMPTS),
-      backfillMs: backfill,
-      nextFireAt: checkDate(op, 'nextFireAt', input.nextFireAt),
-    }),
+    upsertScheduleRow(
+      ctx.scope,
+      ctx.pool,
+      {
+        name,
+        cron,
+        timezone,
+        queue,
+        type,
+        payload: json.text as string,
+        priority: checkInt(op, 'priority', input.priority, -2_147_483_648, 0),
+        maxAttempts: checkInt(op, 'maxAttempts', input.maxAttempts, 1, DEFAULT_MAX_ATTEMPTS),
+        backfillMs: backfill,
+        nextFireAt: checkDate(op, 'nextFireAt', input.nextFireAt),
+      },
+      ctx.channel,
+    ),
   );
   return toSchedule(row);
 }

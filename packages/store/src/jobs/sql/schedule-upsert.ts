@@ -7,8 +7,11 @@ import { SCHEDULE_COLUMNS, type ScheduleRow } from './schedule-row.js';
 // must neither skip the slots missed while they were down nor fire the current one again. A new
 // pattern or time zone starts at its first slot after now ($10, computed by the caller). The
 // job's fields are read by the statement that fires a slot, so a change of them applies from the
-// next slot on.
+// next slot on. Schedulers sleep until the earliest next fire time they read: the notification
+// ('s' on the job channel, $11, sent at commit) wakes them to read again, so a new schedule whose
+// first slot comes sooner is not slept through.
 const TEXT = `
+WITH up AS (
 INSERT INTO __q_schema__.q_schedules AS s (name, cron, timezone, queue, job_type, payload, priority, max_attempts, backfill_ms, next_fire_at)
 VALUES ($1::text, $2::text, $3::text, $4::text, $5::text, $6::jsonb, $7::int4, $8::int4, $9::int8, $10::timestamptz)
 ON CONFLICT (name) DO UPDATE SET
@@ -16,7 +19,9 @@ ON CONFLICT (name) DO UPDATE SET
   payload = EXCLUDED.payload, priority = EXCLUDED.priority, max_attempts = EXCLUDED.max_attempts, backfill_ms = EXCLUDED.backfill_ms,
   next_fire_at = CASE WHEN s.cron = EXCLUDED.cron AND s.timezone = EXCLUDED.timezone THEN s.next_fire_at ELSE EXCLUDED.next_fire_at END,
   updated_at = now()
-RETURNING ${SCHEDULE_COLUMNS}`;
+RETURNING ${SCHEDULE_COLUMNS}
+)
+SELECT up.* FROM up CROSS JOIN (SELECT pg_notify($11::text, 's')) n`;
 
 const TEXT_STMT = statement('q_jobs_schedule_upsert', TEXT);
 
@@ -36,8 +41,8 @@ export interface ScheduleUpsert {
   nextFireAt: Date;
 }
 
-/** Creates or replaces the schedule `u.name` (see above); returns the stored row. */
-export async function upsertSchedule(scope: StatementScope, db: Queryable, u: ScheduleUpsert): Promise<ScheduleRow> {
+/** Creates or replaces the schedule `u.name` and notifies `channel` (see above); returns the stored row. */
+export async function upsertSchedule(scope: StatementScope, db: Queryable, u: ScheduleUpsert, channel: string): Promise<ScheduleRow> {
   const { rows } = await scope.run<ScheduleRow>(db, TEXT_STMT, [
     u.name,
     u.cron,
@@ -49,6 +54,7 @@ export async function upsertSchedule(scope: StatementScope, db: Queryable, u: Sc
     u.maxAttempts,
     u.backfillMs,
     u.nextFireAt,
+    channel,
   ]);
   return onlyRow(rows, 'schedule upsert');
 }
