@@ -96,9 +96,5 @@ export async function enqueueWithJobKeys(
       { 'job.count': n, 'job.in_transaction': true },
     );
   }
-  return ctx.op(
-    'enqueue',
-    () => retryDeadlock(() => (n === 1 ? run(ctx.pool) : withTransaction(ctx.pool, (c) => run(c)))),
-    { 'job.count': n },
-  );
+  return ctx.op('enqueue', () => retryDeadlock(() => (n === 1 ? run(ctx.pool) : withTransaction(ctx.pool, (c) => run(c)))), { 'job.count': n });
 }

@@ -15,9 +15,7 @@ import type { EnqueueBatch } from './enqueue-jobs.js';
 // key), so a new job is inserted after it. `inserted` is whether the row is new (xmax = 0: no
 // update touched it). A queued result notifies its queue's workers.
 function text(debounce: boolean): string {
-  const timing = debounce
-    ? ''
-    : `, run_at = EXCLUDED.run_at, status = EXCLUDED.status`;
+  const timing = debounce ? '' : `, run_at = EXCLUDED.run_at, status = EXCLUDED.status`;
   return `
 WITH up AS (
   INSERT INTO __q_schema__.q_jobs AS j (id, uuid, queue, job_type, payload, priority, run_at, status, max_attempts,
