@@ -255,7 +255,7 @@ describe('batches and the caller transaction', () => {
 });
 
 describe('bad options are refused before anything is written', () => {
-  const bad: Array<[string, Partial<NewJob> & Record<string, unknown>, RegExp]> = [
+  const bad: Array<[string, Record<string, unknown>, RegExp]> = [
     ['empty key', { jobKey: '' }, /^enqueue: jobKey must be a non-empty string/],
     ['non-string key', { jobKey: 5 }, /^enqueue: jobKey must be a non-empty string/],
     ['unknown mode', { jobKey: 'k', jobKeyMode: 'debounced' }, /^enqueue: jobKeyMode must be one of replace, debounce, throttle/],
