@@ -280,3 +280,47 @@ describe('bad options are refused before anything is written', () => {
     });
   }
 });
+
+describe('q_enqueue_job takes job keys', () => {
+  const call = async (payload: unknown, options: unknown) =>
+    (
+      await sql.query<{ id: string; payload: unknown; status: string; job_key: string | null }>(
+        'SELECT id, payload, status::text, job_key FROM q_enqueue_job($1, $2, $3::jsonb, $4::jsonb)',
+        ['default', 't', JSON.stringify(payload), JSON.stringify(options)],
+      )
+    ).rows[0]!;
+
+  it('replace and debounce update the pending job; throttle returns the window job; a claim frees the key', async () => {
+    const a = await call({ v: 1 }, { jobKey: 'k', runAt: LATER().toISOString() });
+    expect(a).toMatchObject({ status: 'scheduled', job_key: 'k' });
+    const b = await call({ v: 2 }, { jobKey: 'k', jobKeyMode: 'debounce' });
+    expect(b).toMatchObject({ id: a.id, payload: { v: 2 }, status: 'scheduled' });
+    const c = await call({ v: 3 }, { jobKey: 'k' });
+    expect(c).toMatchObject({ id: a.id, payload: { v: 3 }, status: 'queued' });
+    // The store sees the same key: its replace updates the same job.
+    expect(await one(keyed('replace', { payload: { v: 4 } }))).toMatchObject({ created: false, job: { id: Number(a.id) } });
+    await claim();
+    const d = await call({ v: 5 }, { jobKey: 'k' });
+    expect(d.id).not.toBe(a.id);
+    const t1 = await call({}, { jobKey: 'tk', jobKeyMode: 'throttle', throttleMs: WIDE });
+    const t2 = await call({}, { jobKey: 'tk', jobKeyMode: 'throttle', throttleMs: WIDE });
+    expect(t2.id).toBe(t1.id);
+    // The same window as the store's throttle of the key.
+    expect(await one(keyed('throttle', { jobKey: 'tk' }))).toMatchObject({ created: false, job: { id: Number(t1.id), jobKey: 'tk' } });
+    expect(await count()).toBe(3);
+  });
+
+  it('refuses bad job key options with 22023', async () => {
+    for (const options of [
+      { jobKey: '' },
+      { jobKeyMode: 'replace' },
+      { jobKey: 'k', jobKeyMode: 'later' },
+      { jobKey: 'k', jobKeyMode: 'throttle' },
+      { jobKey: 'k', throttleMs: 5 },
+      { jobKey: 'k', idempotencyKey: 'i' },
+    ]) {
+      await expect(call({}, options), JSON.stringify(options)).rejects.toMatchObject({ code: '22023' });
+    }
+    expect(await count()).toBe(0);
+  });
+});

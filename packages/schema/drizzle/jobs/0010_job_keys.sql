@@ -16,4 +16,215 @@ ALTER TABLE "q_jobs" ADD COLUMN "job_key" text;--> statement-breakpoint
 ALTER TABLE "q_jobs_archive" ADD COLUMN "job_key" text;--> statement-breakpoint
 CREATE OR REPLACE VIEW "q_jobs_all" AS SELECT * FROM "q_jobs" UNION ALL SELECT * FROM "q_jobs_archive";--> statement-breakpoint
 CREATE UNIQUE INDEX "q_jobs_job_key_pending_key" ON "q_jobs" (q_idempotency_scope(queue, job_type, job_key))
-  WHERE job_key IS NOT NULL AND idempotency_key IS NULL AND status IN ('queued', 'scheduled');
+  WHERE job_key IS NOT NULL AND idempotency_key IS NULL AND status IN ('queued', 'scheduled');--> statement-breakpoint
+-- q_enqueue_job: the contract of 0009, taking job keys too (options jobKey, jobKeyMode, throttleMs),
+-- with enqueue()'s rules and checks.
+CREATE OR REPLACE FUNCTION q_enqueue_job(queue TEXT, type TEXT, payload JSONB DEFAULT NULL, options JSONB DEFAULT NULL)
+RETURNS q_jobs LANGUAGE plpgsql VOLATILE SET search_path FROM CURRENT AS $$
+#variable_conflict use_column
+DECLARE
+  v_queue TEXT := q_enqueue_job.queue;
+  v_type TEXT := q_enqueue_job.type;
+  v_payload JSONB := coalesce(nullif(q_enqueue_job.payload, 'null'::jsonb), '{}'::jsonb);
+  v_opts JSONB := coalesce(nullif(q_enqueue_job.options, 'null'::jsonb), '{}'::jsonb);
+  v_unknown TEXT;
+  v_name TEXT;
+  v_value JSONB;
+  v_num NUMERIC;
+  v_priority INTEGER := 0;
+  v_run_at TIMESTAMPTZ;
+  v_max_attempts INTEGER := 5;
+  v_idempotency_key TEXT;
+  v_lock_key TEXT;
+  v_team_id BIGINT;
+  v_resource_id BIGINT;
+  v_retry_of_id BIGINT;
+  v_job q_jobs;
+  v_tries INTEGER := 0;
+  v_job_key TEXT;
+  v_mode TEXT := 'replace';
+  v_window BIGINT;
+BEGIN
+  IF v_queue IS NULL OR v_queue = '' THEN
+    RAISE EXCEPTION 'q_enqueue_job: queue must be a non-empty string' USING ERRCODE = '22023';
+  END IF;
+  IF octet_length(v_queue) > 2048 THEN
+    RAISE EXCEPTION 'q_enqueue_job: queue is longer than 2048 bytes' USING ERRCODE = '22023';
+  END IF;
+  IF v_type IS NULL OR v_type = '' THEN
+    RAISE EXCEPTION 'q_enqueue_job: type must be a non-empty string' USING ERRCODE = '22023';
+  END IF;
+  IF octet_length(v_type) > 2048 THEN
+    RAISE EXCEPTION 'q_enqueue_job: type is longer than 2048 bytes' USING ERRCODE = '22023';
+  END IF;
+  IF jsonb_typeof(v_opts) <> 'object' THEN
+    RAISE EXCEPTION 'q_enqueue_job: options must be a JSON object' USING ERRCODE = '22023';
+  END IF;
+  SELECT string_agg(k, ', ' ORDER BY k) INTO v_unknown FROM jsonb_object_keys(v_opts) AS k
+   WHERE k NOT IN ('priority', 'runAt', 'maxAttempts', 'idempotencyKey', 'lockKey', 'teamId', 'resourceId', 'retryOfId',
+                   'jobKey', 'jobKeyMode', 'throttleMs');
+  IF v_unknown IS NOT NULL THEN
+    RAISE EXCEPTION 'q_enqueue_job: unknown option(s): %', v_unknown USING ERRCODE = '22023';
+  END IF;
+
+  -- Integers: JSON numbers without a fraction, in range.
+  FOREACH v_name IN ARRAY ARRAY['priority', 'maxAttempts', 'teamId', 'resourceId', 'retryOfId'] LOOP
+    v_value := nullif(v_opts -> v_name, 'null'::jsonb);
+    CONTINUE WHEN v_value IS NULL;
+    IF jsonb_typeof(v_value) <> 'number' THEN
+      RAISE EXCEPTION 'q_enqueue_job: % must be an integer', v_name USING ERRCODE = '22023';
+    END IF;
+    v_num := (v_value #>> '{}')::numeric;
+    IF v_num <> trunc(v_num) THEN
+      RAISE EXCEPTION 'q_enqueue_job: % must be an integer', v_name USING ERRCODE = '22023';
+    END IF;
+    CASE v_name
+      WHEN 'priority' THEN
+        IF v_num NOT BETWEEN -2147483648 AND 2147483647 THEN
+          RAISE EXCEPTION 'q_enqueue_job: priority must be an integer between -2147483648 and 2147483647' USING ERRCODE = '22023';
+        END IF;
+        v_priority := v_num;
+      WHEN 'maxAttempts' THEN
+        IF v_num NOT BETWEEN 1 AND 2147483647 THEN
+          RAISE EXCEPTION 'q_enqueue_job: maxAttempts must be an integer between 1 and 2147483647' USING ERRCODE = '22023';
+        END IF;
+        v_max_attempts := v_num;
+      ELSE
+        IF v_num NOT BETWEEN -9007199254740991 AND 9007199254740991 THEN
+          RAISE EXCEPTION 'q_enqueue_job: % must be a safe integer', v_name USING ERRCODE = '22023';
+        END IF;
+        CASE v_name
+          WHEN 'teamId' THEN v_team_id := v_num;
+          WHEN 'resourceId' THEN v_resource_id := v_num;
+          ELSE v_retry_of_id := v_num;
+        END CASE;
+    END CASE;
+  END LOOP;
+
+  -- Keys: non-empty strings that fit a btree entry.
+  FOREACH v_name IN ARRAY ARRAY['idempotencyKey', 'lockKey'] LOOP
+    v_value := nullif(v_opts -> v_name, 'null'::jsonb);
+    CONTINUE WHEN v_value IS NULL;
+    IF jsonb_typeof(v_value) <> 'string' OR v_value #>> '{}' = '' THEN
+      RAISE EXCEPTION 'q_enqueue_job: % must be a non-empty string', v_name USING ERRCODE = '22023';
+    END IF;
+    IF octet_length(v_value #>> '{}') > 2048 THEN
+      RAISE EXCEPTION 'q_enqueue_job: % is longer than 2048 bytes', v_name USING ERRCODE = '22023';
+    END IF;
+    IF v_name = 'idempotencyKey' THEN v_idempotency_key := v_value #>> '{}'; ELSE v_lock_key := v_value #>> '{}'; END IF;
+  END LOOP;
+
+  v_value := nullif(v_opts -> 'runAt', 'null'::jsonb);
+  IF v_value IS NOT NULL THEN
+    IF jsonb_typeof(v_value) <> 'string' THEN
+      RAISE EXCEPTION 'q_enqueue_job: runAt must be a timestamp string' USING ERRCODE = '22023';
+    END IF;
+    BEGIN
+      v_run_at := (v_value #>> '{}')::timestamptz;
+    EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow THEN
+      RAISE EXCEPTION 'q_enqueue_job: runAt must be a timestamp string' USING ERRCODE = '22023';
+    END;
+    IF NOT isfinite(v_run_at) THEN
+      RAISE EXCEPTION 'q_enqueue_job: runAt must be a finite timestamp' USING ERRCODE = '22023';
+    END IF;
+  END IF;
+
+  -- Job keys (0010): as enqueue() checks them.
+  v_value := nullif(v_opts -> 'jobKey', 'null'::jsonb);
+  IF v_value IS NOT NULL THEN
+    IF jsonb_typeof(v_value) <> 'string' OR v_value #>> '{}' = '' THEN
+      RAISE EXCEPTION 'q_enqueue_job: jobKey must be a non-empty string' USING ERRCODE = '22023';
+    END IF;
+    IF octet_length(v_value #>> '{}') > 1984 THEN
+      RAISE EXCEPTION 'q_enqueue_job: jobKey must be at most 1984 bytes' USING ERRCODE = '22023';
+    END IF;
+    v_job_key := v_value #>> '{}';
+  END IF;
+  v_value := nullif(v_opts -> 'jobKeyMode', 'null'::jsonb);
+  IF v_value IS NOT NULL THEN
+    IF v_job_key IS NULL THEN
+      RAISE EXCEPTION 'q_enqueue_job: jobKeyMode must come with a jobKey' USING ERRCODE = '22023';
+    END IF;
+    IF jsonb_typeof(v_value) <> 'string' OR v_value #>> '{}' NOT IN ('replace', 'debounce', 'throttle') THEN
+      RAISE EXCEPTION 'q_enqueue_job: jobKeyMode must be one of replace, debounce, throttle' USING ERRCODE = '22023';
+    END IF;
+    v_mode := v_value #>> '{}';
+  END IF;
+  v_value := nullif(v_opts -> 'throttleMs', 'null'::jsonb);
+  IF v_value IS NOT NULL AND (v_job_key IS NULL OR v_mode <> 'throttle') THEN
+    RAISE EXCEPTION 'q_enqueue_job: throttleMs must come with jobKeyMode throttle' USING ERRCODE = '22023';
+  END IF;
+  IF v_job_key IS NOT NULL AND v_mode = 'throttle' THEN
+    IF v_value IS NULL OR jsonb_typeof(v_value) <> 'number' OR (v_value #>> '{}')::numeric <> trunc((v_value #>> '{}')::numeric)
+       OR (v_value #>> '{}')::numeric NOT BETWEEN 1 AND 2147483647 THEN
+      RAISE EXCEPTION 'q_enqueue_job: throttleMs must be an integer from 1 to 2147483647 with jobKeyMode throttle' USING ERRCODE = '22023';
+    END IF;
+    v_window := (v_value #>> '{}')::numeric;
+  END IF;
+  IF v_job_key IS NOT NULL AND v_idempotency_key IS NOT NULL THEN
+    RAISE EXCEPTION 'q_enqueue_job: jobKey must not come with an idempotencyKey' USING ERRCODE = '22023';
+  END IF;
+
+  IF v_retry_of_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM q_jobs_all WHERE id = v_retry_of_id) THEN
+    RAISE EXCEPTION 'q_enqueue_job: retryOfId refers to a job that does not exist' USING ERRCODE = '22023';
+  END IF;
+
+  -- throttle: the slot key of the key's window (epoch-aligned, this transaction's clock), then the
+  -- idempotency path below. replace/debounce: the pending job holding the key is updated, or a
+  -- new job inserted, fenced by q_jobs_job_key_pending_key (see JobStore.enqueue).
+  IF v_job_key IS NOT NULL AND v_mode = 'throttle' THEN
+    v_idempotency_key := chr(1) || 'throttle:' || v_window || ':'
+      || floor(extract(epoch FROM now()) * 1000 / v_window)::bigint || ':' || v_job_key;
+  ELSIF v_job_key IS NOT NULL THEN
+    INSERT INTO q_jobs AS j (queue, job_type, payload, priority, run_at, status, max_attempts,
+                             job_key, lock_key, team_id, resource_id, retry_of_id)
+    VALUES (v_queue, v_type, v_payload, v_priority,
+            CASE WHEN v_run_at > now() THEN v_run_at ELSE now() END,
+            CASE WHEN v_run_at > now() THEN 'scheduled'::q_job_status ELSE 'queued'::q_job_status END,
+            v_max_attempts, v_job_key, v_lock_key, v_team_id, v_resource_id, v_retry_of_id)
+    ON CONFLICT (q_idempotency_scope(queue, job_type, job_key))
+      WHERE job_key IS NOT NULL AND idempotency_key IS NULL AND status IN ('queued', 'scheduled')
+    DO UPDATE SET payload = EXCLUDED.payload, priority = EXCLUDED.priority,
+                  run_at = CASE WHEN v_mode = 'debounce' THEN j.run_at ELSE EXCLUDED.run_at END,
+                  status = CASE WHEN v_mode = 'debounce' THEN j.status ELSE EXCLUDED.status END,
+                  updated_at = now()
+    RETURNING * INTO v_job;
+    IF v_job.status = 'queued' THEN
+      PERFORM pg_notify('q_jobs_' || left(encode(sha256(convert_to(current_schema(), 'UTF8')), 'hex'), 24), 'q:' || v_job.queue);
+    END IF;
+    RETURN v_job;
+  END IF;
+
+  LOOP
+    INSERT INTO q_jobs AS j (queue, job_type, payload, priority, run_at, status, max_attempts,
+                           idempotency_key, lock_key, team_id, resource_id, retry_of_id)
+    VALUES (v_queue, v_type, v_payload, v_priority,
+            CASE WHEN v_run_at > now() THEN v_run_at ELSE now() END,
+            CASE WHEN v_run_at > now() THEN 'scheduled'::q_job_status ELSE 'queued'::q_job_status END,
+            v_max_attempts, v_idempotency_key, v_lock_key, v_team_id, v_resource_id, v_retry_of_id)
+    RETURNING * INTO v_job; -- no row: q_jobs_before_insert found the key held
+    IF FOUND THEN
+      IF v_job.status = 'queued' THEN
+        PERFORM pg_notify('q_jobs_' || left(encode(sha256(convert_to(current_schema(), 'UTF8')), 'hex'), 24), 'q:' || v_job.queue);
+      END IF;
+      RETURN v_job;
+    END IF;
+    -- The key is held: by a job committed before (or written earlier in this transaction), or by
+    -- one a concurrent transaction just committed (this statement sees it: read committed). The
+    -- holder may be live or finished: the key table names it, the view finds it in either table.
+    SELECT o.* INTO v_job FROM q_jobs_idempotency_keys k JOIN q_jobs_all o ON o.id = k.job_id
+     WHERE k.scope = q_idempotency_scope(v_queue, v_type, v_idempotency_key);
+    IF FOUND THEN
+      RETURN v_job;
+    END IF;
+    -- The holder was deleted meanwhile (purged): the key is free again, and the next insert
+    -- takes it (q_jobs_before_insert also takes a key whose holder is gone). Never for ever:
+    -- a key that keeps being taken and freed by others under this loop is an error, not a hang.
+    v_tries := v_tries + 1;
+    IF v_tries >= 100 THEN
+      RAISE EXCEPTION 'q_enqueue_job: idempotencyKey is held by a job that cannot be read (retried 100 times)'
+        USING ERRCODE = '55000';
+    END IF;
+  END LOOP;
+END
+$$;
