@@ -8,9 +8,11 @@
 -- job never holds it: a later enqueue with the key makes a new job, and the claimed job going back
 -- to waiting (retry, snooze, reclaim) can never collide with a newer pending job of its key.
 --
--- The index leaves out rows with an idempotency key: a throttled enqueue (mode throttle) holds an
--- idempotency slot key (the job key and its window) instead, and keeps its job key for display
--- only. Both tables get the column in the same place (q_jobs_all is one over the other, and the
+-- Mode throttle does not use the column: a throttled job holds the idempotency key
+-- U+0001 'throttle:<window ms>:<window number since the epoch>:<job key>' (the slot of its window),
+-- so the idempotency fence (q_jobs_idempotency_keys, live and archived jobs) makes every enqueue
+-- of the key in one window return one job; the store shows it as the job's job key. The index
+-- leaves out rows with an idempotency key all the same. Both tables get the column in the same place (q_jobs_all is one over the other, and the
 -- archive trigger copies rows whole); the view is replaced to take it in.
 ALTER TABLE "q_jobs" ADD COLUMN "job_key" text;--> statement-breakpoint
 ALTER TABLE "q_jobs_archive" ADD COLUMN "job_key" text;--> statement-breakpoint
