@@ -12,8 +12,9 @@
 -- U+0001 'throttle:<window ms>:<window number since the epoch>:<job key>' (the slot of its window),
 -- so the idempotency fence (q_jobs_idempotency_keys, live and archived jobs) makes every enqueue
 -- of the key in one window return one job; the store shows it as the job's job key. The index
--- leaves out rows with an idempotency key all the same. Both tables get the column in the same place (q_jobs_all is one over the other, and the
--- archive trigger copies rows whole); the view is replaced to take it in.
+-- leaves out rows with an idempotency key all the same. Both tables get the column in the same
+-- place (q_jobs_all is one over the other, and the archive trigger copies rows whole); the view is
+-- replaced to take it in.
 ALTER TABLE "q_jobs" ADD COLUMN "job_key" text;--> statement-breakpoint
 ALTER TABLE "q_jobs_archive" ADD COLUMN "job_key" text;--> statement-breakpoint
 CREATE OR REPLACE VIEW "q_jobs_all" AS SELECT * FROM "q_jobs" UNION ALL SELECT * FROM "q_jobs_archive";--> statement-breakpoint
