@@ -161,6 +161,7 @@ describe('jobs', () => {
       max_attempts: 2,
       lock_key: 'report:1',
       idempotency_key: 'k-1',
+      job_key: null,
       steps: [],
       result: null,
       error: null,

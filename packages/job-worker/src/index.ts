@@ -49,6 +49,7 @@ export type {
   Step,
   StepStatus,
   JobPage,
+  JobKeyMode,
   JobListFilter,
   InTransaction,
   TransactionClient,

@@ -170,8 +170,11 @@ export class JobQueue {
    * Enqueues one job and returns it. An idempotency key is held per queue and type: while a job
    * with the same key, queue and type is kept (live or finished), that job is returned, unchanged
    * ({@link JobQueue.enqueueResult} tells which happened); the same key in another queue or of
-   * another type makes a new job. Unknown queue → `UNKNOWN_QUEUE`; bad field (an empty `type`
-   * among them) → `INVALID_ARGUMENT`; nothing is written then.
+   * another type makes a new job. A `jobKey` dedupes pending work instead, per queue and type:
+   * `jobKeyMode` `replace` (default) or `debounce` updates the pending job holding it, `throttle`
+   * (with `throttleMs`) returns the one job of the key's window; see the README's table. Unknown
+   * queue → `UNKNOWN_QUEUE`; bad field (an empty `type` among them) → `INVALID_ARGUMENT`; nothing
+   * is written then.
    *
    * With `{ client }` (a pg client in the caller's transaction, or `drizzleClient(tx)`), the job is
    * written in that transaction: it exists iff the transaction commits, and workers are woken at
@@ -355,6 +358,9 @@ export class JobQueue {
       runAt: opts.runAt,
       maxAttempts: opts.maxAttempts,
       idempotencyKey: opts.idempotencyKey,
+      jobKey: opts.jobKey,
+      jobKeyMode: opts.jobKeyMode,
+      throttleMs: opts.throttleMs,
       lockKey: opts.lockKey,
       teamId: opts.teamId,
       resourceId: opts.resourceId,

@@ -326,6 +326,7 @@ export async function runHandler<Payload, Result>(
     resumeCount: 0,
     snoozes: 0,
     progress: null,
+    jobKey: null,
     createdAt: now,
     updatedAt: now,
     finishedAt: null,

@@ -17,6 +17,8 @@ export interface JobJson {
   run_at: string;
   idempotency_key: string | null;
   lock_key: string | null;
+  /** The job key of a pending (or throttled) job; a claim clears it. */
+  job_key: string | null;
   steps: Job['steps'];
   result: unknown;
   /** The last progress a handler reported (`ctx.progress`: any JSON), or null. */
@@ -51,6 +53,7 @@ export function jobToJson(job: Job): JobJson {
     run_at: job.runAt.toISOString(),
     idempotency_key: job.idempotencyKey,
     lock_key: job.lockKey,
+    job_key: job.jobKey,
     steps: job.steps ?? [],
     result: job.result ?? null,
     progress: job.progress ?? null,

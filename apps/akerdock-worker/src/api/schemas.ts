@@ -60,6 +60,7 @@ export const jobSchema = {
     run_at: { type: 'string', format: 'date-time' },
     idempotency_key: nullableString,
     lock_key: nullableString,
+    job_key: { ...nullableString, description: 'The job key of a pending (or throttled) job; a claim clears it' },
     steps: { type: 'array', items: stepSchema },
     result: { description: 'What the handler returned (any JSON), or null' },
     progress: {

@@ -61,6 +61,8 @@ function jobColumns<I, U, S>(id: I, jobUuid: U, status: S) {
     snoozes: integer('snoozes').notNull().default(0),
     /** The last progress a handler reported (any JSON value), kept across attempts; migration 0009. */
     progress: jsonb('progress'),
+    /** The key a pending job holds (queued or scheduled), per queue and type; cleared by a claim. Migration 0010. */
+    jobKey: text('job_key'),
   };
 }
 

@@ -25,6 +25,7 @@ export {
   type EnqueueResult,
   type Job,
   type JobLease,
+  type JobKeyMode,
   type JobListFilter,
   type JobOutcome,
   type JobPage,

@@ -30,6 +30,7 @@ const COLUMNS = [
   'dead_lettered_at',
   'snoozes',
   'progress',
+  'job_key',
 ] as const;
 
 /** The job columns every statement returns, in order. */
@@ -85,6 +86,30 @@ export interface JobRow {
   dead_lettered_at: Date | null;
   snoozes: number;
   progress: unknown;
+  job_key: string | null;
+}
+
+/**
+ * The idempotency key a throttled enqueue stores (see ops/job-keys.ts): U+0001, `throttle:`, the
+ * window in ms, the window's number since the epoch, then the job key, joined by `:`. It is the
+ * job's job key that is shown, never this slot key.
+ */
+export const THROTTLE_SLOT_PREFIX = '\u0001throttle:';
+
+/** A stored idempotency key as the job shows it, and its job key: a throttle slot key shows as its job key. */
+export function shownKeys(stored: string | null, jobKey: string | null): { idempotencyKey: string | null; jobKey: string | null } {
+  return throttled(stored) ? { idempotencyKey: null, jobKey: throttledJobKey(stored) } : { idempotencyKey: stored, jobKey };
+}
+
+/** Whether `key` is a throttle slot key (see {@link THROTTLE_SLOT_PREFIX}). */
+function throttled(key: string | null): key is string {
+  return key !== null && key.charCodeAt(0) === 1 && key.startsWith(THROTTLE_SLOT_PREFIX);
+}
+
+/** The job key of a throttle slot key: what follows its window and slot. */
+function throttledJobKey(key: string): string {
+  const afterWindow = key.indexOf(':', THROTTLE_SLOT_PREFIX.length);
+  return key.slice(key.indexOf(':', afterWindow + 1) + 1);
 }
 
 const num = (v: string | null): number | null => (v === null ? null : Number(v));
@@ -106,6 +131,7 @@ function jobOf(v: readonly unknown[], at: number): Job {
   // `last_error` holds the message and, when kept, the stack (see error-text.ts).
   const stored = v[at + AT.last_error] as string | null;
   const error = stored === null ? NO_ERROR : splitErrorText(stored);
+  const key = v[at + AT.idempotency_key] as string | null;
   return {
     id: Number(v[at + AT.id] as string),
     uuid: v[at + AT.uuid] as string,
@@ -117,7 +143,7 @@ function jobOf(v: readonly unknown[], at: number): Job {
     runAt: v[at + AT.run_at] as Date,
     attempt: v[at + AT.attempt] as number,
     maxAttempts: v[at + AT.max_attempts] as number,
-    idempotencyKey: v[at + AT.idempotency_key] as string | null,
+    idempotencyKey: throttled(key) ? null : key,
     lockKey: v[at + AT.lock_key] as string | null,
     leasedBy: v[at + AT.leased_by] as string | null,
     leaseExpiresAt: v[at + AT.lease_expires_at] as Date | null,
@@ -136,6 +162,7 @@ function jobOf(v: readonly unknown[], at: number): Job {
     deadLetteredAt: v[at + AT.dead_lettered_at] as Date | null,
     snoozes: v[at + AT.snoozes] as number,
     progress: v[at + AT.progress] ?? null,
+    jobKey: throttled(key) ? throttledJobKey(key) : ((v[at + AT.job_key] as string | null | undefined) ?? null),
   };
 }
 

@@ -76,6 +76,12 @@ export interface Job {
    * and after the job finishes.
    */
   progress: unknown;
+  /**
+   * The job key it was enqueued with ({@link NewJob.jobKey}) while the job is pending (`queued` or
+   * `scheduled`): a claim clears it (mode `replace`/`debounce`). A throttled job keeps it for
+   * good. `null` otherwise.
+   */
+  jobKey: string | null;
 }
 
 /** A claimed job with the fencing token of its lease. Every outcome write must present the token. */
@@ -134,12 +140,33 @@ export interface NewJob {
    * job unchanged. The same key in another queue or of another type makes a new job.
    */
   idempotencyKey?: string;
+  /**
+   * Job key, held per queue and type (dedupe of pending work; see {@link JobKeyMode} and the
+   * `@q/job-worker` README for the full table). Not together with `idempotencyKey`.
+   */
+  jobKey?: string;
+  /** What an enqueue with a {@link NewJob.jobKey} does when the key is held. Default `replace`. */
+  jobKeyMode?: JobKeyMode;
+  /** The window of mode `throttle`, in ms (an integer from 1 to 2³¹−1); required by it, refused otherwise. */
+  throttleMs?: number;
   /** At most one job per lock key is leased or running at a time. */
   lockKey?: string;
   teamId?: number;
   resourceId?: number;
   retryOfId?: number;
 }
+
+/**
+ * What an enqueue with a job key does (per queue, type and key):
+ * - `replace`: a pending job (`queued`/`scheduled`) holding the key gets the new payload,
+ *   priority and runAt (and the status they give) and is returned, `created: false`; with none
+ *   pending (none, or it was claimed or finished) a new job is inserted holding the key.
+ * - `debounce`: as `replace` but the pending job keeps its runAt (and status).
+ * - `throttle`: at most one job per key per window of `throttleMs`, windows fixed and aligned to
+ *   the epoch (database clock): the first enqueue in a window inserts the job, every later one in
+ *   the same window returns it unchanged, whatever its state (even finished).
+ */
+export type JobKeyMode = 'replace' | 'debounce' | 'throttle';
 
 /** What the lease holder reports for one attempt (see {@link JobStore.complete}). */
 export type JobOutcome = JobLease & {

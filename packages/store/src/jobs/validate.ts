@@ -3,7 +3,7 @@ import { QError, QErrorCode, invalidArgument } from '@q/schema';
 import { checkName, checkText } from '@q/schema/internal';
 import { jsonText, overLimit, repairJson, sizeProblem, tryStringify } from './json.js';
 import { JOB_STATUSES, type ClaimOptions, type JobLease, type JobOutcome, type JobStatus, type NewJob, type Step } from './types.js';
-import type { EnqueueBatch } from './sql/enqueue-jobs.js';
+import type { EnqueueBatch, JobKeyed } from './sql/enqueue-jobs.js';
 
 const INT32_MIN = -2_147_483_648;
 /** Largest 32-bit integer: also the longest lease (about 24.8 days, the longest Node timer). */
@@ -92,6 +92,39 @@ function int32(v: unknown, what: string, min = INT32_MIN): number {
   return v;
 }
 
+/** The longest job key, in UTF-8 bytes: a throttle slot key (see row.ts) must fit an idempotency key. */
+export const MAX_JOB_KEY_BYTES = 1984;
+
+/**
+ * The job key of `job` checked (see {@link NewJob.jobKey}), or null without one; `INVALID_ARGUMENT`
+ * for a bad key, mode or window, a window outside mode throttle, or a key with an idempotency key.
+ */
+function jobKeyOf(job: NewJob, idempotencyKey: string | null): JobKeyed | null {
+  const { jobKey, jobKeyMode, throttleMs } = job;
+  if (jobKey === undefined || jobKey === null) {
+    if (jobKeyMode !== undefined && jobKeyMode !== null) throw invalidArgument('enqueue: jobKeyMode must come with a jobKey');
+    if (throttleMs !== undefined && throttleMs !== null) throw invalidArgument('enqueue: throttleMs must come with a jobKey');
+    return null;
+  }
+  const key = checkName('enqueue', 'jobKey', jobKey);
+  if (key.length > MAX_JOB_KEY_BYTES / 3 && Buffer.byteLength(key, 'utf8') > MAX_JOB_KEY_BYTES) {
+    throw invalidArgument(`enqueue: jobKey must be at most ${MAX_JOB_KEY_BYTES} bytes`);
+  }
+  if (idempotencyKey !== null) throw invalidArgument('enqueue: jobKey must not come with an idempotencyKey');
+  const mode = jobKeyMode === undefined || jobKeyMode === null ? 'replace' : jobKeyMode;
+  if (mode !== 'replace' && mode !== 'debounce' && mode !== 'throttle') {
+    throw invalidArgument('enqueue: jobKeyMode must be one of replace, debounce, throttle');
+  }
+  if (mode !== 'throttle') {
+    if (throttleMs !== undefined && throttleMs !== null) throw invalidArgument('enqueue: throttleMs must come with jobKeyMode throttle');
+    return { key, mode, throttleMs: 0 };
+  }
+  if (typeof throttleMs !== 'number' || !Number.isInteger(throttleMs) || throttleMs < 1 || throttleMs > INT32_MAX) {
+    throw invalidArgument(`enqueue: throttleMs must be an integer from 1 to ${INT32_MAX} with jobKeyMode throttle`);
+  }
+  return { key, mode, throttleMs };
+}
+
 /**
  * Checks every job of a batch and turns it into statement columns, or throws `INVALID_ARGUMENT`
  * naming the first bad field (and its index in a batch) before anything is sent.
@@ -142,7 +175,11 @@ export function toEnqueueBatch(jobs: readonly NewJob[]): EnqueueBatch {
       b.maxAttempts.push(
         job.maxAttempts === undefined || job.maxAttempts === null ? DEFAULT_MAX_ATTEMPTS : int32(job.maxAttempts, 'maxAttempts', 1),
       );
-      b.idempotencyKeys.push(optKey(job.idempotencyKey, 'idempotencyKey'));
+      const idempotencyKey = optKey(job.idempotencyKey, 'idempotencyKey');
+      b.idempotencyKeys.push(idempotencyKey);
+      const keyed = jobKeyOf(job, idempotencyKey);
+      if (keyed !== null) (b.jobKeys ??= new Array<JobKeyed | null>(i).fill(null))[i] = keyed;
+      else if (b.jobKeys) b.jobKeys[i] = null;
       b.lockKeys.push(optKey(job.lockKey, 'lockKey'));
       b.teamIds.push(optId(job.teamId, 'teamId'));
       b.resourceIds.push(optId(job.resourceId, 'resourceId'));

@@ -7,7 +7,8 @@ import { at, withTransaction } from '@q/schema/internal';
 import { checkInTransaction, inCallerTransaction, type InTransaction } from '../../transaction.js';
 import { STATEMENT_TEXT_BUDGET, chunkIndices, keyOrder, retryDeadlock } from '../batches.js';
 import { transactionWriteError } from '../from-pool.js';
-import { toJob } from '../row.js';
+import { shownKeys, toJob } from '../row.js';
+import { enqueueWithJobKeys, resolveThrottleSlots } from './job-keys.js';
 import type { Queryable } from '../sql/db.js';
 import { drawJobIds } from '../sql/draw-job-ids.js';
 import { enqueueJob, enqueueKeylessJob } from '../sql/enqueue-job.js';
@@ -22,7 +23,7 @@ import { mapWriteError, type JobStoreContext } from './context.js';
 export const ENQUEUE_CHUNK = 2_000;
 
 /** The jobs of an enqueue in input order, and for each whether this call inserted it. */
-interface Enqueued {
+export interface Enqueued {
   jobs: Job[];
   /** `created[i]`: job i was inserted by this call (false: an idempotency key returned its holder). */
   created: boolean[];
@@ -45,6 +46,11 @@ async function enqueueWithFlags(ctx: JobStoreContext, jobs: readonly NewJob[], t
   const client = tx === undefined ? undefined : checkInTransaction('enqueue', tx);
   const batch = toEnqueueBatch(jobs);
   if (jobs.length === 0) return { jobs: [], created: [] };
+  if (batch.jobKeys) {
+    // Throttled jobs become idempotent ones (their window's slot key); replace/debounce take their own path.
+    await resolveThrottleSlots(ctx, client ?? ctx.pool, batch);
+    if (batch.jobKeys) return enqueueWithJobKeys(ctx, batch, client, (db, b, indices) => enqueueChunk(ctx, db, b, indices));
+  }
   const sizes = batch.payloads.map((p) => p.length);
   const total = checkCallSize('enqueue', 'payload JSON', sizes);
   const fitsOne = jobs.length <= ENQUEUE_CHUNK && total <= STATEMENT_TEXT_BUDGET;
@@ -160,7 +166,7 @@ async function enqueueChunk(
     if (r.inserted) byTail.set(uuidTail(job.uuid), job);
     // At most one row per scoped key: an original committed before the statement, or the row
     // this batch inserted first (a later duplicate in the batch resolves to it).
-    if (job.idempotencyKey !== null) byScope.set(scopeOf(job.queue, job.type, job.idempotencyKey), job);
+    if (r.idempotency_key !== null) byScope.set(scopeOf(job.queue, job.type, r.idempotency_key), job);
   }
   const missing: ScopedKey[] = [];
   chunk.uuids.forEach((u, i) => {
@@ -174,7 +180,7 @@ async function enqueueChunk(
     // A concurrent producer committed the key while this statement ran: read its row now.
     for (const r of await getJobsByIdempotencyKey(ctx.scope, db, missing)) {
       const job = toJob(r);
-      if (job.idempotencyKey !== null) byScope.set(scopeOf(job.queue, job.type, job.idempotencyKey), job);
+      if (r.idempotency_key !== null) byScope.set(scopeOf(job.queue, job.type, r.idempotency_key), job);
     }
   }
   const created = new Array<boolean>(chunk.uuids.length);
@@ -272,6 +278,8 @@ function insertedJob(r: EnqueueRow, chunk: EnqueueChunk, i: number | undefined):
  * fixed shape per job, in toJob's order.
  */
 function newJob(chunk: EnqueueChunk, i: number, d: Decided): Job {
+  // A throttled job stores its window's slot key as its idempotency key: it shows its job key.
+  const keys = d.idempotencyKey === null ? NO_KEYS : shownKeys(d.idempotencyKey, null);
   return {
     id: d.id,
     uuid: d.uuid,
@@ -283,7 +291,7 @@ function newJob(chunk: EnqueueChunk, i: number, d: Decided): Job {
     runAt: d.runAt,
     attempt: 0,
     maxAttempts: at(chunk.maxAttempts, i),
-    idempotencyKey: d.idempotencyKey,
+    idempotencyKey: keys.idempotencyKey,
     lockKey: chunk.lockKeys[i] ?? null,
     leasedBy: null,
     leaseExpiresAt: null,
@@ -302,5 +310,9 @@ function newJob(chunk: EnqueueChunk, i: number, d: Decided): Job {
     deadLetteredAt: null,
     snoozes: 0,
     progress: null,
+    jobKey: keys.jobKey,
   };
 }
+
+/** The keys of a job without any. */
+const NO_KEYS = { idempotencyKey: null, jobKey: null } as const;

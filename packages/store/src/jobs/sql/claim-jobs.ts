@@ -109,7 +109,7 @@ export function claimUpdate(p: ClaimParams): string {
   return `
 UPDATE __q_schema__.q_jobs AS jobs SET status = ${p.status}::__q_schema__.q_job_status, leased_by = ${p.workerId}, lease_token = md5(${p.claimId}::text || jobs.id::text)::uuid,
        lease_expires_at = now() + ${p.leaseMs} * interval '1 millisecond', heartbeat_at = now(),
-       attempt = jobs.attempt + 1, updated_at = now()
+       attempt = jobs.attempt + 1, updated_at = now(), job_key = NULL
 WHERE jobs.id = ANY(ARRAY(SELECT pick.id FROM pick))
 RETURNING ${RETURNED}, jobs.lease_token,
   CASE WHEN jobs.id = (SELECT l.id FROM pick l ORDER BY l.priority, l.run_at DESC, l.id DESC LIMIT 1)

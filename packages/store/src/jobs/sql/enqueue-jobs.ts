@@ -32,6 +32,18 @@ export interface EnqueueBatch {
   retryOfIds: Array<number | null>;
   /** Ids drawn beforehand (a batch split over several statements), or null: drawn by the statement. */
   ids: Array<number | null>;
+  /**
+   * The job keys, when any job has one (absent otherwise: the keyless path never looks at it);
+   * null for a job without. See ops/job-keys.ts.
+   */
+  jobKeys?: Array<JobKeyed | null>;
+}
+
+/** A job's checked job key, its mode and (mode throttle) its window in ms. */
+export interface JobKeyed {
+  key: string;
+  mode: 'replace' | 'debounce' | 'throttle';
+  throttleMs: number;
 }
 
 /**
