@@ -252,6 +252,19 @@ describe('batches and the caller transaction', () => {
     expect(r.created).toBe(true);
     expect(await store.getById(r.job.id)).toMatchObject({ jobKey: 'k' });
   });
+
+  it("a throttled enqueue in an aborted caller's transaction fails with a QError, never a raw one", async () => {
+    let thrown: unknown;
+    await inTransaction(sql, async (c) => {
+      await c.query('SELECT 1/0').catch(() => undefined); // the caller's transaction is now aborted
+      thrown = await store.enqueue([keyed('throttle', { throttleMs: 60_000 })], { client: c }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    }).catch(() => undefined);
+    expect(isQError(thrown)).toBe(true);
+    expect(await count()).toBe(0);
+  });
 });
 
 describe('bad options are refused before anything is written', () => {

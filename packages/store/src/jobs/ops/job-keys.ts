@@ -32,7 +32,8 @@ export type ChunkWriter = (db: Queryable, b: EnqueueBatch, indices: number[]) =>
 export async function resolveThrottleSlots(ctx: JobStoreContext, db: Queryable, b: EnqueueBatch): Promise<void> {
   const keyed = b.jobKeys;
   if (!keyed?.some((k) => k?.mode === 'throttle')) return;
-  const now = (await dbNow(ctx.scope, db)).getTime();
+  // As an operation: a failure (a lost connection, an aborted caller's transaction) is a QError.
+  const now = (await ctx.op('enqueue_throttle_clock', () => dbNow(ctx.scope, db))).getTime();
   keyed.forEach((k, i) => {
     if (k?.mode !== 'throttle') return;
     b.idempotencyKeys[i] = `${THROTTLE_SLOT_PREFIX}${k.throttleMs}:${Math.floor(now / k.throttleMs)}:${k.key}`;
