@@ -1,7 +1,14 @@
 import { context, type TracerProvider } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
-import { BasicTracerProvider, BatchSpanProcessor, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace-base';
+import {
+  BasicTracerProvider,
+  BatchSpanProcessor,
+  ParentBasedSampler,
+  TraceIdRatioBasedSampler,
+  type ReadableSpan,
+  type SpanExporter,
+} from '@opentelemetry/sdk-trace-base';
 
 /** Counts exported spans and drops them: export cost without a collector in the measurement. */
 class CountingExporter implements SpanExporter {
@@ -21,12 +28,15 @@ export interface BenchTracing {
   shutdown(): Promise<number>;
 }
 
-/** Starts tracing with an async-context manager, as `@q/otel/sdk` or any Node SDK would. */
-export function startTracing(): BenchTracing {
+/** Starts tracing with an async-context manager, as `@q/otel/sdk` or any Node SDK would (`ratio`: sampled traces). */
+export function startTracing(opts: { ratio?: number } = {}): BenchTracing {
   const manager = new AsyncLocalStorageContextManager().enable();
   context.setGlobalContextManager(manager);
   const exporter = new CountingExporter();
   const provider = new BasicTracerProvider({
+    // Always on by default; with `ratio`, the SDK's ratio sampler for traces that start here, as
+    // production tracing is usually configured.
+    ...(opts.ratio !== undefined ? { sampler: new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(opts.ratio) }) } : {}),
     // The SDK's defaults (queue 2,048, export batches of 512), as NodeSDK registers them: a larger
     // queue keeps spans alive longer and measured the garbage collector more than the spans. The
     // scenarios check that no span was dropped.

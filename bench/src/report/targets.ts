@@ -102,6 +102,17 @@ export function evaluateTargets(list: ScenarioResult[]): TargetOutcome[] {
   overhead('otel-job-drain', 'q', 'tracing overhead', 5);
   // The part of it q adds to the SDK's own cost of one span per job.
   overhead('otel-job-drain', 'q+span-in-handler', 'tracing overhead beyond one SDK span per job', 5);
+  if (results.has('otel-job-drain')) {
+    // With the SDK's ratio sampler at 10 %, as production tracing usually runs: traced ÷ untraced.
+    const sampled = medianOf(results, 'otel-job-drain', 'q+otel-sampled-10%', 'rate');
+    const untraced = medianOf(results, 'otel-job-drain', 'q', 'rate');
+    const target = 'otel-job-drain: tracing overhead with 10 % of traces sampled ≤ 5 %';
+    out.push(
+      sampled === undefined || untraced === undefined || untraced === 0
+        ? { target, measured: 'not measured', met: undefined }
+        : { target, measured: `${((1 - sampled / untraced) * 100).toFixed(1)} %`, met: sampled / untraced >= 0.95 },
+    );
+  }
   overhead('otel-dispatch-ack', 'q', 'tracing overhead', 10);
   return out;
 }

@@ -12,8 +12,14 @@ import { dispatchAckRun } from './requests.js';
  * Runs `body` with a real SDK tracer provider (or none), and proves tracing was on by counting the
  * spans exported — a traced run that exports nothing fails.
  */
-async function traced<T>(on: boolean, name: string, body: (tracing: BenchTracing | undefined) => Promise<T>, minSpans = 1): Promise<T> {
-  const tracing = on ? startTracing() : undefined;
+async function traced<T>(
+  on: boolean,
+  name: string,
+  body: (tracing: BenchTracing | undefined) => Promise<T>,
+  minSpans = 1,
+  ratio?: number,
+): Promise<T> {
+  const tracing = on ? startTracing(ratio === undefined ? {} : { ratio }) : undefined;
   let spans = 0;
   try {
     return await body(tracing);
@@ -77,6 +83,19 @@ export function otelJobDrain(): Scenario {
     systems: [
       // Every job's span must reach the exporter: a run that dropped spans would measure less work.
       ...pair((on, name) => (ctx) => traced(on, name, (t) => drainRun(qJobs(name, t ? () => t.provider : undefined), n(ctx), 32, ctx.dsn), n(ctx))),
+      // The same, with one trace in ten sampled by the SDK (ParentBased(TraceIdRatio 0.1)): each
+      // job still starts a span, a non-recording one nine times in ten.
+      {
+        name: 'q+otel-sampled-10%',
+        run: (ctx: RunContext) =>
+          traced(
+            true,
+            'q+otel-sampled-10%',
+            (t) => drainRun(qJobs('q+otel-sampled-10%', t ? () => t.provider : undefined), n(ctx), 32, ctx.dsn),
+            1,
+            0.1,
+          ),
+      },
       {
         name: 'q+span-in-handler',
         run: (ctx: RunContext) =>
