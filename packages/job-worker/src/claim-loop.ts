@@ -3,7 +3,7 @@ import type { Tracer } from '@opentelemetry/api';
 import { recordSpan, untraced, type JobMetrics } from '@q/otel';
 import type { JobStore, LeasedJob } from '@q/store/jobs';
 import { replyLost, type Completer, type PendingOutcome } from './completer.js';
-import type { FailureWatch } from './failure-watch.js';
+import type { WorkerFailureWatch } from './failure-watch.js';
 import type { LocalQueueSize } from './local-queue-size.js';
 import { errorFields, type Logger } from './logger.js';
 
@@ -42,7 +42,7 @@ export interface ClaimLoopConfig {
   leaseMs: number;
   pollMs: number;
   /** Classifies claim failures: transient ones are retried with backoff, persistent ones stop the loop. */
-  watch: FailureWatch;
+  watch: WorkerFailureWatch;
   /** Records a `q.jobs.worker.claim` span per round trip that claimed or wrote something (or failed). */
   tracer?: Tracer | undefined;
   /** Counts round trips that found nothing (`q.jobs.idle_rounds`). */
@@ -252,7 +252,7 @@ export class ClaimLoop {
         return;
       }
       if (this.#host.stopping()) return;
-      const retryMs = c.watch.failed('claim', err);
+      const retryMs = c.watch.retryAfter('claim', err);
       this.#pause = retryMs === null ? { kind: 'stop' } : { kind: 'backoff', ms: lost ? Math.max(retryMs, RECONCILE_DELAY_MS) : retryMs };
       return;
     }
