@@ -6,7 +6,6 @@ import type { LoopFailure } from '@q/schema/internal';
 import type { Request, RequestStore } from '@q/store';
 import type { Logger } from '../logger.js';
 import { requireInt, requireMs, requireName, requireOptionalObject } from '../validate.js';
-import { MAX_HANDLER_FAILURES } from './failures.js';
 import type { Outcome } from './outcome.js';
 
 /** What `runPartitionWorker` reports through `onError` for each failed store call of its loops. */
@@ -17,6 +16,8 @@ export interface PartitionWorkerFailure extends LoopFailure<'rebalance' | 'poll'
 
 /** Default of `PartitionWorkerOptions.maxPersistentFailures`. */
 export const MAX_PERSISTENT_FAILURES = 5;
+/** Default of `PartitionWorkerOptions.maxHandlerFailures`. */
+const MAX_HANDLER_FAILURES = 5;
 
 /** Options of {@link runPartitionWorker}. */
 export interface PartitionWorkerOptions {
