@@ -76,7 +76,15 @@ export class FailureWatch<Op extends string> {
     const v = this.#tracker(operation).observe(err);
     const fatal = v.stop && !this.#fatal;
     const error = err instanceof QError ? err : databaseError(operation, err);
-    const fields = { ...this.#opts.errorFields(error), ...this.#opts.fields, operation, kind: v.kind, reason: v.reason, sqlstate: v.sqlState, count: v.count };
+    const fields = {
+      ...this.#opts.errorFields(error),
+      ...this.#opts.fields,
+      operation,
+      kind: v.kind,
+      reason: v.reason,
+      sqlstate: v.sqlState,
+      count: v.count,
+    };
     if (v.kind === 'persistent') {
       this.#opts.logger.error(fields, `${message}; persistent database failure${fatal ? `, ${this.#opts.owner} stopping` : ''}`);
     } else {
