@@ -17,6 +17,9 @@ import { getJobById, getJobByUuid } from './sql/get-job.js';
 import { listJobs } from './sql/list-jobs.js';
 import { decodeCursor, encodeCursor } from './cursor.js';
 import { toJob } from './row.js';
+import { cancelJob } from './sql/cancel-job.js';
+import { forgetDeadLetter } from './sql/forget-dead-letter.js';
+import { purgeFinished } from './sql/purge-finished.js';
 import { countBacklog } from './sql/count-backlog.js';
 import { dbNow } from './sql/db-now.js';
 import { checkJobPool, listenerConnection } from './from-pool.js';
@@ -37,7 +40,7 @@ import type {
   SnoozeResult,
   Step,
 } from './types.js';
-import { DEFAULT_MAX_SNOOZES, checkMaxResumes, checkStatus, checkUuid } from './validate.js';
+import { DEFAULT_MAX_SNOOZES, MAX_DELAY_MS, checkMaxResumes, checkStatus, checkUuid } from './validate.js';
 import { bindAppPool, checkSchemaOptions, openBoundPool } from './bind.js';
 import type { CompleteAndClaimResult } from './ops/claim-complete.js';
 import * as claimComplete from './ops/claim-complete.js';
@@ -428,17 +431,24 @@ export class JobStore {
    * to abort it (it then ends `cancelled`).
    */
   async cancel(uuid: string): Promise<CancelOutcome> {
-    return maintenance.cancel(this.#ctx, uuid);
+    checkUuid(uuid);
+    const row = await this.#op('cancel', () => cancelJob(this.#scope, this.pool, uuid, this.channel));
+    if (!row) return 'not_cancellable';
+    return row.status === 'cancelled' ? 'cancelled' : 'cancel_requested';
   }
 
   /** `dead_letter` → `cancelled`; false when the job is missing or not in the dead letter. */
   async forgetDeadLetter(uuid: string): Promise<boolean> {
-    return maintenance.forgetDeadLetter(this.#ctx, uuid);
+    checkUuid(uuid);
+    return this.#op('forget', () => forgetDeadLetter(this.#scope, this.pool, uuid));
   }
 
   /** Deletes `succeeded`/`cancelled` jobs finished more than `olderThanMs` ago; returns the count. */
   async purgeFinished(olderThanMs: number): Promise<number> {
-    return maintenance.purgeFinished(this.#ctx, olderThanMs);
+    if (typeof olderThanMs !== 'number' || !Number.isFinite(olderThanMs) || olderThanMs < 0 || olderThanMs > MAX_DELAY_MS) {
+      throw invalidArgument('olderThanMs must be a non-negative number of milliseconds, at most 100 years');
+    }
+    return this.#op('purge', () => purgeFinished(this.#scope, this.pool, olderThanMs));
   }
 
   /**

@@ -1,16 +1,14 @@
-// Maintenance and administration of the job table: reaping lapsed leases, promoting due jobs
-// (alone or as one locked round), cancelling, forgetting dead letters and purging finished jobs.
-// Kept apart from the store facade: none of it runs on a worker's hot path.
-import { invalidArgument } from '@q/schema';
-import { cancelJob } from '../sql/cancel-job.js';
-import { forgetDeadLetter as forgetDeadLetterRow } from '../sql/forget-dead-letter.js';
+// The job table's maintenance, by role: the reaper (`reapExpired`: jobs whose lease lapsed go
+// back to retry_wait, or to the dead letter after maxResumes crashes), the promoter (`promoteDue`:
+// scheduled and retry_wait jobs whose run_at came become queued), and both as one round under a
+// lock (`maintain`; a maintenance leader's fenced round: `maintainFenced` in leadership.ts). Pruning
+// finished jobs (`JobStore.purgeFinished`) is the store's own, run by applications on a schedule.
 import { tryMaintenanceXactLock } from '../sql/maintenance-lock.js';
 import { promoteDueJobs } from '../sql/promote-due-jobs.js';
-import { purgeFinished as purgeFinishedRows } from '../sql/purge-finished.js';
 import { reapExpiredLeases } from '../sql/reap-expired-leases.js';
 import { carefully, robustRound, roundSteps, type MaintenanceFailure } from './maintenance-round.js';
-import type { CancelOutcome, ReapedJob } from '../types.js';
-import { MAX_DELAY_MS, checkMaxResumes, checkUuid } from '../validate.js';
+import type { ReapedJob } from '../types.js';
+import { checkMaxResumes } from '../validate.js';
 import type { JobStoreContext } from './context.js';
 
 /** Result of `JobStore.maintain`. */
@@ -24,7 +22,7 @@ export interface MaintenanceResult {
   failed: MaintenanceFailure[];
 }
 
-/** `JobStore.promoteDue` (a job it cannot promote is dead-lettered, see maintenance-round.ts). */
+/** The promoter: `JobStore.promoteDue` (a job it cannot promote is dead-lettered, see maintenance-round.ts). */
 export async function promoteDue(ctx: JobStoreContext): Promise<number> {
   const promoted = await ctx.op('promote', () =>
     carefully(
@@ -36,7 +34,7 @@ export async function promoteDue(ctx: JobStoreContext): Promise<number> {
   return promoted;
 }
 
-/** `JobStore.reapExpired` (a job it cannot reap is dead-lettered, see maintenance-round.ts). */
+/** The reaper: `JobStore.reapExpired` (a job it cannot reap is dead-lettered, see maintenance-round.ts). */
 export async function reapExpired(ctx: JobStoreContext, maxResumes: number): Promise<ReapedJob[]> {
   checkMaxResumes(maxResumes);
   const rows = await ctx.op('reap', () =>
@@ -49,7 +47,7 @@ export async function reapExpired(ctx: JobStoreContext, maxResumes: number): Pro
   return rows;
 }
 
-/** `JobStore.maintain`. */
+/** `JobStore.maintain`: the reaper then the promoter, in one transaction under the maintenance lock. */
 export async function maintain(ctx: JobStoreContext, maxResumes: number): Promise<MaintenanceResult | null> {
   checkMaxResumes(maxResumes);
   const result = await ctx.op('maintain', () =>
@@ -60,26 +58,4 @@ export async function maintain(ctx: JobStoreContext, maxResumes: number): Promis
   );
   if (result !== null && (result.reaped.length > 0 || result.promoted > 0 || result.failed.length > 0)) ctx.starts.forget();
   return result;
-}
-
-/** `JobStore.cancel`. */
-export async function cancel(ctx: JobStoreContext, uuid: string): Promise<CancelOutcome> {
-  checkUuid(uuid);
-  const row = await ctx.op('cancel', () => cancelJob(ctx.scope, ctx.pool, uuid, ctx.channel));
-  if (!row) return 'not_cancellable';
-  return row.status === 'cancelled' ? 'cancelled' : 'cancel_requested';
-}
-
-/** `JobStore.forgetDeadLetter`. */
-export async function forgetDeadLetter(ctx: JobStoreContext, uuid: string): Promise<boolean> {
-  checkUuid(uuid);
-  return ctx.op('forget', () => forgetDeadLetterRow(ctx.scope, ctx.pool, uuid));
-}
-
-/** `JobStore.purgeFinished`. */
-export async function purgeFinished(ctx: JobStoreContext, olderThanMs: number): Promise<number> {
-  if (typeof olderThanMs !== 'number' || !Number.isFinite(olderThanMs) || olderThanMs < 0 || olderThanMs > MAX_DELAY_MS) {
-    throw invalidArgument('olderThanMs must be a non-negative number of milliseconds, at most 100 years');
-  }
-  return ctx.op('purge', () => purgeFinishedRows(ctx.scope, ctx.pool, olderThanMs));
 }
