@@ -3,7 +3,7 @@ import type { Tracer } from '@opentelemetry/api';
 import { recordSpan, untraced, type JobMetrics } from '@q/otel';
 import type { JobStore, LeasedJob } from '@q/store/jobs';
 import { replyLost, type Completer, type PendingOutcome } from './completer.js';
-import type { FailureWatch } from './failure-watch.js';
+import type { WorkerFailureWatch } from './failure-watch.js';
 import type { LocalQueueSize } from './local-queue-size.js';
 import { errorFields, type Logger } from './logger.js';
 
@@ -42,7 +42,7 @@ export interface ClaimLoopConfig {
   leaseMs: number;
   pollMs: number;
   /** Classifies claim failures: transient ones are retried with backoff, persistent ones stop the loop. */
-  watch: FailureWatch;
+  watch: WorkerFailureWatch;
   /** Records a `q.jobs.worker.claim` span per round trip that claimed or wrote something (or failed). */
   tracer?: Tracer | undefined;
   /** Counts round trips that found nothing (`q.jobs.idle_rounds`). */
@@ -65,6 +65,18 @@ export const MAX_ROUND_TRIPS = 2;
  */
 export const RECONCILE_DELAY_MS = 1_000;
 
+/**
+ * What the claim loop is doing (one state, as graphile-worker's local queue names its modes):
+ * - `polling`: sending round trips (claims carrying the outcomes that finished meanwhile);
+ * - `waiting`: the queues came back drained: waits for a wake-up or the poll interval;
+ * - `backing-off`: a round trip failed: waits out the retry delay;
+ * - `draining`: the worker stops: no claim is sent, the round trips in flight finish;
+ * - `stopped`: the loop has ended.
+ * Outcomes ride on the next round trip while `polling` (and `draining`, as the worker decides
+ * then); while `waiting` or `backing-off` the completer writes them on their own.
+ */
+export type ClaimLoopState = 'polling' | 'waiting' | 'backing-off' | 'draining' | 'stopped';
+
 /** Why the loop stopped sending claims until its outstanding round trips are back. */
 type Pause = { kind: 'drained' } | { kind: 'backoff'; ms: number } | { kind: 'stop' };
 
@@ -80,9 +92,7 @@ export class ClaimLoop {
   readonly #host: ClaimLoopHost;
   #workSignal = false;
   #waiter: (() => void) | undefined;
-  /** The loop waits for work (or after an error): it will not take outcomes soon. */
-  #waitingForWork = false;
-  #done = false;
+  #state: ClaimLoopState = 'polling';
   /** Round trips in flight (each removed once it has handed its jobs over and reported). */
   readonly #inFlight = new Set<Promise<void>>();
   /** Jobs the round trips in flight may bring (the sum of their limits). */
@@ -103,12 +113,17 @@ export class ClaimLoop {
 
   /** The loop will take waiting outcomes into its next round trip (the completer defers to it). */
   get takingOutcomes(): boolean {
-    return !this.#waitingForWork && !this.#done;
+    return this.#state === 'polling' || this.#state === 'draining';
+  }
+
+  /** What the loop is doing. */
+  get state(): ClaimLoopState {
+    return this.#state;
   }
 
   /** The loop has ended. */
   get done(): boolean {
-    return this.#done;
+    return this.#state === 'stopped';
   }
 
   /** There may be work: look at once. */
@@ -136,8 +151,8 @@ export class ClaimLoop {
         const pause = this.#pause;
         this.#pause = undefined;
         if (pause.kind === 'stop') break;
-        if (pause.kind === 'backoff') await this.#idleNotTaking(() => false, pause.ms);
-        else await this.#idleNotTaking(() => this.#workSignal, c.pollMs);
+        if (pause.kind === 'backoff') await this.#idleNotTaking('backing-off', () => false, pause.ms);
+        else await this.#idleNotTaking('waiting', () => this.#workSignal, c.pollMs);
         if (this.#lostClaims.length > 0 && this.#inFlight.size === 0 && !this.#host.stopping()) {
           await this.#host.reconcile(this.#lostClaims.splice(0));
         }
@@ -195,8 +210,9 @@ export class ClaimLoop {
       });
       this.#inFlight.add(trip);
     }
+    this.#state = 'draining';
     await Promise.all(this.#inFlight);
-    this.#done = true;
+    this.#state = 'stopped';
     c.completer.kick();
   }
 
@@ -252,7 +268,7 @@ export class ClaimLoop {
         return;
       }
       if (this.#host.stopping()) return;
-      const retryMs = c.watch.failed('claim', err);
+      const retryMs = c.watch.retryAfter('claim', err);
       this.#pause = retryMs === null ? { kind: 'stop' } : { kind: 'backoff', ms: lost ? Math.max(retryMs, RECONCILE_DELAY_MS) : retryMs };
       return;
     }
@@ -284,16 +300,16 @@ export class ClaimLoop {
   }
 
   /**
-   * {@link ClaimLoop.#idle} while the loop waits for work or after an error: outcomes submitted
-   * meanwhile are written on their own instead of waiting for the next claim.
+   * {@link ClaimLoop.#idle} in `state` (`waiting` for work, or `backing-off` after an error):
+   * outcomes submitted meanwhile are written on their own instead of waiting for the next claim.
    */
-  async #idleNotTaking(ready: () => boolean, timeoutMs: number): Promise<void> {
-    this.#waitingForWork = true;
+  async #idleNotTaking(state: 'waiting' | 'backing-off', ready: () => boolean, timeoutMs: number): Promise<void> {
+    this.#state = state;
     this.#c.completer.kick();
     try {
       await this.#idle(ready, timeoutMs);
     } finally {
-      this.#waitingForWork = false;
+      this.#state = 'polling';
     }
   }
 

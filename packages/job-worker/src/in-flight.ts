@@ -1,10 +1,9 @@
 import type { Execution } from './execution.js';
 
 /**
- * The attempts a worker has in flight, and the callers waiting for them to settle. Kept apart
- * from the worker's slots and lifecycle because an attempt is tracked twice over: by lease token
- * (a stale attempt stays until it settles, so a drain waits for it) and as the latest attempt of
- * its job (cancel notifications name the job, not the lease).
+ * The attempts a worker has in flight, and the callers waiting for them to settle. An attempt is
+ * tracked twice over: by lease token (a stale attempt stays until it settles, so a drain waits for
+ * it) and as the latest attempt of its job (cancel notifications name the job, not the lease).
  */
 export class InFlight {
   /** Every attempt in flight, by lease token. */

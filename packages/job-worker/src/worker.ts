@@ -7,7 +7,7 @@ import { Completer } from './completer.js';
 import { JobAbortedError } from './errors.js';
 import { WorkerEvents, type LeaseLostReason, type WorkerEventListener, type WorkerEventName, type WorkerEventSource } from './events.js';
 import { Execution } from './execution.js';
-import { FailureWatch } from './failure-watch.js';
+import { WorkerFailureWatch } from './failure-watch.js';
 import { InFlight } from './in-flight.js';
 import { LeaseKeeper, leaseGuardMs } from './lease-keeper.js';
 import { LocalQueue } from './local-queue.js';
@@ -67,7 +67,7 @@ export class Worker implements WorkerEventSource {
   #listener: JobListener | undefined;
   readonly #maintenance: Maintenance;
   readonly #scheduler: Scheduler | undefined;
-  readonly #watch: FailureWatch;
+  readonly #watch: WorkerFailureWatch;
   #loop: Promise<void> | undefined;
   #shutdown: Promise<void> | undefined;
 
@@ -88,7 +88,7 @@ export class Worker implements WorkerEventSource {
     this.id = o.workerId;
     // Outcomes wait for the claim loop's next round trip while it is active: it is either
     // writing one now or about to (a finished attempt frees a slot, which wakes it).
-    this.#watch = new FailureWatch({
+    this.#watch = new WorkerFailureWatch({
       logger: this.#logger,
       metrics: opts.metrics,
       onError: (failure) => {
@@ -101,7 +101,7 @@ export class Worker implements WorkerEventSource {
     });
     const watch = this.#watch;
     this.#completer = new Completer(store, this.#logger, () => this.#state === 'running' && this.#claims.takingOutcomes, {
-      failed: (err) => watch.failed('complete', err),
+      failed: (err) => watch.retryAfter('complete', err),
       succeeded: () => watch.succeeded('complete'),
     });
     this.#claims = new ClaimLoop(
@@ -162,14 +162,14 @@ export class Worker implements WorkerEventSource {
       maintenanceMs,
       this.#logger,
       {
-        failed: (err) => void this.#watch.failed('maintenance', err),
+        failed: (err) => void this.#watch.retryAfter('maintenance', err),
         succeeded: () => this.#watch.succeeded('maintenance'),
         promoted: () => this.#claims.wake(),
       },
       { tracer: opts.tracer, metrics: opts.metrics },
     );
     this.#scheduler = workerScheduler(store, opts.schedules, this.#logger, {
-      failed: (err) => void this.#watch.failed('schedules', err),
+      failed: (err) => void this.#watch.retryAfter('schedules', err),
       succeeded: () => this.#watch.succeeded('schedules'),
       listening: () => this.#listener?.connected === true,
     });

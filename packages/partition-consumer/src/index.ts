@@ -7,5 +7,5 @@ export {
   type PartitionWorkerOptions,
   type PartitionWorkerStats,
 } from './runner/run.js';
-export { MAX_PERSISTENT_FAILURES, type PartitionWorkerFailure } from './runner/failure-guard.js';
+export { MAX_PERSISTENT_FAILURES, type PartitionWorkerFailure } from './runner/options.js';
 export { silentLogger, type Logger } from './logger.js';

@@ -1,7 +1,8 @@
 // `@q/schema/internal`: helpers q's own packages share (statement scopes and the statement helper,
 // array literals and row helpers, option and name checks, pool defaults, server checks, the
-// failure tracker). Not covered by semver: any of these may change or go in any release. Applications
-// use the root entry `@q/schema`. `test/entries.test.ts` pins this list too.
+// failure tracker and the loops' failure watch). Not covered by semver: any of these may change or
+// go in any release. Applications use the root entry `@q/schema`. `test/entries.test.ts` pins this
+// list too.
 export { redactDsnString } from './dsn.js';
 export { databaseError, type DatabaseErrorOptions } from './db-error.js';
 export { bundledBaseline, type MigrationBaseline } from './migrations.js';
@@ -21,6 +22,7 @@ export {
 export { repeatedTimestamps } from './timestamps.js';
 export { at, onlyRow, plainArrayLiteral, textArrayLiteral, unnestColumn } from './arrays.js';
 export { DEFAULT_MAX_PERSISTENT_FAILURES, FailureTracker, type FailureTrackerOptions } from './failure.js';
+export { FailureWatch, type FailureWatchOptions, type LoopFailure } from './failure-watch.js';
 export { checkPlacement, namedStatements } from './placement.js';
 export { LOGGER_METHODS, checkOptionalFunction, checkOptionalMethods, checkOptionsObject, checkProviders } from './option-shapes.js';
 export {

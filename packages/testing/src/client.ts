@@ -1,5 +1,11 @@
 import pg from 'pg';
-import { testDatabaseUrl } from './schema.js';
+
+/** The test server's URL: set by the vitest globalSetup (inherited by workers and child processes). */
+export function testDatabaseUrl(): string {
+  const url = process.env.TEST_DATABASE_URL || process.env.DATABASE_URL;
+  if (!url) throw new Error('no test database: run under vitest with @q/testing globalSetup, or set TEST_DATABASE_URL');
+  return url;
+}
 
 /**
  * Runs `fn` on a dedicated `pg.Client` connected to `dsn` — a session of its own, outside every

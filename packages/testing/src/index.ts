@@ -1,4 +1,4 @@
-export { createTestSchema, dsnWithSchema, testDatabaseUrl, type TestSchema } from './schema.js';
+export { createTestSchema, dsnWithSchema, type TestSchema } from './schema.js';
 export { acquireServer, releaseServer, type ServerSource } from './server.js';
 export { runWorkerUntil, sleep, waitFor, type RunnableWorker, type Truthy, type WaitForOptions } from './wait.js';
 export { spawnTs, TS_NODE_ARGS, type Exit, type SpawnTsOptions, type TsProcess } from './spawn.js';
@@ -20,7 +20,7 @@ export {
 } from './lifecycle.js';
 export { idInPartition, ids, newJob, newRequest, newRequests, token, type RequestInput } from './factories.js';
 export { inTransaction } from './transaction.js';
-export { onOneConnection, withClient } from './client.js';
+export { onOneConnection, testDatabaseUrl, withClient } from './client.js';
 export { memoryLogger, type LogLine, type MemoryLogger } from './logger.js';
 export { testRoles, type TestRoles } from './roles.js';
 export { migrateAsOlderBuild, useScratchSchemas, type SchemaNaming, type ScratchSchemas, type ShippedMigration } from './older-build.js';

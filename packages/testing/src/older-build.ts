@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll } from 'vitest';
 import { onOneConnection } from './client.js';
-import { dsnWithSchema, testDatabaseUrl } from './schema.js';
+import { testDatabaseUrl } from './client.js';
+import { dsnWithSchema } from './schema.js';
 
 /** One shipped migration, as `bundledMigrations()` of `@q/schema` lists it. */
 export interface ShippedMigration {

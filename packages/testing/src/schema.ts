@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { withClient } from './client.js';
+import { testDatabaseUrl, withClient } from './client.js';
 
 /** A fresh, empty schema of the test database, private to one test file. */
 export interface TestSchema {
@@ -14,13 +14,6 @@ export interface TestSchema {
   pool(): pg.Pool;
   /** Drops the schema and closes the pool. */
   drop(): Promise<void>;
-}
-
-/** The test server's URL: set by the vitest globalSetup (inherited by workers and child processes). */
-export function testDatabaseUrl(): string {
-  const url = process.env.TEST_DATABASE_URL || process.env.DATABASE_URL;
-  if (!url) throw new Error('no test database: run under vitest with @q/testing globalSetup, or set TEST_DATABASE_URL');
-  return url;
 }
 
 /** Returns `dsn` with `search_path` set to `schema` through the startup `options`. */

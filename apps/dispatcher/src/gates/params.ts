@@ -1,4 +1,4 @@
-// Validation of `gate_params` (docs/design/dispatcher.md#gates), apart from the gates: every gate
+// Validation of `gate_params` (docs/design/dispatcher.md#gates), shared by the gates: every gate
 // type reads its parameters through `Params`, so unknown/bad fields fail the same way (`QError`
 // `CONFIG` naming the field) before any gate is built.
 import { QError, QErrorCode } from '@q/schema';

@@ -1,7 +1,7 @@
 // The pool gate loop (docs/design/dispatcher.md#gates): after a worker of the pool is free, the
 // pool's gate says Continue, Wait (asked again with backoff, up to `gateWaitTimeoutMs` or the
-// deadline), Refuse or Drop. Its own module because, unlike the quota gates, it waits on a gate's
-// verdict rather than on a quota key.
+// deadline), Refuse or Drop. Unlike the quota gates, it waits on a gate's verdict rather than on a
+// quota key.
 import { errorResult, type Envelope } from '../formats.js';
 import type { GateMessage, GateRelease, Verdict } from '../gates/gates.js';
 import { dropResult, type HandlerContext } from './handler-context.js';

@@ -1,7 +1,7 @@
 // The quota gates of a queue (docs/design/dispatcher.md#gates: concurrency and rate keys from the
 // request's metadata, held through @q/quota): acquire all or none, and park a refused request
-// until a slot of its key frees up. Its own module because the parking state (who waits on which
-// key) lives as long as the handler, apart from any one request.
+// until a slot of its key frees up. The parking state (who waits on which key) lives as long as
+// the handler, not one request.
 import type { GateConfig } from '../config/schema.js';
 import { isQError, QErrorCode } from '@q/schema';
 import { cancelledResult, errorResult, type Envelope } from '../formats.js';

@@ -1,6 +1,6 @@
 // The consumer's bookkeeping (docs/design/requests.md#consumer-bookkeeping): the partitions it
-// holds, the work it dispatched and has not settled, and the work it gave up on. Kept apart from
-// the Consumer so the rules of counting (epochs, attempts) live in one place that does no I/O.
+// holds, the work it dispatched and has not settled, and the work it gave up on: the rules of
+// counting (epochs, attempts), with no I/O.
 import type { Lease, Request, Stamp } from '@q/store';
 
 /** A held partition as this consumer sees it. */

@@ -13,9 +13,6 @@ export const MAX_FAILURE_DELAY_MS = 300_000;
 /** Generations remembered at most (a failure that is never settled again must not grow the map). */
 const REMEMBERED = 10_000;
 
-/** Default of `PartitionWorkerOptions.maxHandlerFailures`. */
-export const MAX_HANDLER_FAILURES = 5;
-
 /**
  * Set-aside time of a request nobody can answer: `not_before` so far out that it is never
  * dispatched again (it stays pending and counted in the backlog until an operator acts).

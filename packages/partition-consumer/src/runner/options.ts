@@ -2,12 +2,22 @@
 // defaulted here, once, so the worker itself only reads settled values.
 import type { MeterProvider, TracerProvider } from '@opentelemetry/api';
 import { invalidArgument } from '@q/schema';
+import type { LoopFailure } from '@q/schema/internal';
 import type { Request, RequestStore } from '@q/store';
 import type { Logger } from '../logger.js';
 import { requireInt, requireMs, requireName, requireOptionalObject } from '../validate.js';
-import { MAX_PERSISTENT_FAILURES, type PartitionWorkerFailure } from './failure-guard.js';
-import { MAX_HANDLER_FAILURES } from './failures.js';
 import type { Outcome } from './outcome.js';
+
+/** What `runPartitionWorker` reports through `onError` for each failed store call of its loops. */
+export interface PartitionWorkerFailure extends LoopFailure<'rebalance' | 'poll' | 'write'> {
+  /** Which loop failed (`write`: writing outcomes — results, retries, deferrals — after their retries). */
+  operation: 'rebalance' | 'poll' | 'write';
+}
+
+/** Default of `PartitionWorkerOptions.maxPersistentFailures`. */
+export const MAX_PERSISTENT_FAILURES = 5;
+/** Default of `PartitionWorkerOptions.maxHandlerFailures`. */
+const MAX_HANDLER_FAILURES = 5;
 
 /** Options of {@link runPartitionWorker}. */
 export interface PartitionWorkerOptions {

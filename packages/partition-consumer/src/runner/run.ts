@@ -1,17 +1,18 @@
 // The partition worker: the loops (rebalance, poll), the handlers with bounded concurrency, and
 // the writing of their outcomes. Options and their checks live in options.ts, the outcome checks
-// in outcome.ts; the pieces it drives (AckBatcher, FailureGuard, Waker, retries) beside it.
+// in outcome.ts; the pieces it drives (AckBatcher, Waker, retries) beside it; its failure watch is
+// the job worker's too (`FailureWatch` of @q/schema/internal).
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { qTracer, type Tracer } from '@q/otel';
+import { FailureWatch } from '@q/schema/internal';
 import { stampOf, type Request, type Stamp } from '@q/store';
 import { Consumer } from '../consumer.js';
 import { errorFields, silentLogger, type Logger } from '../logger.js';
 import { AckBatcher } from './ack-batcher.js';
-import { FailureGuard } from './failure-guard.js';
 import { fallbackSettlement, HandlerFailures, SET_ASIDE_NOT_BEFORE, type Failure } from './failures.js';
 import { handleSpan } from './handle-span.js';
-import { resolveOptions, type PartitionWorkerOptions, type PartitionWorkerStats } from './options.js';
+import { resolveOptions, type PartitionWorkerFailure, type PartitionWorkerOptions, type PartitionWorkerStats } from './options.js';
 import { settlementOf, type Settlement } from './outcome.js';
 import { STORE_RETRIES, withRetries } from './retries.js';
 import { Waker } from './waker.js';
@@ -74,7 +75,7 @@ class PartitionWorker {
   #resolveFirst: () => void = () => undefined;
   readonly #pollIntervalMs: number;
   readonly #stopTimeoutMs: number;
-  readonly #guard: FailureGuard;
+  readonly #guard: FailureWatch<PartitionWorkerFailure['operation']>;
   readonly #failures: HandlerFailures;
   /** Stops the worker from inside (a persistent failure), as the caller's signal does. */
   readonly #halt = new AbortController();
@@ -90,7 +91,16 @@ class PartitionWorker {
 
     const owner = opts.owner ?? defaultOwner();
     this.#log = opts.logger ?? silentLogger;
-    this.#guard = new FailureGuard(this.#log, opts.queue, settings.maxPersistentFailures, opts.onError, () => this.#halt.abort());
+    this.#guard = new FailureWatch({
+      owner: 'partition worker',
+      operations: ['rebalance', 'poll', 'write'],
+      maxPersistent: settings.maxPersistentFailures,
+      logger: this.#log,
+      errorFields,
+      fields: { queue: opts.queue },
+      onError: opts.onError,
+      stop: () => this.#halt.abort(),
+    });
     this.#tracer = qTracer(opts.tracerProvider);
     this.#consumer = new Consumer(opts.store, opts.queue, owner, {
       leaseTtlMs: opts.leaseTtlMs,

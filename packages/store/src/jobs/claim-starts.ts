@@ -35,7 +35,7 @@
 // lease is still taken under its row lock by the same statement. The cost is order, bounded:
 // such a job may wait one head-scan period behind the backlog of its own priority, never behind a lower one.
 
-import type { ClaimedRows } from './sql/claim-jobs.js';
+import type { LeasedJob } from './types.js';
 
 /** A backlog's queue is read from its head at least this often (ms). */
 export const HEAD_SCAN_EVERY_MS = 250;
@@ -57,6 +57,13 @@ interface Position {
 /** The last job of a claim in dequeue order, and its queue. */
 export interface ClaimEnd extends Position {
   queue: string;
+}
+
+/** What one claim statement leased, with the position of its last job in dequeue order. */
+export interface ClaimedRows {
+  jobs: LeasedJob[];
+  /** The last job in dequeue order, with its exact run_at (absent when none was leased). */
+  end: ClaimEnd | undefined;
 }
 
 interface QueueState {

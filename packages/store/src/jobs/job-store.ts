@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import type { Tracer } from '@opentelemetry/api';
 import type { MeterProvider } from '@opentelemetry/api';
-import { qTracer } from '@q/otel';
-import { type ConnectionPlacement } from '@q/schema';
-import { StatementScope, checkPlacement, namedStatements } from '@q/schema/internal';
+import { observeGauge, qTracer } from '@q/otel';
+import { invalidArgument, type ConnectionPlacement } from '@q/schema';
+import { StatementScope, checkName, checkPlacement, namedStatements } from '@q/schema/internal';
 import type pg from 'pg';
 import { checkJobStoreOptions, type JobStoreFromPoolOptions, type JobStoreOpenOptions } from './options.js';
 import type { InTransaction } from '../transaction.js';
@@ -13,6 +13,13 @@ import { ClaimStarts } from './claim-starts.js';
 import { JobListener, type JobListenerHandlers } from './listener.js';
 import { FinishWaiters, type WaitForOptions } from './finish-waiters.js';
 import { getJobsByUuids } from './sql/get-jobs-by-uuids.js';
+import { getJobById, getJobByUuid } from './sql/get-job.js';
+import { listJobs } from './sql/list-jobs.js';
+import { decodeCursor, encodeCursor } from './cursor.js';
+import { toJob } from './row.js';
+import { cancelJob } from './sql/cancel-job.js';
+import { forgetDeadLetter } from './sql/forget-dead-letter.js';
+import { purgeFinished } from './sql/purge-finished.js';
 import { countBacklog } from './sql/count-backlog.js';
 import { dbNow } from './sql/db-now.js';
 import { checkJobPool, listenerConnection } from './from-pool.js';
@@ -33,9 +40,8 @@ import type {
   SnoozeResult,
   Step,
 } from './types.js';
-import { DEFAULT_MAX_SNOOZES, checkMaxResumes } from './validate.js';
+import { DEFAULT_MAX_SNOOZES, MAX_DELAY_MS, checkMaxResumes, checkStatus, checkUuid } from './validate.js';
 import { bindAppPool, checkSchemaOptions, openBoundPool } from './bind.js';
-import { observeBacklog } from './ops/backlog-gauge.js';
 import type { CompleteAndClaimResult } from './ops/claim-complete.js';
 import * as claimComplete from './ops/claim-complete.js';
 import { closedError, runOperation, type JobStoreContext } from './ops/context.js';
@@ -43,7 +49,6 @@ import * as enqueueOps from './ops/enqueue.js';
 import * as leaseOps from './ops/leases.js';
 import type { MaintenanceResult } from './ops/maintenance.js';
 import * as maintenance from './ops/maintenance.js';
-import * as read from './ops/read.js';
 import * as schedules from './ops/schedules.js';
 import type { DueSchedules, FireResult, ScheduleFire, ScheduleInput, StoredSchedule } from './ops/schedules.js';
 
@@ -52,9 +57,13 @@ export const DEFAULT_MAX_RESUMES = 3;
 export { ENQUEUE_CHUNK } from './ops/enqueue.js';
 export type { CompleteAndClaimResult } from './ops/claim-complete.js';
 export type { MaintenanceResult } from './ops/maintenance.js';
-export { JOBS_BACKLOG_METRIC } from './ops/backlog-gauge.js';
 export { COMPLETE_CHUNK, STATEMENT_TEXT_BUDGET } from './batches.js';
 export { CALL_TEXT_LIMIT } from './validate.js';
+
+/** Name of the jobs backlog gauge (`{job}` count per `queue` and `status`). */
+export const JOBS_BACKLOG_METRIC = 'q.jobs.backlog';
+
+const DEFAULT_LIST_LIMIT = 25;
 
 /**
  * The job table's narrow driver: every operation is one parameterised statement (batched with
@@ -62,7 +71,7 @@ export { CALL_TEXT_LIMIT } from './validate.js';
  * token. `JobQueue` and `Worker` (`@q/job-worker`) are built on it.
  *
  * A thin facade: it owns the connection, listeners and lifecycle, and delegates each operation
- * family to its module under ops/ (enqueue, claim/complete, leases, read, maintenance), which
+ * family to its module under ops/ (enqueue, claim/complete, leases, maintenance, schedules), which
  * checks the input and runs the statements through the store's context.
  */
 export class JobStore {
@@ -115,7 +124,20 @@ export class JobStore {
       closed: () => this.#closed,
       op: (name, fn, attrs) => this.#op(name, fn, attrs),
     };
-    this.#unobserve = observeBacklog(opts.meterProvider, this.#ctx, () => this.#closed);
+    // Collected on the exporter's schedule; a collection must never fail the exporter.
+    this.#unobserve = observeGauge(
+      opts.meterProvider,
+      JOBS_BACKLOG_METRIC,
+      { unit: '{job}', description: 'Jobs per queue and status (scheduled, queued, leased, running, retry_wait, dead_letter)' },
+      async () => {
+        if (this.#closed) return [];
+        try {
+          return (await countBacklog(this.#scope, this.pool)).map((r) => ({ value: r.count, attributes: { queue: r.queue, status: r.status } }));
+        } catch {
+          return [];
+        }
+      },
+    );
     this.#waiters = new FinishWaiters({
       read: (uuids) => this.#op('wait_for', () => getJobsByUuids(this.#scope, this.pool, uuids)),
       listen: (handlers) => this.#listenOn(this.finishedChannel, handlers),
@@ -214,12 +236,16 @@ export class JobStore {
 
   /** The job with this uuid, or `null`. */
   async get(uuid: string): Promise<Job | null> {
-    return read.get(this.#ctx, uuid);
+    checkUuid(uuid);
+    const row = await this.#op('get', () => getJobByUuid(this.#scope, this.pool, uuid));
+    return row ? toJob(row) : null;
   }
 
   /** The job with this id, or `null`. */
   async getById(id: number): Promise<Job | null> {
-    return read.getById(this.#ctx, id);
+    if (!Number.isSafeInteger(id)) throw invalidArgument('id must be a safe integer');
+    const row = await this.#op('get', () => getJobById(this.#scope, this.pool, id));
+    return row ? toJob(row) : null;
   }
 
   /**
@@ -227,7 +253,28 @@ export class JobStore {
    * 1–100 (default 25); a bad limit or cursor is `INVALID_ARGUMENT`.
    */
   async list(filter: JobListFilter = {}): Promise<JobPage> {
-    return read.list(this.#ctx, filter);
+    const limit = filter.limit ?? DEFAULT_LIST_LIMIT;
+    if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw invalidArgument('limit must be between 1 and 100');
+    const status = filter.status === undefined ? null : checkStatus(filter.status);
+    for (const k of ['queue', 'type'] as const) {
+      if (filter[k] !== undefined) checkName('list', k, filter[k], { allowEmpty: true });
+    }
+    if (filter.teamId !== undefined && !Number.isSafeInteger(filter.teamId)) throw invalidArgument('teamId must be a safe integer');
+    const beforeId = filter.cursor === undefined || filter.cursor === null ? null : decodeCursor(filter.cursor);
+    // One row more than the page, to know whether another follows.
+    const rows = await this.#op('list', () =>
+      listJobs(this.#scope, this.pool, {
+        status,
+        queue: filter.queue ?? null,
+        type: filter.type ?? null,
+        teamId: filter.teamId ?? null,
+        beforeId,
+        limit: limit + 1,
+      }),
+    );
+    const jobs = rows.slice(0, limit).map(toJob);
+    const last = jobs[jobs.length - 1];
+    return { jobs, nextCursor: rows.length > limit && last ? encodeCursor(last.id) : null };
   }
 
   /**
@@ -384,17 +431,24 @@ export class JobStore {
    * to abort it (it then ends `cancelled`).
    */
   async cancel(uuid: string): Promise<CancelOutcome> {
-    return maintenance.cancel(this.#ctx, uuid);
+    checkUuid(uuid);
+    const row = await this.#op('cancel', () => cancelJob(this.#scope, this.pool, uuid, this.channel));
+    if (!row) return 'not_cancellable';
+    return row.status === 'cancelled' ? 'cancelled' : 'cancel_requested';
   }
 
   /** `dead_letter` → `cancelled`; false when the job is missing or not in the dead letter. */
   async forgetDeadLetter(uuid: string): Promise<boolean> {
-    return maintenance.forgetDeadLetter(this.#ctx, uuid);
+    checkUuid(uuid);
+    return this.#op('forget', () => forgetDeadLetter(this.#scope, this.pool, uuid));
   }
 
   /** Deletes `succeeded`/`cancelled` jobs finished more than `olderThanMs` ago; returns the count. */
   async purgeFinished(olderThanMs: number): Promise<number> {
-    return maintenance.purgeFinished(this.#ctx, olderThanMs);
+    if (typeof olderThanMs !== 'number' || !Number.isFinite(olderThanMs) || olderThanMs < 0 || olderThanMs > MAX_DELAY_MS) {
+      throw invalidArgument('olderThanMs must be a non-negative number of milliseconds, at most 100 years');
+    }
+    return this.#op('purge', () => purgeFinished(this.#scope, this.pool, olderThanMs));
   }
 
   /**

@@ -2,7 +2,7 @@ import { invalidArgument } from '@q/schema';
 import { checkName, statement, type StatementScope } from '@q/schema/internal';
 import type pg from 'pg';
 import { acquireLeaderLease, releaseLeaderLease, renewLeaderLease, type LeaseRow } from './sql/leader-lease.js';
-import { robustRound, roundSteps, type MaintenanceFailure } from './ops/maintenance-round.js';
+import { robustRound, roundSteps, type MaintenanceFailure } from './ops/maintenance.js';
 import type { ReapedJob } from './types.js';
 import { INT32_MAX } from './validate.js';
 

@@ -1,6 +1,5 @@
-// Which completions of one ack call are tried, and in which statements. Kept apart from the
-// store because it is pure: duplicate resolution, statement sizing and mapping the acked keys
-// back to input positions.
+// Which completions of one ack call are tried, and in which statements, with no connection:
+// duplicate resolution, statement sizing and mapping the acked keys back to input positions.
 import { at } from '@q/schema/internal';
 import { chunkRanges, STATEMENT_BUDGET } from './chunks.js';
 import { cost, keyId } from './keys.js';

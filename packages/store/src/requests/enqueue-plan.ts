@@ -1,5 +1,5 @@
-// The rows of one enqueue call, split into statements. Kept apart from the store because it is
-// pure (no connection): duplicate detection, submission order and statement sizing.
+// The rows of one enqueue call, split into statements, with no connection: duplicate detection,
+// submission order and statement sizing.
 import { QError, QErrorCode } from '@q/schema';
 import { at } from '@q/schema/internal';
 import { bytesCost, chunkRanges, STATEMENT_BUDGET } from './chunks.js';

@@ -1,6 +1,5 @@
-// The partition-lease operations of the request queue (acquire, renew, release, drain, leave).
-// Kept apart from the store facade because they form the dispatcher membership protocol, not
-// the request lifecycle; each checks all of its input before it sends a statement.
+// The partition-lease operations of the request queue (acquire, renew, release, drain, leave):
+// the dispatcher membership protocol. Each checks all of its input before it sends a statement.
 import type { StoreContext } from './context.js';
 import { acquirePartitionRows } from './sql/acquire-partitions.js';
 import { heartbeatRows } from './sql/heartbeat.js';

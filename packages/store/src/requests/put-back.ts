@@ -1,6 +1,6 @@
-// Returning dispatched requests to pending (undispatch, defer, retry). Kept apart from the store
-// facade because every one of them is a fenced write of one dispatch: a stamp that no longer
-// matches (older attempt, other owner, not in flight, unknown) is skipped and counted as fenced.
+// Returning dispatched requests to pending (undispatch, defer, retry). Every one of them is a
+// fenced write of one dispatch: a stamp that no longer matches (older attempt, other owner, not in
+// flight, unknown) is skipped and counted as fenced.
 import type { StoreContext } from './context.js';
 import { distinctStamps } from './keys.js';
 import { retryRequest } from './sql/retry.js';

@@ -1,6 +1,5 @@
-// The worker's hot path: claiming jobs and writing attempt outcomes, alone or in one round trip.
-// Kept apart from the store facade because the lock-key race retries and the outcome chunking
-// belong together: completeAndClaim is both at once.
+// The worker's hot path: claiming jobs and writing attempt outcomes, alone or in one round trip
+// (completeAndClaim), with the lock-key race retries and the outcome chunking.
 import { QError, invalidArgument } from '@q/schema';
 import { at } from '@q/schema/internal';
 import type pg from 'pg';

@@ -1,6 +1,5 @@
 // Lease upkeep of a worker: leased -> running, renewals, the step timeline and giving leases
-// back. Kept apart from the store facade because every write here is fenced by the lease token
-// and takes a batch of leases (`unnest`), never an outcome.
+// back. Every write here is fenced by the lease token and takes a batch of leases (`unnest`).
 import { invalidArgument } from '@q/schema';
 import { checkName } from '@q/schema/internal';
 import { heartbeatJobs } from '../sql/heartbeat-jobs.js';

@@ -1,7 +1,6 @@
 import { repeatedTimestamps, statement, type StatementScope } from '@q/schema/internal';
 import { JOB_COLUMN_COUNT, JOB_COLUMN_NAMES, leasedJobOf, someJobColumns, type ClaimedAs } from '../row.js';
-import type { ClaimEnd, ClaimStartParams } from '../claim-starts.js';
-import type { LeasedJob } from '../types.js';
+import type { ClaimedRows, ClaimStartParams } from '../claim-starts.js';
 import { opaque, type Queryable } from './db.js';
 
 /** Placeholders of the claim's parameters inside a statement (constants, never input). */
@@ -158,13 +157,6 @@ export interface ClaimInput {
 /** A claim's parameters in statement order: the queues, the limit, the lease, the start positions. */
 export function claimValues(c: ClaimInput): unknown[] {
   return [c.queues, c.limit, c.workerId, c.leaseMs, c.status, c.starts.priority, c.starts.runAt, c.starts.id, c.claimId];
-}
-
-/** What one claim statement leased, with the position of its last job in dequeue order. */
-export interface ClaimedRows {
-  jobs: LeasedJob[];
-  /** The last job in dequeue order, with its exact run_at (absent when none was leased). */
-  end: ClaimEnd | undefined;
 }
 
 /**

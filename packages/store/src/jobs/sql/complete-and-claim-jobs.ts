@@ -1,6 +1,7 @@
 import { repeatedTimestamps, statement, type StatementScope } from '@q/schema/internal';
 import { JOB_COLUMN_COUNT } from '../row.js';
-import { claimCtes, claimParams, claimUpdate, claimValues, takeClaimedRow, type ClaimInput, type ClaimedRows } from './claim-jobs.js';
+import type { ClaimedRows } from '../claim-starts.js';
+import { claimCtes, claimParams, claimUpdate, claimValues, takeClaimedRow, type ClaimInput } from './claim-jobs.js';
 import { COMPLETION_CTES, FENCED_KEYS, completionValues, type CompletionBatch } from './complete-jobs.js';
 import type { Queryable } from './db.js';
 

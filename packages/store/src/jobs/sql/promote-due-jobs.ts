@@ -2,7 +2,7 @@ import { statement, type StatementScope } from '@q/schema/internal';
 import { MAX_NOTIFY_QUEUE_BYTES, type Queryable } from './db.js';
 
 // $2: NULL for every due job, or the ids to promote (a maintenance round that isolates a row that
-// cannot be promoted, see ops/maintenance-round.ts).
+// cannot be promoted, see ops/maintenance.ts).
 const TEXT = `
 WITH p AS (
   UPDATE __q_schema__.q_jobs AS jobs SET status = 'queued', updated_at = now()

@@ -2,7 +2,7 @@ import { statement, type StatementScope } from '@q/schema/internal';
 import type { Queryable } from './db.js';
 
 // What a maintenance round isolates when its one-statement step fails on a row (see
-// ops/maintenance-round.ts): the rows that step would write, oldest first, a bounded number per
+// ops/maintenance.ts): the rows that step would write, oldest first, a bounded number per
 // round, and the one write that takes a row out of the step's way for good.
 
 const LAPSED = statement(
