@@ -82,7 +82,9 @@ export function otelJobDrain(): Scenario {
     baseline: 'q+otel',
     systems: [
       // Every job's span must reach the exporter: a run that dropped spans would measure less work.
-      ...pair((on, name) => (ctx) => traced(on, name, (t) => drainRun(qJobs(name, t ? () => t.provider : undefined), n(ctx), 32, ctx.dsn), n(ctx))),
+      ...pair(
+        (on, name) => (ctx) => traced(on, name, (t) => drainRun(qJobs(name, t ? () => t.provider : undefined), n(ctx), 32, ctx.dsn), n(ctx)),
+      ),
       // The same, with one trace in ten sampled by the SDK (ParentBased(TraceIdRatio 0.1)): each
       // job still starts a span, a non-recording one nine times in ten.
       {
@@ -99,10 +101,15 @@ export function otelJobDrain(): Scenario {
       {
         name: 'q+span-in-handler',
         run: (ctx: RunContext) =>
-          traced(true, 'q+span-in-handler', (t) => {
-            check(t !== undefined, 'q+span-in-handler: tracing is on');
-            return drainRun(spanInHandler('q+span-in-handler', t.provider), n(ctx), 32, ctx.dsn);
-          }, n(ctx)),
+          traced(
+            true,
+            'q+span-in-handler',
+            (t) => {
+              check(t !== undefined, 'q+span-in-handler: tracing is on');
+              return drainRun(spanInHandler('q+span-in-handler', t.provider), n(ctx), 32, ctx.dsn);
+            },
+            n(ctx),
+          ),
       },
     ].map((s) => ({ ...s, skip })),
   };

@@ -116,7 +116,8 @@ export function graphileBatchJobs(batchSize: number): JobSystem {
         completed: async () => enqueued - (await itemsLeft()),
         startWorkers: async () => unsupported(),
         async startBatchWorkers(opts: BatchWorkerStart) {
-          if (opts.batchSize !== batchSize) throw new Error(`graphile-worker batch jobs: enqueued in batches of ${batchSize}, not ${opts.batchSize}`);
+          if (opts.batchSize !== batchSize)
+            throw new Error(`graphile-worker batch jobs: enqueued in batches of ${batchSize}, not ${opts.batchSize}`);
           runner = await run({
             connectionString: dsn,
             concurrency: opts.batches,

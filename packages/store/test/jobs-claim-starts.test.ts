@@ -16,9 +16,10 @@ import {
   HEAD_SCAN_SHARE,
   KEYED_HOLD_MS,
   type ClaimEnd,
+  type ClaimedRows,
   type ClaimStartParams,
 } from '../src/jobs/claim-starts.js';
-import { claimJobs, type ClaimedRows } from '../src/jobs/sql/claim-jobs.js';
+import { claimJobs } from '../src/jobs/sql/claim-jobs.js';
 import { plansOf } from './requests/plans.js';
 
 let store: JobStore;
