@@ -1,6 +1,5 @@
-// Enqueueing jobs: the one operation of the store that writes many rows of user data, so it owns
-// statement sizing, key-ordered chunks across a transaction, idempotency-key resolution and the
-// caller's-transaction path. Kept apart from the store facade for that weight alone.
+// Enqueueing jobs: statement sizing, key-ordered chunks across a transaction, idempotency-key
+// resolution, job keys (ops/job-keys.ts) and the caller's-transaction path.
 import { randomUUID } from 'node:crypto';
 import { QError, QErrorCode, invalidArgument } from '@q/schema';
 import { at, withTransaction } from '@q/schema/internal';
