@@ -30,7 +30,8 @@
 //     by key has jobs waiting for a key in the prefix all the time, and each must start as soon
 //     as its key is free;
 //   - after this store released leases, reaped expired ones or promoted due jobs (all put jobs
-//     back behind positions; positions are forgotten then).
+//     back behind positions; positions are forgotten then, in one place: the store's operations
+//     that put jobs back).
 // Nothing is lost either way: a skipped job is only found later, never leased twice, since every
 // lease is still taken under its row lock by the same statement. The cost is order, bounded:
 // such a job may wait one head-scan period behind the backlog of its own priority, never behind a lower one.
@@ -68,11 +69,6 @@ export interface ClaimedRows {
 
 interface QueueState {
   position: Position | undefined;
-  /**
-   * When the claim that decided `position` was sent (or `forget()` ran): a claim sent earlier
-   * that comes back later knows less, and is not taken.
-   */
-  decidedAt: number;
   /** `performance.now()` when the last head scan was sent. */
   headScanAt: number;
   /**
@@ -113,7 +109,7 @@ export class ClaimStarts {
   #state(queue: string): QueueState {
     let s = this.#queues.get(queue);
     if (s === undefined) {
-      s = { position: undefined, decidedAt: -Infinity, headScanAt: -Infinity, headScanMs: 0, lastHeadScanMs: 0, keyedUntil: -Infinity };
+      s = { position: undefined, headScanAt: -Infinity, headScanMs: 0, lastHeadScanMs: 0, keyedUntil: -Infinity };
       this.#queues.set(queue, s);
     }
     return s;
@@ -162,12 +158,11 @@ export class ClaimStarts {
         s.lastHeadScanMs = ms;
       }
       if (keyed.has(queue)) s.keyedUntil = Math.max(s.keyedUntil, now + KEYED_HOLD_MS);
-      // The latest claim sent decides, whenever it comes back: of two claims in flight from one
-      // position, the later one passed over the earlier one's rows and ended further on. It also
-      // moves the position back when it ended earlier (it took jobs of a higher priority, or jobs
-      // that were behind the position), so the next claim reads on from there.
-      if (plan.sentAt < s.decidedAt) return;
-      s.decidedAt = plan.sentAt;
+      // The claim that came back last decides, also when it ended earlier in the order (it took
+      // jobs of a higher priority, or behind the position). Of two claims in flight that one may
+      // be the earlier sent: the next claim then reads again what the other passed, a little walk,
+      // and a claim in flight across forget() may set a position past jobs put back, which the
+      // next head scan finds. Neither leases a job twice.
       if (keyed.has(queue) || end === undefined || end.queue !== queue || endQueueJobs < limit || !RUN_AT_TEXT.test(end.runAt)) {
         // A claim that came back short has passed every job it could take: start at the head.
         // (One that came back full did so from one queue, whose job is the claim's last.)
@@ -179,13 +174,10 @@ export class ClaimStarts {
   }
 
   /**
-   * Every queue's next claim reads from its head (jobs were put back behind the positions), and
-   * no claim sent before now sets a position again.
+   * Every queue's next claim reads from its head: jobs were put back behind the positions. Called
+   * in one place, the job store's operations that put jobs back (`JobStoreContext.opPuttingBack`).
    */
-  forget(now = performance.now()): void {
-    for (const s of this.#queues.values()) {
-      s.position = undefined;
-      s.decidedAt = now;
-    }
+  forget(): void {
+    for (const s of this.#queues.values()) s.position = undefined;
   }
 }

@@ -116,13 +116,19 @@ export class JobStore {
     this.finishedChannel = `q_jobs_done_${digest}`;
     this.#tracer = tracer;
     this.#applicationName = applicationName;
+    const starts = new ClaimStarts();
     this.#ctx = {
       pool,
       scope: this.#scope,
-      starts: new ClaimStarts(),
+      starts,
       channel: this.channel,
       closed: () => this.#closed,
       op: (name, fn, attrs) => this.#op(name, fn, attrs),
+      opPuttingBack: async (name, fn, putBack) => {
+        const result = await this.#op(name, fn);
+        if (putBack(result)) starts.forget();
+        return result;
+      },
     };
     // Collected on the exporter's schedule; a collection must never fail the exporter.
     this.#unobserve = observeGauge(
@@ -538,10 +544,11 @@ export class JobStore {
     checkLeaderLease('maintainAsLeader', lease);
     const ttl = checkLeadership('maintainAsLeader', lease.owner, ttlMs, lease.name);
     checkMaxResumes(maxResumes);
-    const result = await this.#op('maintain', () => leadership.maintainFenced(this.#scope, this.pool, this.channel, lease, ttl, maxResumes));
-    // Reaped and promoted jobs are queued behind the claims' start positions (see claim-starts.ts).
-    if (result !== null && (result.reaped.length > 0 || result.promoted > 0 || result.failed.length > 0)) this.#ctx.starts.forget();
-    return result;
+    return this.#ctx.opPuttingBack(
+      'maintain',
+      () => leadership.maintainFenced(this.#scope, this.pool, this.channel, lease, ttl, maxResumes),
+      maintenance.roundPutBack,
+    );
   }
 
   /**

@@ -19,6 +19,12 @@ export interface JobStoreContext {
   closed(): boolean;
   /** Runs `fn` as operation `name`: traced, and every failure a `QError` (`CLOSED` once closed). */
   op<T>(name: string, fn: () => Promise<T>, attributes?: Record<string, string | number | boolean>): Promise<T>;
+  /**
+   * `op` for an operation that can put jobs back in their queues behind the claims' start
+   * positions (a release, a reap, a promotion, a snooze): when `putBack(result)` says it did,
+   * every position is forgotten. The one place that invalidates them (see claim-starts.ts).
+   */
+  opPuttingBack<T>(name: string, fn: () => Promise<T>, putBack: (result: T) => boolean): Promise<T>;
 }
 
 /**

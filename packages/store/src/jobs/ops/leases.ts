@@ -58,9 +58,12 @@ export async function snooze(ctx: JobStoreContext, lease: JobLease, delayMs: num
   checkLease(lease);
   const delay = checkSnoozeDelay('snooze', delayMs);
   const max = checkMaxSnoozes('snooze', maxSnoozes);
-  const row = await ctx.op('snooze', () => snoozeJob(ctx.scope, ctx.pool, lease.id, lease.leaseToken, delay, max, ctx.channel));
+  const row = await ctx.opPuttingBack(
+    'snooze',
+    () => snoozeJob(ctx.scope, ctx.pool, lease.id, lease.leaseToken, delay, max, ctx.channel),
+    (r) => r?.status === 'queued',
+  );
   if (row === undefined) return { status: 'fenced', runAt: null, snoozes: null };
-  if (row.status === 'queued') ctx.starts.forget();
   if (row.status === 'scheduled' || row.status === 'queued') return { status: 'snoozed', runAt: row.run_at, snoozes: row.snoozes };
   return { status: row.status, runAt: null, snoozes: row.snoozes };
 }
@@ -69,9 +72,11 @@ export async function snooze(ctx: JobStoreContext, lease: JobLease, delayMs: num
 export async function release(ctx: JobStoreContext, leases: readonly JobLease[]): Promise<number[]> {
   const { ids, tokens } = splitLeases(leases);
   if (ids.length === 0) return [];
-  const released = await ctx.op('release', () => releaseJobs(ctx.scope, ctx.pool, ids, tokens, ctx.channel));
-  if (released.length > 0) ctx.starts.forget();
-  return released;
+  return ctx.opPuttingBack(
+    'release',
+    () => releaseJobs(ctx.scope, ctx.pool, ids, tokens, ctx.channel),
+    (r) => r.length > 0,
+  );
 }
 
 /** `JobStore.releaseClaims`. */
@@ -81,7 +86,9 @@ export async function releaseClaims(ctx: JobStoreContext, workerId: string, clai
   if (!Array.isArray(claimIds)) throw invalidArgument('releaseClaims: claimIds must be an array of uuid strings');
   const ids = claimIds.map((id) => checkClaimId('releaseClaims', id));
   if (ids.length === 0) return [];
-  const released = await ctx.op('release_claims', () => releaseClaimRows(ctx.scope, ctx.pool, workerId, ids, ctx.channel));
-  if (released.length > 0) ctx.starts.forget();
-  return released;
+  return ctx.opPuttingBack(
+    'release_claims',
+    () => releaseClaimRows(ctx.scope, ctx.pool, workerId, ids, ctx.channel),
+    (r) => r.length > 0,
+  );
 }

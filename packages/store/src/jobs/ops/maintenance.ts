@@ -38,40 +38,48 @@ export interface MaintenanceResult {
 
 /** The promoter: `JobStore.promoteDue` (a job it cannot promote is dead-lettered, see the essay above). */
 export async function promoteDue(ctx: JobStoreContext): Promise<number> {
-  const promoted = await ctx.op('promote', () =>
-    carefully(
-      () => promoteDueJobs(ctx.scope, ctx.pool, ctx.channel),
-      async () => (await robustRound(ctx.pool, (client) => roundSteps(ctx.scope, client, ctx.channel, 0, true, 'promote'))).promoted,
-    ),
+  return ctx.opPuttingBack(
+    'promote',
+    () =>
+      carefully(
+        () => promoteDueJobs(ctx.scope, ctx.pool, ctx.channel),
+        async () => (await robustRound(ctx.pool, (client) => roundSteps(ctx.scope, client, ctx.channel, 0, true, 'promote'))).promoted,
+      ),
+    (promoted) => promoted > 0,
   );
-  if (promoted > 0) ctx.starts.forget();
-  return promoted;
 }
 
 /** The reaper: `JobStore.reapExpired` (a job it cannot reap is dead-lettered, see the essay above). */
 export async function reapExpired(ctx: JobStoreContext, maxResumes: number): Promise<ReapedJob[]> {
   checkMaxResumes(maxResumes);
-  const rows = await ctx.op('reap', () =>
-    carefully(
-      async () => (await reapExpiredLeases(ctx.scope, ctx.pool, maxResumes)).map((r) => ({ id: Number(r.id), uuid: r.uuid, status: r.status })),
-      async () => (await robustRound(ctx.pool, (client) => roundSteps(ctx.scope, client, ctx.channel, maxResumes, true, 'reap'))).reaped,
-    ),
+  return ctx.opPuttingBack(
+    'reap',
+    () =>
+      carefully(
+        async () => (await reapExpiredLeases(ctx.scope, ctx.pool, maxResumes)).map((r) => ({ id: Number(r.id), uuid: r.uuid, status: r.status })),
+        async () => (await robustRound(ctx.pool, (client) => roundSteps(ctx.scope, client, ctx.channel, maxResumes, true, 'reap'))).reaped,
+      ),
+    (rows) => rows.length > 0,
   );
-  if (rows.length > 0) ctx.starts.forget();
-  return rows;
 }
 
 /** `JobStore.maintain`: the reaper then the promoter, in one transaction under the maintenance lock. */
 export async function maintain(ctx: JobStoreContext, maxResumes: number): Promise<MaintenanceResult | null> {
   checkMaxResumes(maxResumes);
-  const result = await ctx.op('maintain', () =>
-    robustRound(ctx.pool, async (client, careful) => {
-      if (!(await tryMaintenanceXactLock(ctx.scope, client))) return null;
-      return roundSteps(ctx.scope, client, ctx.channel, maxResumes, careful);
-    }),
+  return ctx.opPuttingBack(
+    'maintain',
+    () =>
+      robustRound(ctx.pool, async (client, careful) => {
+        if (!(await tryMaintenanceXactLock(ctx.scope, client))) return null;
+        return roundSteps(ctx.scope, client, ctx.channel, maxResumes, careful);
+      }),
+    roundPutBack,
   );
-  if (result !== null && (result.reaped.length > 0 || result.promoted > 0 || result.failed.length > 0)) ctx.starts.forget();
-  return result;
+}
+
+/** Whether a maintenance round put jobs back in their queues (reaped, promoted or dead-lettered some). */
+export function roundPutBack(result: MaintenanceResult | null): boolean {
+  return result !== null && (result.reaped.length > 0 || result.promoted > 0 || result.failed.length > 0);
 }
 
 /** A job a maintenance round could not reap or promote, dead-lettered (or left) with the error. */
