@@ -44,7 +44,8 @@ import { DEFAULT_MAX_SNOOZES, MAX_DELAY_MS, checkMaxResumes, checkStatus, checkU
 import { bindAppPool, checkSchemaOptions, openBoundPool } from './bind.js';
 import type { CompleteAndClaimResult } from './ops/claim-complete.js';
 import * as claimComplete from './ops/claim-complete.js';
-import { closedError, runOperation, type JobStoreContext } from './ops/context.js';
+import { closedError, type JobStoreContext } from './ops/context.js';
+import { runOperation, type OperationOwner } from '../operation.js';
 import * as enqueueOps from './ops/enqueue.js';
 import * as leaseOps from './ops/leases.js';
 import type { MaintenanceResult } from './ops/maintenance.js';
@@ -84,7 +85,8 @@ export class JobStore {
   /** The schema holding the job table (`schema` option, else `current_schema()` at open). */
   readonly schema: string;
   readonly #dsn: string | pg.ClientConfig;
-  readonly #tracer: Tracer | undefined;
+  /** How this store runs its operations (span prefix `q.jobs`, its `CLOSED` error). */
+  readonly #operations: OperationOwner;
   readonly #applicationName: string;
   readonly #scope: StatementScope;
   readonly #listeners = new Set<JobListener>();
@@ -114,7 +116,7 @@ export class JobStore {
     this.channel = `q_jobs_${digest}`;
     // The same name migration 0009's trigger q_jobs_notify_finished derives from the schema.
     this.finishedChannel = `q_jobs_done_${digest}`;
-    this.#tracer = tracer;
+    this.#operations = { tracer, spanPrefix: 'q.jobs', closed: () => this.#closed, closedError };
     this.#applicationName = applicationName;
     const starts = new ClaimStarts();
     this.#ctx = {
@@ -594,6 +596,6 @@ export class JobStore {
 
   /** Runs `fn` as operation `name`: traced, and every failure a {@link QError} (see `databaseError`). */
   #op<T>(name: string, fn: () => Promise<T>, attributes?: Record<string, string | number | boolean>): Promise<T> {
-    return runOperation(this.#tracer, () => this.#closed, name, fn, attributes);
+    return runOperation(this.#operations, name, fn, attributes);
   }
 }

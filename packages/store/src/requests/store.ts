@@ -1,7 +1,6 @@
-import type { Tracer } from '@opentelemetry/api';
-import { qTracer, requestMetrics, withOperation, type RequestMetrics } from '@q/otel';
+import { qTracer, requestMetrics, type RequestMetrics } from '@q/otel';
 import { migrate } from '@q/schema';
-import { databaseError, type StatementScope } from '@q/schema/internal';
+import type { StatementScope } from '@q/schema/internal';
 import type pg from 'pg';
 import type { FromPoolOptions, OpenOptions } from '../options.js';
 import { checkInTransaction, inCallerTransaction, type InTransaction } from '../transaction.js';
@@ -9,6 +8,7 @@ import { ackedPositions, planAck } from './ack-plan.js';
 import { writeChunks } from './chunks.js';
 import { enqueueChunks } from './enqueue-plan.js';
 import { closedError, DUPLICATE_REQUEST } from './errors.js';
+import { runOperation, type OperationOwner } from '../operation.js';
 import { keyId } from './keys.js';
 import type { Attrs, StoreContext } from './context.js';
 import { checkPool, checkStoreOptions, scopeOf, withOwnedPool } from './open.js';
@@ -50,7 +50,8 @@ export class RequestStore {
   readonly schema: string;
   readonly #scope: StatementScope;
   readonly #migrateInto: string | undefined;
-  readonly #tracer: Tracer | undefined;
+  /** How this store runs its operations (span prefix `q.store`, its `CLOSED` and `DUPLICATE` errors). */
+  readonly #operations: OperationOwner;
   readonly #metrics: RequestMetrics;
   readonly #ownsPool: boolean;
   readonly #ctx: StoreContext;
@@ -62,7 +63,13 @@ export class RequestStore {
     this.#scope = scope;
     this.#migrateInto = opts.schema;
     this.#ownsPool = ownsPool;
-    this.#tracer = qTracer(opts.tracerProvider);
+    this.#operations = {
+      tracer: qTracer(opts.tracerProvider),
+      spanPrefix: 'q.store',
+      closed: () => this.#closed,
+      closedError,
+      errors: DUPLICATE_REQUEST,
+    };
     this.#metrics = requestMetrics(opts.meterProvider);
     this.#ctx = { pool, scope, metrics: this.#metrics, op: (name, attrs, fn) => this.#op(name, attrs, fn) };
   }
@@ -395,20 +402,8 @@ export class RequestStore {
     await this.#op('truncateForTest', undefined, () => truncateAll(this.#scope, this.pool));
   }
 
-  async #op<T>(name: string, attrs: Attrs | undefined, fn: () => Promise<T>): Promise<T> {
-    if (this.#closed) throw closedError();
-    return withOperation(
-      this.#tracer,
-      `q.store.${name}`,
-      async () => {
-        try {
-          return await fn();
-        } catch (err) {
-          throw this.#closed ? closedError() : databaseError(name, err, DUPLICATE_REQUEST);
-        }
-      },
-      attrs,
-    );
+  #op<T>(name: string, attrs: Attrs | undefined, fn: () => Promise<T>): Promise<T> {
+    return runOperation(this.#operations, name, fn, attrs);
   }
 }
 

@@ -1,9 +1,7 @@
 // What the operation modules under ops/ share with the store facade: its connection, statement
-// scope and channel, the traced `op` wrapper, and the classification of the errors they retry.
-import type { Tracer } from '@opentelemetry/api';
-import { withOperation } from '@q/otel';
+// scope and channel, the traced `op` wrapper (see ../../operation.ts), and the classification of the errors they retry.
 import { QError, QErrorCode, invalidArgument } from '@q/schema';
-import { databaseError, type StatementScope } from '@q/schema/internal';
+import type { StatementScope } from '@q/schema/internal';
 import type pg from 'pg';
 import type { ClaimStarts } from '../claim-starts.js';
 
@@ -25,32 +23,6 @@ export interface JobStoreContext {
    * every position is forgotten. The one place that invalidates them (see claim-starts.ts).
    */
   opPuttingBack<T>(name: string, fn: () => Promise<T>, putBack: (result: T) => boolean): Promise<T>;
-}
-
-/**
- * Runs `fn` as operation `name` of a job store: traced (span `q.jobs.<name>`), and every failure
- * a `QError` (see `databaseError`), `CLOSED` once `closed()`.
- */
-export function runOperation<T>(
-  tracer: Tracer | undefined,
-  closed: () => boolean,
-  name: string,
-  fn: () => Promise<T>,
-  attributes?: Record<string, string | number | boolean>,
-): Promise<T> {
-  if (closed()) return Promise.reject(closedError());
-  return withOperation(
-    tracer,
-    `q.jobs.${name}`,
-    async () => {
-      try {
-        return await fn();
-      } catch (err) {
-        throw closed() ? closedError() : databaseError(name, err);
-      }
-    },
-    attributes,
-  );
 }
 
 /** A lock-key race (two claimers saw one key free) is retried at once, this many times. */
