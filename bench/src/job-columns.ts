@@ -1,6 +1,6 @@
 /** q's job columns in table order (the hot table's and the archive's). */
 export const JOB_COLUMNS: readonly string[] =
-  'id,uuid,queue,job_type,payload,status,priority,run_at,attempt,max_attempts,idempotency_key,lock_key,leased_by,lease_token,lease_expires_at,heartbeat_at,cancel_requested_at,last_error,steps,result,retry_of_id,team_id,resource_id,correlation_id,dead_lettered_at,finished_at,created_at,updated_at,resume_count,snoozes,progress,job_key'.split(
+  'id,uuid,queue,job_type,payload,status,priority,run_at,attempt,max_attempts,idempotency_key,lock_key,leased_by,lease_token,lease_expires_at,heartbeat_at,cancel_requested_at,last_error,steps,result,retry_of_id,team_id,resource_id,correlation_id,dead_lettered_at,finished_at,created_at,updated_at,resume_count,snoozes,progress,job_key,job_group,limit_scope,limit_slot'.split(
     ',',
   );
 

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Tracer } from '@opentelemetry/api';
 import { recordSpan, untraced, type JobMetrics } from '@q/otel';
-import type { JobStore, LeasedJob } from '@q/store/jobs';
+import type { ClaimOptions, JobStore, LeasedJob } from '@q/store/jobs';
 import { replyLost, type Completer, type PendingOutcome } from './completer.js';
 import type { WorkerFailureWatch } from './failure-watch.js';
 import type { LocalQueueSize } from './local-queue-size.js';
@@ -40,6 +40,8 @@ export interface ClaimLoopConfig {
   /** Jobs per claim statement at most; absent: `concurrency` plus the local queue's size. */
   batch: number | undefined;
   leaseMs: number;
+  /** The group options every claim passes (limits, fairness, weights; see `ClaimOptions`). */
+  groups: Pick<ClaimOptions, 'limits' | 'fair' | 'weights'>;
   pollMs: number;
   /** Classifies claim failures: transient ones are retried with backoff, persistent ones stop the loop. */
   watch: WorkerFailureWatch;
@@ -231,7 +233,7 @@ export class ClaimLoop {
       // Claimed straight into `running`: handlers start at once, so a separate mark-running
       // write would only add a commit. The finished attempts' outcomes ride along: the steady
       // state costs one statement (one commit) per batch, not a claim plus a completion.
-      const claim = { queues: c.queues, workerId: c.workerId, limit, leaseMs: c.leaseMs, start: true, claimId };
+      const claim: ClaimOptions = { queues: c.queues, workerId: c.workerId, limit, leaseMs: c.leaseMs, start: true, claimId, ...c.groups };
       if (taken.length > 0 && limit <= 0) {
         const written = await untraced(() => c.store.complete(taken.map((p) => p.outcome)));
         c.completer.succeeded();

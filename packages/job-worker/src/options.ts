@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { invalidArgument } from '@q/schema';
 import { LOGGER_METHODS, checkName, checkOptionalFunction, checkOptionalMethods } from '@q/schema/internal';
-import { DEFAULT_MAX_SNOOZES, type Job } from '@q/store/jobs';
+import { DEFAULT_MAX_SNOOZES, checkClaimGroups, type GroupLimit, type Job } from '@q/store/jobs';
 import { MAX_PERSISTENT_FAILURES, type WorkerFailure } from './failure-watch.js';
 import { LEASE_DURATION_MS, RETRY_BASE_MS } from './constants.js';
 import { defaultLogger, type Logger } from './logger.js';
@@ -143,6 +143,22 @@ export interface WorkerOptions {
    * default: no leader, each slot enqueued once however many take part), or how. `false` opts out.
    */
   schedules?: boolean | WorkerSchedulerOptions;
+  /**
+   * Per-group concurrency limits (jobs enqueued with a `group`), in order: a job takes the first
+   * rule matching its queue and type (absent: any). `concurrency` is how many jobs of one group
+   * run at once across every worker of the job table, a number or a function of the group (at
+   * least 1). A job over its group's limit stays queued, uses no attempt, and does not hold up
+   * other groups; a crashed worker's slots free when its leases lapse. Jobs without a group are
+   * never limited. Every worker of a queue should have the same rules.
+   */
+  limits?: readonly GroupLimit[];
+  /**
+   * Interleave groups within a priority, round-robin, so one group's backlog delays another
+   * group's job by at most a claim round. Default true (it applies once jobs with a group are seen).
+   */
+  fairness?: boolean;
+  /** Round-robin weights per group (an integer from 1; absent: 1): weight 3 gets three jobs a round. */
+  weights?: Readonly<Record<string, number>>;
 }
 
 /** Most jobs a worker runs at once (`concurrency`): more is a mistake, not a setting. */
@@ -178,6 +194,8 @@ export interface ResolvedOptions {
   maxSnoozes: number;
   maxPersistentFailures: number;
   workerId: string;
+  /** What every claim passes of the group options (checked). */
+  groups: { limits?: readonly GroupLimit[]; fair: boolean; weights?: Readonly<Record<string, number>> };
 }
 
 /** Checks the object- and function-shaped options (`INVALID_ARGUMENT` naming the first bad one). */
@@ -214,7 +232,14 @@ export function resolveOptions(opts: WorkerOptions, notifies = true): ResolvedOp
   if (!Number.isInteger(maxSnoozes) || maxSnoozes < 0 || maxSnoozes > 2_147_483_647) {
     throw invalidArgument('Worker: maxSnoozes must be an integer from 0 to 2147483647');
   }
+  if (opts.fairness !== undefined && typeof opts.fairness !== 'boolean') throw invalidArgument('Worker: fairness must be a boolean');
+  checkClaimGroups({ limits: opts.limits, weights: opts.weights }, 'Worker');
   return {
+    groups: {
+      fair: opts.fairness !== false,
+      ...(opts.limits === undefined ? {} : { limits: opts.limits }),
+      ...(opts.weights === undefined ? {} : { weights: opts.weights }),
+    },
     queues: [...new Set(queues)],
     concurrency,
     prefetch,

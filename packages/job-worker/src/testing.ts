@@ -327,6 +327,7 @@ export async function runHandler<Payload, Result>(
     snoozes: 0,
     progress: null,
     jobKey: null,
+    group: null,
     createdAt: now,
     updatedAt: now,
     finishedAt: null,

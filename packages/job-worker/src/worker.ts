@@ -115,6 +115,7 @@ export class Worker implements WorkerEventSource {
         prefetch: sizer,
         batch,
         leaseMs: this.#leaseMs,
+        groups: o.groups,
         pollMs,
         watch: this.#watch,
         tracer: opts.tracer,

@@ -110,10 +110,14 @@ describe('migration 0004 (q_ prefix) on a database of the previous schema', () =
     );
     expect(idx.rows.map((r) => r.n)).toEqual([
       'q_jobs_dequeue_idx',
+      // Migration 0011: each group's queued jobs in dequeue order.
+      'q_jobs_group_dequeue_idx',
       // Migration 0009 dropped q_jobs_idempotency_key_key: keys are held per queue and type in q_jobs_idempotency_keys.
       // Migration 0010: the pending jobs' job keys.
       'q_jobs_job_key_pending_key',
       'q_jobs_lease_expiry_idx',
+      // Migration 0011: the per-group concurrency slots of leased and running jobs.
+      'q_jobs_limit_slot_key',
       'q_jobs_lock_key_active_key',
       // Migration 0007: the uuid index covers only uuids that carry no id of their own.
       'q_jobs_other_uuid_key',

@@ -63,6 +63,12 @@ function jobColumns<I, U, S>(id: I, jobUuid: U, status: S) {
     progress: jsonb('progress'),
     /** The key a pending job holds (queued or scheduled), per queue and type; cleared by a claim. Migration 0010. */
     jobKey: text('job_key'),
+    /** The group the job belongs to (a tenant, a host; null: none), for fairness and per-group limits. Migration 0011. */
+    jobGroup: text('job_group'),
+    /** While leased or running under a concurrency limit: the limit and group whose slot it holds (see limitSlot). Migration 0011. */
+    limitScope: uuid('limit_scope'),
+    /** The slot number it holds under `limitScope`, below the limit; unique among leased/running jobs. Migration 0011. */
+    limitSlot: integer('limit_slot'),
   };
 }
 
@@ -93,6 +99,15 @@ export const jobs = pgTable(
     index('q_jobs_dequeue_idx')
       .on(t.queue, t.priority.desc(), t.runAt, t.id)
       .where(sql`status = 'queued'`),
+    // A group's queued jobs in dequeue order (the jobs without a group as one), for claims that
+    // interleave groups (migration 0011).
+    index('q_jobs_group_dequeue_idx')
+      .on(t.queue, t.jobGroup, t.priority.desc(), t.runAt, t.id)
+      .where(sql`status = 'queued'`),
+    // The fence of per-group concurrency limits: one job per slot while it is leased or running.
+    uniqueIndex('q_jobs_limit_slot_key')
+      .on(t.limitScope, t.limitSlot)
+      .where(sql`limit_scope IS NOT NULL AND status IN ('leased', 'running')`),
     index('q_jobs_lease_expiry_idx')
       .on(t.leaseExpiresAt)
       .where(sql`status IN ('leased', 'running')`),

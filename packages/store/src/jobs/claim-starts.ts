@@ -64,7 +64,8 @@ export interface ClaimEnd extends Position {
 export interface ClaimedRows {
   jobs: LeasedJob[];
   /** The last job in dequeue order, with its exact run_at (absent when none was leased). */
-  end: ClaimEnd | undefined;
+  end: ClaimEnd | undefined; /** A grouped claim's: per queue, the group its next walk starts after (absent: unchanged). */
+  cursors?: Map<string, string>;
 }
 
 interface QueueState {

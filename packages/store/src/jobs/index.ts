@@ -22,6 +22,7 @@ export {
   JOB_STATUSES,
   type CancelOutcome,
   type ClaimOptions,
+  type GroupLimit,
   type EnqueueResult,
   type Job,
   type JobLease,
@@ -48,3 +49,5 @@ export {
   type ScheduleInput,
   type StoredSchedule,
 } from './ops/schedules.js';
+
+export { checkGroupOptions as checkClaimGroups } from './group-claims.js';

@@ -10,6 +10,7 @@ import type { InTransaction } from '../transaction.js';
 import * as leadership from './leadership.js';
 import { MAINTENANCE_LEADERSHIP, checkLeaderLease, checkLeadership, type LeaderLease, type LeaderMaintenanceResult } from './leadership.js';
 import { ClaimStarts } from './claim-starts.js';
+import { GroupClaims } from './group-claims.js';
 import { JobListener, type JobListenerHandlers } from './listener.js';
 import { FinishWaiters, type WaitForOptions } from './finish-waiters.js';
 import { getJobsByUuids } from './sql/get-jobs-by-uuids.js';
@@ -123,6 +124,7 @@ export class JobStore {
       pool,
       scope: this.#scope,
       starts,
+      groups: new GroupClaims(),
       channel: this.channel,
       closed: () => this.#closed,
       op: (name, fn, attrs) => this.#op(name, fn, attrs),

@@ -31,6 +31,7 @@ const COLUMNS = [
   'snoozes',
   'progress',
   'job_key',
+  'job_group',
 ] as const;
 
 /** The job columns every statement returns, in order. */
@@ -87,6 +88,7 @@ export interface JobRow {
   snoozes: number;
   progress: unknown;
   job_key: string | null;
+  job_group: string | null;
 }
 
 /**
@@ -163,6 +165,7 @@ function jobOf(v: readonly unknown[], at: number): Job {
     snoozes: v[at + AT.snoozes] as number,
     progress: v[at + AT.progress] ?? null,
     jobKey: throttled(key) ? throttledJobKey(key) : ((v[at + AT.job_key] as string | null | undefined) ?? null),
+    group: (v[at + AT.job_group] as string | null | undefined) ?? null,
   };
 }
 

@@ -82,6 +82,8 @@ export interface Job {
    * good. `null` otherwise.
    */
   jobKey: string | null;
+  /** The group it was enqueued in ({@link NewJob.group}), or `null`. */
+  group: string | null;
 }
 
 /** A claimed job with the fencing token of its lease. Every outcome write must present the token. */
@@ -151,6 +153,13 @@ export interface NewJob {
   throttleMs?: number;
   /** At most one job per lock key is leased or running at a time. */
   lockKey?: string;
+  /**
+   * The group the job belongs to (a tenant, a destination host): a non-empty string of at most
+   * 2,048 bytes; absent or `null` for none. Claims interleave groups within a priority, and a
+   * worker's `limits` bound how many jobs of one group run at once, or start per window, across
+   * the fleet (see the `@q/job-worker` README). A job without a group is never limited.
+   */
+  group?: string | null;
   teamId?: number;
   resourceId?: number;
   retryOfId?: number;
@@ -220,6 +229,24 @@ export type CancelOutcome =
   /** No such job, or already finished. */
   | 'not_cancellable';
 
+/**
+ * A per-group concurrency limit (see {@link ClaimOptions.limits}): jobs of one group, in the
+ * queue and of the type given (absent: any), leased or running at once across every claimer of
+ * the job table.
+ */
+export interface GroupLimit {
+  /** The queue whose jobs the rule covers; absent: every queue claimed. */
+  queue?: string;
+  /** The job type the rule covers; absent: every type. */
+  type?: string;
+  /**
+   * Jobs of one group leased or running at once: an integer from 0 (the group waits) to 2³¹−1,
+   * or a function of the group returning one (at least 1). A claimer admits a group it has not
+   * computed the function for yet at 1 job at a time, so a fleet never runs more than the limit.
+   */
+  concurrency: number | ((group: string) => number);
+}
+
 /** What to claim (see `JobStore.claim`). */
 export interface ClaimOptions {
   queues: readonly string[];
@@ -237,4 +264,19 @@ export interface ClaimOptions {
    * process uses the same `workerId`.
    */
   claimId?: string;
+  /**
+   * Per-group concurrency limits, in order: a job with a group takes the first rule matching its
+   * queue and type. A job over its group's limit stays queued (it uses no attempt) and does not
+   * hold up other groups. Jobs without a group are never limited. Every claimer of a job table
+   * should pass the same rules: the limit is what each claim holds, fleet-wide.
+   */
+  limits?: readonly GroupLimit[];
+  /**
+   * Interleave groups within a priority (round-robin: every group's first job, then every
+   * group's second…), so one group's backlog does not delay another group's job by more than a
+   * claim round. Default true; it applies once a claim has seen jobs with a group.
+   */
+  fair?: boolean;
+  /** Round-robin weights per group (an integer from 1; absent: 1): a group of weight 3 gets three jobs a round. */
+  weights?: Readonly<Record<string, number>>;
 }

@@ -4,6 +4,7 @@ import { checkName, checkText } from '@q/schema/internal';
 import { jsonText, overLimit, repairJson, sizeProblem, tryStringify } from './json.js';
 import { JOB_STATUSES, type ClaimOptions, type JobLease, type JobOutcome, type JobStatus, type NewJob, type Step } from './types.js';
 import type { EnqueueBatch, JobKeyed } from './sql/enqueue-jobs.js';
+import { checkGroupOptions, type CheckedGroups } from './group-claims.js';
 
 const INT32_MIN = -2_147_483_648;
 /** Largest 32-bit integer: also the longest lease (about 24.8 days, the longest Node timer). */
@@ -143,6 +144,7 @@ export function toEnqueueBatch(jobs: readonly NewJob[]): EnqueueBatch {
     teamIds: [],
     resourceIds: [],
     retryOfIds: [],
+    groups: [],
     ids: [],
   };
   // A batch mostly repeats one queue and one type: a value equal to the last one checked passes
@@ -184,6 +186,7 @@ export function toEnqueueBatch(jobs: readonly NewJob[]): EnqueueBatch {
       b.teamIds.push(optId(job.teamId, 'teamId'));
       b.resourceIds.push(optId(job.resourceId, 'resourceId'));
       b.retryOfIds.push(optId(job.retryOfId, 'retryOfId'));
+      b.groups.push(optKey(job.group, 'group'));
     } catch (err) {
       if (err instanceof Error && jobs.length > 1) err.message += ` (job ${i})`;
       throw err;
@@ -233,6 +236,7 @@ export function checkClaim(opts: ClaimOptions): {
   leaseMs: number;
   status: 'leased' | 'running';
   claimId: string;
+  groups: CheckedGroups;
 } {
   if (!opts || typeof opts !== 'object') throw invalidArgument('claim: options must be ClaimOptions (an object)');
   const queues = checkQueues(opts.queues);
@@ -243,7 +247,8 @@ export function checkClaim(opts: ClaimOptions): {
   }
   const leaseMs = checkLeaseMs(opts.leaseMs);
   const claimId = opts.claimId === undefined ? randomUUID() : checkClaimId('claim', opts.claimId);
-  return { queues, workerId: opts.workerId, limit: opts.limit, leaseMs, status: opts.start === true ? 'running' : 'leased', claimId };
+  const groups = checkGroupOptions(opts);
+  return { queues, workerId: opts.workerId, limit: opts.limit, leaseMs, status: opts.start === true ? 'running' : 'leased', claimId, groups };
 }
 
 /** Checks a claim id (a uuid, see `ClaimOptions.claimId`). */

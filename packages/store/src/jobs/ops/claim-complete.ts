@@ -6,7 +6,9 @@ import type pg from 'pg';
 import { prepareOutcomes, sliceBatch } from '../batches.js';
 import { claimOrder } from '../claim-order.js';
 import { claimJobs } from '../sql/claim-jobs.js';
-import { completeAndClaimJobs } from '../sql/complete-and-claim-jobs.js';
+import { completeAndClaimGroupedJobs, completeAndClaimJobs, type CompleteAndClaimRows } from '../sql/complete-and-claim-jobs.js';
+import { claimGroupedJobs } from '../sql/claim-grouped-jobs.js';
+import type { ClaimedRows } from '../claim-starts.js';
 import { completeJobs } from '../sql/complete-jobs.js';
 import { releaseJobs } from '../sql/release-jobs.js';
 import type { ClaimOptions, JobOutcome, LeasedJob } from '../types.js';
@@ -63,7 +65,7 @@ async function onClaimConnection<T>(ctx: JobStoreContext, fn: (db: pg.PoolClient
   }
 }
 
-/** `JobStore.claim`: one claim statement, a lock-key race retried at once (never surfaced). */
+/** `JobStore.claim`: one claim statement, a lock-key or limit-slot race retried at once (never surfaced). */
 export async function claim(ctx: JobStoreContext, opts: ClaimOptions): Promise<LeasedJob[]> {
   const claim = checkClaim(opts);
   return ctx.op('claim', () =>
@@ -72,9 +74,16 @@ export async function claim(ctx: JobStoreContext, opts: ClaimOptions): Promise<L
       async (db) => {
         for (let attempt = 0; ; attempt++) {
           try {
-            const plan = ctx.starts.plan(claim.queues);
-            const got = await claimJobs(ctx.scope, db, { ...claim, starts: plan.params });
-            ctx.starts.record(plan, claim.queues, claim.limit, got);
+            const groups = ctx.groups.plan(claim.queues, claim.groups);
+            let got: ClaimedRows;
+            if (groups === undefined) {
+              const plan = ctx.starts.plan(claim.queues);
+              got = await claimJobs(ctx.scope, db, { ...claim, starts: plan.params });
+              ctx.starts.record(plan, claim.queues, claim.limit, got);
+            } else {
+              got = await claimGroupedJobs(ctx.scope, db, claim, groups);
+            }
+            ctx.groups.record(got, claim.groups);
             return got.jobs.sort(claimOrder);
           } catch (err) {
             if (!isLockKeyRace(err) || attempt >= CLAIM_RACE_RETRIES) {
@@ -116,9 +125,16 @@ export async function completeAndClaim(
           const last = sliceBatch(batch, from, to);
           for (let attempt = 0; ; attempt++) {
             try {
-              const plan = ctx.starts.plan(checked.queues);
-              const r = await completeAndClaimJobs(ctx.scope, db, last, { ...checked, starts: plan.params });
-              ctx.starts.record(plan, checked.queues, checked.limit, r.claimed);
+              const groups = ctx.groups.plan(checked.queues, checked.groups);
+              let r: CompleteAndClaimRows;
+              if (groups === undefined) {
+                const plan = ctx.starts.plan(checked.queues);
+                r = await completeAndClaimJobs(ctx.scope, db, last, { ...checked, starts: plan.params });
+                ctx.starts.record(plan, checked.queues, checked.limit, r.claimed);
+              } else {
+                r = await completeAndClaimGroupedJobs(ctx.scope, db, last, checked, groups);
+              }
+              ctx.groups.record(r.claimed, checked.groups);
               for (const k of r.fenced) fenced.add(k);
               return { written: prepared.reportFenced(fenced), jobs: r.claimed.jobs.sort(claimOrder) };
             } catch (err) {

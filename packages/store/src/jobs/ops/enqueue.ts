@@ -137,6 +137,7 @@ async function enqueueChunk(
     teamIds: pick(b.teamIds),
     resourceIds: pick(b.resourceIds),
     retryOfIds: pick(b.retryOfIds),
+    groups: pick(b.groups),
     ids: indices === null ? b.uuids.map(() => null) : pick(b.ids),
   };
   if (chunk.idempotencyKeys.every((k) => k === null)) {
@@ -310,6 +311,7 @@ function newJob(chunk: EnqueueChunk, i: number, d: Decided): Job {
     snoozes: 0,
     progress: null,
     jobKey: keys.jobKey,
+    group: chunk.groups[i] ?? null,
   };
 }
 

@@ -42,8 +42,8 @@ export interface ClaimParams {
 // one is never read (nor a row of it locked), and the walk over the claimed prefix (the range
 // behind the position) is paid only when the priority runs out past it. Why a claim starts past a
 // position at all, and why that is safe, is the essay of claim-starts.ts.
-function claimRange(range: string, limit: string): string {
-  return `SELECT j.id, j.lock_key, j.priority, j.run_at FROM __q_schema__.q_jobs j
+export function claimRange(range: string, limit: string, columns = 'j.id, j.lock_key, j.priority, j.run_at'): string {
+  return `SELECT ${columns} FROM __q_schema__.q_jobs j
       WHERE j.queue = q.name AND ${range} AND j.status = 'queued' AND j.run_at <= now()
         AND (j.lock_key IS NULL OR NOT EXISTS (
               SELECT 1 FROM __q_schema__.q_jobs h
@@ -52,6 +52,9 @@ function claimRange(range: string, limit: string): string {
       LIMIT ${limit}
       FOR UPDATE OF j SKIP LOCKED`;
 }
+
+/** What a grouped claim (claim-grouped-jobs.ts) reads of each candidate. */
+export const CLAIM_COLUMNS = 'j.id, j.lock_key, j.priority, j.run_at, j.queue, j.job_type, j.job_group';
 
 /** The `cand` and `pick` CTEs of a claim (shared with the combined complete-and-claim). */
 export function claimCtes(p: ClaimParams): string {
@@ -108,11 +111,16 @@ export function claimUpdate(p: ClaimParams): string {
   return `
 UPDATE __q_schema__.q_jobs AS jobs SET status = ${p.status}::__q_schema__.q_job_status, leased_by = ${p.workerId}, lease_token = md5(${p.claimId}::text || jobs.id::text)::uuid,
        lease_expires_at = now() + ${p.leaseMs} * interval '1 millisecond', heartbeat_at = now(),
-       attempt = jobs.attempt + 1, updated_at = now(), job_key = NULL
+       attempt = jobs.attempt + 1, updated_at = now(), job_key = NULL, limit_scope = NULL, limit_slot = NULL
 WHERE jobs.id = ANY(ARRAY(SELECT pick.id FROM pick))
-RETURNING ${RETURNED}, jobs.lease_token,
+RETURNING ${claimReturning()},
   CASE WHEN jobs.id = (SELECT l.id FROM pick l ORDER BY l.priority, l.run_at DESC, l.id DESC LIMIT 1)
     THEN to_char(jobs.run_at AT TIME ZONE 'UTC', '${RUN_AT_FORMAT}') END`;
+}
+
+/** What both claims return of a leased row before their last column: the job columns and the lease token. */
+export function claimReturning(): string {
+  return `${RETURNED}, jobs.lease_token`;
 }
 
 /**

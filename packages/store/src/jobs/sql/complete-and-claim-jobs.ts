@@ -4,6 +4,7 @@ import type { ClaimedRows } from '../claim-starts.js';
 import { claimCtes, claimParams, claimUpdate, claimValues, takeClaimedRow, type ClaimInput } from './claim-jobs.js';
 import { COMPLETION_CTES, FENCED_KEYS, completionValues, type CompletionBatch } from './complete-jobs.js';
 import type { Queryable } from './db.js';
+import { groupedClaimText, groupedClaimValues, takeGroupedRow, type ClaimGroupsInput, type GroupedClaimInput } from './claim-grouped-jobs.js';
 
 // A worker's steady-state round trip: the outcomes of the attempts that just finished (exactly
 // as completeJobs writes them: $1–$7, each fenced by its lease token) and the claim of
@@ -18,15 +19,20 @@ import type { Queryable } from './db.js';
 // a count and a NULL: a row per outcome (30 mostly empty columns), and then a key per written
 // lease, were each a measurable part of the worker's parsing and of the statement's own output.
 // The batch holds each lease once (see prepareOutcomes), so input minus written is the fenced.
+// A grouped claim (claim-grouped-jobs.ts) rides along the same way: its rows have the same shape,
+// the last column carrying the walk number of the job's group instead of a run_at.
 const P = claimParams(8);
 const NULLS = Array.from({ length: JOB_COLUMN_COUNT + 2 }, () => 'NULL').join(', ');
-const TEXT = `
-WITH ${COMPLETION_CTES}, ${claimCtes(P)}, claimed AS (${claimUpdate(P)}
+const text = (ctes: string, update: string): string => `
+WITH ${COMPLETION_CTES}, ${ctes}, claimed AS (${update}
 )
 SELECT NULL::int8 AS written, claimed.*, NULL::text AS fenced_keys FROM claimed
 UNION ALL
 SELECT count(*), ${NULLS}, ${FENCED_KEYS}
 FROM done`;
+const TEXT = text(claimCtes(P), claimUpdate(P));
+const G = groupedClaimText(8);
+const GROUPED_STMT = statement('q_jobs_complete_claim_grouped', text(G.ctes, G.update), { types: repeatedTimestamps, rowMode: 'array' });
 
 /** What one complete-and-claim round trip did. */
 export interface CompleteAndClaimRows {
@@ -49,12 +55,29 @@ export async function completeAndClaimJobs(
   claim: ClaimInput,
 ): Promise<CompleteAndClaimRows> {
   const { rows } = await scope.run<unknown[]>(db, TEXT_STMT, [...completionValues(outcomes), ...claimValues(claim)]);
+  return rowsOf(rows, (v, out) => takeClaimedRow(v, 1, claim, out));
+}
+
+/** {@link completeAndClaimJobs} with a grouped claim (claim-grouped-jobs.ts). */
+export async function completeAndClaimGroupedJobs(
+  scope: StatementScope,
+  db: Queryable,
+  outcomes: CompletionBatch,
+  claim: GroupedClaimInput,
+  groups: ClaimGroupsInput,
+): Promise<CompleteAndClaimRows> {
+  const { rows } = await scope.run<unknown[]>(db, GROUPED_STMT, [...completionValues(outcomes), ...groupedClaimValues(claim, groups)]);
+  const walks = new Map<string, number>();
+  return rowsOf(rows, (v, out) => takeGroupedRow(v, 1, claim, out, walks));
+}
+
+function rowsOf(rows: readonly unknown[][], take: (v: readonly unknown[], out: ClaimedRows) => void): CompleteAndClaimRows {
   const out: CompleteAndClaimRows = { fenced: [], claimed: { jobs: [], end: undefined } };
   for (const v of rows) {
     // `written` is NULL on a claimed job's row; the report row has the count, and its
     // `fenced_keys` lists the `id/token` of each lease whose outcome was not written (NULL when
     // none; uuid text is lower case, as leaseKey writes it).
-    if (v[0] === null) takeClaimedRow(v, 1, claim, out.claimed);
+    if (v[0] === null) take(v, out.claimed);
     else if (typeof v[FENCED_AT] === 'string') out.fenced = v[FENCED_AT].split(',');
   }
   return out;

@@ -18,12 +18,12 @@ const NEW_ID = `(SELECT ${NEXT_JOB_ID} AS id) AS n`;
 const TEXT = `
 WITH ins AS (
   INSERT INTO __q_schema__.q_jobs AS j (id, uuid, queue, job_type, payload, priority, run_at, status, max_attempts,
-                         idempotency_key, lock_key, team_id, resource_id, retry_of_id)
+                         idempotency_key, lock_key, team_id, resource_id, retry_of_id, job_group)
   OVERRIDING SYSTEM VALUE
   SELECT n.id, __q_schema__.q_job_uuid(n.id, $1::uuid), $2::text, $3::text, $4::jsonb, $5::int4,
           CASE WHEN $6::timestamptz > now() THEN $6::timestamptz ELSE now() END,
           CASE WHEN $6::timestamptz > now() THEN 'scheduled'::__q_schema__.q_job_status ELSE 'queued'::__q_schema__.q_job_status END,
-          $7::int4, $8::text, $9::text, $10::int8, $11::int8, $12::int8
+          $7::int4, $8::text, $9::text, $10::int8, $11::int8, $12::int8, $14::text
   FROM ${NEW_ID}
   RETURNING ${[...INSERTED_COLUMNS].map((c) => `j.${c}`).join(', ')}
 )
@@ -45,12 +45,12 @@ const TEXT_STMT = statement('q_jobs_enqueue_one', TEXT, { types: repeatedTimesta
 // round trip and commit.
 const KEYLESS = `
 INSERT INTO __q_schema__.q_jobs AS j (id, uuid, queue, job_type, payload, priority, run_at, status, max_attempts,
-                       lock_key, team_id, resource_id, retry_of_id)
+                       lock_key, team_id, resource_id, retry_of_id, job_group)
 OVERRIDING SYSTEM VALUE
 SELECT n.id, __q_schema__.q_job_uuid(n.id, $1::uuid), $2::text, $3::text, $4::jsonb, $5::int4,
        CASE WHEN $6::timestamptz > now() THEN $6::timestamptz ELSE now() END,
        CASE WHEN $6::timestamptz > now() THEN 'scheduled'::__q_schema__.q_job_status ELSE 'queued'::__q_schema__.q_job_status END,
-       $7::int4, $8::text, $9::int8, $10::int8, $11::int8
+       $7::int4, $8::text, $9::int8, $10::int8, $11::int8, $13::text
 FROM ${NEW_ID}
 RETURNING j.id, j.created_at AS now,
           CASE WHEN j.status = 'queued' AND octet_length(j.queue) < ${MAX_NOTIFY_QUEUE_BYTES}
@@ -83,10 +83,10 @@ export async function enqueueJob(
   return rows;
 }
 
-/** The parameters of job `i` for either statement: the keyed one has the key as $8. */
+/** The parameters of job `i` for either statement: the keyed one has the key as $8; the group comes last. */
 function singleParams(b: Omit<EnqueueBatch, 'ids'>, i: number, channel: string, keyed: boolean): unknown[] {
   const values: unknown[] = [b.uuids[i], b.queues[i], b.types[i], b.payloads[i], b.priorities[i], b.runAts[i], b.maxAttempts[i]];
   if (keyed) values.push(b.idempotencyKeys[i] ?? null);
-  values.push(b.lockKeys[i], b.teamIds[i], b.resourceIds[i], b.retryOfIds[i], channel);
+  values.push(b.lockKeys[i], b.teamIds[i], b.resourceIds[i], b.retryOfIds[i], channel, b.groups[i] ?? null);
   return values;
 }

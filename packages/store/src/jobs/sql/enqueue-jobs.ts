@@ -30,6 +30,8 @@ export interface EnqueueBatch {
   teamIds: Array<number | null>;
   resourceIds: Array<number | null>;
   retryOfIds: Array<number | null>;
+  /** The jobs' groups (null: none). */
+  groups: Array<string | null>;
   /** Ids drawn beforehand (a batch split over several statements), or null: drawn by the statement. */
   ids: Array<number | null>;
   /**
@@ -108,19 +110,19 @@ function insertCtes(returning: string, keyOrdered: boolean): string {
   return `input AS (
   SELECT i.uuid, coalesce(i.queue, ($2::text[])[1]) AS queue, coalesce(i.job_type, ($3::text[])[1]) AS job_type, i.payload,
          coalesce(i.priority, ($5::int4[])[1]) AS priority, i.run_at, coalesce(i.max_attempts, ($7::int4[])[1]) AS max_attempts,
-         i.idempotency_key, i.lock_key, i.team_id, i.resource_id, i.retry_of_id, i.ord, coalesce(i.given_id, ${NEXT_JOB_ID}) AS id
+         i.idempotency_key, i.lock_key, i.team_id, i.resource_id, i.retry_of_id, i.job_group, i.ord, coalesce(i.given_id, ${NEXT_JOB_ID}) AS id
   FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::timestamptz[],
-              $7::int4[], $8::text[], $9::text[], $10::int8[], $11::int8[], $12::int8[], $14::int8[])
+              $7::int4[], $8::text[], $9::text[], $10::int8[], $11::int8[], $12::int8[], $14::int8[], $16::text[])
     WITH ORDINALITY AS i(uuid, queue, job_type, payload, priority, run_at, max_attempts, idempotency_key,
-                         lock_key, team_id, resource_id, retry_of_id, given_id, ord)
+                         lock_key, team_id, resource_id, retry_of_id, given_id, job_group, ord)
 ), ins AS (
   INSERT INTO __q_schema__.q_jobs AS j (id, uuid, queue, job_type, payload, priority, run_at, status, max_attempts,
-                         idempotency_key, lock_key, team_id, resource_id, retry_of_id)
+                         idempotency_key, lock_key, team_id, resource_id, retry_of_id, job_group)
   OVERRIDING SYSTEM VALUE
   SELECT id, __q_schema__.q_job_uuid(id, uuid), queue, job_type, payload::jsonb, priority,
          CASE WHEN run_at > now() THEN run_at ELSE now() END,
          CASE WHEN run_at > now() THEN 'scheduled'::__q_schema__.q_job_status ELSE 'queued'::__q_schema__.q_job_status END,
-         max_attempts, idempotency_key, lock_key, team_id, resource_id, retry_of_id
+         max_attempts, idempotency_key, lock_key, team_id, resource_id, retry_of_id, job_group
   FROM input${keyOrdered ? ' ORDER BY idempotency_key COLLATE "C" NULLS LAST, queue COLLATE "C", job_type COLLATE "C", ord' : ''}
   RETURNING ${returning}
 )`;
@@ -201,7 +203,7 @@ export async function enqueueKeylessJobs(scope: StatementScope, db: Queryable, b
 }
 
 /**
- * The parameters of both batch statements, $1–$15 ($15: the batch's distinct queues). The uuids
+ * The parameters of both batch statements, $1–$16 ($15: the batch's distinct queues, $16 the groups). The uuids
  * are q's own (randomUUID: the random part of each stored uuid) and the priorities and attempt
  * limits checked integers, so plain literals; the texts one literal each (see textArrayLiteral).
  * The queues, types, priorities and attempt limits go as one element when the whole batch has one
@@ -225,6 +227,7 @@ function batchValues(b: EnqueueBatch, channel: string): unknown[] {
     channel,
     unnestColumn(b.ids),
     textArrayLiteral([...new Set(b.queues)]),
+    unnestColumn(b.groups),
   ];
 }
 

@@ -19,12 +19,12 @@ function text(debounce: boolean): string {
   return `
 WITH up AS (
   INSERT INTO __q_schema__.q_jobs AS j (id, uuid, queue, job_type, payload, priority, run_at, status, max_attempts,
-                         job_key, lock_key, team_id, resource_id, retry_of_id)
+                         job_key, lock_key, team_id, resource_id, retry_of_id, job_group)
   OVERRIDING SYSTEM VALUE
   SELECT n.id, __q_schema__.q_job_uuid(n.id, $1::uuid), $2::text, $3::text, $4::jsonb, $5::int4,
           CASE WHEN $6::timestamptz > now() THEN $6::timestamptz ELSE now() END,
           CASE WHEN $6::timestamptz > now() THEN 'scheduled'::__q_schema__.q_job_status ELSE 'queued'::__q_schema__.q_job_status END,
-          $7::int4, $8::text, $9::text, $10::int8, $11::int8, $12::int8
+          $7::int4, $8::text, $9::text, $10::int8, $11::int8, $12::int8, $14::text
   FROM (SELECT ${NEXT_JOB_ID} AS id) AS n
   ON CONFLICT (__q_schema__.q_idempotency_scope(queue, job_type, job_key))
     WHERE job_key IS NOT NULL AND idempotency_key IS NULL AND status IN ('queued', 'scheduled')
@@ -55,7 +55,7 @@ export async function enqueueKeyedJob(
   channel: string,
 ): Promise<KeyedRow> {
   const values: unknown[] = [b.uuids[i], b.queues[i], b.types[i], b.payloads[i], b.priorities[i], b.runAts[i], b.maxAttempts[i], key];
-  values.push(b.lockKeys[i], b.teamIds[i], b.resourceIds[i], b.retryOfIds[i], channel);
+  values.push(b.lockKeys[i], b.teamIds[i], b.resourceIds[i], b.retryOfIds[i], channel, b.groups[i] ?? null);
   const { rows } = await scope.run<KeyedRow>(db, debounce ? DEBOUNCE_STMT : REPLACE_STMT, values);
   return onlyRow(rows, 'keyed enqueue');
 }

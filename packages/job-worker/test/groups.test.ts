@@ -1,0 +1,80 @@
+// Groups in one worker process (#40): fairness (a cold group's job starts within a claim round
+// behind a hot group's backlog, with and without limits), weights, and the worker's checks of
+// its group options.
+import { QErrorCode, isQError } from '@q/schema';
+import type { JobStore } from '@q/store';
+import { describe, expect, it } from 'vitest';
+import { Worker, type JobQueue, type WorkerOptions } from '../src/index.js';
+import { useWorkerTests, waitFor } from './helpers.js';
+
+let store: JobStore;
+let queue: JobQueue;
+const { startWorker } = useWorkerTests('jwgroups', { concurrency: 10 }, (t) => ({ store, queue } = t));
+
+const HANDLER_MS = 50;
+
+async function hotBacklog(n: number): Promise<void> {
+  for (let i = 0; i < n; i += 2_000) {
+    await queue.enqueueMany(Array.from({ length: Math.min(2_000, n - i) }, () => ({ type: 'work', group: 'hot', payload: {} })));
+  }
+}
+
+describe('fairness', () => {
+  for (const limits of [undefined, [{ concurrency: 8 }]]) {
+    it(`a cold group's job starts within two handler times behind 10,000 queued jobs of a hot group (${limits ? 'with' : 'without'} limits)`, async () => {
+      await hotBacklog(10_000);
+      const starts = new Map<string, number>();
+      startWorker({ ...(limits ? { limits } : {}) }, (w) =>
+        w.register('work', async (job) => {
+          starts.set(job.uuid, performance.now());
+          await new Promise((r) => setTimeout(r, HANDLER_MS));
+        }),
+      );
+      await waitFor(() => starts.size >= 20, 10_000);
+      const enqueuedAt = performance.now();
+      const cold = await queue.enqueue({ type: 'work', group: 'cold', payload: {} });
+      await waitFor(() => starts.has(cold.uuid), 10_000);
+      const delay = starts.get(cold.uuid)! - enqueuedAt;
+      expect(delay, `the cold job started ${delay.toFixed(0)} ms after its enqueue`).toBeLessThanOrEqual(2 * HANDLER_MS);
+      // The hot group was far from drained: the cold job did not wait for it.
+      expect(starts.size).toBeLessThan(2_000);
+    });
+  }
+
+  it('fairness: false runs the backlog in dequeue order', async () => {
+    await hotBacklog(400);
+    const order: string[] = [];
+    startWorker({ fairness: false, concurrency: 4 }, (w) =>
+      w.register('work', async (job) => {
+        order.push(job.group ?? '');
+        await new Promise((r) => setTimeout(r, 5));
+      }),
+    );
+    await waitFor(() => order.length >= 8, 10_000);
+    await queue.enqueue({ type: 'work', group: 'cold', payload: {} });
+    await waitFor(() => order.length >= 120, 20_000);
+    expect(order.slice(0, 120)).not.toContain('cold');
+  });
+});
+
+describe('options', () => {
+  const bad: [Partial<WorkerOptions>, RegExp][] = [
+    [{ limits: [{} as never] }, /Worker: limits\[0\] needs a concurrency/],
+    [{ limits: [{ concurrency: 2.5 }] }, /concurrency must be an integer/],
+    [{ limits: [{ concurrency: 1, rate: { limit: 1, windowMs: 1 } } as never] }, /unknown option\(s\): rate/],
+    [{ fairness: 1 as never }, /Worker: fairness must be a boolean/],
+    [{ weights: { a: 1.5 } }, /weight of a group must be an integer/],
+  ];
+  for (const [opts, message] of bad) {
+    it(`refuses ${JSON.stringify(opts)}`, () => {
+      let err: unknown;
+      try {
+        new Worker(store, { queues: ['default'], concurrency: 1, ...opts });
+      } catch (e) {
+        err = e;
+      }
+      expect(isQError(err) && err.code === QErrorCode.INVALID_ARGUMENT).toBe(true);
+      expect((err as Error).message).toMatch(message);
+    });
+  }
+});

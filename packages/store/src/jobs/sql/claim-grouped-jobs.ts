@@ -1,0 +1,290 @@
+import { repeatedTimestamps, statement, type StatementScope } from '@q/schema/internal';
+import { JOB_COLUMN_COUNT, leasedJobOf, type ClaimedAs } from '../row.js';
+import type { ClaimedRows } from '../claim-starts.js';
+import type { LeasedJob } from '../types.js';
+import { CLAIM_COLUMNS, claimReturning, type ClaimInput, type ClaimParams } from './claim-jobs.js';
+import { opaque, type Queryable } from './db.js';
+
+// A claim that interleaves groups and holds per-group concurrency limits (migration 0011). The
+// plain claim (claim-jobs.ts) reads a queue in dequeue order, so a group with 10,000 queued jobs
+// ahead of another group's one job takes every claim until it is drained. This one reads each
+// group from its own head:
+//
+//   - `grp` walks the groups that have queued jobs, through q_jobs_group_dequeue_idx one index
+//     probe per group (a loose index scan), at most `limit` of them per queue, starting after the
+//     group the queue's previous grouped claim ended its walk at and wrapping around: so across
+//     claims every group is reached, however many there are;
+//   - `gcand` reads up to `k` claimable jobs of each walked group (k = limit / groups walked,
+//     at least 1), and `main` the queue's head in dequeue order as the plain claim does (the
+//     jobs without a group, and more of a lone group's);
+//   - `rated` gives each candidate with a group the first limit rule matching its queue and type,
+//     `scope` (md5 of the rule's id and the group, as a uuid) and `cap` (the rule's concurrency,
+//     or the worker's value for that group);
+//   - `free` lists, per scope, the slot numbers below the cap that no leased or running job
+//     holds; a candidate takes the n-th free slot of its scope by its rank in it, or is left
+//     queued (it uses no attempt: it was never leased). The partial unique index
+//     q_jobs_limit_slot_key is the fence: two claims that both saw a slot free cannot both take
+//     it (the second fails with a unique violation and is sent again by the caller, as for a lock
+//     key). So that claims rarely meet there, a claim takes a transaction-scoped advisory lock per
+//     scope it admits into, without waiting: a scope another claim is admitting into right now is
+//     skipped by this one (its jobs stay queued for the next);
+//   - `pick` orders what is admitted by priority, then by the job's rank within its group divided
+//     by the group's weight (round-robin: every group's first job, then every group's second…),
+//     then dequeue order, and keeps `limit`. A candidate of a priority below what a group read
+//     only in part (k rows, or `main` full) may still hold is left: order across priorities
+//     stays exact.
+//
+// The leases are taken as the plain claim takes them, with the slot written on the row. Rows
+// read but not picked are unlocked when the statement commits.
+
+/** Placeholders of a grouped claim: the plain claim's but the start positions, and its own (constants, never input). */
+interface GroupedParams extends Omit<ClaimParams, 'afterPriority' | 'afterRunAt' | 'afterId'> {
+  /** Per queue, aligned with `queues`: the group the previous walk ended at (NULL: from the first). */
+  cursors: string;
+  /** The limit rules, aligned: queue (NULL: any), type (NULL: any), id, concurrency (NULL: none). */
+  ruleQueue: string;
+  ruleType: string;
+  ruleId: string;
+  ruleCap: string;
+  /** Per-group concurrency for a rule (1-based rule index, group, cap), aligned. */
+  capRule: string;
+  capGroup: string;
+  capValue: string;
+  /** Group weights of the round-robin, aligned (absent: 1). */
+  weightGroup: string;
+  weightValue: string;
+}
+
+/** The placeholders from `$first` on, in the order {@link groupedClaimValues} sends the values. */
+function groupedParams(first: number): GroupedParams {
+  const at = (k: number): string => `$${first + k}`;
+  return {
+    queues: at(0),
+    limit: at(1),
+    workerId: at(2),
+    leaseMs: at(3),
+    status: at(4),
+    claimId: at(5),
+    cursors: at(6),
+    ruleQueue: at(7),
+    ruleType: at(8),
+    ruleId: at(9),
+    ruleCap: at(10),
+    capRule: at(11),
+    capGroup: at(12),
+    capValue: at(13),
+    weightGroup: at(14),
+    weightValue: at(15),
+  };
+}
+
+/** Advisory lock class of the per-scope admission lock (`q` `L` `I` `M`). */
+const ADMISSION_LOCK_CLASS = 0x714c494d;
+
+/** The first group with queued jobs in queue `q.name` after `after` (SQL NULL: none), in index order. */
+const nextGroup = (after: string): string =>
+  `(SELECT j.job_group FROM __q_schema__.q_jobs j
+     WHERE j.queue = q.name AND j.status = 'queued' AND j.job_group > ${after} ORDER BY j.job_group LIMIT 1)`;
+const FIRST_GROUP = `(SELECT j.job_group FROM __q_schema__.q_jobs j
+     WHERE j.queue = q.name AND j.status = 'queued' AND j.job_group IS NOT NULL ORDER BY j.job_group LIMIT 1)`;
+
+/** A candidate whose lock key no leased or running job holds. */
+const NOT_KEY_HELD = `(j.lock_key IS NULL OR NOT EXISTS (
+        SELECT 1 FROM __q_schema__.q_jobs h
+        WHERE h.lock_key = j.lock_key AND h.lock_key IS NOT NULL AND h.status IN ('leased', 'running')))`;
+
+/** The CTEs of a grouped claim, ending in `pick(id, priority, run_at, scope, slot, walk)`. */
+export function groupedClaimCtes(p: GroupedParams): string {
+  const limit = opaque(p.limit, 'int8');
+  // Rows read per group: the claim's limit shared by weight among the groups walked and the jobs
+  // without one (weight 1).
+  const share = (weight: string): string =>
+    `greatest(1, ceil(${limit}::numeric * ${weight} / ((SELECT coalesce(sum(grp.weight), 0) FROM grp) + 1)))::int8`;
+  return `
+walked AS (
+  SELECT q.name AS queue, w.job_group, w.n
+  FROM unnest(${opaque(p.queues, 'text[]')}, ${opaque(p.cursors, 'text[]')}) AS q(name, cursor)
+  CROSS JOIN LATERAL (
+    WITH RECURSIVE walk(job_group, n, wrapped) AS (
+      SELECT s.g, 1, s.wrapped FROM (
+        SELECT coalesce(a.g, ${FIRST_GROUP}) AS g, a.g IS NULL AS wrapped FROM (SELECT ${nextGroup('q.cursor')} AS g) a
+      ) s WHERE s.g IS NOT NULL
+      UNION ALL
+      SELECT s.g, w.n + 1, s.wrapped FROM walk w CROSS JOIN LATERAL (
+        SELECT coalesce(a.g, CASE WHEN NOT w.wrapped THEN ${FIRST_GROUP} END) AS g, w.wrapped OR a.g IS NULL AS wrapped
+        FROM (SELECT ${nextGroup('w.job_group')} AS g) a
+      ) s
+      WHERE w.n < ${limit} AND s.g IS NOT NULL AND NOT (s.wrapped AND q.cursor IS NOT NULL AND s.g > q.cursor)
+    )
+    SELECT walk.job_group, walk.n FROM walk
+  ) w
+), grp AS (
+  SELECT w.*, coalesce(x.weight, 1) AS weight FROM walked w
+  LEFT JOIN LATERAL (
+    SELECT x.weight FROM unnest(${opaque(p.weightGroup, 'text[]')}, ${opaque(p.weightValue, 'int4[]')}) AS x(grp, weight)
+    WHERE x.grp = w.job_group LIMIT 1
+  ) x ON true
+), gcand AS (
+  SELECT grp.n AS walk, ${share('grp.weight')} AS k, c.* FROM grp
+  CROSS JOIN LATERAL (
+    SELECT ${CLAIM_COLUMNS} FROM __q_schema__.q_jobs j
+    WHERE j.queue = grp.queue AND j.job_group = grp.job_group AND j.status = 'queued' AND j.run_at <= now()
+      AND ${NOT_KEY_HELD}
+    ORDER BY j.priority DESC NULLS LAST, j.run_at, j.id
+    LIMIT ${share('grp.weight')}
+    FOR UPDATE OF j SKIP LOCKED
+  ) c
+), ncand AS (
+  SELECT c.* FROM unnest(${opaque(p.queues, 'text[]')}) AS q(name)
+  CROSS JOIN LATERAL (
+    SELECT ${CLAIM_COLUMNS} FROM __q_schema__.q_jobs j
+    WHERE j.queue = q.name AND j.job_group IS NULL AND j.status = 'queued' AND j.run_at <= now() AND ${NOT_KEY_HELD}
+    ORDER BY j.priority DESC NULLS LAST, j.run_at, j.id
+    LIMIT ${share('1')}
+    FOR UPDATE OF j SKIP LOCKED
+  ) c
+), cand AS (
+  SELECT g.walk, g.k, ${CLAIM_COLUMNS.replace(/j\./g, 'g.')} FROM gcand g
+  UNION ALL
+  SELECT NULL, ${share('1')}, ${CLAIM_COLUMNS.replace(/j\./g, 'n.')} FROM ncand n
+), rated AS (
+  SELECT c.*, CASE WHEN r.rule IS NOT NULL THEN md5(r.rule_id || chr(10) || c.job_group)::uuid END AS scope,
+         coalesce(o.cap, r.cap) AS cap
+  FROM cand c
+  LEFT JOIN LATERAL (
+    SELECT k.i AS rule, k.id AS rule_id, k.cap
+    FROM unnest(${opaque(p.ruleQueue, 'text[]')}, ${opaque(p.ruleType, 'text[]')}, ${opaque(p.ruleId, 'text[]')},
+                ${opaque(p.ruleCap, 'int4[]')}) WITH ORDINALITY AS k(queue, type, id, cap, i)
+    WHERE c.job_group IS NOT NULL AND (k.queue IS NULL OR k.queue = c.queue) AND (k.type IS NULL OR k.type = c.job_type)
+    ORDER BY k.i LIMIT 1
+  ) r ON r.cap IS NOT NULL
+  LEFT JOIN LATERAL (
+    SELECT v.cap FROM unnest(${opaque(p.capRule, 'int4[]')}, ${opaque(p.capGroup, 'text[]')}, ${opaque(p.capValue, 'int4[]')}) AS v(rule, grp, cap)
+    WHERE v.rule = r.rule AND v.grp = c.job_group LIMIT 1
+  ) o ON true
+), floors AS (
+  -- The priorities below which a source read in part (k rows) may still hold a job it would
+  -- admit: a group without a limit, or the jobs without a group.
+  SELECT min(r.priority) AS floor FROM rated r WHERE r.scope IS NULL GROUP BY r.queue, r.job_group HAVING count(*) >= max(r.k)
+), scopes AS MATERIALIZED (
+  SELECT r.scope, max(r.cap) AS cap, count(*) AS wanted FROM rated r WHERE r.scope IS NOT NULL GROUP BY r.scope
+), admitting AS MATERIALIZED (
+  SELECT s.* FROM scopes s WHERE pg_try_advisory_xact_lock(${ADMISSION_LOCK_CLASS}, hashtext(s.scope::text))
+), free AS (
+  SELECT a.scope, f.slot, row_number() OVER (PARTITION BY a.scope ORDER BY f.slot) AS nth
+  FROM admitting a
+  CROSS JOIN LATERAL (SELECT coalesce(array_agg(h.limit_slot), '{}') AS used FROM __q_schema__.q_jobs h
+                      WHERE h.limit_scope = a.scope AND h.status IN ('leased', 'running')) t
+  CROSS JOIN LATERAL generate_series(0, least(a.cap, cardinality(t.used) + a.wanted) - 1) AS f(slot)
+  WHERE f.slot <> ALL (t.used)
+), ranked AS (
+  SELECT r.*,
+         row_number() OVER (PARTITION BY r.scope ORDER BY r.priority DESC, r.run_at, r.id) AS in_scope,
+         row_number() OVER (PARTITION BY r.lock_key ORDER BY r.priority DESC, r.run_at, r.id) AS in_key
+  FROM rated r
+), admitted AS (
+  SELECT k.id, k.priority, k.run_at, k.queue, k.job_group, k.walk, k.scope, f.slot
+  FROM ranked k LEFT JOIN free f ON f.scope = k.scope AND f.nth = k.in_scope
+  WHERE (k.lock_key IS NULL OR k.in_key = 1) AND (k.scope IS NULL OR f.slot IS NOT NULL)
+    AND k.priority >= coalesce((SELECT max(floors.floor) FROM floors), -2147483648)
+), pick AS (
+  SELECT a.id, a.priority, a.run_at, a.scope, a.slot, a.walk FROM (
+    SELECT a.*, row_number() OVER (PARTITION BY a.queue, a.job_group ORDER BY a.priority DESC, a.run_at, a.id) AS in_group
+    FROM admitted a
+  ) a
+  LEFT JOIN grp w ON w.queue = a.queue AND w.job_group = a.job_group
+  ORDER BY a.priority DESC, ceil(a.in_group::numeric / coalesce(w.weight, 1)), a.run_at, a.id
+  LIMIT ${limit}
+)`;
+}
+
+/** The UPDATE that leases the picked jobs as the plain claim does, each with the slot it took. */
+function groupedClaimUpdate(p: GroupedParams): string {
+  return `
+UPDATE __q_schema__.q_jobs AS jobs SET status = ${p.status}::__q_schema__.q_job_status, leased_by = ${p.workerId}, lease_token = md5(${p.claimId}::text || jobs.id::text)::uuid,
+       lease_expires_at = now() + ${p.leaseMs} * interval '1 millisecond', heartbeat_at = now(),
+       attempt = jobs.attempt + 1, updated_at = now(), job_key = NULL,
+       limit_scope = (SELECT pick.scope FROM pick WHERE pick.id = jobs.id),
+       limit_slot = (SELECT pick.slot FROM pick WHERE pick.id = jobs.id)
+WHERE jobs.id = ANY(ARRAY(SELECT pick.id FROM pick))
+RETURNING ${claimReturning()}, (SELECT pick.walk::text FROM pick WHERE pick.id = jobs.id)`;
+}
+
+/** What a grouped claim adds to a plain one: where each queue's walk starts, the limits, the weights. */
+export interface ClaimGroupsInput {
+  /** Per queue, aligned with `queues`: the group the previous walk of the queue ended at, or null. */
+  cursors: (string | null)[];
+  /** The limit rules in order (the first matching a job applies): queue and type (null: any), id, concurrency. */
+  rules: { queue: (string | null)[]; type: (string | null)[]; id: string[]; cap: number[] };
+  /** Per-group concurrency under a rule (1-based index into `rules`), where it differs from the rule's. */
+  caps: { rule: number[]; group: string[]; cap: number[] };
+  /** Round-robin weights of groups (absent: 1). */
+  weights: { group: string[]; weight: number[] };
+}
+
+/** What a grouped claim asks for: a plain claim's queues, limit and lease (no start positions: it reads every queue from its head). */
+export type GroupedClaimInput = Omit<ClaimInput, 'starts'>;
+
+/** A grouped claim's parameters in statement order (see {@link groupedParams}). */
+export function groupedClaimValues(c: GroupedClaimInput, g: ClaimGroupsInput): unknown[] {
+  return [
+    c.queues,
+    c.limit,
+    c.workerId,
+    c.leaseMs,
+    c.status,
+    c.claimId,
+    g.cursors,
+    g.rules.queue,
+    g.rules.type,
+    g.rules.id,
+    g.rules.cap,
+    g.caps.rule,
+    g.caps.group,
+    g.caps.cap,
+    g.weights.group,
+    g.weights.weight,
+  ];
+}
+
+/** A grouped claim's placeholders from `$first` on, and its CTEs and UPDATE (for complete-and-claim). */
+export function groupedClaimText(first: number): { ctes: string; update: string } {
+  const p = groupedParams(first);
+  return { ctes: groupedClaimCtes(p), update: groupedClaimUpdate(p) };
+}
+
+const G = groupedClaimText(1);
+const TEXT_STMT = statement('q_jobs_claim_grouped', `WITH ${G.ctes}${G.update}`, { types: repeatedTimestamps, rowMode: 'array' });
+
+/**
+ * Maps one row of a grouped claim (job columns from `at`, the lease token, the walk number of the
+ * job's group) into `out`; per queue, the group furthest along the walk becomes the cursor.
+ */
+export function takeGroupedRow(v: readonly unknown[], at: number, claim: ClaimedAs, out: ClaimedRows, walks: Map<string, number>): void {
+  const job: LeasedJob = leasedJobOf(v, at, claim);
+  out.jobs.push(job);
+  const walk = v[at + JOB_COLUMN_COUNT + 1];
+  if (typeof walk !== 'string' || job.group === null) return;
+  const n = Number(walk);
+  if (n > (walks.get(job.queue) ?? 0)) {
+    walks.set(job.queue, n);
+    (out.cursors ??= new Map()).set(job.queue, job.group);
+  }
+}
+
+/**
+ * Leases up to `limit` jobs of `queues`, interleaving groups and holding the concurrency limits of
+ * `groups` (see above); each queue is read from its head.
+ */
+export async function claimGroupedJobs(
+  scope: StatementScope,
+  db: Queryable,
+  claim: GroupedClaimInput,
+  groups: ClaimGroupsInput,
+): Promise<ClaimedRows> {
+  const { rows } = await scope.run<unknown[]>(db, TEXT_STMT, groupedClaimValues(claim, groups));
+  const out: ClaimedRows = { jobs: [], end: undefined };
+  const walks = new Map<string, number>();
+  for (const v of rows) takeGroupedRow(v, 0, claim, out, walks);
+  return out;
+}

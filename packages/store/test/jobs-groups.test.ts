@@ -1,0 +1,195 @@
+// Job groups (#40, migration 0011): a group per job, per-group concurrency limits held by the
+// claim itself (slots fenced by q_jobs_limit_slot_key), and claims that interleave groups — on
+// real Postgres, with claims racing from several stores.
+import { QErrorCode, isQError } from '@q/schema';
+import { useJobStore, type TestSchema } from '@q/testing';
+import pg from 'pg';
+import { describe, expect, it } from 'vitest';
+import { JobStore, type ClaimOptions, type LeasedJob, type NewJob } from '../src/index.js';
+
+let schema: TestSchema;
+let store: JobStore;
+let sql: pg.Pool;
+const LEASE = 30_000;
+
+useJobStore(JobStore, { prefix: 'jobgroups', maxConns: 12, truncate: ['q_jobs', 'q_jobs_archive', 'q_jobs_idempotency_keys'] }, (t) => {
+  ({ schema, store } = t);
+  sql = schema.pool();
+});
+
+const jobs = (n: number, group: string | null, extra: Partial<NewJob> = {}): NewJob[] =>
+  Array.from({ length: n }, (_, i) => ({ queue: 'g', type: 't', payload: { i }, group, ...extra }));
+const claimOf = (s: JobStore, opts: Partial<ClaimOptions> = {}): Promise<LeasedJob[]> =>
+  s.claim({ queues: ['g'], workerId: 'w', limit: 10, leaseMs: LEASE, ...opts });
+const runningPerGroup = async (): Promise<Record<string, number>> => {
+  const { rows } = await sql.query<{ g: string | null; n: number }>(
+    "SELECT job_group AS g, count(*)::int AS n FROM q_jobs WHERE status IN ('leased', 'running') GROUP BY 1",
+  );
+  return Object.fromEntries(rows.map((r) => [r.g ?? '(none)', r.n]));
+};
+const complete = (js: LeasedJob[]) => store.complete(js.map((j) => ({ id: j.id, leaseToken: j.leaseToken, status: 'succeeded' as const })));
+
+async function expectInvalid(p: Promise<unknown>, message: RegExp): Promise<void> {
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(isQError(err) && err.code === QErrorCode.INVALID_ARGUMENT, String(err)).toBe(true);
+  expect((err as Error).message).toMatch(message);
+}
+
+describe('a group per job', () => {
+  it('is stored by every way in, and shown by get and list', async () => {
+    const [one] = await store.enqueue([{ queue: 'g', type: 't', group: 'tenant:1' }]);
+    const many = await store.enqueue([...jobs(2, 'tenant:2'), ...jobs(1, null)]);
+    const [keyed] = await store.enqueue([{ queue: 'g', type: 't', group: 'tenant:3', jobKey: 'k' }]);
+    const [idem] = await store.enqueue([{ queue: 'g', type: 't', group: 'tenant:4', idempotencyKey: 'i' }]);
+    const { rows } = await sql.query<{ job_group: string }>(`SELECT (q_enqueue_job('g', 't', '{}', '{"group": "tenant:5"}')).job_group`);
+    expect(rows[0]!.job_group).toBe('tenant:5');
+    expect([one!.group, ...many.map((j) => j.group), keyed!.group, idem!.group]).toEqual([
+      'tenant:1',
+      'tenant:2',
+      'tenant:2',
+      null,
+      'tenant:3',
+      'tenant:4',
+    ]);
+    expect((await store.get(one!.uuid))?.group).toBe('tenant:1');
+    const page = await store.list({ queue: 'g', limit: 100 });
+    expect(page.jobs.map((j) => j.group).sort()).toEqual(['tenant:1', 'tenant:2', 'tenant:2', 'tenant:3', 'tenant:4', 'tenant:5', null].sort());
+    // A claimed and finished job keeps its group (the archive has the column).
+    const claimed = await claimOf(store, { limit: 100 });
+    expect(claimed.find((j) => j.id === one!.id)?.group).toBe('tenant:1');
+    await complete(claimed);
+    expect((await store.get(one!.uuid))?.group).toBe('tenant:1');
+  });
+
+  it('refuses a bad group before anything is written', async () => {
+    const bad: [unknown, RegExp][] = [
+      ['x'.repeat(2049), /group is longer than 2048 bytes/],
+      ['a\u0000b', /group/],
+      ['', /group must be a non-empty string/],
+      [42, /group must be a non-empty string/],
+    ];
+    for (const [group, message] of bad) {
+      await expectInvalid(store.enqueue([{ queue: 'g', type: 't', group: group as string }]), message);
+      await expectInvalid(store.enqueue([...jobs(3, 'ok'), { queue: 'g', type: 't', group: group as string }]), message);
+    }
+    for (const group of ['"' + 'x'.repeat(2049) + '"', '""', '7']) {
+      await expect(sql.query(`SELECT q_enqueue_job('g', 't', '{}', '{"group": ${group}}')`)).rejects.toMatchObject({ code: '22023' });
+    }
+    expect((await sql.query('SELECT count(*)::int AS n FROM q_jobs_all')).rows[0].n).toBe(0);
+  });
+});
+
+describe('per-group concurrency limits', () => {
+  it('never lease more of a group than its limit, with claims racing from four stores', async () => {
+    const others = await Promise.all([1, 2, 3].map(() => JobStore.open(schema.dsn, { maxConns: 4, migrate: false })));
+    try {
+      const stores = [store, ...others];
+      await store.enqueue([...jobs(60, 'a'), ...jobs(60, 'b'), ...jobs(60, 'c')]);
+      const limits = [{ queue: 'g', concurrency: 2 }];
+      for (let round = 0; round < 6; round++) {
+        const got = await Promise.all(stores.flatMap((s) => [claimOf(s, { limits }), claimOf(s, { limits })]));
+        const running = await runningPerGroup();
+        expect(running).toEqual({ a: 2, b: 2, c: 2 });
+        await complete(got.flat());
+      }
+    } finally {
+      await Promise.all(others.map((s) => s.close()));
+    }
+  });
+
+  it('a job over its limit stays queued without using an attempt, and does not hold up other groups', async () => {
+    const limits = [{ concurrency: 1 }];
+    await store.enqueue(jobs(2, 'busy'));
+    const [first] = await claimOf(store, { limits, limit: 1 });
+    expect(first!.group).toBe('busy');
+    for (let i = 0; i < 1000; i++) expect(await claimOf(store, { limits })).toEqual([]);
+    const [other] = await store.enqueue(jobs(1, 'free'));
+    const got = await claimOf(store, { limits });
+    expect(got.map((j) => j.id)).toEqual([other!.id]);
+    const { rows } = await sql.query<{ status: string; attempt: number }>(
+      "SELECT status, attempt FROM q_jobs WHERE job_group = 'busy' AND id <> $1",
+      [first!.id],
+    );
+    expect(rows).toEqual([{ status: 'queued', attempt: 0 }]);
+    // The slot frees when its job leaves running: finished, or back to waiting.
+    await complete([first!]);
+    const [next] = await claimOf(store, { limits });
+    expect(next).toMatchObject({ group: 'busy', attempt: 1 });
+    await store.release([{ id: next!.id, leaseToken: next!.leaseToken }]);
+    expect((await claimOf(store, { limits })).map((j) => j.id)).toEqual([next!.id]);
+  });
+
+  it('never limits a job without a group, and limits only the jobs its rule matches', async () => {
+    await store.enqueue([...jobs(5, null), ...jobs(3, 'x'), ...jobs(3, 'x', { type: 'other' })]);
+    const got = await claimOf(store, { limits: [{ type: 't', concurrency: 0 }], limit: 100 });
+    expect(got.filter((j) => j.group === null)).toHaveLength(5);
+    expect(got.filter((j) => j.group === 'x').map((j) => j.type)).toEqual(['other', 'other', 'other']);
+  });
+
+  it('takes a function of the group, admitting a group it has not computed yet at one job', async () => {
+    await store.enqueue([...jobs(10, 'big'), ...jobs(10, 'small')]);
+    const limits = [{ concurrency: (group: string) => (group === 'big' ? 3 : 1) }];
+    const first = await claimOf(store, { limits, limit: 20 });
+    expect(first.map((j) => j.group).sort()).toEqual(['big', 'small']);
+    await claimOf(store, { limits, limit: 20 });
+    expect(await runningPerGroup()).toEqual({ big: 3, small: 1 });
+    // A bad result is thrown by the next claim, before it is sent; nothing more is leased.
+    await store.enqueue(jobs(2, 'odd'));
+    const bad = [{ concurrency: (group: string) => (group === 'odd' ? 0.5 : 1) }];
+    await claimOf(store, { limits: bad, limit: 20 });
+    await expectInvalid(claimOf(store, { limits: bad, limit: 20 }), /concurrency function .* returned 0\.5/);
+    expect((await runningPerGroup()).odd).toBe(1);
+  });
+
+  it('refuses bad limits and weights', async () => {
+    const cases: [Partial<ClaimOptions>, RegExp][] = [
+      [{ limits: [{} as never] }, /needs a concurrency/],
+      [{ limits: [{ concurrency: 1.5 }] }, /concurrency must be an integer/],
+      [{ limits: [{ concurrency: -1 }] }, /concurrency must be an integer/],
+      [{ limits: [{ concurrency: 1, rate: 3 } as never] }, /unknown option\(s\): rate/],
+      [{ limits: [{ queue: '', concurrency: 1 }] }, /queue must be a non-empty string/],
+      [{ limits: {} as never }, /limits must be an array/],
+      [{ weights: { a: 0 } }, /weight of a group must be an integer/],
+      [{ fair: 'yes' as never }, /fair must be a boolean/],
+    ];
+    for (const [opts, message] of cases) await expectInvalid(claimOf(store, opts), message);
+  });
+});
+
+describe('fairness', () => {
+  it("starts a new group's job within one claim round behind another group's backlog", async () => {
+    await store.enqueue(jobs(10_000, 'hot'));
+    // The first claim has seen no group yet: it reads the queue in dequeue order.
+    const first = await claimOf(store);
+    expect(first.every((j) => j.group === 'hot')).toBe(true);
+    const [cold] = await store.enqueue(jobs(1, 'cold'));
+    const next = await claimOf(store);
+    expect(next.map((j) => j.id)).toContain(cold!.id);
+  });
+
+  it('interleaves groups round-robin within a priority, by weight, and keeps order across priorities', async () => {
+    await store.enqueue([...jobs(20, 'a'), ...jobs(20, 'b'), ...jobs(20, null)]);
+    await claimOf(store, { limit: 1 }); // learns that the queue has groups
+    const got = await claimOf(store, { limit: 9 });
+    const count = (g: string | null) => got.filter((j) => j.group === g).length;
+    expect([count('a'), count('b'), count(null)]).toEqual([3, 3, 3]);
+    const weighted = await claimOf(store, { limit: 8, weights: { a: 3 } });
+    // Weight 3 of 5 (a, b, and the jobs without a group at 1 each) of 8 jobs: 4.8 to a.
+    expect(weighted.filter((j) => j.group === 'a').length).toBeGreaterThanOrEqual(4);
+    expect(weighted.filter((j) => j.group === 'b').length).toBeLessThanOrEqual(2);
+    // A higher priority comes first whatever its group's share.
+    const [urgent] = await store.enqueue(jobs(1, 'b', { priority: 5 }));
+    const after = await claimOf(store, { limit: 1, weights: { a: 3 } });
+    expect(after.map((j) => j.id)).toEqual([urgent!.id]);
+  });
+
+  it('can be turned off: fair: false claims in dequeue order', async () => {
+    await store.enqueue([...jobs(20, 'a'), ...jobs(5, 'b')]);
+    await claimOf(store, { limit: 1, fair: false });
+    const got = await claimOf(store, { limit: 10, fair: false });
+    expect(got.every((j) => j.group === 'a')).toBe(true);
+  });
+});
