@@ -17,7 +17,9 @@ beforeAll(async () => {
   store = await JobStore.open(schema.dsn, { maxConns: 4 });
   queue = new JobQueue(store, { knownQueues: ['default'] });
   await store.pool.query('CREATE TABLE group_running (grp text PRIMARY KEY, running int NOT NULL, peak int NOT NULL)');
-  await store.pool.query('CREATE TABLE group_starts (job_id bigint NOT NULL, grp text, worker text NOT NULL, at timestamptz NOT NULL)');
+  await store.pool.query(
+    'CREATE TABLE group_starts (job_id bigint NOT NULL, grp text, worker text NOT NULL, at timestamptz NOT NULL, claimed timestamptz NOT NULL)',
+  );
 });
 afterEach(async () => {
   for (const c of children) c.child.kill('SIGKILL');
@@ -51,6 +53,18 @@ it('four processes, 400 jobs over 5 groups, concurrency 2 per group: no group ev
   // The jobs were shared by the processes, not run by one.
   const { rows: by } = await store.pool.query<{ n: number }>('SELECT count(DISTINCT worker)::int AS n FROM group_starts');
   expect(by[0]!.n).toBeGreaterThan(1);
+});
+
+it('four processes, rate 10 per 1 s per group: no sliding second holds more than 10 starts of a group, and all jobs finish', async () => {
+  await queue.enqueueMany(Array.from({ length: 90 }, (_, i) => ({ type: 'run', group: `tenant:${i % 3}`, payload: { ms: 5 } })));
+  await Promise.all([0, 1, 2, 3].map((i) => start(`rate-${i}`, { Q_GROUP_RATE: '10/1000' })));
+  await waitFor(async () => (await succeeded()) === 90, 60_000);
+  const { rows } = await store.pool.query<{ grp: string; claimed: Date }>('SELECT grp, claimed FROM group_starts ORDER BY grp, claimed');
+  for (const g of ['tenant:0', 'tenant:1', 'tenant:2']) {
+    const times = rows.filter((r) => r.grp === g).map((r) => r.claimed.getTime());
+    expect(times, g).toHaveLength(30);
+    for (let i = 10; i < times.length; i++) expect(times[i]! - times[i - 10]!, `${g}: starts ${i - 10}..${i}`).toBeGreaterThan(1_000);
+  }
 });
 
 it("a worker SIGKILLed while holding a group's slots: they count until its leases lapse, then free; nothing is lost", async () => {

@@ -59,9 +59,9 @@ describe('fairness', () => {
 
 describe('options', () => {
   const bad: [Partial<WorkerOptions>, RegExp][] = [
-    [{ limits: [{} as never] }, /Worker: limits\[0\] needs a concurrency/],
+    [{ limits: [{} as never] }, /Worker: limits\[0\] needs a concurrency or a rate/],
     [{ limits: [{ concurrency: 2.5 }] }, /concurrency must be an integer/],
-    [{ limits: [{ concurrency: 1, rate: { limit: 1, windowMs: 1 } } as never] }, /unknown option\(s\): rate/],
+    [{ limits: [{ rate: { limit: 1, windowMs: -1 } }] }, /rate\.windowMs must be an integer/],
     [{ fairness: 1 as never }, /Worker: fairness must be a boolean/],
     [{ weights: { a: 1.5 } }, /weight of a group must be an integer/],
   ];

@@ -146,16 +146,62 @@ describe('per-group concurrency limits', () => {
 
   it('refuses bad limits and weights', async () => {
     const cases: [Partial<ClaimOptions>, RegExp][] = [
-      [{ limits: [{} as never] }, /needs a concurrency/],
+      [{ limits: [{} as never] }, /needs a concurrency or a rate/],
+      [{ limits: [{ rate: { limit: 0, windowMs: 1000 } }] }, /rate\.limit must be an integer/],
+      [{ limits: [{ rate: { limit: 1, windowMs: 0.5 } }] }, /rate\.windowMs must be an integer/],
+      [{ limits: [{ rate: { limit: 1 } as never }] }, /rate\.windowMs must be an integer/],
       [{ limits: [{ concurrency: 1.5 }] }, /concurrency must be an integer/],
       [{ limits: [{ concurrency: -1 }] }, /concurrency must be an integer/],
-      [{ limits: [{ concurrency: 1, rate: 3 } as never] }, /unknown option\(s\): rate/],
+      [{ limits: [{ concurrency: 1, burst: 3 } as never] }, /unknown option\(s\): burst/],
       [{ limits: [{ queue: '', concurrency: 1 }] }, /queue must be a non-empty string/],
       [{ limits: {} as never }, /limits must be an array/],
       [{ weights: { a: 0 } }, /weight of a group must be an integer/],
       [{ fair: 'yes' as never }, /fair must be a boolean/],
     ];
     for (const [opts, message] of cases) await expectInvalid(claimOf(store, opts), message);
+  });
+});
+
+describe('per-group rate limits', () => {
+  it('start at most `limit` jobs of a group per window, with claims racing from four stores; purgeFinished drops spent slots', async () => {
+    const others = await Promise.all([1, 2, 3].map(() => JobStore.open(schema.dsn, { maxConns: 4, migrate: false })));
+    try {
+      const stores = [store, ...others];
+      await store.enqueue([...jobs(30, 'a'), ...jobs(30, 'b')]);
+      const limits = [{ rate: { limit: 4, windowMs: 1_000 } }];
+      const claimedAt: Record<string, number[]> = { a: [], b: [] };
+      const deadline = Date.now() + 2_600;
+      while (Date.now() < deadline) {
+        const got = (await Promise.all(stores.map((s) => claimOf(s, { limits })))).flat();
+        // A claim's start is its lease's start: the expiry less the lease, on the database clock.
+        for (const j of got) claimedAt[j.group!]!.push(j.leaseExpiresAt!.getTime() - LEASE);
+        await complete(got);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      for (const [group, times] of Object.entries(claimedAt)) {
+        times.sort((x, y) => x - y);
+        // Three windows began in 2.6 s: 4 starts each, the first at once.
+        expect(times.length, group).toBeGreaterThanOrEqual(8);
+        expect(times.length, group).toBeLessThanOrEqual(12);
+        for (let i = 4; i < times.length; i++) expect(times[i]! - times[i - 4]!, `${group}: starts ${i - 4}..${i}`).toBeGreaterThan(1_000);
+      }
+    } finally {
+      await Promise.all(others.map((s) => s.close()));
+    }
+    expect((await sql.query('SELECT count(*)::int AS n FROM q_job_rate_slots')).rows[0].n).toBe(8);
+    await new Promise((r) => setTimeout(r, 1_100));
+    await store.purgeFinished(3_600_000);
+    expect((await sql.query('SELECT count(*)::int AS n FROM q_job_rate_slots')).rows[0].n).toBe(0);
+  });
+
+  it('holds a rate and a concurrency of one rule together', async () => {
+    await store.enqueue(jobs(10, 'a'));
+    const limits = [{ concurrency: 2, rate: { limit: 3, windowMs: 60_000 } }];
+    const first = await claimOf(store, { limits });
+    expect(first).toHaveLength(2);
+    await complete(first);
+    expect(await claimOf(store, { limits })).toHaveLength(1);
+    expect(await claimOf(store, { limits })).toHaveLength(0);
   });
 });
 

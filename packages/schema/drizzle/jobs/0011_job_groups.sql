@@ -14,6 +14,14 @@
 -- snoozed, released, reaped), with nothing to count or give back. Both tables get the columns
 -- in the same place (q_jobs_all is one over the other, and the archive trigger copies rows
 -- whole); the view is replaced to take them in.
+--
+-- A rate limit (so many starts of one group in any sliding window) is held by q_job_rate_slots:
+-- per limit and group (`scope`, as above) `limit` slots, each holding when it was last taken. A
+-- claim takes a slot only if its last start is more than the window ago (an INSERT … ON CONFLICT
+-- DO UPDATE … WHERE, re-checked on the row's latest version, so two claims cannot both take it);
+-- a job whose slot was taken meanwhile stays queued. Two starts of one slot are more than a
+-- window apart, so no window holds more starts than there are slots. A row whose window has
+-- passed is as good as none: JobStore.purgeFinished deletes them.
 ALTER TABLE "q_jobs" ADD COLUMN "job_group" text, ADD COLUMN "limit_scope" uuid, ADD COLUMN "limit_slot" integer;--> statement-breakpoint
 ALTER TABLE "q_jobs_archive" ADD COLUMN "job_group" text, ADD COLUMN "limit_scope" uuid, ADD COLUMN "limit_slot" integer;--> statement-breakpoint
 CREATE OR REPLACE VIEW "q_jobs_all" AS SELECT * FROM "q_jobs" UNION ALL SELECT * FROM "q_jobs_archive";--> statement-breakpoint
@@ -21,6 +29,13 @@ CREATE INDEX "q_jobs_group_dequeue_idx" ON "q_jobs" (queue, job_group, priority 
   WHERE status = 'queued';--> statement-breakpoint
 CREATE UNIQUE INDEX "q_jobs_limit_slot_key" ON "q_jobs" (limit_scope, limit_slot)
   WHERE limit_scope IS NOT NULL AND status IN ('leased', 'running');--> statement-breakpoint
+CREATE TABLE "q_job_rate_slots" (
+  "scope" uuid NOT NULL,
+  "slot" integer NOT NULL,
+  "started_at" timestamp with time zone NOT NULL,
+  "window_ms" integer NOT NULL,
+  CONSTRAINT "q_job_rate_slots_pkey" PRIMARY KEY ("scope", "slot")
+);--> statement-breakpoint
 -- q_enqueue_job: the contract of 0010, taking a group too (option group), with enqueue()'s checks.
 CREATE OR REPLACE FUNCTION q_enqueue_job(queue TEXT, type TEXT, payload JSONB DEFAULT NULL, options JSONB DEFAULT NULL)
 RETURNS q_jobs LANGUAGE plpgsql VOLATILE SET search_path FROM CURRENT AS $$

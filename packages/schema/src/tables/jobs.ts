@@ -1,5 +1,19 @@
 import { sql } from 'drizzle-orm';
-import { bigint, check, index, integer, jsonb, pgEnum, pgTable, pgView, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
+import {
+  bigint,
+  check,
+  index,
+  integer,
+  jsonb,
+  pgEnum,
+  pgTable,
+  pgView,
+  primaryKey,
+  text,
+  timestamp,
+  uniqueIndex,
+  uuid,
+} from 'drizzle-orm/pg-core';
 import { bytea } from './bytea.js';
 
 /** Job states, in declaration order. There is no `failed`: see `retry_wait` and `dead_letter`. */
@@ -199,4 +213,22 @@ export const schedules = pgTable(
     check('q_schedules_payload_object', sql`jsonb_typeof(payload) = 'object'`),
     check('q_schedules_backfill_ms_check', sql`backfill_ms IS NULL OR backfill_ms > 0`),
   ],
+);
+
+/**
+ * The slots of per-group rate limits (migration 0011): per limit and group (`scope`, md5 of the
+ * rule's id and the group as a uuid) one row per slot, holding when a claim last took it. A slot
+ * is taken again only once its last start is more than `window_ms` ago, so no window holds more
+ * starts of a group than its limit. Rows whose window has passed are deleted by
+ * `JobStore.purgeFinished`.
+ */
+export const jobRateSlots = pgTable(
+  'q_job_rate_slots',
+  {
+    scope: uuid('scope').notNull(),
+    slot: integer('slot').notNull(),
+    startedAt: timestamp('started_at', { withTimezone: true }).notNull(),
+    windowMs: integer('window_ms').notNull(),
+  },
+  (t) => [primaryKey({ name: 'q_job_rate_slots_pkey', columns: [t.scope, t.slot] })],
 );

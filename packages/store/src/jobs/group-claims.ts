@@ -31,7 +31,8 @@ interface Rule {
   type: string | null;
   /** Names the rule in a slot's scope: its queue and type, so every claimer derives the same. */
   id: string;
-  concurrency: number | ((group: string) => number);
+  concurrency: number | ((group: string) => number) | null;
+  rate: { limit: number; windowMs: number } | null;
 }
 
 /** The group options of a claim, checked. */
@@ -56,16 +57,16 @@ export function checkGroupOptions(opts: Pick<ClaimOptions, 'limits' | 'fair' | '
     limits.forEach((raw: GroupLimit, i) => {
       const at = `${op}: limits[${i}]`;
       if (!raw || typeof raw !== 'object') throw invalidArgument(`${at} must be an object`);
-      const unknown = Object.keys(raw).filter((k) => k !== 'queue' && k !== 'type' && k !== 'concurrency');
+      const unknown = Object.keys(raw).filter((k) => k !== 'queue' && k !== 'type' && k !== 'concurrency' && k !== 'rate');
       if (unknown.length > 0) throw invalidArgument(`${at} has unknown option(s): ${unknown.join(', ')}`);
       const queue = raw.queue === undefined ? null : checkName(at, 'queue', raw.queue);
       const type = raw.type === undefined ? null : checkName(at, 'type', raw.type);
       const c = raw.concurrency;
-      if (c === undefined) throw invalidArgument(`${at} needs a concurrency`);
-      if (typeof c !== 'function' && !(typeof c === 'number' && Number.isInteger(c) && c >= 0 && c <= INT32_MAX)) {
+      if (c === undefined && raw.rate === undefined) throw invalidArgument(`${at} needs a concurrency or a rate`);
+      if (c !== undefined && typeof c !== 'function' && !(typeof c === 'number' && Number.isInteger(c) && c >= 0 && c <= INT32_MAX)) {
         throw invalidArgument(`${at}: concurrency must be an integer from 0 to ${INT32_MAX}, or a function of the group`);
       }
-      rules.push({ queue, type, id: JSON.stringify([queue, type]), concurrency: c });
+      rules.push({ queue, type, id: JSON.stringify([queue, type]), concurrency: c ?? null, rate: checkRate(at, raw.rate) });
     });
   }
   let w: CheckedGroups['weights'] = NO_WEIGHTS;
@@ -83,6 +84,19 @@ export function checkGroupOptions(opts: Pick<ClaimOptions, 'limits' | 'fair' | '
     }
   }
   return { rules, fair: fair !== false, weights: w };
+}
+
+/** A rule's `rate` checked: `{ limit, windowMs }`, integers of at least 1, or null when absent. */
+function checkRate(at: string, rate: GroupLimit['rate']): Rule['rate'] {
+  if (rate === undefined) return null;
+  if (!rate || typeof rate !== 'object') throw invalidArgument(`${at}: rate must be { limit, windowMs }`);
+  const unknown = Object.keys(rate).filter((k) => k !== 'limit' && k !== 'windowMs');
+  if (unknown.length > 0) throw invalidArgument(`${at}: rate has unknown option(s): ${unknown.join(', ')}`);
+  for (const k of ['limit', 'windowMs'] as const) {
+    const v = rate[k];
+    if (!Number.isInteger(v) || v < 1 || v > INT32_MAX) throw invalidArgument(`${at}: rate.${k} must be an integer from 1 to ${INT32_MAX}`);
+  }
+  return { limit: rate.limit, windowMs: rate.windowMs };
 }
 
 /** The limit a function rule gives `group`: an integer of at least 1, else `INVALID_ARGUMENT`. */
@@ -113,13 +127,15 @@ export class GroupClaims {
     this.#bad = undefined;
     if (bad !== undefined) throw bad;
     if (g.rules.length === 0 && !(g.fair && queues.some((q) => (this.#groupedUntil.get(q) ?? -Infinity) > now))) return undefined;
-    const rules: ClaimGroupsInput['rules'] = { queue: [], type: [], id: [], cap: [] };
+    const rules: ClaimGroupsInput['rules'] = { queue: [], type: [], id: [], cap: [], rate: [], windowMs: [] };
     const ruleIndex = new Map<string, number>();
     for (const r of g.rules) {
       rules.queue.push(r.queue);
       rules.type.push(r.type);
       rules.id.push(r.id);
-      rules.cap.push(typeof r.concurrency === 'number' ? r.concurrency : 1);
+      rules.cap.push(r.concurrency === null ? null : typeof r.concurrency === 'number' ? r.concurrency : 1);
+      rules.rate.push(r.rate?.limit ?? null);
+      rules.windowMs.push(r.rate?.windowMs ?? null);
       if (!ruleIndex.has(r.id)) ruleIndex.set(r.id, rules.id.length);
     }
     const caps: ClaimGroupsInput['caps'] = { rule: [], group: [], cap: [] };

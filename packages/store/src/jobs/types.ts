@@ -230,9 +230,9 @@ export type CancelOutcome =
   | 'not_cancellable';
 
 /**
- * A per-group concurrency limit (see {@link ClaimOptions.limits}): jobs of one group, in the
- * queue and of the type given (absent: any), leased or running at once across every claimer of
- * the job table.
+ * A per-group limit (see {@link ClaimOptions.limits}) on the jobs of one group in the queue and
+ * of the type given (absent: any), across every claimer of the job table: how many are leased or
+ * running at once, how many start per window, or both (at least one of the two).
  */
 export interface GroupLimit {
   /** The queue whose jobs the rule covers; absent: every queue claimed. */
@@ -244,7 +244,13 @@ export interface GroupLimit {
    * or a function of the group returning one (at least 1). A claimer admits a group it has not
    * computed the function for yet at 1 job at a time, so a fleet never runs more than the limit.
    */
-  concurrency: number | ((group: string) => number);
+  concurrency?: number | ((group: string) => number);
+  /**
+   * Starts of one group in any sliding window of `windowMs`: at most `limit` (integers from 1 to
+   * 2³¹−1). A start is the claim that leases the job, timed by the database clock; a job over the
+   * rate stays queued until a start of the window ages out (a worker sees that on its next poll).
+   */
+  rate?: { limit: number; windowMs: number };
 }
 
 /** What to claim (see `JobStore.claim`). */

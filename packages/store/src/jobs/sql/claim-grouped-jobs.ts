@@ -46,6 +46,9 @@ interface GroupedParams extends Omit<ClaimParams, 'afterPriority' | 'afterRunAt'
   ruleType: string;
   ruleId: string;
   ruleCap: string;
+  /** The rules' rates (NULL: none): starts per window, and the window in ms. */
+  ruleRate: string;
+  ruleWindow: string;
   /** Per-group concurrency for a rule (1-based rule index, group, cap), aligned. */
   capRule: string;
   capGroup: string;
@@ -70,11 +73,13 @@ function groupedParams(first: number): GroupedParams {
     ruleType: at(8),
     ruleId: at(9),
     ruleCap: at(10),
-    capRule: at(11),
-    capGroup: at(12),
-    capValue: at(13),
-    weightGroup: at(14),
-    weightValue: at(15),
+    ruleRate: at(11),
+    ruleWindow: at(12),
+    capRule: at(13),
+    capGroup: at(14),
+    capValue: at(15),
+    weightGroup: at(16),
+    weightValue: at(17),
   };
 }
 
@@ -148,16 +153,19 @@ walked AS (
   UNION ALL
   SELECT NULL, ${share('1')}, ${CLAIM_COLUMNS.replace(/j\./g, 'n.')} FROM ncand n
 ), rated AS (
-  SELECT c.*, CASE WHEN r.rule IS NOT NULL THEN md5(r.rule_id || chr(10) || c.job_group)::uuid END AS scope,
-         coalesce(o.cap, r.cap) AS cap
+  SELECT c.*, CASE WHEN r.cap IS NOT NULL THEN md5(r.rule_id || chr(10) || c.job_group)::uuid END AS scope,
+         coalesce(o.cap, r.cap) AS cap,
+         CASE WHEN r.rate IS NOT NULL THEN md5(r.rule_id || chr(10) || 'rate' || chr(10) || c.job_group)::uuid END AS rscope,
+         r.rate, r.win
   FROM cand c
   LEFT JOIN LATERAL (
-    SELECT k.i AS rule, k.id AS rule_id, k.cap
+    SELECT k.i AS rule, k.id AS rule_id, k.cap, k.rate, k.win
     FROM unnest(${opaque(p.ruleQueue, 'text[]')}, ${opaque(p.ruleType, 'text[]')}, ${opaque(p.ruleId, 'text[]')},
-                ${opaque(p.ruleCap, 'int4[]')}) WITH ORDINALITY AS k(queue, type, id, cap, i)
+                ${opaque(p.ruleCap, 'int4[]')}, ${opaque(p.ruleRate, 'int4[]')}, ${opaque(p.ruleWindow, 'int4[]')})
+      WITH ORDINALITY AS k(queue, type, id, cap, rate, win, i)
     WHERE c.job_group IS NOT NULL AND (k.queue IS NULL OR k.queue = c.queue) AND (k.type IS NULL OR k.type = c.job_type)
     ORDER BY k.i LIMIT 1
-  ) r ON r.cap IS NOT NULL
+  ) r ON true
   LEFT JOIN LATERAL (
     SELECT v.cap FROM unnest(${opaque(p.capRule, 'int4[]')}, ${opaque(p.capGroup, 'text[]')}, ${opaque(p.capValue, 'int4[]')}) AS v(rule, grp, cap)
     WHERE v.rule = r.rule AND v.grp = c.job_group LIMIT 1
@@ -165,11 +173,24 @@ walked AS (
 ), floors AS (
   -- The priorities below which a source read in part (k rows) may still hold a job it would
   -- admit: a group without a limit, or the jobs without a group.
-  SELECT min(r.priority) AS floor FROM rated r WHERE r.scope IS NULL GROUP BY r.queue, r.job_group HAVING count(*) >= max(r.k)
+  SELECT min(r.priority) AS floor FROM rated r WHERE r.scope IS NULL AND r.rscope IS NULL
+  GROUP BY r.queue, r.job_group HAVING count(*) >= max(r.k)
 ), scopes AS MATERIALIZED (
   SELECT r.scope, max(r.cap) AS cap, count(*) AS wanted FROM rated r WHERE r.scope IS NOT NULL GROUP BY r.scope
 ), admitting AS MATERIALIZED (
   SELECT s.* FROM scopes s WHERE pg_try_advisory_xact_lock(${ADMISSION_LOCK_CLASS}, hashtext(s.scope::text))
+), rscopes AS MATERIALIZED (
+  SELECT r.rscope, max(r.rate) AS rate, max(r.win) AS win, count(*) AS wanted FROM rated r WHERE r.rscope IS NOT NULL GROUP BY r.rscope
+), radmitting AS MATERIALIZED (
+  SELECT s.* FROM rscopes s WHERE pg_try_advisory_xact_lock(${ADMISSION_LOCK_CLASS}, hashtext(s.rscope::text))
+), rfree AS (
+  -- A rate slot is free once its last start is more than the window ago (or it was never taken).
+  SELECT a.rscope, a.win, f.slot, row_number() OVER (PARTITION BY a.rscope ORDER BY f.slot) AS nth
+  FROM radmitting a
+  CROSS JOIN LATERAL (SELECT coalesce(array_agg(h.slot), '{}') AS used FROM __q_schema__.q_job_rate_slots h
+                      WHERE h.scope = a.rscope AND h.started_at >= now() - a.win * interval '1 millisecond') t
+  CROSS JOIN LATERAL generate_series(0, least(a.rate, cardinality(t.used) + a.wanted) - 1) AS f(slot)
+  WHERE f.slot <> ALL (t.used)
 ), free AS (
   SELECT a.scope, f.slot, row_number() OVER (PARTITION BY a.scope ORDER BY f.slot) AS nth
   FROM admitting a
@@ -180,21 +201,33 @@ walked AS (
 ), ranked AS (
   SELECT r.*,
          row_number() OVER (PARTITION BY r.scope ORDER BY r.priority DESC, r.run_at, r.id) AS in_scope,
+         row_number() OVER (PARTITION BY r.rscope ORDER BY r.priority DESC, r.run_at, r.id) AS in_rscope,
          row_number() OVER (PARTITION BY r.lock_key ORDER BY r.priority DESC, r.run_at, r.id) AS in_key
   FROM rated r
 ), admitted AS (
-  SELECT k.id, k.priority, k.run_at, k.queue, k.job_group, k.walk, k.scope, f.slot
-  FROM ranked k LEFT JOIN free f ON f.scope = k.scope AND f.nth = k.in_scope
-  WHERE (k.lock_key IS NULL OR k.in_key = 1) AND (k.scope IS NULL OR f.slot IS NOT NULL)
+  SELECT k.id, k.priority, k.run_at, k.queue, k.job_group, k.walk, k.scope, f.slot, k.rscope, rf.slot AS rslot, rf.win
+  FROM ranked k
+  LEFT JOIN free f ON f.scope = k.scope AND f.nth = k.in_scope
+  LEFT JOIN rfree rf ON rf.rscope = k.rscope AND rf.nth = k.in_rscope
+  WHERE (k.lock_key IS NULL OR k.in_key = 1) AND (k.scope IS NULL OR f.slot IS NOT NULL) AND (k.rscope IS NULL OR rf.slot IS NOT NULL)
     AND k.priority >= coalesce((SELECT max(floors.floor) FROM floors), -2147483648)
 ), pick AS (
-  SELECT a.id, a.priority, a.run_at, a.scope, a.slot, a.walk FROM (
+  SELECT a.id, a.priority, a.run_at, a.scope, a.slot, a.walk, a.rscope, a.rslot, a.win FROM (
     SELECT a.*, row_number() OVER (PARTITION BY a.queue, a.job_group ORDER BY a.priority DESC, a.run_at, a.id) AS in_group
     FROM admitted a
   ) a
   LEFT JOIN grp w ON w.queue = a.queue AND w.job_group = a.job_group
   ORDER BY a.priority DESC, ceil(a.in_group::numeric / coalesce(w.weight, 1)), a.run_at, a.id
   LIMIT ${limit}
+), started AS (
+  -- The rate slots of the picked jobs, in key order (two claims meeting on slots wait in one
+  -- order: no deadlock). A slot another claim took since this one's snapshot fails the WHERE on
+  -- its latest version: no row, and its job is not leased.
+  INSERT INTO __q_schema__.q_job_rate_slots AS s (scope, slot, started_at, window_ms)
+  SELECT p.rscope, p.rslot, now(), p.win FROM pick p WHERE p.rscope IS NOT NULL ORDER BY p.rscope, p.rslot
+  ON CONFLICT (scope, slot) DO UPDATE SET started_at = EXCLUDED.started_at, window_ms = EXCLUDED.window_ms
+    WHERE s.started_at < now() - s.window_ms * interval '1 millisecond'
+  RETURNING s.scope, s.slot
 )`;
 }
 
@@ -206,7 +239,8 @@ UPDATE __q_schema__.q_jobs AS jobs SET status = ${p.status}::__q_schema__.q_job_
        attempt = jobs.attempt + 1, updated_at = now(), job_key = NULL,
        limit_scope = (SELECT pick.scope FROM pick WHERE pick.id = jobs.id),
        limit_slot = (SELECT pick.slot FROM pick WHERE pick.id = jobs.id)
-WHERE jobs.id = ANY(ARRAY(SELECT pick.id FROM pick))
+WHERE jobs.id = ANY(ARRAY(SELECT pick.id FROM pick WHERE pick.rscope IS NULL
+                           OR EXISTS (SELECT 1 FROM started WHERE started.scope = pick.rscope AND started.slot = pick.rslot)))
 RETURNING ${claimReturning()}, (SELECT pick.walk::text FROM pick WHERE pick.id = jobs.id)`;
 }
 
@@ -214,8 +248,18 @@ RETURNING ${claimReturning()}, (SELECT pick.walk::text FROM pick WHERE pick.id =
 export interface ClaimGroupsInput {
   /** Per queue, aligned with `queues`: the group the previous walk of the queue ended at, or null. */
   cursors: (string | null)[];
-  /** The limit rules in order (the first matching a job applies): queue and type (null: any), id, concurrency. */
-  rules: { queue: (string | null)[]; type: (string | null)[]; id: string[]; cap: number[] };
+  /**
+   * The limit rules in order (the first matching a job applies): queue and type (null: any), id,
+   * concurrency and rate (starts per `windowMs`; null: none).
+   */
+  rules: {
+    queue: (string | null)[];
+    type: (string | null)[];
+    id: string[];
+    cap: (number | null)[];
+    rate: (number | null)[];
+    windowMs: (number | null)[];
+  };
   /** Per-group concurrency under a rule (1-based index into `rules`), where it differs from the rule's. */
   caps: { rule: number[]; group: string[]; cap: number[] };
   /** Round-robin weights of groups (absent: 1). */
@@ -239,6 +283,8 @@ export function groupedClaimValues(c: GroupedClaimInput, g: ClaimGroupsInput): u
     g.rules.type,
     g.rules.id,
     g.rules.cap,
+    g.rules.rate,
+    g.rules.windowMs,
     g.caps.rule,
     g.caps.group,
     g.caps.cap,
