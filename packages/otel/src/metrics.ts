@@ -15,6 +15,12 @@ export const METRIC = {
   jobsWorkerFailures: 'q.jobs.worker_failures',
   /** Worker rounds that found no work (an empty claim, a maintenance round with nothing to do), by `q.operation`: counted, not traced. */
   jobsIdleRounds: 'q.jobs.idle_rounds',
+  /** Jobs a claim leased under a per-group limit, by the limit (`q.limit.queue`, `q.limit.type`: `*` for any). */
+  jobsGroupGrants: 'q.jobs.group_grants',
+  /** Jobs a claim passed over because their group was at a limit, by the limit and `q.limit.kind` (concurrency | rate). */
+  jobsGroupRefusals: 'q.jobs.group_refusals',
+  /** How long a job leased under a per-group limit waited, from its `runAt` to the claim, by the limit. */
+  jobsGroupWait: 'q.jobs.group_wait.seconds',
   requestsEnqueued: 'q.requests.enqueued',
   requestsDispatched: 'q.requests.dispatched',
   requestsAcked: 'q.requests.acked',
@@ -150,6 +156,33 @@ export function jobMetrics(meterProvider?: MeterProvider, opts: JobMetricsOption
     leaseLost,
     workerFailures,
     idleRounds,
+  };
+}
+
+/**
+ * Instruments of per-group job limits (recorded by `JobStore` claims that pass `limits`).
+ * Attributes name the limit by its queue and type (`*`: any), never by a group: groups are
+ * unbounded (tenants), the limits a worker configures are not.
+ */
+export interface JobGroupMetrics {
+  grants: Counter;
+  refusals: Counter;
+  wait: Histogram;
+}
+
+/** Creates the per-group limit instruments. */
+export function jobGroupMetrics(meterProvider?: MeterProvider): JobGroupMetrics {
+  const m = qMeter(meterProvider);
+  return {
+    ...counters(m, {
+      grants: [METRIC.jobsGroupGrants, '{job}', 'Jobs leased under a per-group limit'],
+      refusals: [METRIC.jobsGroupRefusals, '{job}', 'Jobs a claim passed over because their group was at a limit'],
+    }),
+    wait: m.createHistogram(METRIC.jobsGroupWait, {
+      unit: 's',
+      description: 'Time jobs leased under a per-group limit waited, from runAt to the claim',
+      advice: { explicitBucketBoundaries: [...JOB_DURATION_BUCKETS_S] },
+    }),
   };
 }
 

@@ -1,6 +1,8 @@
 // Job groups (#40, migration 0011): a group per job, per-group concurrency limits held by the
 // claim itself (slots fenced by q_jobs_limit_slot_key), and claims that interleave groups — on
 // real Postgres, with claims racing from several stores.
+import { AggregationTemporality, InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
+import { METRIC } from '@q/otel';
 import { QErrorCode, isQError } from '@q/schema';
 import { useJobStore, type TestSchema } from '@q/testing';
 import pg from 'pg';
@@ -159,6 +161,36 @@ describe('per-group concurrency limits', () => {
       [{ fair: 'yes' as never }, /fair must be a boolean/],
     ];
     for (const [opts, message] of cases) await expectInvalid(claimOf(store, opts), message);
+  });
+});
+
+describe('metrics', () => {
+  it('counts grants, refusals and waits per limit, named by its queue and type, never by a group', async () => {
+    const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
+    const reader = new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 3_600_000 });
+    const meterProvider = new MeterProvider({ readers: [reader] });
+    const measured = await JobStore.open(schema.dsn, { maxConns: 2, migrate: false, meterProvider });
+    try {
+      await store.enqueue([...jobs(3, 'tenant:1'), ...jobs(3, 'tenant:2')]);
+      const limits = [{ queue: 'g', concurrency: 1 }];
+      expect(await claimOf(measured, { limits })).toHaveLength(2);
+      expect(await claimOf(measured, { limits })).toHaveLength(0);
+      await reader.forceFlush();
+      const all = exporter.getMetrics().flatMap((r) => r.scopeMetrics.flatMap((s) => s.metrics));
+      const points = (name: string) => all.find((m) => m.descriptor.name === name)?.dataPoints ?? [];
+      const rule = { 'q.limit.queue': 'g', 'q.limit.type': '*' };
+      expect(points(METRIC.jobsGroupGrants)).toEqual([expect.objectContaining({ value: 2, attributes: rule })]);
+      // Both claims read two more of each group (k = 10 / 3 rows per group) and left them.
+      const refused = points(METRIC.jobsGroupRefusals);
+      expect(refused).toEqual([expect.objectContaining({ attributes: { ...rule, 'q.limit.kind': 'concurrency' } })]);
+      expect(refused[0]!.value).toBeGreaterThanOrEqual(4);
+      const wait = points(METRIC.jobsGroupWait);
+      expect(wait).toEqual([expect.objectContaining({ attributes: rule })]);
+      expect((wait[0]!.value as { count: number }).count).toBe(2);
+    } finally {
+      await measured.close();
+      await meterProvider.shutdown();
+    }
   });
 });
 

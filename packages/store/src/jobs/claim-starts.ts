@@ -64,8 +64,11 @@ export interface ClaimEnd extends Position {
 export interface ClaimedRows {
   jobs: LeasedJob[];
   /** The last job in dequeue order, with its exact run_at (absent when none was leased). */
-  end: ClaimEnd | undefined; /** A grouped claim's: per queue, the group its next walk starts after (absent: unchanged). */
+  end: ClaimEnd | undefined;
+  /** A grouped claim's: per queue, the group its next walk starts after (absent: unchanged). */
   cursors?: Map<string, string>;
+  /** A grouped claim's: the jobs it left queued for a limit, per rule (1-based) and kind (absent: none). */
+  refusals?: { rule: number; kind: 'concurrency' | 'rate'; count: number }[];
 }
 
 interface QueueState {

@@ -12,6 +12,8 @@
 // the limits it computed for groups it has seen (at most KNOWN_CAPS of them, the least recently
 // seen forgotten first). A group not known falls back to 1, which never admits more than the
 // function would: process-side bookkeeping only ever admits less.
+import type { Attributes } from '@opentelemetry/api';
+import type { JobGroupMetrics } from '@q/otel';
 import { invalidArgument } from '@q/schema';
 import { checkName } from '@q/schema/internal';
 import type { ClaimedRows } from './claim-starts.js';
@@ -110,8 +112,19 @@ function computeCap(rule: Rule, f: (group: string) => number, group: string): nu
   return v;
 }
 
-/** A store's per-queue state of grouped claims (see above). */
+/** The metric attributes naming a rule: its queue and type (`*`: any), never a group. */
+function ruleAttributes(rule: Rule): Attributes {
+  return { 'q.limit.queue': rule.queue ?? '*', 'q.limit.type': rule.type ?? '*' };
+}
+
+/** A store's per-queue state of grouped claims (see above), and the metrics of their limits. */
 export class GroupClaims {
+  readonly #metrics: JobGroupMetrics;
+
+  constructor(metrics: JobGroupMetrics) {
+    this.#metrics = metrics;
+  }
+
   /** Per queue: until when (`performance.now()`) its claims stay grouped for fairness. */
   readonly #groupedUntil = new Map<string, number>();
   /** Per queue: the group the last walk ended at. */
@@ -149,14 +162,26 @@ export class GroupClaims {
     return { cursors: queues.map((q) => this.#cursors.get(q) ?? null), rules, caps, weights: g.weights };
   }
 
-  /** Learns from a claim's jobs: which queues have groups, where the walk ended, the function limits of new groups. */
+  /**
+   * Learns from a claim's jobs (which queues have groups, where the walk ended, the function
+   * limits of new groups) and records the limits' grants, waits and refusals.
+   */
   record(got: ClaimedRows, g: CheckedGroups, now = performance.now()): void {
     if (got.cursors) for (const [queue, group] of got.cursors) this.#cursors.set(queue, group);
     for (const job of got.jobs) {
       if (job.group === null) continue;
       if (g.fair) this.#groupedUntil.set(job.queue, now + FAIR_HOLD_MS);
       const rule = matching(g.rules, job);
-      if (rule !== undefined && typeof rule.concurrency === 'function') this.#learnCap(rule, rule.concurrency, job.group);
+      if (rule === undefined) continue;
+      if (typeof rule.concurrency === 'function') this.#learnCap(rule, rule.concurrency, job.group);
+      const attributes = ruleAttributes(rule);
+      this.#metrics.grants.add(1, attributes);
+      // The claim wrote updated_at: its own clock, as runAt's.
+      this.#metrics.wait.record(Math.max(0, job.updatedAt.getTime() - job.runAt.getTime()) / 1000, attributes);
+    }
+    for (const r of got.refusals ?? []) {
+      const rule = g.rules[r.rule - 1];
+      if (rule !== undefined) this.#metrics.refusals.add(r.count, { ...ruleAttributes(rule), 'q.limit.kind': r.kind });
     }
   }
 

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Tracer } from '@opentelemetry/api';
 import type { MeterProvider } from '@opentelemetry/api';
-import { observeGauge, qTracer } from '@q/otel';
+import { jobGroupMetrics, observeGauge, qTracer } from '@q/otel';
 import { invalidArgument, type ConnectionPlacement } from '@q/schema';
 import { StatementScope, checkName, checkPlacement, namedStatements } from '@q/schema/internal';
 import type pg from 'pg';
@@ -124,7 +124,7 @@ export class JobStore {
       pool,
       scope: this.#scope,
       starts,
-      groups: new GroupClaims(),
+      groups: new GroupClaims(jobGroupMetrics(opts.meterProvider)),
       channel: this.channel,
       closed: () => this.#closed,
       op: (name, fn, attrs) => this.#op(name, fn, attrs),

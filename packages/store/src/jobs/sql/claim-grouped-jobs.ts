@@ -156,7 +156,7 @@ walked AS (
   SELECT c.*, CASE WHEN r.cap IS NOT NULL THEN md5(r.rule_id || chr(10) || c.job_group)::uuid END AS scope,
          coalesce(o.cap, r.cap) AS cap,
          CASE WHEN r.rate IS NOT NULL THEN md5(r.rule_id || chr(10) || 'rate' || chr(10) || c.job_group)::uuid END AS rscope,
-         r.rate, r.win
+         r.rate, r.win, r.rule
   FROM cand c
   LEFT JOIN LATERAL (
     SELECT k.i AS rule, k.id AS rule_id, k.cap, k.rate, k.win
@@ -205,14 +205,14 @@ walked AS (
          row_number() OVER (PARTITION BY r.lock_key ORDER BY r.priority DESC, r.run_at, r.id) AS in_key
   FROM rated r
 ), admitted AS (
-  SELECT k.id, k.priority, k.run_at, k.queue, k.job_group, k.walk, k.scope, f.slot, k.rscope, rf.slot AS rslot, rf.win
+  SELECT k.id, k.priority, k.run_at, k.queue, k.job_group, k.walk, k.scope, f.slot, k.rscope, rf.slot AS rslot, rf.win, k.rule
   FROM ranked k
   LEFT JOIN free f ON f.scope = k.scope AND f.nth = k.in_scope
   LEFT JOIN rfree rf ON rf.rscope = k.rscope AND rf.nth = k.in_rscope
   WHERE (k.lock_key IS NULL OR k.in_key = 1) AND (k.scope IS NULL OR f.slot IS NOT NULL) AND (k.rscope IS NULL OR rf.slot IS NOT NULL)
     AND k.priority >= coalesce((SELECT max(floors.floor) FROM floors), -2147483648)
 ), pick AS (
-  SELECT a.id, a.priority, a.run_at, a.scope, a.slot, a.walk, a.rscope, a.rslot, a.win FROM (
+  SELECT a.id, a.priority, a.run_at, a.scope, a.slot, a.walk, a.rscope, a.rslot, a.win, a.rule FROM (
     SELECT a.*, row_number() OVER (PARTITION BY a.queue, a.job_group ORDER BY a.priority DESC, a.run_at, a.id) AS in_group
     FROM admitted a
   ) a
@@ -228,6 +228,20 @@ walked AS (
   ON CONFLICT (scope, slot) DO UPDATE SET started_at = EXCLUDED.started_at, window_ms = EXCLUDED.window_ms
     WHERE s.started_at < now() - s.window_ms * interval '1 millisecond'
   RETURNING s.scope, s.slot
+), refused AS (
+  -- Per rule and kind, the candidates left queued for a limit (a scope another claim was
+  -- admitting just then is not one of them), and the picked jobs whose rate slot was lost.
+  SELECT x.rule, x.kind, count(*) AS n FROM (
+    SELECT k.rule, CASE WHEN k.scope IN (SELECT admitting.scope FROM admitting) AND f.slot IS NULL THEN 'c' ELSE 'r' END AS kind
+    FROM ranked k
+    LEFT JOIN free f ON f.scope = k.scope AND f.nth = k.in_scope
+    LEFT JOIN rfree rf ON rf.rscope = k.rscope AND rf.nth = k.in_rscope
+    WHERE (k.scope IN (SELECT admitting.scope FROM admitting) AND f.slot IS NULL)
+       OR (k.rscope IN (SELECT radmitting.rscope FROM radmitting) AND rf.slot IS NULL)
+    UNION ALL
+    SELECT p.rule, 'r' FROM pick p
+    WHERE p.rscope IS NOT NULL AND NOT EXISTS (SELECT 1 FROM started WHERE started.scope = p.rscope AND started.slot = p.rslot)
+  ) x GROUP BY x.rule, x.kind
 )`;
 }
 
@@ -299,8 +313,34 @@ export function groupedClaimText(first: number): { ctes: string; update: string 
   return { ctes: groupedClaimCtes(p), update: groupedClaimUpdate(p) };
 }
 
+/**
+ * The refusals of a grouped claim as one text, `<rule>:<c|r>:<count>` joined by `,` (NULL: none):
+ * the last column of its report row (see {@link takeRefusals}).
+ */
+export const REFUSALS = `(SELECT string_agg(refused.rule || ':' || refused.kind || ':' || refused.n, ',') FROM refused)`;
+
+// Alone, a grouped claim returns the leased rows and then one report row (job columns NULL) whose
+// last column lists the refusals.
 const G = groupedClaimText(1);
-const TEXT_STMT = statement('q_jobs_claim_grouped', `WITH ${G.ctes}${G.update}`, { types: repeatedTimestamps, rowMode: 'array' });
+const NULLS = Array.from({ length: JOB_COLUMN_COUNT + 2 }, () => 'NULL').join(', ');
+const TEXT_STMT = statement(
+  'q_jobs_claim_grouped',
+  `WITH ${G.ctes}, claimed AS (${G.update}
+)
+SELECT claimed.*, NULL::text AS refused FROM claimed
+UNION ALL
+SELECT ${NULLS}, ${REFUSALS}`,
+  { types: repeatedTimestamps, rowMode: 'array' },
+);
+
+/** Adds a report row's refusals text (see {@link REFUSALS}) to `out`. */
+export function takeRefusals(text: unknown, out: ClaimedRows): void {
+  if (typeof text !== 'string') return;
+  for (const part of text.split(',')) {
+    const [rule, kind, n] = part.split(':');
+    (out.refusals ??= []).push({ rule: Number(rule), kind: kind === 'c' ? 'concurrency' : 'rate', count: Number(n) });
+  }
+}
 
 /**
  * Maps one row of a grouped claim (job columns from `at`, the lease token, the walk number of the
@@ -331,6 +371,9 @@ export async function claimGroupedJobs(
   const { rows } = await scope.run<unknown[]>(db, TEXT_STMT, groupedClaimValues(claim, groups));
   const out: ClaimedRows = { jobs: [], end: undefined };
   const walks = new Map<string, number>();
-  for (const v of rows) takeGroupedRow(v, 0, claim, out, walks);
+  for (const v of rows) {
+    if (v[0] === null) takeRefusals(v[JOB_COLUMN_COUNT + 2], out);
+    else takeGroupedRow(v, 0, claim, out, walks);
+  }
   return out;
 }

@@ -4,7 +4,15 @@ import type { ClaimedRows } from '../claim-starts.js';
 import { claimCtes, claimParams, claimUpdate, claimValues, takeClaimedRow, type ClaimInput } from './claim-jobs.js';
 import { COMPLETION_CTES, FENCED_KEYS, completionValues, type CompletionBatch } from './complete-jobs.js';
 import type { Queryable } from './db.js';
-import { groupedClaimText, groupedClaimValues, takeGroupedRow, type ClaimGroupsInput, type GroupedClaimInput } from './claim-grouped-jobs.js';
+import {
+  REFUSALS,
+  groupedClaimText,
+  groupedClaimValues,
+  takeGroupedRow,
+  takeRefusals,
+  type ClaimGroupsInput,
+  type GroupedClaimInput,
+} from './claim-grouped-jobs.js';
 
 // A worker's steady-state round trip: the outcomes of the attempts that just finished (exactly
 // as completeJobs writes them: $1–$7, each fenced by its lease token) and the claim of
@@ -23,16 +31,20 @@ import { groupedClaimText, groupedClaimValues, takeGroupedRow, type ClaimGroupsI
 // the last column carrying the walk number of the job's group instead of a run_at.
 const P = claimParams(8);
 const NULLS = Array.from({ length: JOB_COLUMN_COUNT + 2 }, () => 'NULL').join(', ');
-const text = (ctes: string, update: string): string => `
+// Its report row also lists the refusals (claim-grouped-jobs.ts, REFUSALS) after `fenced_keys`.
+const text = (ctes: string, update: string, refusals: string): string => `
 WITH ${COMPLETION_CTES}, ${ctes}, claimed AS (${update}
 )
-SELECT NULL::int8 AS written, claimed.*, NULL::text AS fenced_keys FROM claimed
+SELECT NULL::int8 AS written, claimed.*, NULL::text AS fenced_keys${refusals ? ', NULL::text AS refused' : ''} FROM claimed
 UNION ALL
-SELECT count(*), ${NULLS}, ${FENCED_KEYS}
+SELECT count(*), ${NULLS}, ${FENCED_KEYS}${refusals ? `, ${refusals}` : ''}
 FROM done`;
-const TEXT = text(claimCtes(P), claimUpdate(P));
+const TEXT = text(claimCtes(P), claimUpdate(P), '');
 const G = groupedClaimText(8);
-const GROUPED_STMT = statement('q_jobs_complete_claim_grouped', text(G.ctes, G.update), { types: repeatedTimestamps, rowMode: 'array' });
+const GROUPED_STMT = statement('q_jobs_complete_claim_grouped', text(G.ctes, G.update, REFUSALS), {
+  types: repeatedTimestamps,
+  rowMode: 'array',
+});
 
 /** What one complete-and-claim round trip did. */
 export interface CompleteAndClaimRows {
@@ -68,7 +80,9 @@ export async function completeAndClaimGroupedJobs(
 ): Promise<CompleteAndClaimRows> {
   const { rows } = await scope.run<unknown[]>(db, GROUPED_STMT, [...completionValues(outcomes), ...groupedClaimValues(claim, groups)]);
   const walks = new Map<string, number>();
-  return rowsOf(rows, (v, out) => takeGroupedRow(v, 1, claim, out, walks));
+  const r = rowsOf(rows, (v, out) => takeGroupedRow(v, 1, claim, out, walks));
+  for (const v of rows) if (v[0] !== null) takeRefusals(v[FENCED_AT + 1], r.claimed);
+  return r;
 }
 
 function rowsOf(rows: readonly unknown[][], take: (v: readonly unknown[], out: ClaimedRows) => void): CompleteAndClaimRows {
