@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { context, propagation, trace } from '@opentelemetry/api';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
+  jobGroupMetrics,
   jobMetrics,
   quotaMetrics,
   requestMetrics,
@@ -56,6 +57,11 @@ describe('startTelemetry', () => {
     for (const c of Object.values(reqs)) c.add(2, { queue: 'q1' });
     quota.grants.add(3, { 'quota.kind': 'slots', 'quota.key_class': 'tenant' });
     quota.refusals.add(1, { 'quota.kind': 'rate', 'quota.key_class': 'tenant' });
+    const groups = jobGroupMetrics(t.meterProvider);
+    const limit = { 'q.limit.queue': 'webhooks', 'q.limit.type': '*' };
+    groups.grants.add(1, limit);
+    groups.refusals.add(2, { ...limit, 'q.limit.kind': 'concurrency' });
+    groups.wait.record(0.3, limit);
     const stopBacklog = observeGauge(t.meterProvider, METRIC.requestsBacklog, { unit: '{request}', description: 'Pending requests' }, () => [
       { value: 42, attributes: { queue: 'q1' } },
     ]);
@@ -72,6 +78,7 @@ describe('startTelemetry', () => {
     expect(body).toMatch(/q_jobs_completed(_total)?\{[^}]*job_type="email"[^}]*\} 1/);
     expect(body).toMatch(/q_requests_backlog\{[^}]*queue="q1"[^}]*\} 42/);
     expect(body).toMatch(/q_partitions_owned\{[^}]*owner="d1"[^}]*\} 16/);
+    expect(body).toMatch(/q_jobs_group_refusals(_total)?\{[^}]*q_limit_kind="concurrency"[^}]*\} 2/);
     // A unit other than a count is part of the name: the Prometheus exporter appends none.
     expect(body).toMatch(/q_jobs_duration_seconds_bucket\{[^}]*le="0.25"[^}]*\} 1/);
     expect(body).toMatch(/# UNIT q_jobs_duration_seconds s/);
