@@ -50,6 +50,7 @@ export type {
   StepStatus,
   JobPage,
   JobKeyMode,
+  GroupLimit,
   JobListFilter,
   InTransaction,
   TransactionClient,

@@ -2,7 +2,7 @@ import type { Counter, Tracer } from '@opentelemetry/api';
 import type { JobMetrics } from '@q/otel';
 import { QError, QErrorCode, invalidArgument } from '@q/schema';
 import { checkName } from '@q/schema/internal';
-import type { JobStore } from '@q/store/jobs';
+import { checkClaimGroups, type GroupLimit, type JobStore } from '@q/store/jobs';
 import { checkListener, type WorkerEventListener, type WorkerEventName, type WorkerEventSource } from './events.js';
 import { errorFields, type Logger } from './logger.js';
 import { Worker, type HandlerFunc, type WorkerOptions } from './worker.js';
@@ -18,6 +18,13 @@ export interface WorkOptions {
   concurrency?: number;
   /** The queue to serve. Default `default`, the queue `enqueue` uses when none is given. */
   queue?: string;
+  /**
+   * Per-group limits of the queue's worker (see `WorkerOptions.limits`; a rule's `type` narrows
+   * it to one type). Per queue, like `concurrency`: the first `work` call on the queue that gives
+   * them sets them (else `worker.limits` of `JobQueue.open`); a later call may repeat them or
+   * leave them out, and different ones are `INVALID_ARGUMENT`.
+   */
+  limits?: readonly GroupLimit[];
 }
 
 /**
@@ -54,6 +61,8 @@ interface Running {
   concurrency: number;
   /** Whether `concurrency` was given (by the first `work` call, named in a conflict). */
   concurrencyGiven: boolean;
+  /** The per-group limits its worker holds (absent: none). */
+  limits: readonly GroupLimit[] | undefined;
   /** The type of the `work` call that started the worker. */
   firstType: string;
   types: string[];
@@ -154,6 +163,7 @@ export class ManagedWorkers {
     const queue = opts.queue === undefined ? 'default' : checkName('work', 'queue', opts.queue);
     const concurrency = opts.concurrency ?? DEFAULT_WORK_CONCURRENCY;
     if (!Number.isInteger(concurrency) || concurrency < 1) throw invalidArgument('work: concurrency must be a positive integer');
+    if (opts.limits !== undefined) checkClaimGroups({ limits: opts.limits }, 'work');
     if (this.#manual) return this.#register(this.#manual, queue, type, handler);
     const existing = this.#workers.get(queue);
     if (existing) {
@@ -172,12 +182,19 @@ export class ManagedWorkers {
           `work: concurrency ${opts.concurrency} for type "${type}" conflicts with queue "${queue}"'s concurrency ${existing.concurrency}, ${set}: concurrency is per queue (one worker serves all its types); give the same value or none, or serve "${type}" on a queue of its own ({ queue })`,
         );
       }
+      if (opts.limits !== undefined && !sameLimits(opts.limits, existing.limits)) {
+        throw invalidArgument(
+          `work: the limits for type "${type}" differ from queue "${queue}"'s, set when its worker started (by work("${existing.firstType}", …) or worker.limits): limits are per queue (one worker serves all its types); give the same or none, or narrow a rule to a type with { type }`,
+        );
+      }
       existing.worker.register(type, handler);
       existing.types.push(type);
       return events(existing.worker);
     }
+    const limits = opts.limits ?? this.#defaults.limits;
     const worker = new Worker(this.#store, {
       ...this.#defaults,
+      ...(limits === undefined ? {} : { limits }),
       // One scheduler per process is enough (each tick reads every due schedule): the first worker's.
       ...(this.#workers.size > 0 ? { schedules: false } : {}),
       queues: [queue],
@@ -192,6 +209,7 @@ export class ManagedWorkers {
       worker,
       concurrency,
       concurrencyGiven: opts.concurrency !== undefined,
+      limits,
       firstType: type,
       types: [type],
       abort,
@@ -269,4 +287,19 @@ export class ManagedWorkers {
 /** The events of `worker`, without its run and wait (the queue runs and drains it). */
 function events(worker: Worker): WorkerEventSource {
   return { on: (event, listener) => worker.on(event, listener) };
+}
+
+/** Whether two lists of limits are the same rules (functions compared by identity). */
+function sameLimits(a: readonly GroupLimit[], b: readonly GroupLimit[] | undefined): boolean {
+  if (b === undefined || a.length !== b.length) return a.length === 0 && (b === undefined || b.length === 0);
+  return a.every((r, i) => {
+    const o = b[i]!;
+    return (
+      r.queue === o.queue &&
+      r.type === o.type &&
+      r.concurrency === o.concurrency &&
+      r.rate?.limit === o.rate?.limit &&
+      r.rate?.windowMs === o.rate?.windowMs
+    );
+  });
 }

@@ -4,12 +4,16 @@
 import { QErrorCode, isQError } from '@q/schema';
 import type { JobStore } from '@q/store';
 import { describe, expect, it } from 'vitest';
-import { Worker, type JobQueue, type WorkerOptions } from '../src/index.js';
+import { JobQueue, Worker, silentLogger, type WorkerOptions } from '../src/index.js';
 import { useWorkerTests, waitFor } from './helpers.js';
 
 let store: JobStore;
 let queue: JobQueue;
-const { startWorker } = useWorkerTests('jwgroups', { concurrency: 10 }, (t) => ({ store, queue } = t));
+let schemaDsn: () => string;
+const { startWorker } = useWorkerTests('jwgroups', { concurrency: 10 }, (t) => {
+  ({ store, queue } = t);
+  schemaDsn = () => t.schema.dsn;
+});
 
 const HANDLER_MS = 50;
 
@@ -54,6 +58,28 @@ describe('fairness', () => {
     await queue.enqueue({ type: 'work', group: 'cold', payload: {} });
     await waitFor(() => order.length >= 120, 20_000);
     expect(order.slice(0, 120)).not.toContain('cold');
+  });
+});
+
+describe('queue.work limits', () => {
+  it('are per queue: the first call sets them, the same or none may follow, different ones are refused', async () => {
+    const limits = [{ concurrency: 1 }];
+    const q = await JobQueue.open(schemaDsn(), { maxConns: 4, migrate: false, logger: silentLogger });
+    try {
+      const seen: string[] = [];
+      q.work('a', async (job) => void seen.push(job.group ?? ''), { queue: 'limited', limits });
+      q.work('b', async () => undefined, { queue: 'limited', limits });
+      q.work('c', async () => undefined, { queue: 'limited' });
+      expect(() => q.work('d', async () => undefined, { queue: 'limited', limits: [{ concurrency: 2 }] })).toThrow(/limits for type "d" differ/);
+      expect(() => q.work('e', async () => undefined, { queue: 'other', limits: [{ concurrency: -1 }] })).toThrow(
+        /work: limits\[0\]: concurrency/,
+      );
+      const jobs = await q.enqueueMany([1, 2].map(() => ({ type: 'a', queue: 'limited', group: 'g' })));
+      for (const j of jobs) await q.waitFor(j.uuid, { timeoutMs: 10_000 });
+      expect(seen).toEqual(['g', 'g']);
+    } finally {
+      await q.close();
+    }
   });
 });
 
