@@ -184,7 +184,7 @@ export class ManagedWorkers {
       }
       if (opts.limits !== undefined && !sameLimits(opts.limits, existing.limits)) {
         throw invalidArgument(
-          `work: the limits for type "${type}" differ from queue "${queue}"'s, set when its worker started (by work("${existing.firstType}", …) or worker.limits): limits are per queue (one worker serves all its types); give the same or none, or narrow a rule to a type with { type }`,
+          `work: limits must be the same for every type of queue "${queue}" (one worker serves them all; type "${type}" gave others than those set when it started, by work("${existing.firstType}", …) or worker.limits): give the same or none, or narrow a rule to a type with { type }`,
         );
       }
       existing.worker.register(type, handler);

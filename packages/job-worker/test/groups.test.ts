@@ -24,24 +24,26 @@ async function hotBacklog(n: number): Promise<void> {
 }
 
 describe('fairness', () => {
+  // "Within a claim round" is counted in jobs, not ms: the hot jobs that start between the cold
+  // job's enqueue and its start are those already claimed (the slots and the local queue) plus
+  // one round's worth, whatever the machine's load; without fairness it is the whole backlog.
+  // (The delay in ms, ≤ 2 × the handler time on a quiet machine, is the bench's job-groups-fair.)
   for (const limits of [undefined, [{ concurrency: 8 }]]) {
-    it(`a cold group's job starts within two handler times behind 10,000 queued jobs of a hot group (${limits ? 'with' : 'without'} limits)`, async () => {
+    it(`a cold group's job starts within a claim round behind 10,000 queued jobs of a hot group (${limits ? 'with' : 'without'} limits)`, async () => {
       await hotBacklog(10_000);
-      const starts = new Map<string, number>();
+      const starts: Array<{ uuid: string; at: number }> = [];
       startWorker({ ...(limits ? { limits } : {}) }, (w) =>
         w.register('work', async (job) => {
-          starts.set(job.uuid, performance.now());
+          starts.push({ uuid: job.uuid, at: performance.now() });
           await new Promise((r) => setTimeout(r, HANDLER_MS));
         }),
       );
-      await waitFor(() => starts.size >= 20, 10_000);
-      const enqueuedAt = performance.now();
+      await waitFor(() => starts.length >= 20, 10_000);
+      const before = starts.length;
       const cold = await queue.enqueue({ type: 'work', group: 'cold', payload: {} });
-      await waitFor(() => starts.has(cold.uuid), 10_000);
-      const delay = starts.get(cold.uuid)! - enqueuedAt;
-      expect(delay, `the cold job started ${delay.toFixed(0)} ms after its enqueue`).toBeLessThanOrEqual(2 * HANDLER_MS);
-      // The hot group was far from drained: the cold job did not wait for it.
-      expect(starts.size).toBeLessThan(2_000);
+      await waitFor(() => starts.some((s) => s.uuid === cold.uuid), 10_000);
+      const passed = starts.findIndex((s) => s.uuid === cold.uuid) - before;
+      expect(passed, `${passed} hot jobs started between the cold job's enqueue and its start`).toBeLessThanOrEqual(2 * 10);
     });
   }
 
@@ -70,7 +72,9 @@ describe('queue.work limits', () => {
       q.work('a', async (job) => void seen.push(job.group ?? ''), { queue: 'limited', limits });
       q.work('b', async () => undefined, { queue: 'limited', limits });
       q.work('c', async () => undefined, { queue: 'limited' });
-      expect(() => q.work('d', async () => undefined, { queue: 'limited', limits: [{ concurrency: 2 }] })).toThrow(/limits for type "d" differ/);
+      expect(() => q.work('d', async () => undefined, { queue: 'limited', limits: [{ concurrency: 2 }] })).toThrow(
+        /limits must be the same for every type of queue "limited"/,
+      );
       expect(() => q.work('e', async () => undefined, { queue: 'other', limits: [{ concurrency: -1 }] })).toThrow(
         /work: limits\[0\]: concurrency/,
       );
@@ -85,11 +89,11 @@ describe('queue.work limits', () => {
 
 describe('options', () => {
   const bad: [Partial<WorkerOptions>, RegExp][] = [
-    [{ limits: [{} as never] }, /Worker: limits\[0\] needs a concurrency or a rate/],
+    [{ limits: [{} as never] }, /Worker: limits\[0\] must have a concurrency or a rate/],
     [{ limits: [{ concurrency: 2.5 }] }, /concurrency must be an integer/],
     [{ limits: [{ rate: { limit: 1, windowMs: -1 } }] }, /rate\.windowMs must be an integer/],
     [{ fairness: 1 as never }, /Worker: fairness must be a boolean/],
-    [{ weights: { a: 1.5 } }, /weight of a group must be an integer/],
+    [{ weights: { a: 1.5 } }, /weights must be integers from 1/],
   ];
   for (const [opts, message] of bad) {
     it(`refuses ${JSON.stringify(opts)}`, () => {

@@ -142,22 +142,22 @@ describe('per-group concurrency limits', () => {
     await store.enqueue(jobs(2, 'odd'));
     const bad = [{ concurrency: (group: string) => (group === 'odd' ? 0.5 : 1) }];
     await claimOf(store, { limits: bad, limit: 20 });
-    await expectInvalid(claimOf(store, { limits: bad, limit: 20 }), /concurrency function .* returned 0\.5/);
+    await expectInvalid(claimOf(store, { limits: bad, limit: 20 }), /concurrency function must return an integer .* returned 0\.5/);
     expect((await runningPerGroup()).odd).toBe(1);
   });
 
   it('refuses bad limits and weights', async () => {
     const cases: [Partial<ClaimOptions>, RegExp][] = [
-      [{ limits: [{} as never] }, /needs a concurrency or a rate/],
+      [{ limits: [{} as never] }, /must have a concurrency or a rate/],
       [{ limits: [{ rate: { limit: 0, windowMs: 1000 } }] }, /rate\.limit must be an integer/],
       [{ limits: [{ rate: { limit: 1, windowMs: 0.5 } }] }, /rate\.windowMs must be an integer/],
       [{ limits: [{ rate: { limit: 1 } as never }] }, /rate\.windowMs must be an integer/],
       [{ limits: [{ concurrency: 1.5 }] }, /concurrency must be an integer/],
       [{ limits: [{ concurrency: -1 }] }, /concurrency must be an integer/],
-      [{ limits: [{ concurrency: 1, burst: 3 } as never] }, /unknown option\(s\): burst/],
+      [{ limits: [{ concurrency: 1, burst: 3 } as never] }, /must not have unknown option\(s\): burst/],
       [{ limits: [{ queue: '', concurrency: 1 }] }, /queue must be a non-empty string/],
       [{ limits: {} as never }, /limits must be an array/],
-      [{ weights: { a: 0 } }, /weight of a group must be an integer/],
+      [{ weights: { a: 0 } }, /weights must be integers from 1/],
       [{ fair: 'yes' as never }, /fair must be a boolean/],
     ];
     for (const [opts, message] of cases) await expectInvalid(claimOf(store, opts), message);

@@ -58,13 +58,13 @@ export function checkGroupOptions(opts: Pick<ClaimOptions, 'limits' | 'fair' | '
     if (!Array.isArray(limits)) throw invalidArgument(`${op}: limits must be an array of { queue?, type?, concurrency }`);
     limits.forEach((raw: GroupLimit, i) => {
       const at = `${op}: limits[${i}]`;
-      if (!raw || typeof raw !== 'object') throw invalidArgument(`${at} must be an object`);
+      if (!raw || typeof raw !== 'object') throw invalidArgument(`${op}: limits[${i}] must be an object`);
       const unknown = Object.keys(raw).filter((k) => k !== 'queue' && k !== 'type' && k !== 'concurrency' && k !== 'rate');
-      if (unknown.length > 0) throw invalidArgument(`${at} has unknown option(s): ${unknown.join(', ')}`);
+      if (unknown.length > 0) throw invalidArgument(`${op}: limits[${i}] must not have unknown option(s): ${unknown.join(', ')}`);
       const queue = raw.queue === undefined ? null : checkName(at, 'queue', raw.queue);
       const type = raw.type === undefined ? null : checkName(at, 'type', raw.type);
       const c = raw.concurrency;
-      if (c === undefined && raw.rate === undefined) throw invalidArgument(`${at} needs a concurrency or a rate`);
+      if (c === undefined && raw.rate === undefined) throw invalidArgument(`${op}: limits[${i}] must have a concurrency or a rate`);
       if (c !== undefined && typeof c !== 'function' && !(typeof c === 'number' && Number.isInteger(c) && c >= 0 && c <= INT32_MAX)) {
         throw invalidArgument(`${at}: concurrency must be an integer from 0 to ${INT32_MAX}, or a function of the group`);
       }
@@ -79,7 +79,7 @@ export function checkGroupOptions(opts: Pick<ClaimOptions, 'limits' | 'fair' | '
     for (const [group, weight] of Object.entries(weights)) {
       checkName(`${op}: weights`, 'group', group);
       if (!Number.isInteger(weight) || weight < 1 || weight > INT32_MAX) {
-        throw invalidArgument(`${op}: weights: the weight of a group must be an integer from 1 to ${INT32_MAX}`);
+        throw invalidArgument(`${op}: weights must be integers from 1 to ${INT32_MAX}`);
       }
       w.group.push(group);
       w.weight.push(weight);
@@ -93,7 +93,7 @@ function checkRate(at: string, rate: GroupLimit['rate']): Rule['rate'] {
   if (rate === undefined) return null;
   if (!rate || typeof rate !== 'object') throw invalidArgument(`${at}: rate must be { limit, windowMs }`);
   const unknown = Object.keys(rate).filter((k) => k !== 'limit' && k !== 'windowMs');
-  if (unknown.length > 0) throw invalidArgument(`${at}: rate has unknown option(s): ${unknown.join(', ')}`);
+  if (unknown.length > 0) throw invalidArgument(`${at}: rate must not have unknown option(s): ${unknown.join(', ')}`);
   for (const k of ['limit', 'windowMs'] as const) {
     const v = rate[k];
     if (!Number.isInteger(v) || v < 1 || v > INT32_MAX) throw invalidArgument(`${at}: rate.${k} must be an integer from 1 to ${INT32_MAX}`);
@@ -106,7 +106,7 @@ function computeCap(rule: Rule, f: (group: string) => number, group: string): nu
   const v: unknown = f(group);
   if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > INT32_MAX) {
     throw invalidArgument(
-      `claim: the concurrency function of the limit on ${rule.id} returned ${String(v)} for a group (it must return an integer from 1 to ${INT32_MAX})`,
+      `claim: a concurrency function must return an integer from 1 to ${INT32_MAX} (the limit on ${rule.id} returned ${String(v)} for a group)`,
     );
   }
   return v;
@@ -195,7 +195,10 @@ export class GroupClaims {
       try {
         known = { rule: rule.id, group, cap: computeCap(rule, f, group) };
       } catch (err) {
-        this.#bad ??= err instanceof Error ? err : invalidArgument(`claim: the concurrency function of the limit on ${rule.id} threw`);
+        this.#bad ??=
+          err instanceof Error
+            ? err
+            : invalidArgument(`claim: a concurrency function must not throw (the limit on ${rule.id} threw a non-error)`);
         return;
       }
     }
