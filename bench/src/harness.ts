@@ -189,6 +189,24 @@ function ratiosOf(scenario: Scenario, results: Map<string, SystemResult>): Ratio
   return out;
 }
 
+/** `≥` when `v` is at its metric's cap (the run stopped waiting there: the true value is at least that), else ''. */
+export function capMark(metric: Metric, v: number | undefined): string {
+  return metric.cap !== undefined && v !== undefined && v >= metric.cap ? '≥' : '';
+}
+
+/**
+ * How a ratio of medians is bounded when one of them is at its metric's cap: `≥` when the peer's
+ * is (its wait is at least that), `≤` when the baseline's is, `?` when both are (no ratio).
+ */
+export function ratioMark(result: ScenarioResult, ratio: Ratio): string {
+  const metric = result.metrics.find((m) => m.key === ratio.metric);
+  if (metric?.cap === undefined) return '';
+  const median = (system: string) => result.systems.find((s) => s.system === system)?.summary[ratio.metric]?.median;
+  const peer = capMark(metric, median(ratio.system));
+  const base = capMark(metric, median(result.baseline));
+  return peer && base ? '?' : peer ? '≥' : base ? '≤' : '';
+}
+
 /** `12,345 jobs/s` style, for progress lines and tables. */
 export function formatValue(v: number, unit: string): string {
   const digits = Math.abs(v) >= 100 ? 0 : Math.abs(v) >= 10 ? 1 : 2;

@@ -6,6 +6,14 @@ export interface Metric {
   unit: string;
   /** Whether a larger value is better (throughput) or a smaller one (latency). */
   better: 'higher' | 'lower';
+  /**
+   * For a wait (a lower-is-better metric): a run stops waiting at this value and records it, so a
+   * figure at the cap is a lower bound (the true wait is at least that); the report marks it `≥`,
+   * with `capNote` saying what it means.
+   */
+  cap?: number;
+  /** What a capped figure means, for the report (e.g. `the job had not started after 30 s`). */
+  capNote?: string;
 }
 
 /** What one run of one system returns: a value per metric key. */

@@ -1,5 +1,5 @@
 import { PNG } from 'pngjs';
-import type { ScenarioResult } from '../harness.js';
+import { ratioMark, type ScenarioResult } from '../harness.js';
 import { CELL_W, GLYPH_H, glyph } from './font.js';
 
 type RGB = [number, number, number];
@@ -49,6 +49,8 @@ class Canvas {
 export interface Bar {
   label: string;
   advantage: number;
+  /** `≥` / `≤` when a median is at its metric's cap, so the ratio is a bound (see `ratioMark`). */
+  mark?: string;
 }
 
 /** The bars of a run: every ratio of every scenario, in order. */
@@ -57,7 +59,10 @@ export function barsOf(results: ScenarioResult[]): Bar[] {
   for (const r of results) {
     for (const ratio of r.ratios) {
       const metric = r.metrics.length > 1 ? ` ${ratio.metric}` : '';
-      bars.push({ label: `${r.name}${metric} vs ${ratio.system}`, advantage: ratio.advantage });
+      const mark = ratioMark(r, ratio);
+      // Both at the cap: the ratio says nothing.
+      if (mark === '?') continue;
+      bars.push({ label: `${r.name}${metric} vs ${ratio.system}`, advantage: ratio.advantage, ...(mark ? { mark } : {}) });
     }
   }
   return bars;
@@ -100,7 +105,7 @@ export function renderChart(title: string, subtitle: string, bars: Bar[]): Buffe
     const x1 = x(Math.min(hi, Math.max(lo, b.advantage)));
     const good = b.advantage >= 1;
     cv.rect(Math.min(x0, x1), y + 5, Math.max(2, Math.abs(x1 - x0)), rowH - 10, good ? BETTER : WORSE);
-    const v = `${b.advantage >= 10 ? b.advantage.toFixed(0) : b.advantage.toFixed(2)}×`;
+    const v = `${b.mark ?? ''}${b.advantage >= 10 ? b.advantage.toFixed(0) : b.advantage.toFixed(2)}×`;
     const tx = good ? x1 + 6 : x1 - 6 - Canvas.textWidth(v, scale);
     cv.text(Math.max(labelW + 2, tx), y + (rowH - GLYPH_H * scale) / 2, v, INK, scale);
   });

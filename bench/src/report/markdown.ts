@@ -1,8 +1,9 @@
-import { formatValue, type ScenarioResult } from '../harness.js';
+import type { Metric } from '../scenario.js';
+import { capMark, formatValue, ratioMark, type ScenarioResult } from '../harness.js';
 import type { MachineInfo } from '../server.js';
 import type { TargetOutcome } from './targets.js';
 
-const fmt = (v: number | undefined, unit: string) => (v === undefined ? '' : formatValue(v, unit));
+const fmt = (v: number | undefined, m: Metric) => (v === undefined ? '' : `${capMark(m, v)}${formatValue(v, m.unit)}`);
 
 /** The results table: one row per scenario × metric × system, ratios as "baseline advantage". */
 export function resultsTable(results: ScenarioResult[]): string {
@@ -21,12 +22,30 @@ export function resultsTable(results: ScenarioResult[]): string {
         }
         const sum = s.summary[m.key];
         const ratio = r.ratios.find((x) => x.system === s.system && x.metric === m.key);
-        const adv = s.system === r.baseline ? '(baseline)' : ratio ? `${ratio.advantage.toFixed(2)}×` : '';
-        lines.push(`${head} | ${fmt(sum?.min, m.unit)} | **${fmt(sum?.median, m.unit)}** | ${fmt(sum?.max, m.unit)} | ${sum?.n ?? 0} | ${adv} |`);
+        const mark = ratio ? ratioMark(r, ratio) : '';
+        const adv = s.system === r.baseline ? '(baseline)' : !ratio ? '' : mark === '?' ? 'both capped' : `${mark}${ratio.advantage.toFixed(2)}×`;
+        lines.push(`${head} | ${fmt(sum?.min, m)} | **${fmt(sum?.median, m)}** | ${fmt(sum?.max, m)} | ${sum?.n ?? 0} | ${adv} |`);
       }
     }
   }
   return lines.join('\n');
+}
+
+/** What each `≥` of the table means: a metric's cap, and the runs of each system that reached it. */
+export function capNotes(results: ScenarioResult[]): string {
+  const notes: string[] = [];
+  for (const r of results) {
+    for (const m of r.metrics) {
+      if (m.cap === undefined) continue;
+      const capped = r.systems
+        .map((s) => ({ system: s.system, runs: s.samples.length, at: s.samples.filter((x) => capMark(m, x[m.key]) !== '').length }))
+        .filter((s) => s.at > 0);
+      if (capped.length === 0) continue;
+      const who = capped.map((s) => `${s.system} in ${s.at} of ${s.runs} run(s)`).join(', ');
+      notes.push(`- ≥ in ${r.name} ${m.key}: capped at ${formatValue(m.cap, m.unit)}: ${m.capNote ?? 'the run stopped waiting'} — ${who}.`);
+    }
+  }
+  return notes.join('\n');
 }
 
 /** Targets of the bench issue, met or not. */
@@ -67,6 +86,8 @@ export function report(opts: {
     '',
     resultsTable(opts.results),
   ];
+  const capped = capNotes(opts.results);
+  if (capped) parts.push('', capped);
   const t = targetsTable(opts.targets);
   if (t) parts.push('', 'Targets of the bench issue:', '', t);
   if (opts.chart) parts.push('', `![ratios](${opts.chart})`);

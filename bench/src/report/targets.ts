@@ -85,6 +85,28 @@ export function evaluateTargets(list: ScenarioResult[]): TargetOutcome[] {
           },
     );
   }
+  if (results.has('job-groups-limit')) {
+    const s = 'job-groups-limit';
+    // Any run that let one group past its limit fails the target, not only the median run.
+    const over = results.get(s)?.systems.find((x) => x.system === 'q')?.summary['over']?.max;
+    const target = `${s}: q over-admission 0 (every run)`;
+    out.push(
+      over === undefined
+        ? { target, measured: 'not measured', met: undefined }
+        : { target, measured: `${over} job(s) over the limit`, met: over === 0 },
+    );
+    out.push(atLeast(`${s}: q ≥ 1.5× pg-boss`, advantage(results, s, 'pg-boss'), 1.5));
+    out.push(atLeast(`${s}: q grouped ≥ 0.7× q ungrouped`, advantage(results, s, 'q-ungrouped'), 0.7));
+  }
+  if (results.has('job-groups-fair')) {
+    const delay = medianOf(results, 'job-groups-fair', 'q', 'delay');
+    const target = 'job-groups-fair: q start delay of B ≤ 2 × the handler time (100 ms)';
+    out.push(
+      delay === undefined
+        ? { target, measured: 'not measured', met: undefined }
+        : { target, measured: `${delay.toFixed(1)} ms`, met: delay <= 100 },
+    );
+  }
   for (const r of [1, 4]) {
     const s = `request-dispatch-ack-r${r}`;
     if (results.has(s)) out.push(atLeast(`${s}: q ≥ 0.6× raw-sql`, advantage(results, s, 'raw-sql'), 0.6));

@@ -1,5 +1,6 @@
 import type { Scenario } from '../scenario.js';
 import { dispatchDemo, dispatchSaturated } from './dispatch.js';
+import { jobGroupsFair, jobGroupsLimit } from './groups.js';
 import { jobDrain, jobEnqueue, jobLatency, jobWorkMany } from './jobs.js';
 import { jobDrainHeldXmin, jobDrainRetained } from './jobs-history.js';
 import { otelDispatchAck, otelJobDrain } from './otel.js';
@@ -18,6 +19,8 @@ export function allScenarios(): Scenario[] {
     jobWorkMany(),
     jobDrainRetained(),
     jobDrainHeldXmin(),
+    jobGroupsLimit(),
+    jobGroupsFair(),
     requestEnqueue(),
     requestDispatchAck(1),
     requestDispatchAck(2),

@@ -13,7 +13,8 @@ export const JOB_SYSTEMS: JobSystem[] = [qJobs(), graphileWorker, pgBoss, rawSql
 
 const BATCH = 1_000;
 
-function asSystem(js: JobSystem, run: System['run']): System {
+/** A job system as a scenario's contender running `run` (its skip check kept). */
+export function asSystem(js: JobSystem, run: System['run']): System {
   return { name: js.name, ...(js.skip ? { skip: () => (js.skip as () => Promise<string | undefined>)() } : {}), run };
 }
 
@@ -124,9 +125,9 @@ function timedFill(h: JobHarness, report: (seconds: number) => void): JobHarness
   let total = 0;
   return {
     ...h,
-    async enqueueBatch(from, n) {
+    async enqueueBatch(from, n, group) {
       const t0 = performance.now();
-      await h.enqueueBatch(from, n);
+      await h.enqueueBatch(from, n, group);
       total += (performance.now() - t0) / 1000;
       report(total);
     },

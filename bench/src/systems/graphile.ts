@@ -4,6 +4,11 @@ import { QUEUE, type BatchWorkerStart, type JobHarness, type JobSystem, type Noo
 
 const silent = new Logger(() => () => undefined);
 
+/** graphile-worker has no groups (its named queues run their jobs one at a time): refuse one. */
+function noGroups(group: unknown): void {
+  if (group !== undefined) throw new Error('graphile-worker has no job groups');
+}
+
 /**
  * graphile-worker 0.18, tuned per its performance docs: a `localQueue` (jobs fetched and locked
  * in batches, handed to workers from memory) and batched completions (`completeJobBatchDelay`,
@@ -29,11 +34,13 @@ export const graphileWorker: JobSystem = {
       return Number(r.rows[0]?.n ?? 0);
     };
     return {
-      async enqueueOne(i) {
+      async enqueueOne(i, group) {
+        noGroups(group);
         await utils.addJob(QUEUE, { i } satisfies NoopPayload);
         enqueued++;
       },
-      async enqueueBatch(from, n) {
+      async enqueueBatch(from, n, group) {
+        noGroups(group);
         await utils.addJobs(Array.from({ length: n }, (_, k) => ({ identifier: QUEUE, payload: { i: from + k } satisfies NoopPayload })));
         enqueued += n;
       },
@@ -41,7 +48,9 @@ export const graphileWorker: JobSystem = {
       waiting: () => count('SELECT count(*) AS n FROM graphile_worker._private_jobs'),
       completed: async () => enqueued - (await count('SELECT count(*) AS n FROM graphile_worker._private_jobs')),
       async startWorkers(opts: WorkerStart) {
+        noGroups(opts.groupConcurrency);
         const throughput = opts.mode === 'throughput';
+        const work = opts.work;
         runner = await run({
           connectionString: dsn,
           concurrency: opts.concurrency,
@@ -50,9 +59,14 @@ export const graphileWorker: JobSystem = {
           pollInterval: 500,
           logger: silent,
           taskList: {
-            [QUEUE]: async (payload) => {
-              opts.handle(payload as NoopPayload);
-            },
+            [QUEUE]: work
+              ? async (payload) => {
+                  opts.handle(payload as NoopPayload);
+                  await work(payload as NoopPayload);
+                }
+              : async (payload) => {
+                  opts.handle(payload as NoopPayload);
+                },
           },
           preset: {
             worker: throughput
@@ -103,7 +117,8 @@ export function graphileBatchJobs(batchSize: number): JobSystem {
       };
       return {
         enqueueOne: async () => unsupported(),
-        async enqueueBatch(from, n) {
+        async enqueueBatch(from, n, group) {
+          noGroups(group);
           const jobs = [];
           for (let at = 0; at < n; at += batchSize) {
             const items = Array.from({ length: Math.min(batchSize, n - at) }, (_, k) => ({ i: from + at + k }) satisfies NoopPayload);

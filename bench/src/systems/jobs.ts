@@ -10,6 +10,22 @@ export interface WorkerStart {
   mode: 'throughput' | 'latency';
   /** Called at the start of each job's handler. */
   handle(payload: NoopPayload): void;
+  /**
+   * The job's work, awaited by its handler after `handle` (default none: a no-op job). The jobs
+   * of a fetched batch each run it, concurrently: all of them are claimed and held at once.
+   */
+  work?(payload: NoopPayload): Promise<void>;
+  /**
+   * Jobs of one group that may run at once across every worker (systems with groups only;
+   * default: no limit). Jobs enqueued without a group are not limited.
+   */
+  groupConcurrency?: number;
+  /**
+   * Jobs per fetch of a system that fetches in batches (pg-boss). Default: 100 per fetch in
+   * `concurrency` fetch loops (the drains' settings). When set, `concurrency` counts jobs in
+   * flight: `concurrency / batchSize` loops, each running its batch's jobs at once.
+   */
+  batchSize?: number;
 }
 
 /** How batch workers are started: `batches` calls in flight, each with up to `batchSize` jobs. */
@@ -22,10 +38,16 @@ export interface BatchWorkerStart {
 
 /** One job system opened on a run's database: the operations the job scenarios need. */
 export interface JobHarness {
-  /** Enqueues one job (one round trip / transaction per call where the system allows). */
-  enqueueOne(i: number): Promise<void>;
-  /** Enqueues jobs `from…from+count-1` with the system's batch API. */
-  enqueueBatch(from: number, count: number): Promise<void>;
+  /**
+   * Enqueues one job (one round trip / transaction per call where the system allows), in `group`
+   * if given (systems with groups only: the others throw).
+   */
+  enqueueOne(i: number, group?: string): Promise<void>;
+  /**
+   * Enqueues jobs `from…from+count-1` with the system's batch API, job `i` in group `group(i)` if
+   * given (systems with groups only: the others throw).
+   */
+  enqueueBatch(from: number, count: number, group?: (i: number) => string): Promise<void>;
   /** Jobs stored and not yet completed (verifies enqueue counts). */
   waiting(): Promise<number>;
   /** Jobs durably completed. */
@@ -40,6 +62,8 @@ export interface JobHarness {
 /** A job system the job scenarios compare. */
 export interface JobSystem {
   name: string;
+  /** Whether its jobs can carry a group (`enqueue…(…, group)`, `groupConcurrency`). */
+  groups?: boolean;
   /** A reason not to run, or undefined. */
   skip?(): Promise<string | undefined>;
   /** Opens on a fresh database and installs the system's schema (not timed). */

@@ -11,6 +11,7 @@ import { QUEUE, type JobHarness, type BatchWorkerStart, type JobSystem, type Noo
  */
 export const pgBoss: JobSystem = {
   name: 'pg-boss',
+  groups: true,
   async open(dsn, poolSize): Promise<JobHarness> {
     const boss = new PgBoss({
       connectionString: dsn,
@@ -33,32 +34,52 @@ export const pgBoss: JobSystem = {
       return Number(r.rows[0]?.n ?? 0);
     };
     return {
-      async enqueueOne(i) {
-        await boss.send(QUEUE, { i } satisfies NoopPayload);
+      async enqueueOne(i, group) {
+        await boss.send(QUEUE, { i } satisfies NoopPayload, group === undefined ? {} : { group: { id: group } });
       },
-      async enqueueBatch(from, n) {
+      async enqueueBatch(from, n, group) {
         await boss.insert(
           QUEUE,
-          Array.from({ length: n }, (_, k) => ({ data: { i: from + k } satisfies NoopPayload })),
+          Array.from({ length: n }, (_, k) => ({
+            data: { i: from + k } satisfies NoopPayload,
+            ...(group ? { group: { id: group(from + k) } } : {}),
+          })),
         );
       },
       waiting: () => count(`state IN ('created', 'retry', 'active')`),
       completed: () => count(`state = 'completed'`),
       async startWorkers(opts: WorkerStart) {
+        const work = opts.work;
+        const batchSize = opts.batchSize ?? 100;
+        if (opts.batchSize !== undefined && opts.concurrency % opts.batchSize !== 0)
+          throw new Error(`pg-boss: ${opts.concurrency} jobs in flight are not whole batches of ${opts.batchSize}`);
         await boss.work<NoopPayload>(
           QUEUE,
           {
             // Also for latency: a fetch returns what is there at once, and after a short batch a
-            // worker waits for a notification (batchSize 1 would wait out the poll after each job).
-            batchSize: 100,
-            localConcurrency: opts.concurrency,
+            // worker waits for a notification (batchSize 1 would wait out the poll after each job:
+            // it ignores burstWhenBatchFull).
+            batchSize,
+            localConcurrency: opts.batchSize === undefined ? opts.concurrency : opts.concurrency / opts.batchSize,
             pollingIntervalSeconds: 0.5,
             notifyPollingIntervalSeconds: 0.5,
             burstWhenBatchFull: true,
+            // Its fleet-wide limit (counted in the database), not `localGroupConcurrency` (this process only).
+            ...(opts.groupConcurrency === undefined ? {} : { groupConcurrency: opts.groupConcurrency }),
           },
-          async (jobs) => {
-            for (const job of jobs) opts.handle(job.data);
-          },
+          work
+            ? // Every job of a fetched batch is active (held) at once: each runs its work concurrently.
+              async (jobs) => {
+                await Promise.all(
+                  jobs.map(async (job) => {
+                    opts.handle(job.data);
+                    await work(job.data);
+                  }),
+                );
+              }
+            : async (jobs) => {
+                for (const job of jobs) opts.handle(job.data);
+              },
         );
       },
       // Its handler already takes a batch (`batchSize` per fetch); `localConcurrency` fetch loops.

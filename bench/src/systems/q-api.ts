@@ -76,6 +76,7 @@ export interface QEnqueueOptions {
   queue?: string;
   type: string;
   payload?: unknown;
+  group?: string;
 }
 export interface QJobQueue {
   enqueue(opts: QEnqueueOptions): Promise<QJob>;
@@ -86,9 +87,23 @@ export interface QWorker {
   run(signal: AbortSignal): Promise<void>;
   wait(timeoutMs: number): Promise<void>;
 }
+/** A per-group limit of a Worker (`limits`): the first rule matching a job's queue and type. */
+export interface QGroupLimit {
+  queue?: string;
+  type?: string;
+  concurrency?: number;
+}
+export interface QWorkerOptions {
+  queues: string[];
+  concurrency: number;
+  prefetch?: number;
+  tracer?: Tracer;
+  limits?: readonly QGroupLimit[];
+  fairness?: boolean;
+}
 export interface QJobWorkerModule {
   JobQueue: new (store: QJobStore, opts: { knownQueues: string[] }) => QJobQueue;
-  Worker: new (store: QJobStore, opts: { queues: string[]; concurrency: number; prefetch?: number; tracer?: Tracer }) => QWorker;
+  Worker: new (store: QJobStore, opts: QWorkerOptions) => QWorker;
 }
 export interface QBatchItem {
   job: QJob;

@@ -10,6 +10,7 @@ import { loadJobStore, loadJobWorker, loadJobWorkerBatch, loadOtel, missing, nee
 export function qJobs(name = 'q', tracerProvider?: () => TracerProvider): JobSystem {
   return {
     name,
+    groups: true,
     skip: () => missing(loadJobStore, loadJobWorker, loadOtel),
     async open(dsn, poolSize): Promise<JobHarness> {
       const { JobStore } = await need(loadJobStore);
@@ -27,12 +28,17 @@ export function qJobs(name = 'q', tracerProvider?: () => TracerProvider): JobSys
       let running: Promise<void> | undefined;
       const abort = new AbortController();
       return {
-        async enqueueOne(i) {
-          await queue.enqueue({ queue: QUEUE, type: 'noop', payload: { i } satisfies NoopPayload });
+        async enqueueOne(i, group) {
+          await queue.enqueue({ queue: QUEUE, type: 'noop', payload: { i } satisfies NoopPayload, ...(group === undefined ? {} : { group }) });
         },
-        async enqueueBatch(from, n) {
+        async enqueueBatch(from, n, group) {
           await queue.enqueueMany(
-            Array.from({ length: n }, (_, k) => ({ queue: QUEUE, type: 'noop', payload: { i: from + k } satisfies NoopPayload })),
+            Array.from({ length: n }, (_, k) => ({
+              queue: QUEUE,
+              type: 'noop',
+              payload: { i: from + k } satisfies NoopPayload,
+              ...(group ? { group: group(from + k) } : {}),
+            })),
           );
         },
         // One count per partial index of the unfinished states (each predicate exactly), so the
@@ -48,11 +54,28 @@ export function qJobs(name = 'q', tracerProvider?: () => TracerProvider): JobSys
         completed: () => count(['succeeded']),
         async startWorkers(opts) {
           const tracer = tp ? qTracer(tp) : undefined;
-          worker = new Worker(store, { queues: [QUEUE], concurrency: opts.concurrency, ...(tracer ? { tracer } : {}) });
-          worker.register('noop', async (job) => {
-            opts.handle(job.payload as NoopPayload);
-            return null;
+          worker = new Worker(store, {
+            queues: [QUEUE],
+            concurrency: opts.concurrency,
+            ...(tracer ? { tracer } : {}),
+            ...(opts.groupConcurrency === undefined ? {} : { limits: [{ concurrency: opts.groupConcurrency }] }),
           });
+          const work = opts.work;
+          // The no-op handler stays as it was without `work`: the drains measure it.
+          worker.register(
+            'noop',
+            work
+              ? async (job) => {
+                  const p = job.payload as NoopPayload;
+                  opts.handle(p);
+                  await work(p);
+                  return null;
+                }
+              : async (job) => {
+                  opts.handle(job.payload as NoopPayload);
+                  return null;
+                },
+          );
           running = worker.run(abort.signal);
         },
         // workMany's handler on a Worker: each job keeps its own row, lease and outcome; a batch is

@@ -83,12 +83,18 @@ export const rawSqlJobs: JobSystem = {
       }
     };
 
+    // The raw loop has neither groups nor handlers that do work: refuse what it would ignore.
+    const plainOnly = (what: unknown, name: string): void => {
+      if (what !== undefined) throw new Error(`raw-sql jobs: no ${name}`);
+    };
     return {
-      async enqueueOne(i) {
+      async enqueueOne(i, group) {
+        plainOnly(group, 'job groups');
         await pool.query({ ...enqueueOne, values: [QUEUE, { i } satisfies NoopPayload] });
         enqueued++;
       },
-      async enqueueBatch(from, n) {
+      async enqueueBatch(from, n, group) {
+        plainOnly(group, 'job groups');
         const payloads = Array.from({ length: n }, (_, k) => JSON.stringify({ i: from + k } satisfies NoopPayload));
         await pool.query({ ...enqueueMany, values: [QUEUE, payloads] });
         enqueued += n;
@@ -96,6 +102,8 @@ export const rawSqlJobs: JobSystem = {
       waiting: remaining,
       completed: async () => enqueued - (await remaining()),
       async startWorkers(opts) {
+        plainOnly(opts.groupConcurrency, 'job groups');
+        plainOnly(opts.work, 'handler work');
         listener = await pool.connect();
         // A checked-out client is no longer covered by the pool's 'error' listener.
         listener.on('error', (err) => process.stderr.write(`bench: raw-sql jobs listener: ${err.message}\n`));
