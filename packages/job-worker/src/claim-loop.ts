@@ -80,7 +80,7 @@ export const RECONCILE_DELAY_MS = 1_000;
 export type ClaimLoopState = 'polling' | 'waiting' | 'backing-off' | 'draining' | 'stopped';
 
 /** Why the loop stopped sending claims until its outstanding round trips are back. */
-type Pause = { kind: 'drained' } | { kind: 'backoff'; ms: number } | { kind: 'stop' };
+type Pause = { kind: 'drained' } | { kind: 'limited'; held: number; written: number } | { kind: 'backoff'; ms: number } | { kind: 'stop' };
 
 /**
  * A worker's claim loop: round trips that claim jobs for the free slots (and the local queue),
@@ -107,6 +107,8 @@ export class ClaimLoop {
   #retryShort = false;
   /** Claims whose reply was lost: before claiming again, give back what they may have leased. */
   #lostClaims: string[] = [];
+  /** Round trips that wrote outcomes, so far (a limited pause ends when one more has). */
+  #written = 0;
 
   constructor(config: ClaimLoopConfig, host: ClaimLoopHost) {
     this.#c = config;
@@ -154,14 +156,22 @@ export class ClaimLoop {
         this.#pause = undefined;
         if (pause.kind === 'stop') break;
         if (pause.kind === 'backoff') await this.#idleNotTaking('backing-off', () => false, pause.ms);
-        else await this.#idleNotTaking('waiting', () => this.#workSignal, c.pollMs);
+        else if (pause.kind === 'limited') {
+          // Also a job of this worker finishing or its outcome written (by a round trip that
+          // committed after the short claim was sent): either frees a slot of its group's limit.
+          const ready = () => this.#workSignal || this.#held() < pause.held || this.#written > pause.written || c.completer.pending > 0;
+          await this.#idleNotTaking('waiting', ready, c.pollMs);
+        } else await this.#idleNotTaking('waiting', () => this.#workSignal, c.pollMs);
         if (this.#lostClaims.length > 0 && this.#inFlight.size === 0 && !this.#host.stopping()) {
           await this.#host.reconcile(this.#lostClaims.splice(0));
         }
         continue;
       }
       const prefetch = c.prefetch.size;
-      const maxTrips = prefetch > 0 ? MAX_ROUND_TRIPS : 1;
+      // With per-group limits one round trip at a time: two claims of one worker walk the same
+      // groups, and the second finds them all being admitted by the first (it would only cost
+      // the database a statement that leases nothing).
+      const maxTrips = prefetch > 0 && !(c.groups.limits !== undefined && c.groups.limits.length > 0) ? MAX_ROUND_TRIPS : 1;
       if (this.#inFlight.size >= maxTrips) {
         await this.#idle(() => this.#inFlight.size < maxTrips || this.#pause !== undefined);
         continue;
@@ -224,6 +234,7 @@ export class ClaimLoop {
     let jobs: LeasedJob[];
     // The leases start no earlier than the statement is sent (the database times them).
     const sentAt = performance.now();
+    const writtenAtSend = this.#written;
     // Names the claim, so that if its reply is lost exactly what it leased can be given back.
     const claimId = randomUUID();
     // The statements run untraced (polling is not work): a round trip that claimed or wrote
@@ -238,6 +249,7 @@ export class ClaimLoop {
         const written = await untraced(() => c.store.complete(taken.map((p) => p.outcome)));
         c.completer.succeeded();
         c.completer.settle(taken, written);
+        this.#written++;
         jobs = [];
       } else if (taken.length > 0) {
         const r = await untraced(() =>
@@ -248,6 +260,7 @@ export class ClaimLoop {
         );
         c.completer.succeeded();
         c.completer.settle(taken, r.written);
+        this.#written++;
         jobs = r.jobs;
       } else {
         jobs = await untraced(() => c.store.claim(claim));
@@ -286,18 +299,23 @@ export class ClaimLoop {
     this.#onOrder -= limit;
     if (jobs.length > 0) await this.#host.start(jobs, sentAt);
     // A short batch means the queues are drained: wait for a notification or the poll. After a
-    // round that also wrote outcomes, look once more first: a lock key an outcome released was
-    // still held in that round's snapshot.
+    // round that also wrote outcomes, look once more first: a lock key or a limit's slot an
+    // outcome released was still held in that round's snapshot. With per-group limits a short
+    // batch may be groups at their limit instead: the wait also ends when a job of this worker
+    // finishes (its slot frees), not only at the poll.
     if (limit > 0 && jobs.length < limit) {
       if (taken.length > 0 && !this.#retryShort) this.#retryShort = true;
       else {
         this.#retryShort = false;
-        this.#pause ??= { kind: 'drained' };
+        this.#pause ??=
+          c.groups.limits !== undefined && c.groups.limits.length > 0
+            ? { kind: 'limited', held: this.#held(), written: writtenAtSend }
+            : { kind: 'drained' };
       }
     } else {
       this.#retryShort = false;
       // A full batch after a short one (jobs enqueued in between): there is work after all.
-      if (limit > 0 && this.#pause?.kind === 'drained') this.#pause = undefined;
+      if (limit > 0 && (this.#pause?.kind === 'drained' || this.#pause?.kind === 'limited')) this.#pause = undefined;
     }
   }
 
@@ -329,6 +347,11 @@ export class ClaimLoop {
         if (this.#host.stopping() || ready()) done();
       };
     });
+  }
+
+  /** Jobs this worker holds: running or in its local queue. */
+  #held(): number {
+    return this.#host.busy() + this.#host.buffered();
   }
 
   /** Slots free plus local-queue room, less what round trips in flight bring: how many jobs the next claim may take. */

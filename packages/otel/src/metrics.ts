@@ -17,7 +17,7 @@ export const METRIC = {
   jobsIdleRounds: 'q.jobs.idle_rounds',
   /** Jobs a claim leased under a per-group limit, by the limit (`q.limit.queue`, `q.limit.type`: `*` for any). */
   jobsGroupGrants: 'q.jobs.group_grants',
-  /** Jobs a claim passed over because their group was at a limit, by the limit and `q.limit.kind` (concurrency | rate). */
+  /** Groups a claim found at a limit (their next job left queued), by the limit and `q.limit.kind` (concurrency | rate). */
   jobsGroupRefusals: 'q.jobs.group_refusals',
   /** How long a job leased under a per-group limit waited, from its `runAt` to the claim, by the limit. */
   jobsGroupWait: 'q.jobs.group_wait.seconds',
@@ -176,7 +176,7 @@ export function jobGroupMetrics(meterProvider?: MeterProvider): JobGroupMetrics 
   return {
     ...counters(m, {
       grants: [METRIC.jobsGroupGrants, '{job}', 'Jobs leased under a per-group limit'],
-      refusals: [METRIC.jobsGroupRefusals, '{job}', 'Jobs a claim passed over because their group was at a limit'],
+      refusals: [METRIC.jobsGroupRefusals, '{group}', 'Groups a claim found at a limit (their next job left queued), once per claim'],
     }),
     wait: m.createHistogram(METRIC.jobsGroupWait, {
       unit: 's',

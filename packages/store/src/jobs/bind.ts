@@ -58,6 +58,7 @@ export async function openBoundPool(
     ...(opts.idleTimeoutMillis !== undefined ? { idleTimeoutMillis: opts.idleTimeoutMillis } : {}),
     applicationName,
     instrument: (p) => instrumentPool(p, opts.tracerProvider),
+    jitOff: opts.pooler !== 'transaction',
   });
   try {
     return { pool, schema: await bindSchema(pool, asked, opts.migrate !== false, opts.pooler) };

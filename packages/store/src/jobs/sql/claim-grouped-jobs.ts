@@ -98,6 +98,24 @@ const NOT_KEY_HELD = `(j.lock_key IS NULL OR NOT EXISTS (
         SELECT 1 FROM __q_schema__.q_jobs h
         WHERE h.lock_key = j.lock_key AND h.lock_key IS NOT NULL AND h.status IN ('leased', 'running')))`;
 
+/**
+ * The slot numbers the leased and running jobs of `scope` hold. Ordered by slot, so the plan reads
+ * them from q_jobs_limit_slot_key (scope, slot) and never filters every leased job instead.
+ */
+const usedSlots = (scope: string): string =>
+  `ARRAY(SELECT h.limit_slot FROM __q_schema__.q_jobs h
+          WHERE h.limit_scope = ${scope} AND h.status IN ('leased', 'running') ORDER BY h.limit_slot)`;
+
+/**
+ * The first `a.wanted` slot numbers below `limit` that `t.used` does not hold, as an array: an
+ * unnest of an array is planned as a few rows, where a generate_series of computed bounds is
+ * planned as a thousand, and a plan that costly gets JIT-compiled on every execution (seconds).
+ * `OFFSET 0` on `t` keeps `used` computed once per scope, not once per slot.
+ */
+const freeSlots = (limit: string): string =>
+  `ARRAY(SELECT f.slot FROM generate_series(0, least(${limit}, cardinality(t.used) + a.wanted) - 1) AS f(slot)
+          WHERE f.slot <> ALL (t.used))`;
+
 /** The CTEs of a grouped claim, ending in `pick(id, priority, run_at, scope, slot, walk)`. */
 export function groupedClaimCtes(p: GroupedParams): string {
   const limit = opaque(p.limit, 'int8');
@@ -123,12 +141,50 @@ walked AS (
     )
     SELECT walk.job_group, walk.n FROM walk
   ) w
-), grp AS (
-  SELECT w.*, coalesce(x.weight, 1) AS weight FROM walked w
+), rules AS MATERIALIZED (
+  SELECT k.* FROM unnest(${opaque(p.ruleQueue, 'text[]')}, ${opaque(p.ruleType, 'text[]')}, ${opaque(p.ruleId, 'text[]')},
+                         ${opaque(p.ruleCap, 'int4[]')}, ${opaque(p.ruleRate, 'int4[]')}, ${opaque(p.ruleWindow, 'int4[]')})
+    WITH ORDINALITY AS k(queue, type, id, cap, rate, win, i)
+), caps AS MATERIALIZED (
+  SELECT * FROM unnest(${opaque(p.capRule, 'int4[]')}, ${opaque(p.capGroup, 'text[]')}, ${opaque(p.capValue, 'int4[]')}) AS v(rule, grp, cap)
+), qrule AS MATERIALIZED (
+  -- Per queue, the rule every job of it takes whatever its type, when one does: the first rule
+  -- matching the queue, if it names no type. Then a group's room under it is known before its
+  -- jobs are read, and a group at its limit is not read at all.
+  SELECT q.name AS queue, f.i, f.id, f.cap, f.rate, f.win
+  FROM unnest(${opaque(p.queues, 'text[]')}) AS q(name)
+  CROSS JOIN LATERAL (SELECT r.* FROM rules r WHERE r.queue IS NULL OR r.queue = q.name ORDER BY r.i LIMIT 1) f
+  WHERE f.type IS NULL
+), gscope AS MATERIALIZED (
+  -- Each walked group's weight, and its scopes under the queue's rule when one rule takes every
+  -- job of the queue (qrule).
+  SELECT w.*, coalesce(x.weight, 1) AS weight, u.scope, u.cap, u.rscope, u.rate, u.win
+  FROM walked w
   LEFT JOIN LATERAL (
     SELECT x.weight FROM unnest(${opaque(p.weightGroup, 'text[]')}, ${opaque(p.weightValue, 'int4[]')}) AS x(grp, weight)
     WHERE x.grp = w.job_group LIMIT 1
   ) x ON true
+  LEFT JOIN LATERAL (
+    SELECT CASE WHEN qr.cap IS NOT NULL THEN md5(qr.id || chr(10) || w.job_group)::uuid END AS scope,
+           coalesce((SELECT v.cap FROM caps v WHERE v.rule = qr.i AND v.grp = w.job_group LIMIT 1), qr.cap) AS cap,
+           CASE WHEN qr.rate IS NOT NULL THEN md5(qr.id || chr(10) || 'rate' || chr(10) || w.job_group)::uuid END AS rscope,
+           qr.rate, qr.win
+    FROM qrule qr WHERE qr.queue = w.queue
+  ) u ON true
+), gheld AS MATERIALIZED (
+  -- Their slots held, in one read for all of them (per scope, it would be a read per group).
+  SELECT h.limit_scope AS scope, array_agg(h.limit_slot) AS used FROM __q_schema__.q_jobs h
+  WHERE h.limit_scope = ANY (ARRAY(SELECT g.scope FROM gscope g WHERE g.scope IS NOT NULL)) AND h.status IN ('leased', 'running')
+  GROUP BY h.limit_scope
+), grated AS MATERIALIZED (
+  SELECT h.scope, array_agg(h.slot) AS used FROM __q_schema__.q_job_rate_slots h
+  WHERE h.scope = ANY (ARRAY(SELECT g.rscope FROM gscope g WHERE g.rscope IS NOT NULL))
+    AND h.started_at >= now() - h.window_ms * interval '1 millisecond'
+  GROUP BY h.scope
+), grp AS (
+  SELECT g.*, coalesce(hc.used, '{}') AS used, coalesce(hr.used, '{}') AS rused,
+         greatest(0, least(coalesce(g.cap - cardinality(hc.used), g.cap, ${limit}), coalesce(g.rate - cardinality(hr.used), g.rate, ${limit}))) AS room
+  FROM gscope g LEFT JOIN gheld hc ON hc.scope = g.scope LEFT JOIN grated hr ON hr.scope = g.rscope
 ), gcand AS (
   SELECT grp.n AS walk, ${share('grp.weight')} AS k, c.* FROM grp
   CROSS JOIN LATERAL (
@@ -136,7 +192,7 @@ walked AS (
     WHERE j.queue = grp.queue AND j.job_group = grp.job_group AND j.status = 'queued' AND j.run_at <= now()
       AND ${NOT_KEY_HELD}
     ORDER BY j.priority DESC NULLS LAST, j.run_at, j.id
-    LIMIT ${share('grp.weight')}
+    LIMIT least(${share('grp.weight')}, grp.room)
     FOR UPDATE OF j SKIP LOCKED
   ) c
 ), ncand AS (
@@ -159,17 +215,11 @@ walked AS (
          r.rate, r.win, r.rule
   FROM cand c
   LEFT JOIN LATERAL (
-    SELECT k.i AS rule, k.id AS rule_id, k.cap, k.rate, k.win
-    FROM unnest(${opaque(p.ruleQueue, 'text[]')}, ${opaque(p.ruleType, 'text[]')}, ${opaque(p.ruleId, 'text[]')},
-                ${opaque(p.ruleCap, 'int4[]')}, ${opaque(p.ruleRate, 'int4[]')}, ${opaque(p.ruleWindow, 'int4[]')})
-      WITH ORDINALITY AS k(queue, type, id, cap, rate, win, i)
+    SELECT k.i AS rule, k.id AS rule_id, k.cap, k.rate, k.win FROM rules k
     WHERE c.job_group IS NOT NULL AND (k.queue IS NULL OR k.queue = c.queue) AND (k.type IS NULL OR k.type = c.job_type)
     ORDER BY k.i LIMIT 1
   ) r ON true
-  LEFT JOIN LATERAL (
-    SELECT v.cap FROM unnest(${opaque(p.capRule, 'int4[]')}, ${opaque(p.capGroup, 'text[]')}, ${opaque(p.capValue, 'int4[]')}) AS v(rule, grp, cap)
-    WHERE v.rule = r.rule AND v.grp = c.job_group LIMIT 1
-  ) o ON true
+  LEFT JOIN LATERAL (SELECT v.cap FROM caps v WHERE v.rule = r.rule AND v.grp = c.job_group LIMIT 1) o ON true
 ), floors AS (
   -- The priorities below which a source read in part (k rows) may still hold a job it would
   -- admit: a group without a limit, or the jobs without a group.
@@ -187,17 +237,21 @@ walked AS (
   -- A rate slot is free once its last start is more than the window ago (or it was never taken).
   SELECT a.rscope, a.win, f.slot, row_number() OVER (PARTITION BY a.rscope ORDER BY f.slot) AS nth
   FROM radmitting a
-  CROSS JOIN LATERAL (SELECT coalesce(array_agg(h.slot), '{}') AS used FROM __q_schema__.q_job_rate_slots h
-                      WHERE h.scope = a.rscope AND h.started_at >= now() - a.win * interval '1 millisecond') t
-  CROSS JOIN LATERAL generate_series(0, least(a.rate, cardinality(t.used) + a.wanted) - 1) AS f(slot)
-  WHERE f.slot <> ALL (t.used)
+  CROSS JOIN LATERAL (
+    SELECT coalesce((SELECT g.rused FROM grp g WHERE g.rscope = a.rscope LIMIT 1),
+                    (SELECT coalesce(array_agg(h.slot), '{}') FROM __q_schema__.q_job_rate_slots h
+                      WHERE h.scope = a.rscope AND h.started_at >= now() - a.win * interval '1 millisecond')) AS used
+    OFFSET 0
+  ) t
+  CROSS JOIN LATERAL unnest(${freeSlots('a.rate')}) AS f(slot)
 ), free AS (
   SELECT a.scope, f.slot, row_number() OVER (PARTITION BY a.scope ORDER BY f.slot) AS nth
   FROM admitting a
-  CROSS JOIN LATERAL (SELECT coalesce(array_agg(h.limit_slot), '{}') AS used FROM __q_schema__.q_jobs h
-                      WHERE h.limit_scope = a.scope AND h.status IN ('leased', 'running')) t
-  CROSS JOIN LATERAL generate_series(0, least(a.cap, cardinality(t.used) + a.wanted) - 1) AS f(slot)
-  WHERE f.slot <> ALL (t.used)
+  CROSS JOIN LATERAL (
+    SELECT coalesce((SELECT g.used FROM grp g WHERE g.scope = a.scope LIMIT 1), ${usedSlots('a.scope')}) AS used
+    OFFSET 0
+  ) t
+  CROSS JOIN LATERAL unnest(${freeSlots('a.cap')}) AS f(slot)
 ), ranked AS (
   SELECT r.*,
          row_number() OVER (PARTITION BY r.scope ORDER BY r.priority DESC, r.run_at, r.id) AS in_scope,
@@ -212,7 +266,7 @@ walked AS (
   WHERE (k.lock_key IS NULL OR k.in_key = 1) AND (k.scope IS NULL OR f.slot IS NOT NULL) AND (k.rscope IS NULL OR rf.slot IS NOT NULL)
     AND k.priority >= coalesce((SELECT max(floors.floor) FROM floors), -2147483648)
 ), pick AS (
-  SELECT a.id, a.priority, a.run_at, a.scope, a.slot, a.walk, a.rscope, a.rslot, a.win, a.rule FROM (
+  SELECT a.id, a.priority, a.run_at, a.scope, a.slot, a.walk, a.rscope, a.rslot, a.win, a.rule, a.queue, a.job_group FROM (
     SELECT a.*, row_number() OVER (PARTITION BY a.queue, a.job_group ORDER BY a.priority DESC, a.run_at, a.id) AS in_group
     FROM admitted a
   ) a
@@ -229,17 +283,24 @@ walked AS (
     WHERE s.started_at < now() - s.window_ms * interval '1 millisecond'
   RETURNING s.scope, s.slot
 ), refused AS (
-  -- Per rule and kind, the candidates left queued for a limit (a scope another claim was
-  -- admitting just then is not one of them), and the picked jobs whose rate slot was lost.
-  SELECT x.rule, x.kind, count(*) AS n FROM (
-    SELECT k.rule, CASE WHEN k.scope IN (SELECT admitting.scope FROM admitting) AND f.slot IS NULL THEN 'c' ELSE 'r' END AS kind
+  -- Per rule and kind, the groups this claim found at a limit, one each: those it did not read
+  -- (no room under the queue's rule), those whose candidates it left queued (a scope another
+  -- claim was admitting just then is not one of them), and those whose rate slot was lost.
+  SELECT x.rule, x.kind, count(DISTINCT x.grp) AS n FROM (
+    SELECT qr.i AS rule, CASE WHEN g.cap IS NOT NULL AND g.cap <= cardinality(g.used) THEN 'c' ELSE 'r' END AS kind,
+           g.queue || chr(10) || g.job_group AS grp
+    FROM grp g JOIN qrule qr ON qr.queue = g.queue
+    WHERE g.room = 0 AND (g.scope IS NOT NULL OR g.rscope IS NOT NULL)
+    UNION ALL
+    SELECT k.rule, CASE WHEN k.scope IN (SELECT admitting.scope FROM admitting) AND f.slot IS NULL THEN 'c' ELSE 'r' END,
+           k.queue || chr(10) || k.job_group
     FROM ranked k
     LEFT JOIN free f ON f.scope = k.scope AND f.nth = k.in_scope
     LEFT JOIN rfree rf ON rf.rscope = k.rscope AND rf.nth = k.in_rscope
     WHERE (k.scope IN (SELECT admitting.scope FROM admitting) AND f.slot IS NULL)
        OR (k.rscope IN (SELECT radmitting.rscope FROM radmitting) AND rf.slot IS NULL)
     UNION ALL
-    SELECT p.rule, 'r' FROM pick p
+    SELECT p.rule, 'r', p.queue || chr(10) || p.job_group FROM pick p
     WHERE p.rscope IS NOT NULL AND NOT EXISTS (SELECT 1 FROM started WHERE started.scope = p.rscope AND started.slot = p.rslot)
   ) x GROUP BY x.rule, x.kind
 )`;
