@@ -127,6 +127,8 @@ export async function startWorkerApp(config: WorkerConfig, opts: WorkerAppOption
       metrics: telemetry ? jobMetrics(telemetry.meterProvider) : undefined,
       tracer: telemetry ? qTracer(telemetry.tracerProvider) : undefined,
       retryBaseMs: config.retryBaseMs,
+      // Deliveries to one host (the job's group, set from its URL by POST /jobs), fleet-wide.
+      ...(config.webhookHostConcurrency > 0 ? { limits: [{ type: 'webhook.deliver', concurrency: config.webhookHostConcurrency }] } : {}),
       // Every worker fires the due schedules (akerdock.purge and those of PUT /schedules); no leader.
       schedules: true,
     });

@@ -35,6 +35,11 @@ export interface WorkerConfig {
   webhookSecret: string | undefined;
   /** Per-attempt timeout of one webhook or notification POST (ms). */
   webhookTimeoutMs: number;
+  /**
+   * `webhook.deliver` jobs of one destination host (their group, see `POST /jobs`) running at once
+   * across every worker of the database; `0` = no limit.
+   */
+  webhookHostConcurrency: number;
   /** Where `notify.send` posts; `undefined` = notifications become log lines. */
   notifyUrl: string | undefined;
   /**
@@ -79,6 +84,7 @@ const OPTIONS = {
   'body-limit': { type: 'string' },
   'webhook-secret': { type: 'string' },
   'webhook-timeout': { type: 'string' },
+  'webhook-host-concurrency': { type: 'string' },
   'notify-url': { type: 'string' },
   'purge-cron': { type: 'string' },
   'purge-interval': { type: 'string' },
@@ -109,6 +115,8 @@ export const USAGE = `usage: akerdock-worker [flags]
   --body-limit BYTES      AKERDOCK_BODY_LIMIT                   (65536)
   --webhook-secret KEY    AKERDOCK_WEBHOOK_SECRET               (HMAC-SHA256 signing key)
   --webhook-timeout DUR   AKERDOCK_WEBHOOK_TIMEOUT              (10s per attempt)
+  --webhook-host-concurrency N  AKERDOCK_WEBHOOK_HOST_CONCURRENCY (4 deliveries per destination
+                          host at once, across all workers; 0 = no limit)
   --notify-url URL        AKERDOCK_NOTIFY_URL                   (none: notifications are logged)
   --purge-cron CRON       AKERDOCK_PURGE_CRON                   (*/5 * * * *; UTC; off = never; the
                           schedule akerdock.purge, set by the workers consuming maintenance)
@@ -259,6 +267,7 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
       bodyLimit: integer('body-limit', 'AKERDOCK_BODY_LIMIT', 65_536, 1_024, 16 * 1024 * 1024),
       webhookSecret: pick('webhook-secret', 'AKERDOCK_WEBHOOK_SECRET'),
       webhookTimeoutMs: duration('webhook-timeout', 'AKERDOCK_WEBHOOK_TIMEOUT', '10s', 1),
+      webhookHostConcurrency: integer('webhook-host-concurrency', 'AKERDOCK_WEBHOOK_HOST_CONCURRENCY', 4, 0, 10_000),
       notifyUrl: optionalUrl('notify-url', 'AKERDOCK_NOTIFY_URL'),
       purgeCron: purgeCron(pick('purge-cron', 'AKERDOCK_PURGE_CRON'), pick('purge-interval', 'AKERDOCK_PURGE_INTERVAL')),
       purgeAfterMs: duration('purge-after', 'AKERDOCK_PURGE_AFTER', '30d', 0),

@@ -16,5 +16,15 @@ export type {
 /** The part of `JobQueue` the admin API and the purge schedule use. */
 export type JobQueueLike = Pick<
   JobQueue,
-  'enqueue' | 'get' | 'list' | 'cancel' | 'retryDeadLetter' | 'forgetDeadLetter' | 'purgeFinished' | 'schedule' | 'unschedule' | 'schedules'
+  | 'enqueue'
+  | 'get'
+  | 'list'
+  | 'cancel'
+  | 'retryDeadLetter'
+  | 'forgetDeadLetter'
+  | 'purgeFinished'
+  | 'schedule'
+  | 'unschedule'
+  | 'schedules'
+  | 'runningGroups'
 >;

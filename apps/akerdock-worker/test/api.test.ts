@@ -5,6 +5,7 @@ import { startWorkerApp, type WorkerApp } from '../src/app.js';
 import { parseConfig } from '../src/config.js';
 import type { JobJson } from '../src/api/job-json.js';
 import { api, testConfig, TOKEN, TEST_HANDLERS } from './helpers.js';
+import { JobStore } from '@q/store';
 
 let schema: TestSchema;
 let app: WorkerApp;
@@ -214,5 +215,55 @@ describe('jobs', () => {
     const twice = await api(app.url, 'POST', `/jobs/${job.uuid}/cancel`);
     expect(twice.status).toBe(409);
     expect(errorCode(twice.json)).toBe('invalid_state');
+  });
+});
+
+describe('groups', () => {
+  it('POST /jobs stores a group (a webhook defaults to its URL host) and GET /groups counts the running jobs per group', async () => {
+    const grouped = await enqueue({ type: 'report.build', group: 'tenant:7' });
+    expect(grouped.group).toBe('tenant:7');
+    expect((await api(app.url, 'GET', `/jobs/${grouped.uuid}`)).json).toMatchObject({ group: 'tenant:7' });
+    const bad = await api(app.url, 'POST', '/jobs', { body: { type: 'report.build', group: '' } });
+    expect(bad.status).toBe(400);
+
+    // A worker serving webhook.deliver (this one only enqueues: it consumes notify).
+    const hooks = await startWorkerApp(testConfig(schema.dsn, ['--queues', 'notify']), {
+      handlers: { ...TEST_HANDLERS, 'webhook.deliver': async () => undefined },
+    });
+    try {
+      const r = await api(hooks.url, 'POST', '/jobs', {
+        body: { type: 'webhook.deliver', queue: 'webhook', payload: { url: 'https://hooks.example.com:8443/in' } },
+      });
+      expect(r.status).toBe(201);
+      expect((r.json as JobJson).group).toBe('host:hooks.example.com:8443');
+      const own = await api(hooks.url, 'POST', '/jobs', {
+        body: { type: 'webhook.deliver', queue: 'webhook', group: 'mine', payload: { url: 'https://a.example/' } },
+      });
+      expect((own.json as JobJson).group).toBe('mine');
+    } finally {
+      await hooks.stop();
+    }
+
+    // Lease jobs of two groups as a worker would, and read the counts.
+    for (const group of ['tenant:7', 'tenant:7', 'tenant:8']) await enqueue({ type: 'report.build', queue: 'deploy', group });
+    const store = await JobStore.open(schema.dsn, { maxConns: 2, migrate: false });
+    try {
+      const leased = await store.claim({ queues: ['deploy'], workerId: 'groups-test', limit: 10, leaseMs: 60_000 });
+      expect(leased).toHaveLength(3);
+      const counts = await api(app.url, 'GET', '/groups?queue=deploy');
+      expect(counts.status).toBe(200);
+      expect(counts.json).toEqual({
+        data: [
+          { queue: 'deploy', group: 'tenant:7', running: 2 },
+          { queue: 'deploy', group: 'tenant:8', running: 1 },
+        ],
+      });
+      expect(((await api(app.url, 'GET', '/groups?limit=1')).json as { data: unknown[] }).data).toHaveLength(1);
+      expect((await api(app.url, 'GET', '/groups?limit=0')).status).toBe(400);
+      expect((await api(app.url, 'GET', '/groups', { token: null })).status).toBe(401);
+      await store.release(leased.map((j) => ({ id: j.id, leaseToken: j.leaseToken })));
+    } finally {
+      await store.close();
+    }
   });
 });

@@ -24,6 +24,12 @@ const configError = (fn: () => unknown) => {
 };
 
 describe('config', () => {
+  it('takes the per-host webhook limit from --webhook-host-concurrency or the environment (0 = none), and refuses a bad one', () => {
+    expect(cfg(['--webhook-host-concurrency', '2'], { AKERDOCK_ADMIN_TOKEN: TOKEN }).webhookHostConcurrency).toBe(2);
+    expect(cfg([], { AKERDOCK_ADMIN_TOKEN: TOKEN, AKERDOCK_WEBHOOK_HOST_CONCURRENCY: '0' }).webhookHostConcurrency).toBe(0);
+    expect(configError(() => cfg(['--webhook-host-concurrency', '-1'], { AKERDOCK_ADMIN_TOKEN: TOKEN }))).toMatch(/webhook-host-concurrency/);
+  });
+
   it('has the documented defaults (docs/akerdock-worker.md#process)', () => {
     const c = cfg([], { AKERDOCK_ADMIN_TOKEN: TOKEN });
     expect(c).toMatchObject({
@@ -37,6 +43,7 @@ describe('config', () => {
       adminToken: TOKEN,
       insecureLocal: false,
       bodyLimit: 65_536,
+      webhookHostConcurrency: 4,
       purgeAfterMs: 30 * 86_400_000,
       purgeCron: '*/5 * * * *',
     });
@@ -167,6 +174,7 @@ describe('OpenAPI document', () => {
     };
     expect(doc.openapi).toBe('3.1.0');
     expect(Object.keys(doc.paths).sort()).toEqual([
+      '/groups',
       '/healthz',
       '/jobs',
       '/jobs/{uuid}',
@@ -181,5 +189,6 @@ describe('OpenAPI document', () => {
     const listParams = doc.paths['/jobs']?.get?.parameters?.map((p) => `${p.in}:${p.name}`);
     expect(listParams).toEqual(['query:status', 'query:queue', 'query:type', 'query:cursor', 'query:limit']);
     expect(doc.paths['/jobs']?.post?.parameters?.map((p) => p.name)).toEqual(['Idempotency-Key']);
+    expect(doc.paths['/groups']?.get?.parameters?.map((p) => `${p.in}:${p.name}`)).toEqual(['query:queue', 'query:limit']);
   });
 });

@@ -51,6 +51,7 @@ export type {
   JobPage,
   JobKeyMode,
   GroupLimit,
+  GroupRunning,
   JobListFilter,
   InTransaction,
   TransactionClient,

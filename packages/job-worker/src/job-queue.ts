@@ -5,6 +5,7 @@ import {
   type EnqueueResult,
   type InTransaction,
   type Job,
+  type GroupRunning,
   type JobListFilter,
   type JobPage,
   type NewJob,
@@ -271,6 +272,14 @@ export class JobQueue {
   /** A page of jobs, `id DESC`; pass `nextCursor` as `cursor` for the next one. `limit` 1–100, default 25. */
   list(filter: JobListFilter = {}): Promise<JobPage> {
     return this.#store.list(filter);
+  }
+
+  /**
+   * The groups with jobs leased or running now, and how many, most first (what per-group
+   * `limits` hold); `queue` for one queue, `limit` 1–1,000 groups (default 100).
+   */
+  runningGroups(filter: { queue?: string; limit?: number } = {}): Promise<GroupRunning[]> {
+    return this.#store.runningGroups(filter);
   }
 
   /**

@@ -57,15 +57,14 @@ export async function openPool(dsn: string, opts: PoolOptions = {}): Promise<pg.
       max,
       idleTimeoutMillis,
       ...(opts.applicationName ? { application_name: opts.applicationName } : {}),
+      ...(opts.jitOff === true ? { Client: JitOffClient } : {}),
     });
   } catch (err) {
     throw connectionError(dsn, err);
   }
   // Without a listener, a backend terminated while its connection is idle crashes the process.
   pool.on('error', (err) => opts.onIdleError?.(err));
-  // Queued on the new client before whatever the pool hands it out for; a failure (a server
-  // without JIT settings) leaves JIT as the server has it.
-  if (opts.jitOff === true) pool.on('connect', (client) => void client.query('SET jit = off').catch(() => undefined));
+
   opts.instrument?.(pool);
   try {
     await pool.query('SELECT 1');
@@ -75,6 +74,29 @@ export async function openPool(dsn: string, opts: PoolOptions = {}): Promise<pg.
   }
   return pool;
 }
+
+/**
+ * A client that turns JIT off once connected, before the pool hands it out (a `SET` sent from
+ * the pool's `connect` event would run beside the first query). A failure (a server without JIT
+ * settings) leaves JIT as the server has it.
+ */
+class JitOffClient extends pg.Client {}
+// connect() is called with a callback by the pool and without one by a direct caller.
+JitOffClient.prototype.connect = function connect(this: pg.Client, callback?: (err: Error | null, client?: pg.Client) => void) {
+  const baseConnect = pg.Client.prototype.connect as (this: pg.Client) => Promise<unknown>;
+  const ready: Promise<pg.Client> = baseConnect.call(this).then(() =>
+    this.query('SET jit = off').then(
+      () => this,
+      () => this,
+    ),
+  );
+  if (callback === undefined) return ready;
+  ready.then(
+    (client) => callback(null, client),
+    (err: Error) => callback(err),
+  );
+  return undefined;
+} as unknown as typeof pg.Client.prototype.connect;
 
 /** Resolves the `maxConns` option: absent or `<= 0` means {@link DEFAULT_MAX_CONNS}. */
 export function resolveMaxConns(maxConns: number | undefined): number {

@@ -19,6 +19,7 @@ export interface JobJson {
   lock_key: string | null;
   /** The job key of a pending (or throttled) job; a claim clears it. */
   job_key: string | null;
+  group: string | null;
   steps: Job['steps'];
   result: unknown;
   /** The last progress a handler reported (`ctx.progress`: any JSON), or null. */
@@ -54,6 +55,7 @@ export function jobToJson(job: Job): JobJson {
     idempotency_key: job.idempotencyKey,
     lock_key: job.lockKey,
     job_key: job.jobKey,
+    group: job.group,
     steps: job.steps ?? [],
     result: job.result ?? null,
     progress: job.progress ?? null,

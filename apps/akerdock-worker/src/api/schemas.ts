@@ -61,6 +61,7 @@ export const jobSchema = {
     idempotency_key: nullableString,
     lock_key: nullableString,
     job_key: { ...nullableString, description: 'The job key of a pending (or throttled) job; a claim clears it' },
+    group: { ...nullableString, description: 'The group the job belongs to (a webhook: its destination host), or null' },
     steps: { type: 'array', items: stepSchema },
     result: { description: 'What the handler returned (any JSON), or null' },
     progress: {
@@ -119,6 +120,12 @@ export const enqueueBodySchema = {
     run_at: { type: 'string', format: 'date-time', description: 'Not before this instant (default: now)' },
     max_attempts: { type: 'integer', minimum: 1, maximum: 100 },
     lock_key: { type: 'string', minLength: 1, maxLength: 200, description: 'At most one job per key runs at a time' },
+    group: {
+      type: 'string',
+      minLength: 1,
+      maxLength: 200,
+      description: 'The group the job belongs to, for per-group limits and fair claims (default for webhook.deliver: host:<its URL host>)',
+    },
     team_id: { type: 'integer', minimum: 1 },
     resource_id: { type: 'integer', minimum: 1 },
   },
@@ -283,6 +290,39 @@ export const ROUTES = {
     summary: 'Delete a recurring job: no job is enqueued for it from then on (jobs already enqueued stay)',
     operationId: 'deleteSchedule',
     schema: { params: nameParams, response: { 204: { type: 'null', description: 'Deleted' }, ...errors(400, 401, 403, 404) } },
+  },
+  groups: {
+    method: 'GET',
+    url: '/groups',
+    summary: 'Jobs running per group now, most first (what per-group limits hold)',
+    operationId: 'runningGroups',
+    schema: {
+      querystring: {
+        type: 'object',
+        additionalProperties: false,
+        properties: {
+          queue: { type: 'string', minLength: 1, maxLength: 64 },
+          limit: { type: 'integer', minimum: 1, maximum: 1000, default: 100 },
+        },
+      },
+      response: {
+        200: {
+          type: 'object',
+          required: ['data'],
+          properties: {
+            data: {
+              type: 'array',
+              items: {
+                type: 'object',
+                required: ['queue', 'group', 'running'],
+                properties: { queue: { type: 'string' }, group: { type: 'string' }, running: { type: 'integer' } },
+              },
+            },
+          },
+        },
+        ...errors(400, 401, 403),
+      },
+    },
   },
   healthz: {
     method: 'GET',

@@ -54,6 +54,7 @@ interface EnqueueBody {
   run_at?: string;
   max_attempts?: number;
   lock_key?: string;
+  group?: string;
   team_id?: number;
   resource_id?: number;
 }
@@ -159,6 +160,7 @@ export function buildAdminServer(opts: AdminServerOptions): FastifyInstance {
         runAt: b.run_at === undefined ? undefined : new Date(b.run_at),
         maxAttempts: b.max_attempts,
         lockKey: b.lock_key,
+        group: b.group ?? defaultGroup(b),
         teamId: b.team_id,
         resourceId: b.resource_id,
         idempotencyKey: idemKey(req),
@@ -265,6 +267,15 @@ export function buildAdminServer(opts: AdminServerOptions): FastifyInstance {
     },
   });
 
+  app.route<{ Querystring: { queue?: string; limit: number } }>({
+    ...route(ROUTES.groups),
+    preValidation: async (req) => {
+      const q = req.query as unknown as Record<string, unknown>;
+      if (typeof q.limit === 'string' && /^-?\d{1,6}$/.test(q.limit)) q.limit = Number(q.limit);
+    },
+    handler: async (req) => ({ data: await opts.jobs.runningGroups({ queue: req.query.queue, limit: req.query.limit }) }),
+  });
+
   app.route({ ...route(ROUTES.healthz), handler: async () => ({ status: 'ok' }) });
   app.route({
     ...route(ROUTES.readyz),
@@ -278,4 +289,20 @@ export function buildAdminServer(opts: AdminServerOptions): FastifyInstance {
   const doc = openApiDocument(opts.version ?? '0.1.0');
   app.get('/openapi.json', async () => doc);
   return app;
+}
+
+/**
+ * The group of a `webhook.deliver` job enqueued without one: `host:` and its URL's host (the
+ * destination the per-host limit holds), or none when the URL does not parse (the handler then
+ * dead-letters the job with that error).
+ */
+function defaultGroup(b: EnqueueBody): string | undefined {
+  if (b.type !== 'webhook.deliver') return undefined;
+  const url = (b.payload as { url?: unknown } | null | undefined)?.url;
+  if (typeof url !== 'string') return undefined;
+  try {
+    return `host:${new URL(url).host}`;
+  } catch {
+    return undefined;
+  }
 }

@@ -23,6 +23,7 @@ export {
   type CancelOutcome,
   type ClaimOptions,
   type GroupLimit,
+  type GroupRunning,
   type EnqueueResult,
   type Job,
   type JobLease,

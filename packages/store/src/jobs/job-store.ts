@@ -22,6 +22,7 @@ import { cancelJob } from './sql/cancel-job.js';
 import { forgetDeadLetter } from './sql/forget-dead-letter.js';
 import { purgeFinished } from './sql/purge-finished.js';
 import { countBacklog } from './sql/count-backlog.js';
+import { countRunningGroups } from './sql/count-running-groups.js';
 import { dbNow } from './sql/db-now.js';
 import { checkJobPool, listenerConnection } from './from-pool.js';
 import type {
@@ -30,6 +31,7 @@ import type {
   EnqueueResult,
   Job,
   JobLease,
+  GroupRunning,
   JobStatus,
   JobListFilter,
   JobOutcome,
@@ -467,6 +469,18 @@ export class JobStore {
    */
   backlog(): Promise<Array<{ queue: string; status: JobStatus; count: number }>> {
     return this.#op('backlog', () => countBacklog(this.#scope, this.pool));
+  }
+
+  /**
+   * The groups with jobs leased or running now and how many, most first: what per-group limits
+   * hold. `queue`: of that queue only; `limit` 1–1,000 groups, default 100.
+   */
+  runningGroups(filter: { queue?: string; limit?: number } = {}): Promise<GroupRunning[]> {
+    if (!filter || typeof filter !== 'object') throw invalidArgument('runningGroups: filter must be an object');
+    const queue = filter.queue === undefined ? null : checkName('runningGroups', 'queue', filter.queue);
+    const limit = filter.limit ?? 100;
+    if (!Number.isInteger(limit) || limit < 1 || limit > 1_000) throw invalidArgument('runningGroups: limit must be an integer from 1 to 1000');
+    return this.#op('running_groups', () => countRunningGroups(this.#scope, this.pool, queue, limit));
   }
 
   /**

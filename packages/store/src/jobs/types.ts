@@ -253,6 +253,13 @@ export interface GroupLimit {
   rate?: { limit: number; windowMs: number };
 }
 
+/** Jobs of one group leased or running now (see `JobStore.runningGroups`). */
+export interface GroupRunning {
+  queue: string;
+  group: string;
+  running: number;
+}
+
 /** What to claim (see `JobStore.claim`). */
 export interface ClaimOptions {
   queues: readonly string[];
