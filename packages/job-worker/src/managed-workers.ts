@@ -293,8 +293,9 @@ function events(worker: Worker): WorkerEventSource {
 function sameLimits(a: readonly GroupLimit[], b: readonly GroupLimit[] | undefined): boolean {
   if (b === undefined || a.length !== b.length) return a.length === 0 && (b === undefined || b.length === 0);
   return a.every((r, i) => {
-    const o = b[i]!;
+    const o = b[i];
     return (
+      o !== undefined &&
       r.queue === o.queue &&
       r.type === o.type &&
       r.concurrency === o.concurrency &&
