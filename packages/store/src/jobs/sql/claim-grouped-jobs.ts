@@ -2,7 +2,7 @@ import { repeatedTimestamps, statement, type StatementScope } from '@q/schema/in
 import { JOB_COLUMN_COUNT, leasedJobOf, type ClaimedAs } from '../row.js';
 import type { ClaimedRows } from '../claim-starts.js';
 import type { LeasedJob } from '../types.js';
-import { CLAIM_COLUMNS, claimReturning, type ClaimInput, type ClaimParams } from './claim-jobs.js';
+import { CLAIM_COLUMNS, NOT_KEY_HELD, claimReturning, type ClaimInput, type ClaimParams } from './claim-jobs.js';
 import { opaque, type Queryable } from './db.js';
 
 // A claim that interleaves groups and holds per-group concurrency limits (migration 0011). The
@@ -93,14 +93,9 @@ const nextGroup = (after: string): string =>
 const FIRST_GROUP = `(SELECT j.job_group FROM __q_schema__.q_jobs j
      WHERE j.queue = q.name AND j.status = 'queued' AND j.job_group IS NOT NULL ORDER BY j.job_group LIMIT 1)`;
 
-/** A candidate whose lock key no leased or running job holds. */
-const NOT_KEY_HELD = `(j.lock_key IS NULL OR NOT EXISTS (
-        SELECT 1 FROM __q_schema__.q_jobs h
-        WHERE h.lock_key = j.lock_key AND h.lock_key IS NOT NULL AND h.status IN ('leased', 'running')))`;
-
 /**
- * The slot numbers the leased and running jobs of `scope` hold. Ordered by slot, so the plan reads
- * them from q_jobs_limit_slot_key (scope, slot) and never filters every leased job instead.
+ * The slot numbers the leased and running jobs of `scope` hold: for a scope `gheld` did not read
+ * (a rule naming a type), one read per scope.
  */
 const usedSlots = (scope: string): string =>
   `ARRAY(SELECT h.limit_slot FROM __q_schema__.q_jobs h
@@ -240,7 +235,7 @@ walked AS (
   CROSS JOIN LATERAL (
     SELECT coalesce((SELECT g.rused FROM grp g WHERE g.rscope = a.rscope LIMIT 1),
                     (SELECT coalesce(array_agg(h.slot), '{}') FROM __q_schema__.q_job_rate_slots h
-                      WHERE h.scope = a.rscope AND h.started_at >= now() - a.win * interval '1 millisecond')) AS used
+                      WHERE h.scope = a.rscope AND h.started_at >= now() - h.window_ms * interval '1 millisecond')) AS used
     OFFSET 0
   ) t
   CROSS JOIN LATERAL unnest(${freeSlots('a.rate')}) AS f(slot)

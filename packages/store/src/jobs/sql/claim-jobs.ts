@@ -21,6 +21,11 @@ export interface ClaimParams {
   claimId: string;
 }
 
+/** A candidate `j` whose lock key no leased or running job holds (the probe of both claims; see below). */
+export const NOT_KEY_HELD = `(j.lock_key IS NULL OR NOT EXISTS (
+        SELECT 1 FROM __q_schema__.q_jobs h
+        WHERE h.lock_key = j.lock_key AND h.lock_key IS NOT NULL AND h.status IN ('leased', 'running')))`;
+
 // The CTEs `cand` and `pick` choose up to `limit` jobs. Each queue is scanned in dequeue-index
 // order by its own lateral subquery (a single scan over queue = ANY(...) could not use the index
 // order and would sort every queued row), locking rows with SKIP LOCKED so concurrent claimers
@@ -45,9 +50,7 @@ export interface ClaimParams {
 export function claimRange(range: string, limit: string, columns = 'j.id, j.lock_key, j.priority, j.run_at'): string {
   return `SELECT ${columns} FROM __q_schema__.q_jobs j
       WHERE j.queue = q.name AND ${range} AND j.status = 'queued' AND j.run_at <= now()
-        AND (j.lock_key IS NULL OR NOT EXISTS (
-              SELECT 1 FROM __q_schema__.q_jobs h
-              WHERE h.lock_key = j.lock_key AND h.lock_key IS NOT NULL AND h.status IN ('leased', 'running')))
+        AND ${NOT_KEY_HELD}
       ORDER BY j.priority DESC NULLS LAST, j.run_at, j.id
       LIMIT ${limit}
       FOR UPDATE OF j SKIP LOCKED`;
