@@ -59,7 +59,15 @@ function raw(method: string, path: string, headers: Record<string, string>, body
 describe('admin API /schedules', () => {
   it('creates (201), lists with the next fire time, replaces (200), deletes (204), then 404', async () => {
     const put = await api(app.url, 'PUT', '/schedules/nightly.report', {
-      body: { cron: '0 3 * * *', timezone: 'Europe/Paris', type: 'report.build', payload: { team: 7 }, priority: 5, max_attempts: 2 },
+      body: {
+        cron: '0 3 * * *',
+        timezone: 'Europe/Paris',
+        type: 'report.build',
+        payload: { team: 7 },
+        priority: 5,
+        max_attempts: 2,
+        group: 'team-7',
+      },
     });
     expect(put.status, JSON.stringify(put.json)).toBe(201);
     const created = put.json as ScheduleJson;
@@ -72,6 +80,7 @@ describe('admin API /schedules', () => {
       payload: { team: 7 },
       priority: 5,
       max_attempts: 2,
+      group: 'team-7',
       backfill_ms: null,
       last_slot: null,
     });
@@ -90,7 +99,7 @@ describe('admin API /schedules', () => {
       body: { cron: '0 3 * * *', timezone: 'Europe/Paris', type: 'report.build', backfill_ms: 3_600_000 },
     });
     expect(same.status).toBe(200);
-    expect(same.json).toMatchObject({ next_fire_at: created.next_fire_at, backfill_ms: 3_600_000, payload: {}, priority: 0 });
+    expect(same.json).toMatchObject({ next_fire_at: created.next_fire_at, backfill_ms: 3_600_000, payload: {}, priority: 0, group: null });
     // A new pattern starts at its own first slot.
     const moved = await api(app.url, 'PUT', '/schedules/nightly.report', { body: { cron: '30 4 * * *', type: 'report.build' } });
     expect(moved.status).toBe(200);
@@ -124,6 +133,8 @@ describe('admin API /schedules', () => {
       [{ cron: '0 3 * * *', type: 'x', every: '1d' }, 'invalid_request', /additional properties/],
       [{ type: 'x' }, 'invalid_request', /cron/],
       [{ cron: '0 3 * * *', type: 'x', backfill_ms: 0 }, 'invalid_request', /backfill_ms/],
+      [{ cron: '0 3 * * *', type: 'x', group: '' }, 'invalid_request', /group/],
+      [{ cron: '0 3 * * *', type: 'x', group: 'a\u0000b' }, 'invalid_request', /group/],
       [{ cron: '0 3 * * *', type: 'nobody.serves' }, 'unknown_type', /no handler serves job type "nobody.serves" \(served: .*report\.build/],
       [{ cron: '0 3 * * *', type: 'x', queue: 'nope' }, 'unknown_queue', /unknown queue "nope"/],
     ];
@@ -198,6 +209,8 @@ describe('q-jobs schedules', () => {
       '3',
       '--max-attempts',
       '4',
+      '--group',
+      'tenant-9',
       '--backfill-ms',
       '86400000',
     ]);
@@ -215,6 +228,7 @@ describe('q-jobs schedules', () => {
       payload: { scope: 'all' },
       priority: 3,
       max_attempts: 4,
+      group: 'tenant-9',
       backfill_ms: 86_400_000,
     });
 

@@ -28,6 +28,11 @@ export interface ScheduleOptions {
   priority?: number;
   maxAttempts?: number;
   /**
+   * The group of every job it enqueues (see `EnqueueOptions.group`): a worker's `limits` and
+   * fair claims apply to them as to any job of that group. Default: none.
+   */
+  group?: string;
+  /**
    * After downtime, by default only the most recent missed slot is enqueued. With
    * `{ maxMs }`, every slot in the last `maxMs` (at least that latest one), oldest first.
    */
@@ -61,6 +66,7 @@ export async function upsertSchedule(store: JobStore, opts: ScheduleOptions, now
     payload: opts.payload,
     priority: opts.priority,
     maxAttempts: opts.maxAttempts,
+    group: opts.group,
     backfillMs,
     nextFireAt: first,
   });

@@ -4,7 +4,8 @@
 import { QErrorCode, isQError } from '@q/schema';
 import type { JobStore } from '@q/store';
 import { describe, expect, it } from 'vitest';
-import { JobQueue, Worker, silentLogger, type WorkerOptions } from '../src/index.js';
+import { JobQueue, Scheduler, Worker, silentLogger, type WorkerOptions } from '../src/index.js';
+import { upsertSchedule } from '../src/schedules.js';
 import { useWorkerTests, waitFor } from './helpers.js';
 
 let store: JobStore;
@@ -60,6 +61,32 @@ describe('fairness', () => {
     await queue.enqueue({ type: 'work', group: 'cold', payload: {} });
     await waitFor(() => order.length >= 120, 20_000);
     expect(order.slice(0, 120)).not.toContain('cold');
+  });
+});
+
+describe('scheduled jobs', () => {
+  it("are limited by their schedule's group: five backfilled slots of one group run one at a time", async () => {
+    const start = new Date('2026-06-01T10:00:00.000Z');
+    await upsertSchedule(store, { name: 'nightly', cron: '* * * * * *', type: 'work', group: 'tenant', backfill: { maxMs: 5_000 } }, start);
+    const fired = await new Scheduler(store, { now: () => new Date('2026-06-01T10:00:05.500Z') }).tick();
+    expect(fired).toMatchObject({ fired: ['nightly'], enqueued: 5 });
+    expect(await queue.unschedule('nightly')).toBe(true);
+    let running = 0;
+    let peak = 0;
+    let done = 0;
+    const groups: Array<string | null> = [];
+    startWorker({ concurrency: 4, limits: [{ concurrency: 1 }] }, (w) =>
+      w.register('work', async (job) => {
+        groups.push(job.group);
+        peak = Math.max(peak, ++running);
+        await new Promise((r) => setTimeout(r, 30));
+        running--;
+        done++;
+      }),
+    );
+    await waitFor(() => done === 5, 10_000);
+    expect(groups).toEqual(Array(5).fill('tenant'));
+    expect(peak).toBe(1);
   });
 });
 

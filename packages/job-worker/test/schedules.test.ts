@@ -1,8 +1,10 @@
 // Recurring jobs in one process: bad input, upsert semantics, several schedulers racing on one
 // slot, missed slots (latest only, or a backfill window) and DST transitions, with the clock
 // driven through the scheduler's `now`.
+import { JOURNAL_TABLE, bundledMigrations } from '@q/schema';
+import { quoteIdent } from '@q/schema/internal';
 import { JobStore } from '@q/store';
-import { createTestSchema, type TestSchema } from '@q/testing';
+import { createTestSchema, useScratchSchemas, type TestSchema } from '@q/testing';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { JobQueue, KNOWN_QUEUES, Scheduler, scheduledFor } from '../src/index.js';
 import { upsertSchedule } from '../src/schedules.js';
@@ -68,6 +70,10 @@ describe('bad input', () => {
     ['backfill of 0 ms', { backfill: { maxMs: 0 } }, /schedule: backfill.maxMs must be a positive integer/],
     ['backfill not an object', { backfill: 5 }, /schedule: backfill must be \{ maxMs \}/],
     ['queue with NUL', { queue: 'q\u0000' }, /schedule: queue/],
+    ['group with NUL', { group: 'g\u0000' }, /schedule: group/],
+    ['group over 2,048 bytes', { group: 'é'.repeat(1025) }, /schedule: group is longer than 2048 bytes/],
+    ['empty group', { group: '' }, /schedule: group must be a non-empty string/],
+    ['non-string group', { group: 7 }, /schedule: group must be a non-empty string/],
   ];
   it.each(cases)('%s → INVALID_ARGUMENT, nothing written', async (_what, over, message) => {
     const err = await rejection(queue.schedule({ ...base, ...over } as never));
@@ -206,6 +212,60 @@ describe('missed slots', () => {
 
   it('a backfill window longer than the downtime enqueues every missed slot once', async () => {
     expect(await downtime({ maxMs: 3_600_000 })).toEqual(['01', '02', '03', '04', '05', '06', '07', '08', '09']);
+  });
+});
+
+describe('groups', () => {
+  it("each slot's job is in the schedule's group; a change of group applies from the next slot", async () => {
+    const start = at('2026-06-01T10:00:00.000Z');
+    let now = start;
+    const s = new Scheduler(store, { now: () => now });
+    const viaQueue = await queue.schedule({ name: 'h', cron: '0 0 * * *', type: 't', group: 'tenant-1' });
+    expect(viaQueue.group).toBe('tenant-1');
+    expect(await queue.unschedule('h')).toBe(true);
+    await upsertSchedule(store, { name: 'g', cron: '* * * * * *', type: 't', group: 'tenant-1', payload: { name: 'g' } }, start);
+    now = at('2026-06-01T10:00:01.200Z');
+    await s.tick();
+    await upsertSchedule(store, { name: 'g', cron: '* * * * * *', type: 't', group: 'tenant-2', payload: { name: 'g' } }, now);
+    now = at('2026-06-01T10:00:02.200Z');
+    await s.tick();
+    // Without a group, the next slot's job belongs to none.
+    await upsertSchedule(store, { name: 'g', cron: '* * * * * *', type: 't', payload: { name: 'g' } }, now);
+    expect((await queue.schedules())[0]!.group).toBeNull();
+    now = at('2026-06-01T10:00:03.200Z');
+    await s.tick();
+    const jobs = (await queue.list({})).jobs.sort((a, b) => a.id - b.id);
+    expect(jobs.map((j) => [scheduledFor(j)!.toISOString().slice(17, 19), j.group])).toEqual([
+      ['01', 'tenant-1'],
+      ['02', 'tenant-2'],
+      ['03', null],
+    ]);
+  });
+});
+
+describe('migration 0012 (schedule groups) on a database through 0011', () => {
+  const scratch = useScratchSchemas({ quoteIdent, journalTable: JOURNAL_TABLE });
+
+  it('keeps every schedule, in no group, firing as before; a group can then be set', async () => {
+    const older = await scratch.olderBuild('jwschedup', bundledMigrations('jobs'), '0012');
+    await scratch.admin.query(
+      `INSERT INTO ${older.quoted}.q_schedules (name, cron, timezone, queue, job_type, payload, next_fire_at)
+       VALUES ('old', '* * * * * *', 'UTC', 'default', 't', '{"name": "old"}', '2026-06-01T10:00:01Z')`,
+    );
+    const upgraded = await JobStore.open(older.dsn, { maxConns: 2 }); // applies 0012
+    try {
+      const q = new JobQueue(upgraded, { knownQueues: [...KNOWN_QUEUES] });
+      expect(await q.schedules()).toMatchObject([{ name: 'old', group: null, nextFireAt: at('2026-06-01T10:00:01Z') }]);
+      let now = at('2026-06-01T10:00:01.500Z');
+      const s = new Scheduler(upgraded, { now: () => now });
+      expect(await s.tick()).toMatchObject({ fired: ['old'], enqueued: 1 });
+      await upsertSchedule(upgraded, { name: 'old', cron: '* * * * * *', type: 't', group: 'g', payload: { name: 'old' } }, now);
+      now = at('2026-06-01T10:00:02.500Z');
+      expect(await s.tick()).toMatchObject({ fired: ['old'], enqueued: 1 });
+      expect((await q.list({})).jobs.map((j) => j.group).sort()).toEqual(['g', null]);
+    } finally {
+      await upgraded.close();
+    }
   });
 });
 

@@ -11,6 +11,8 @@ export interface ScheduleJson {
   payload: Record<string, unknown>;
   priority: number;
   max_attempts: number;
+  /** The group of every job it enqueues, or null. */
+  group: string | null;
   /** Null: after downtime only the latest missed slot is enqueued; else every slot of the last `backfill_ms`. */
   backfill_ms: number | null;
   /** The first slot not yet enqueued: when the next job is enqueued. */
@@ -32,6 +34,7 @@ export function scheduleToJson(s: ScheduleInfo): ScheduleJson {
     payload: s.payload,
     priority: s.priority,
     max_attempts: s.maxAttempts,
+    group: s.group,
     backfill_ms: s.backfillMs,
     next_fire_at: s.nextFireAt.toISOString(),
     last_slot: s.lastSlot === null ? null : s.lastSlot.toISOString(),

@@ -147,7 +147,20 @@ export const listQuerySchema = {
 /** A schedule as the API shows it. */
 export const scheduleSchema = {
   type: 'object',
-  required: ['name', 'cron', 'timezone', 'queue', 'type', 'payload', 'priority', 'max_attempts', 'backfill_ms', 'next_fire_at', 'last_slot'],
+  required: [
+    'name',
+    'cron',
+    'timezone',
+    'queue',
+    'type',
+    'payload',
+    'priority',
+    'max_attempts',
+    'group',
+    'backfill_ms',
+    'next_fire_at',
+    'last_slot',
+  ],
   properties: {
     name: { type: 'string' },
     cron: { type: 'string', description: 'Cron pattern: 5 fields (minute first), or 6 with seconds first' },
@@ -161,6 +174,7 @@ export const scheduleSchema = {
     },
     priority: { type: 'integer' },
     max_attempts: { type: 'integer' },
+    group: { ...nullableString, description: 'The group of every job it enqueues, or null' },
     backfill_ms: { ...nullableInt, description: 'null: after downtime only the latest missed slot is enqueued; else every slot of this window' },
     next_fire_at: { type: 'string', format: 'date-time', description: 'When the next job is enqueued (the first slot not yet enqueued)' },
     last_slot: { ...nullableDate, description: 'The latest slot enqueued, null before the first' },
@@ -188,6 +202,12 @@ export const scheduleBodySchema = {
     queue: { type: 'string', minLength: 1, maxLength: 64, description: `One of: ${KNOWN_QUEUES.join(', ')} (default: default)` },
     priority: { type: 'integer', minimum: -1000, maximum: 1000, description: 'Higher runs first' },
     max_attempts: { type: 'integer', minimum: 1, maximum: 100 },
+    group: {
+      type: 'string',
+      minLength: 1,
+      maxLength: 200,
+      description: 'The group of every job it enqueues, for per-group limits and fair claims',
+    },
     backfill_ms: {
       type: 'integer',
       minimum: 1,

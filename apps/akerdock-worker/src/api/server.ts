@@ -79,6 +79,7 @@ interface ScheduleBody {
   queue?: string;
   priority?: number;
   max_attempts?: number;
+  group?: string;
   backfill_ms?: number;
 }
 
@@ -249,6 +250,7 @@ export function buildAdminServer(opts: AdminServerOptions): FastifyInstance {
         queue,
         priority: b.priority,
         maxAttempts: b.max_attempts,
+        group: b.group,
         backfill: b.backfill_ms === undefined ? undefined : { maxMs: b.backfill_ms },
       });
       // The upsert stamps both on insert and only updated_at on a replace.

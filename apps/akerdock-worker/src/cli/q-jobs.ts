@@ -9,7 +9,7 @@ import { jobDetail, jobsTable, schedulesTable, stepsTable } from './table.js';
 export const CLI_USAGE = `usage: q-jobs <command> [args] [--json] [--url URL] [--token TOKEN]
 
   enqueue TYPE [--queue Q] [--payload JSON | --payload-file FILE] [--priority N]
-               [--run-at ISO] [--max-attempts N] [--lock-key K] [--idempotency-key K]
+               [--run-at ISO] [--max-attempts N] [--lock-key K] [--idempotency-key K] [--group G]
   list         [--status S] [--queue Q] [--type T] [--limit N] [--cursor C] [--all]
   get UUID     the job, its attempt, result, error and steps
   steps UUID   the step timeline
@@ -18,7 +18,7 @@ export const CLI_USAGE = `usage: q-jobs <command> [args] [--json] [--url URL] [-
   cancel UUID
   schedules list                     the recurring jobs, with their next fire time and last slot
   schedules add NAME --cron EXPR --type T [--timezone Z] [--payload JSON | --payload-file FILE]
-                [--queue Q] [--priority N] [--max-attempts N] [--backfill-ms N]
+                [--queue Q] [--priority N] [--max-attempts N] [--group G] [--backfill-ms N]
   schedules remove NAME
 
   --url    admin API (AKERDOCK_API_URL, default http://127.0.0.1:8080)
@@ -43,7 +43,8 @@ Enqueues one job of type TYPE (POST /jobs) and prints it.
   --run-at ISO           not before this time
   --max-attempts N       attempts before dead letter
   --lock-key K           at most one running job per key
-  --idempotency-key K    the same key returns the first job instead of a new one`,
+  --idempotency-key K    the same key returns the first job instead of a new one
+  --group G              the group it belongs to (per-group limits, fair claims)`,
   list: `usage: q-jobs list [flags]
 
 Lists jobs, newest first (GET /jobs).
@@ -83,6 +84,7 @@ Flags of add:
   --queue Q            logical queue (default: default)
   --priority N         higher runs first
   --max-attempts N     attempts before dead letter
+  --group G            the group of every job it enqueues (per-group limits, fair claims)
   --backfill-ms N      after downtime, every missed slot of the last N ms (default: only the latest)`,
 };
 
@@ -105,6 +107,7 @@ const OPTIONS = {
   'run-at': { type: 'string' },
   'max-attempts': { type: 'string' },
   'lock-key': { type: 'string' },
+  group: { type: 'string' },
   'idempotency-key': { type: 'string' },
   status: { type: 'string' },
   type: { type: 'string' },
@@ -213,6 +216,7 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv, io: CliIo):
           ['queue', 'queue'],
           ['run-at', 'run_at'],
           ['lock-key', 'lock_key'],
+          ['group', 'group'],
         ] as const) {
           if (str(flag) !== undefined) body[field] = str(flag);
         }
@@ -302,6 +306,7 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv, io: CliIo):
         }
         if (str('timezone') !== undefined) body.timezone = str('timezone');
         if (str('queue') !== undefined) body.queue = str('queue');
+        if (str('group') !== undefined) body.group = str('group');
         for (const [flag, field] of [
           ['priority', 'priority'],
           ['max-attempts', 'max_attempts'],

@@ -201,6 +201,8 @@ export const schedules = pgTable(
       .default(sql`'{}'::jsonb`),
     priority: integer('priority').notNull().default(0),
     maxAttempts: integer('max_attempts').notNull().default(5),
+    /** The group of every job it enqueues (null: none). Migration 0012. */
+    jobGroup: text('job_group'),
     /** Null: after downtime only the latest missed slot is enqueued; else every slot of this window. */
     backfillMs: bigint('backfill_ms', { mode: 'number' }),
     nextFireAt: timestamp('next_fire_at', { withTimezone: true }).notNull(),

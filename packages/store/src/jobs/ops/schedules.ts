@@ -30,6 +30,8 @@ export interface StoredSchedule {
   payload: Record<string, unknown>;
   priority: number;
   maxAttempts: number;
+  /** The group of every job it enqueues (null: none): see `NewJob.group`. */
+  group: string | null;
   /** Null: after downtime only the latest missed slot is enqueued; else every slot of the last `backfillMs`. */
   backfillMs: number | null;
   /** The first slot not yet enqueued. */
@@ -50,6 +52,8 @@ export interface ScheduleInput {
   payload?: Record<string, unknown> | undefined;
   priority?: number | undefined;
   maxAttempts?: number | undefined;
+  /** The group of every job it enqueues (null or absent: none). */
+  group?: string | null | undefined;
   backfillMs?: number | null | undefined;
   /** The pattern's first slot after now (kept unused when the stored pattern and time zone are the same). */
   nextFireAt: Date;
@@ -105,6 +109,7 @@ export async function upsertSchedule(ctx: JobStoreContext, input: ScheduleInput)
   const json = jsonText(payload, 'payload', 'strict');
   if ('problem' in json) throw invalidArgument(`${op}: ${json.problem}`);
   if (json.text === null || !json.text.startsWith('{')) throw invalidArgument(`${op}: payload must be a JSON object`);
+  const group = input.group === undefined || input.group === null ? null : checkName(op, 'group', input.group);
   const backfill = input.backfillMs ?? null;
   if (backfill !== null && (typeof backfill !== 'number' || !Number.isInteger(backfill) || backfill < 1 || backfill > MAX_DELAY_MS)) {
     throw invalidArgument(`${op}: backfill.maxMs must be a positive integer of milliseconds, at most 100 years`);
@@ -122,6 +127,7 @@ export async function upsertSchedule(ctx: JobStoreContext, input: ScheduleInput)
         payload: json.text as string,
         priority: checkInt(op, 'priority', input.priority, -2_147_483_648, 0),
         maxAttempts: checkInt(op, 'maxAttempts', input.maxAttempts, 1, DEFAULT_MAX_ATTEMPTS),
+        group,
         backfillMs: backfill,
         nextFireAt: checkDate(op, 'nextFireAt', input.nextFireAt),
       },
@@ -177,6 +183,7 @@ function toSchedule(r: ScheduleRow): StoredSchedule {
     payload: r.payload,
     priority: r.priority,
     maxAttempts: r.max_attempts,
+    group: r.job_group,
     backfillMs: r.backfill_ms,
     nextFireAt: r.next_fire_at,
     lastSlot: r.last_slot,

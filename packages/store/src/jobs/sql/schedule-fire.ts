@@ -26,16 +26,16 @@ WITH d AS (
 ), adv AS (
   UPDATE __q_schema__.q_schedules s SET next_fire_at = d.next_fire_at, last_slot = coalesce(d.last_slot, s.last_slot)
   FROM d WHERE s.name = d.name AND s.name IN (SELECT name FROM locked)
-  RETURNING s.name, s.queue, s.job_type, s.payload, s.priority, s.max_attempts
+  RETURNING s.name, s.queue, s.job_type, s.payload, s.priority, s.max_attempts, s.job_group
 ), jobs AS MATERIALIZED (
-  SELECT adv.queue, adv.job_type, adv.payload || jsonb_build_object('scheduledFor', k.slot) AS payload, adv.priority, adv.max_attempts,
+  SELECT adv.queue, adv.job_type, adv.payload || jsonb_build_object('scheduledFor', k.slot) AS payload, adv.priority, adv.max_attempts, adv.job_group,
          k.key, k.ord
   FROM unnest($8::text[], $9::text[], $10::text[]) WITH ORDINALITY AS k(name, slot, key, ord) JOIN adv ON adv.name = k.name
 ), ins AS (
-  INSERT INTO __q_schema__.q_jobs AS j (id, uuid, queue, job_type, payload, priority, run_at, status, max_attempts, idempotency_key)
+  INSERT INTO __q_schema__.q_jobs AS j (id, uuid, queue, job_type, payload, priority, run_at, status, max_attempts, idempotency_key, job_group)
   OVERRIDING SYSTEM VALUE
   SELECT x.id, __q_schema__.q_job_uuid(x.id, gen_random_uuid()), x.queue, x.job_type, x.payload, x.priority, now(),
-         'queued'::__q_schema__.q_job_status, x.max_attempts, x.key
+         'queued'::__q_schema__.q_job_status, x.max_attempts, x.key, x.job_group
   FROM (SELECT jobs.*, ${NEXT_JOB_ID} AS id FROM jobs ORDER BY jobs.ord) x
   RETURNING j.queue
 )

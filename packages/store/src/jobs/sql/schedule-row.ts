@@ -8,6 +8,7 @@ export interface ScheduleRow {
   payload: Record<string, unknown>;
   priority: number;
   max_attempts: number;
+  job_group: string | null;
   /** float8: a bigint column, returned as a number. */
   backfill_ms: number | null;
   next_fire_at: Date;
@@ -17,5 +18,5 @@ export interface ScheduleRow {
 }
 
 /** The select list of a {@link ScheduleRow}. */
-export const SCHEDULE_COLUMNS = `name, cron, timezone, queue, job_type, payload, priority, max_attempts, backfill_ms::float8 AS backfill_ms,
+export const SCHEDULE_COLUMNS = `name, cron, timezone, queue, job_type, payload, priority, max_attempts, job_group, backfill_ms::float8 AS backfill_ms,
   next_fire_at, last_slot, created_at, updated_at`;

@@ -12,16 +12,16 @@ import { SCHEDULE_COLUMNS, type ScheduleRow } from './schedule-row.js';
 // first slot comes sooner is not slept through.
 const TEXT = `
 WITH up AS (
-INSERT INTO __q_schema__.q_schedules AS s (name, cron, timezone, queue, job_type, payload, priority, max_attempts, backfill_ms, next_fire_at)
-VALUES ($1::text, $2::text, $3::text, $4::text, $5::text, $6::jsonb, $7::int4, $8::int4, $9::int8, $10::timestamptz)
+INSERT INTO __q_schema__.q_schedules AS s (name, cron, timezone, queue, job_type, payload, priority, max_attempts, backfill_ms, next_fire_at, job_group)
+VALUES ($1::text, $2::text, $3::text, $4::text, $5::text, $6::jsonb, $7::int4, $8::int4, $9::int8, $10::timestamptz, $11::text)
 ON CONFLICT (name) DO UPDATE SET
   cron = EXCLUDED.cron, timezone = EXCLUDED.timezone, queue = EXCLUDED.queue, job_type = EXCLUDED.job_type,
-  payload = EXCLUDED.payload, priority = EXCLUDED.priority, max_attempts = EXCLUDED.max_attempts, backfill_ms = EXCLUDED.backfill_ms,
+  payload = EXCLUDED.payload, priority = EXCLUDED.priority, max_attempts = EXCLUDED.max_attempts, backfill_ms = EXCLUDED.backfill_ms, job_group = EXCLUDED.job_group,
   next_fire_at = CASE WHEN s.cron = EXCLUDED.cron AND s.timezone = EXCLUDED.timezone THEN s.next_fire_at ELSE EXCLUDED.next_fire_at END,
   updated_at = now()
 RETURNING ${SCHEDULE_COLUMNS}
 )
-SELECT up.* FROM up CROSS JOIN (SELECT pg_notify($11::text, 's')) n`;
+SELECT up.* FROM up CROSS JOIN (SELECT pg_notify($12::text, 's')) n`;
 
 const TEXT_STMT = statement('q_jobs_schedule_upsert', TEXT);
 
@@ -36,6 +36,8 @@ export interface ScheduleUpsert {
   payload: string;
   priority: number;
   maxAttempts: number;
+  /** The jobs' group, checked (null: none). */
+  group: string | null;
   backfillMs: number | null;
   /** The pattern's first slot after now: used for a new schedule or a new pattern or time zone. */
   nextFireAt: Date;
@@ -54,6 +56,7 @@ export async function upsertSchedule(scope: StatementScope, db: Queryable, u: Sc
     u.maxAttempts,
     u.backfillMs,
     u.nextFireAt,
+    u.group,
     channel,
   ]);
   return onlyRow(rows, 'schedule upsert');
