@@ -24,7 +24,8 @@ import { purgeFinished } from './sql/purge-finished.js';
 import { countBacklog } from './sql/count-backlog.js';
 import { countRunningGroups } from './sql/count-running-groups.js';
 import { dbNow } from './sql/db-now.js';
-import { checkJobPool, listenerConnection } from './from-pool.js';
+import { listenerConnection } from './from-pool.js';
+import { checkPool } from '../store-pool.js';
 import type {
   ClaimOptions,
   CancelOutcome,
@@ -179,7 +180,7 @@ export class JobStore {
    * (`@q/otel`) on it.
    */
   static async fromPool(pool: pg.Pool, opts: JobStoreFromPoolOptions = {}): Promise<JobStore> {
-    checkJobPool(pool, opts);
+    checkPool('JobStore.fromPool', pool);
     checkJobStoreOptions('JobStore.fromPool', opts);
     checkPlacement('JobStore.fromPool', opts);
     const asked = checkSchemaOptions('JobStore.fromPool', opts);
