@@ -2,7 +2,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { memoryLogger, spawnTs, useJobStore, waitFor, type Exit, type TestSchema, type TsProcess } from '@q/testing';
 import { afterEach } from 'vitest';
-import { JobStore, type Job, type OpenOptions } from '@q/store';
+import { JobStore, type Job, type LeasedJob, type OpenOptions } from '@q/store';
 import { JobQueue, KNOWN_QUEUES, Worker, type WorkerFailure, type WorkerOptions } from '../src/index.js';
 
 export { memoryLogger, waitFor } from '@q/testing';
@@ -136,4 +136,18 @@ export async function workerOnOwnStore(dsn: string, store: OpenOptions, opts: Pa
     ...opts,
   });
   return { store: own, logger, failures, worker };
+}
+
+/** Lets the lease on job `uuid` lapse (through the database clock, without waiting) and reaps it. */
+export async function lapseLease(store: JobStore, uuid: string): Promise<void> {
+  await store.pool.query(`UPDATE q_jobs SET lease_expires_at = now() - interval '1 second' WHERE uuid = $1`, [uuid]);
+  await store.reapExpired();
+}
+
+/** {@link lapseLease}, then the job is due again and worker `new` claims it: returns that claim's job (undefined if it took none). */
+export async function leaseTakenOver(store: JobStore, uuid: string): Promise<LeasedJob | undefined> {
+  await lapseLease(store, uuid);
+  await store.promoteDue();
+  const [fresh] = await store.claim({ queues: ['default'], workerId: 'new', limit: 1, leaseMs: 60_000 });
+  return fresh;
 }
