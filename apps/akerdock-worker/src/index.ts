@@ -21,14 +21,5 @@ export { openApiDocument } from './api/openapi.js';
 export { AdminClient, ApiCallError, type JobPage, type RetryAnswer } from './cli/client.js';
 export { CLI_USAGE, COMMAND_USAGE, runCli, type CliIo } from './cli/q-jobs.js';
 export { startWorkerApp, type WorkerApp, type WorkerAppOptions } from './app.js';
-export type {
-  EnqueueOptions,
-  ScheduleInfo,
-  ScheduleOptions,
-  HandlerContext,
-  HandlerFunc,
-  Job,
-  JobQueueLike,
-  JobStatus,
-  Step,
-} from './job-types.js';
+// The job packages' types the app names (job-types.ts), for code built on the app.
+export type * from './job-types.js';

@@ -1,9 +1,11 @@
 // Shared test helpers: scripted fake-server behaviour, submitting, collecting results.
 import { RequestStore } from '@q/store';
-import { waitFor } from '@q/testing';
+import { createTestSchema, waitFor, type TestSchema } from '@q/testing';
+import { afterAll, beforeAll } from 'vitest';
 import { popResults, submitRequests } from '../src/client/producer.js';
 import type { ResultMessage } from '../src/formats.js';
 import type { Action, Call } from '../src/sim/server.js';
+import { ModelServerProcess } from '../src/sim/model-server-process.js';
 
 export { waitFor };
 
@@ -88,4 +90,34 @@ export function configError(fn: () => unknown): { code?: string; message: string
     return err as { code?: string; message: string };
   }
   throw new Error('expected a config error');
+}
+
+/** What {@link useSimulatedServer} opens for a test file. */
+export interface SimulatedServerSetup {
+  schema: TestSchema;
+  server: ModelServerProcess;
+  store: RequestStore;
+}
+
+/**
+ * Registers the file's lifecycle for the saturation tests: a fresh schema, the simulated model
+ * server in its own process (`capacity` slots, 140–160 ms calls slowing by 0.2 under load) and a
+ * `RequestStore` of 3 connections on the schema, handed to `onOpen` in `beforeAll`; all closed in
+ * `afterAll`.
+ */
+export function useSimulatedServer(prefix: string, capacity: number, onOpen: (t: SimulatedServerSetup) => void): void {
+  let schema: TestSchema | undefined;
+  let server: ModelServerProcess | undefined;
+  let store: RequestStore | undefined;
+  beforeAll(async () => {
+    schema = await createTestSchema(prefix);
+    server = await ModelServerProcess.start({ capacity, latencyMs: [140, 160], slowdown: 0.2, priority: -10 });
+    store = await RequestStore.open(schema.dsn, { maxConns: 3 });
+    onOpen({ schema, server, store });
+  });
+  afterAll(async () => {
+    await store?.close();
+    await server?.close();
+    await schema?.drop();
+  });
 }

@@ -3,13 +3,13 @@
 // more request adds, so the gate needs `capacity` and counts its own in-flight requests against
 // it: with the default 5 s source cache the server stays near the threshold (0.8), where a cached
 // reading used to admit every poll for the whole TTL (the server reached 8.0).
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestSchema, type TestSchema } from '@q/testing';
-import { RequestStore } from '@q/store';
+import { describe, expect, it } from 'vitest';
+import type { TestSchema } from '@q/testing';
+import type { RequestStore } from '@q/store';
 import { loadConfig } from '../src/config/load.js';
 import { Dispatcher } from '../src/service/dispatcher.js';
-import { ModelServerProcess } from '../src/sim/model-server-process.js';
-import { configError, Results, submit } from './helpers.js';
+import type { ModelServerProcess } from '../src/sim/model-server-process.js';
+import { configError, Results, submit, useSimulatedServer } from './helpers.js';
 
 let schema: TestSchema;
 let server: ModelServerProcess;
@@ -17,17 +17,7 @@ let store: RequestStore;
 const CAPACITY = 96;
 const THRESHOLD = 0.8;
 
-beforeAll(async () => {
-  schema = await createTestSchema('satfrac');
-  server = await ModelServerProcess.start({ capacity: CAPACITY, latencyMs: [140, 160], slowdown: 0.2, priority: -10 });
-  store = await RequestStore.open(schema.dsn, { maxConns: 3 });
-});
-
-afterAll(async () => {
-  await store?.close();
-  await server?.close();
-  await schema?.drop();
-});
+useSimulatedServer('satfrac', CAPACITY, (t) => ({ schema, server, store } = t));
 
 const document = (gateParams: Record<string, unknown>) => ({
   url: schema.dsn,

@@ -3,13 +3,13 @@
 // threshold 0.8 the dispatcher drains 5,000 requests keeping the server's own measured
 // saturation ≤ 0.8 + one poll's worth, and interactive requests sent straight to the server keep
 // their p99 within 1.5× of the unloaded value. Without the gate the same load is measured too.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestSchema, type TestSchema } from '@q/testing';
-import { RequestStore } from '@q/store';
+import { describe, expect, it } from 'vitest';
+import type { TestSchema } from '@q/testing';
+import type { RequestStore } from '@q/store';
 import { Dispatcher } from '../src/service/dispatcher.js';
-import { ModelServerProcess } from '../src/sim/model-server-process.js';
+import type { ModelServerProcess } from '../src/sim/model-server-process.js';
 import { saturationConfig } from '../src/sim/saturation-config.js';
-import { Results, submit } from './helpers.js';
+import { Results, submit, useSimulatedServer } from './helpers.js';
 
 let schema: TestSchema;
 let server: ModelServerProcess;
@@ -18,17 +18,7 @@ const CAPACITY = 96;
 const BATCH = 32;
 const THRESHOLD = 0.8;
 
-beforeAll(async () => {
-  schema = await createTestSchema('sat');
-  server = await ModelServerProcess.start({ capacity: CAPACITY, latencyMs: [140, 160], slowdown: 0.2, priority: -10 });
-  store = await RequestStore.open(schema.dsn, { maxConns: 3 });
-});
-
-afterAll(async () => {
-  await store?.close();
-  await server?.close();
-  await schema?.drop();
-});
+useSimulatedServer('sat', CAPACITY, (t) => ({ schema, server, store } = t));
 
 async function drain(queue: string, n: number, gated: boolean): Promise<{ maxSaturation: number; p99: number; seconds: number }> {
   const reqs = Array.from({ length: n }, (_, i) => ({ id: `${queue}-${i}`, deadlineIn: 120 }));

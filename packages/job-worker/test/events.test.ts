@@ -4,7 +4,7 @@ import { JobStore } from '@q/store';
 import { createTestSchema, type TestSchema } from '@q/testing';
 import { expect, it } from 'vitest';
 import { JobQueue, Worker, type JobQueue as Queue, type WorkerEventMap, type WorkerFailure } from '../src/index.js';
-import { jobInStatus, memoryLogger, useWorkerTests, waitFor } from './helpers.js';
+import { jobInStatus, memoryLogger, useWorkerTests, waitFor, lapseLease } from './helpers.js';
 
 let schema: TestSchema;
 let store: JobStore;
@@ -96,8 +96,7 @@ it('job:lease-lost from the outcome write: fenced (the job was reaped meanwhile)
     });
   });
   await waitFor(() => seen.includes('start 1'));
-  await store.pool.query(`UPDATE q_jobs SET lease_expires_at = now() - interval '1 second' WHERE uuid = $1`, [a.uuid]);
-  await store.reapExpired();
+  await lapseLease(store, a.uuid);
   release();
   await waitFor(() => seen.includes('drained'));
   expect(seen).toEqual(['start 1', 'lease-lost 1 fenced', 'drained']);
@@ -117,8 +116,7 @@ it('job:lease-lost from a renewal: the lease keeper finds the token gone', async
     });
   });
   await waitFor(() => seen.includes('start 1'));
-  await store.pool.query(`UPDATE q_jobs SET lease_expires_at = now() - interval '1 second' WHERE uuid = $1`, [a.uuid]);
-  await store.reapExpired();
+  await lapseLease(store, a.uuid);
   await waitFor(() => seen.includes('drained'));
   expect(aborted).toBe(true);
   expect(seen).toEqual(['start 1', 'lease-lost 1 fenced', 'drained']);

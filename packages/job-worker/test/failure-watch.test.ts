@@ -3,11 +3,10 @@
 // failures stops, run() rejecting with that error; a transient error keeps being retried.
 import { QError } from '@q/schema';
 import { JobStore } from '@q/store';
-import { createTestSchema, memoryLogger, testRoles, type TestRoles, type TestSchema } from '@q/testing';
+import { createTestSchema, testRoles, type TestRoles, type TestSchema } from '@q/testing';
 import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { Worker, type WorkerFailure } from '../src/index.js';
-import { waitFor } from './helpers.js';
+import { waitFor, workerOnOwnStore } from './helpers.js';
 
 let schema: TestSchema;
 let owner: JobStore;
@@ -29,25 +28,10 @@ afterAll(async () => {
   await schema?.drop();
 });
 
-/**
- * A worker on its own store of `dsn` (2 connections), logging to memory and collecting what it
- * reports through `onError`: fast polling, and `opts` (its maintenance interval, how many identical
- * failures stop it).
- */
-async function watchedWorker(dsn: string, opts: { migrate?: boolean; maintenanceIntervalMs: number; maxPersistentFailures: number }) {
-  const store = await JobStore.open(dsn, { maxConns: 2, migrate: opts.migrate });
-  const logger = memoryLogger();
-  const failures: WorkerFailure[] = [];
-  const worker = new Worker(store, {
-    queues: ['default'],
-    concurrency: 1,
-    logger,
-    pollIntervalMs: 100,
-    maintenanceIntervalMs: opts.maintenanceIntervalMs,
-    maxPersistentFailures: opts.maxPersistentFailures,
-    onError: (f) => failures.push(f),
-  });
-  return { store, logger, failures, worker };
+/** A worker on its own store of `dsn` (see workerOnOwnStore), `opts` its maintenance interval and how many identical failures stop it. */
+function watchedWorker(dsn: string, opts: { migrate?: boolean; maintenanceIntervalMs: number; maxPersistentFailures: number }) {
+  const { migrate, ...wopts } = opts;
+  return workerOnOwnStore(dsn, migrate === undefined ? {} : { migrate }, wopts);
 }
 
 /** Runs a worker on `dsn` until run() settles; returns how it settled, what it logged and reported. */

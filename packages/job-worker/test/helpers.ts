@@ -1,9 +1,9 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { spawnTs, useJobStore, waitFor, type Exit, type TestSchema, type TsProcess } from '@q/testing';
+import { memoryLogger, spawnTs, useJobStore, waitFor, type Exit, type TestSchema, type TsProcess } from '@q/testing';
 import { afterEach } from 'vitest';
-import { JobStore, type Job } from '@q/store';
-import { JobQueue, KNOWN_QUEUES, Worker, type WorkerOptions } from '../src/index.js';
+import { JobStore, type Job, type LeasedJob, type OpenOptions } from '@q/store';
+import { JobQueue, KNOWN_QUEUES, Worker, type WorkerFailure, type WorkerOptions } from '../src/index.js';
 
 export { memoryLogger, waitFor } from '@q/testing';
 
@@ -115,4 +115,39 @@ export function jobInStatus(store: JobStore, uuid: string, status: Job['status']
     const j = await store.get(uuid);
     return j?.status === status ? j : undefined;
   };
+}
+
+/**
+ * A worker on a store of its own on `dsn` (`store`: its open options, default 2 connections),
+ * logging to memory and collecting what it reports through `onError`: queue `default`,
+ * concurrency 1, polling every 100 ms, maintenance every minute, unless `opts` says otherwise.
+ */
+export async function workerOnOwnStore(dsn: string, store: OpenOptions, opts: Partial<WorkerOptions> = {}) {
+  const own = await JobStore.open(dsn, { maxConns: 2, ...store });
+  const logger = memoryLogger();
+  const failures: WorkerFailure[] = [];
+  const worker = new Worker(own, {
+    queues: ['default'],
+    concurrency: 1,
+    logger,
+    pollIntervalMs: 100,
+    maintenanceIntervalMs: 60_000,
+    onError: (f) => failures.push(f),
+    ...opts,
+  });
+  return { store: own, logger, failures, worker };
+}
+
+/** Lets the lease on job `uuid` lapse (through the database clock, without waiting) and reaps it. */
+export async function lapseLease(store: JobStore, uuid: string): Promise<void> {
+  await store.pool.query(`UPDATE q_jobs SET lease_expires_at = now() - interval '1 second' WHERE uuid = $1`, [uuid]);
+  await store.reapExpired();
+}
+
+/** {@link lapseLease}, then the job is due again and worker `new` claims it: returns that claim's job (undefined if it took none). */
+export async function leaseTakenOver(store: JobStore, uuid: string): Promise<LeasedJob | undefined> {
+  await lapseLease(store, uuid);
+  await store.promoteDue();
+  const [fresh] = await store.claim({ queues: ['default'], workerId: 'new', limit: 1, leaseMs: 60_000 });
+  return fresh;
 }

@@ -5,10 +5,10 @@
 import { randomBytes } from 'node:crypto';
 import { QError } from '@q/schema';
 import { JobStore } from '@q/store';
-import { createTestSchema, memoryLogger, testRoles, type TestRoles, type TestSchema } from '@q/testing';
+import { createTestSchema, testRoles, type TestRoles, type TestSchema } from '@q/testing';
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
-import { Worker, type WorkerFailure, type WorkerOptions } from '../src/index.js';
-import { waitFor } from './helpers.js';
+import type { WorkerOptions } from '../src/index.js';
+import { waitFor, workerOnOwnStore } from './helpers.js';
 
 let schema: TestSchema;
 let owner: JobStore;
@@ -31,22 +31,10 @@ beforeEach(async () => {
 const count = async (where: string): Promise<number> =>
   (await owner.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs_all WHERE ${where}`)).rows[0]!.n;
 
-/** A worker on its own store of `dsn`, logging to memory and collecting what it reports through `onError`. */
-async function ownWorker(dsn: string, opts: Partial<WorkerOptions> & { applicationName?: string }) {
+/** A worker on its own store of `dsn` (3 connections, not migrating; see workerOnOwnStore). */
+function ownWorker(dsn: string, opts: Partial<WorkerOptions> & { applicationName?: string }) {
   const { applicationName, ...wopts } = opts;
-  const store = await JobStore.open(dsn, { maxConns: 3, migrate: false, ...(applicationName ? { applicationName } : {}) });
-  const logger = memoryLogger();
-  const failures: WorkerFailure[] = [];
-  const worker = new Worker(store, {
-    queues: ['default'],
-    concurrency: 1,
-    logger,
-    pollIntervalMs: 100,
-    maintenanceIntervalMs: 60_000,
-    onError: (f) => failures.push(f),
-    ...wopts,
-  });
-  return { store, logger, failures, worker };
+  return workerOnOwnStore(dsn, { maxConns: 3, migrate: false, ...(applicationName ? { applicationName } : {}) }, wopts);
 }
 
 it('wait(t) then store.close() with a claim in flight: the jobs it returns go back to the queue, none is stranded', async () => {

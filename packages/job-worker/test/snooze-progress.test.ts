@@ -6,7 +6,7 @@ import { JobStore, type Job } from '@q/store';
 import type { TestSchema } from '@q/testing';
 import { afterAll, describe, expect, it } from 'vitest';
 import { JobAbortedError, JobSnoozeError, Worker, type JobQueue } from '../src/index.js';
-import { jobInStatus, memoryLogger, spawnWorker, useWorkerTests, waitFor, type WorkerProcess } from './helpers.js';
+import { jobInStatus, memoryLogger, spawnWorker, useWorkerTests, waitFor, type WorkerProcess, lapseLease, leaseTakenOver } from './helpers.js';
 
 let schema: TestSchema;
 let store: JobStore;
@@ -102,10 +102,7 @@ describe('snooze', () => {
       });
     });
     await running;
-    await store.pool.query(`UPDATE q_jobs SET lease_expires_at = now() - interval '1 second' WHERE uuid = $1`, [job.uuid]);
-    await store.reapExpired();
-    await store.promoteDue();
-    const [fresh] = await store.claim({ queues: ['default'], workerId: 'new', limit: 1, leaseMs: 60_000 });
+    const fresh = await leaseTakenOver(store, job.uuid);
     expect(fresh!.uuid).toBe(job.uuid);
     const snapshot = await store.get(job.uuid);
     release();
@@ -215,10 +212,7 @@ describe('progress', () => {
     expect((await store.get(job.uuid))!.progress).toBe(0.25);
     expect(refused).toHaveLength(4);
     for (const err of refused) expect(err instanceof QError && err.code === QErrorCode.INVALID_ARGUMENT).toBe(true);
-    await store.pool.query(`UPDATE q_jobs SET lease_expires_at = now() - interval '1 second' WHERE uuid = $1`, [job.uuid]);
-    await store.reapExpired();
-    await store.promoteDue();
-    const [fresh] = await store.claim({ queues: ['default'], workerId: 'new', limit: 1, leaseMs: 60_000 });
+    const fresh = await leaseTakenOver(store, job.uuid);
     expect(fresh!.progress).toBe(0.25); // a new attempt can resume from it
     release();
     await waitFor(async () => late !== undefined);
@@ -237,8 +231,7 @@ describe('progress', () => {
     const row = (await store.get(job.uuid))!;
     expect(row).toMatchObject({ status: 'running', leasedBy: 'crashy', progress: { done: 3, of: 10 } });
     // Reaped as a crash: the progress stays for the next attempt.
-    await store.pool.query(`UPDATE q_jobs SET lease_expires_at = now() - interval '1 second' WHERE uuid = $1`, [job.uuid]);
-    await store.reapExpired();
+    await lapseLease(store, job.uuid);
     expect((await store.get(job.uuid))!).toMatchObject({ status: 'retry_wait', progress: { done: 3, of: 10 } });
   });
 });

@@ -4,7 +4,7 @@ import { JobStore, type Job } from '@q/store';
 import type { TestSchema } from '@q/testing';
 import { expect, it } from 'vitest';
 import { DeadLetterError, JobAbortedError, Worker, type JobQueue } from '../src/index.js';
-import { memoryLogger, jobInStatus, useWorkerTests, waitFor } from './helpers.js';
+import { memoryLogger, jobInStatus, useWorkerTests, waitFor, leaseTakenOver } from './helpers.js';
 
 let schema: TestSchema;
 let store: JobStore;
@@ -201,10 +201,7 @@ it('stale execution: after its lease is reaped and re-leased, the old run is abo
   );
   await waitFor(async () => (await store.get(job.uuid))?.steps.length === 1);
   // The lease lapses (through the database clock), is reaped and re-leased by someone else.
-  await store.pool.query(`UPDATE q_jobs SET lease_expires_at = now() - interval '1 second' WHERE uuid = $1`, [job.uuid]);
-  await store.reapExpired();
-  await store.promoteDue();
-  const [fresh] = await store.claim({ queues: ['default'], workerId: 'new', limit: 1, leaseMs: 60_000 });
+  const fresh = await leaseTakenOver(store, job.uuid);
   expect(fresh!.uuid).toBe(job.uuid);
   const snapshot = await store.get(job.uuid);
   await afterAbort;

@@ -1,7 +1,7 @@
 // The budget gates of docs/design/dispatcher.md#gates (constant, endpoint-scrape, prometheus-query,
 // -saturation, -budget): each turns one metric read into the fraction of a poll's batch that may be
-// dispatched. They share `metered` (fallback + gauges), which is why they live together, apart
-// from the per-message admission gates.
+// dispatched, through the `metered` wrapper they share (fallback + gauges). The per-message
+// admission gates are in message-gates.ts.
 import type { Params } from './params.js';
 import { bad, needsPrometheus } from './params.js';
 import { SOURCE_TIMEOUT_MS, sumMatching } from './sources.js';

@@ -5,9 +5,9 @@
 // validated by building its gates once.
 //
 // This module is the factory and the entry point callers import; the gate families live in
-// budget.ts, admission.ts and combinators.ts, the parameter checks in params.ts, the contract in types.ts.
+// budget.ts, message-gates.ts and combinators.ts, the parameter checks in params.ts, the contract in types.ts.
 import { QError, QErrorCode } from '@q/schema';
-import { LocalMaxConcurrency, tierPriorityAdmission } from './admission.js';
+import { LocalMaxConcurrency, tierPriorityAdmission } from './message-gates.js';
 import { budgetGate, endpointScrape, prometheusBudget, prometheusQuery, prometheusSaturation } from './budget.js';
 import { composite, waitOnRefuse } from './combinators.js';
 import { bad, gateSpec, Params } from './params.js';

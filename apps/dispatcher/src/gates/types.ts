@@ -1,5 +1,5 @@
 // The gate contract (docs/design/dispatcher.md#gates) on its own, so the gate families (budget.ts,
-// admission.ts, combinators.ts) and the factory (gates.ts) share it without importing each other.
+// message-gates.ts, combinators.ts) and the factory (gates.ts) share it without importing each other.
 import type { ResultMessage } from '../formats.js';
 import type { GateMetrics } from './metrics.js';
 import type { MetricSources } from './sources.js';

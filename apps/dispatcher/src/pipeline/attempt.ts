@@ -1,7 +1,6 @@
 // One HTTP attempt of a request and its classification (docs/design/dispatcher.md#http-request,
 // #http-classification, #retry-algorithm): the last cancellation look, the send, then a result, a
-// retry parked in place, or back to pending. Apart from the gates because it is the only stage
-// that talks to the inference endpoint.
+// retry parked in place, or back to pending. The one stage that talks to the inference endpoint.
 import { SpanStatusCode, type Span } from '@opentelemetry/api';
 import { cancelledResult, errorResult, httpResult, type Envelope } from '../formats.js';
 import { buildHeaders, joinUrl } from '../http/headers.js';

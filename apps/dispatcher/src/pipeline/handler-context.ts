@@ -1,6 +1,6 @@
 // What every stage of one request's handling shares (handler.ts, quota-gates.ts, pool-gate.ts,
 // attempt.ts): the handler's dependencies and the ways a request can end (a result, a deadline,
-// back to pending). Split out so each stage is its own module without a cycle back to handler.ts.
+// back to pending).
 import type { Tracer } from '@opentelemetry/api';
 import { MAX_VALUE_BYTES } from '@q/store';
 import type { DispatcherConfig, QueueConfig } from '../config/schema.js';

@@ -1,7 +1,6 @@
 // The rebalance algorithm (docs/design/requests.md#rebalance-algorithm): settle orphans and
 // unknown dispatches, heartbeat, mirror the leases, redeliver stale work, hand over drained
-// partitions and move towards the share. Apart from the Consumer, which only serialises calls,
-// validates and keeps the public surface.
+// partitions and move towards the share. The Consumer calls it, one call at a time.
 import { PARTITIONS, type RequestStore } from '@q/store';
 import { joinErrors } from '../errors.js';
 import type { Logger } from '../logger.js';

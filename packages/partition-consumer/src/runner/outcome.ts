@@ -1,6 +1,6 @@
 // A handler's outcome and its checks (docs/design/requests.md): what `handle` may return, and how
-// the runner turns it into the store's terms before writing anything. Apart from the worker loop
-// because it is pure: no I/O, no state, the same checks the store applies.
+// the runner turns it into the store's terms before writing anything: no I/O, no state, the same
+// checks the store applies.
 import { isQError } from '@q/schema';
 import { checkCompletion, checkEnvelope, type Completion, type Request } from '@q/store';
 

@@ -1,9 +1,9 @@
-import { instrumentPool } from '@q/otel';
-import { QError, QErrorCode, migrate, openPool, type StoreConnectionOptions } from '@q/schema';
+import { QError, QErrorCode, migrate, type StoreConnectionOptions } from '@q/schema';
 import { checkSchemaName, databaseError } from '@q/schema/internal';
 import type pg from 'pg';
 import { poolError } from './from-pool.js';
 import type { JobStoreOpenOptions } from './options.js';
+import { openStorePool } from '../store-pool.js';
 
 /** Checks the `schema` option (`pooler` is `checkPlacement`'s); returns the schema asked for, if any. */
 export function checkSchemaOptions(op: string, opts: Pick<StoreConnectionOptions, 'schema'>): string | undefined {
@@ -44,8 +44,8 @@ export async function bindSchema(pool: pg.Pool, asked: string | undefined, migra
 }
 
 /**
- * The pool of `JobStore.open` on `dsn`, bound to its schema (see {@link bindSchema}). Whatever
- * fails after the pool opened ends it (a `QError` of `open`), so no connection is left behind.
+ * The pool of `JobStore.open` on `dsn`, bound to its schema (see {@link bindSchema}); a failure
+ * after the pool opened ends it (see `openStorePool`) and is a `QError` of `open`.
  */
 export async function openBoundPool(
   dsn: string,
@@ -53,19 +53,13 @@ export async function openBoundPool(
   asked: string | undefined,
   applicationName: string,
 ): Promise<{ pool: pg.Pool; schema: string }> {
-  const pool = await openPool(dsn, {
-    maxConns: opts.maxConns,
-    ...(opts.idleTimeoutMillis !== undefined ? { idleTimeoutMillis: opts.idleTimeoutMillis } : {}),
-    applicationName,
-    instrument: (p) => instrumentPool(p, opts.tracerProvider),
-    jitOff: opts.pooler !== 'transaction',
-  });
-  try {
-    return { pool, schema: await bindSchema(pool, asked, opts.migrate !== false, opts.pooler) };
-  } catch (err) {
-    await pool.end().catch(() => undefined);
-    throw databaseError('open', err);
-  }
+  return openStorePool(
+    dsn,
+    opts,
+    { applicationName, jitOff: opts.pooler !== 'transaction' },
+    async (pool) => ({ pool, schema: await bindSchema(pool, asked, opts.migrate !== false, opts.pooler) }),
+    (err) => databaseError('open', err),
+  );
 }
 
 /** {@link bindSchema} through an application's pool (`JobStore.fromPool`): a failure other than `CONFIG` is a pool error. */

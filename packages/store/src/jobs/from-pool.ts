@@ -1,17 +1,6 @@
-import { QError, QErrorCode, invalidArgument, redactDsn } from '@q/schema';
+import { QError, QErrorCode, redactDsn } from '@q/schema';
 import { databaseError } from '@q/schema/internal';
 import type pg from 'pg';
-
-/** Throws `INVALID_ARGUMENT` unless `pool` looks like a `pg.Pool` and `opts` is an options object. */
-export function checkJobPool(pool: unknown, opts: unknown): asserts pool is pg.Pool {
-  const p = pool as { query?: unknown; connect?: unknown } | null;
-  if (typeof pool !== 'object' || p === null || typeof p.query !== 'function' || typeof p.connect !== 'function') {
-    throw invalidArgument('JobStore.fromPool: pool must be a pg.Pool');
-  }
-  if (typeof opts !== 'object' || opts === null) throw invalidArgument('JobStore.fromPool: options must be an object');
-  const migrate = (opts as { migrate?: unknown }).migrate;
-  if (migrate !== undefined && typeof migrate !== 'boolean') throw invalidArgument('JobStore.fromPool: migrate must be a boolean');
-}
 
 /**
  * Connection settings for the store's LISTEN connections: the pool's own (a `pg.Pool` keeps its

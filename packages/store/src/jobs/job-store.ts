@@ -2,8 +2,8 @@ import { createHash } from 'node:crypto';
 import type { Tracer } from '@opentelemetry/api';
 import type { MeterProvider } from '@opentelemetry/api';
 import { jobGroupMetrics, observeGauge, qTracer } from '@q/otel';
-import { invalidArgument, type ConnectionPlacement } from '@q/schema';
-import { StatementScope, checkName, checkPlacement, namedStatements } from '@q/schema/internal';
+import type { ConnectionPlacement } from '@q/schema';
+import { StatementScope, checkPlacement, namedStatements } from '@q/schema/internal';
 import type pg from 'pg';
 import { checkJobStoreOptions, type JobStoreFromPoolOptions, type JobStoreOpenOptions } from './options.js';
 import type { InTransaction } from '../transaction.js';
@@ -16,7 +16,7 @@ import { FinishWaiters, type WaitForOptions } from './finish-waiters.js';
 import { getJobsByUuids } from './sql/get-jobs-by-uuids.js';
 import { getJobById, getJobByUuid } from './sql/get-job.js';
 import { listJobs } from './sql/list-jobs.js';
-import { decodeCursor, encodeCursor } from './cursor.js';
+import { encodeCursor } from './cursor.js';
 import { toJob } from './row.js';
 import { cancelJob } from './sql/cancel-job.js';
 import { forgetDeadLetter } from './sql/forget-dead-letter.js';
@@ -24,7 +24,8 @@ import { purgeFinished } from './sql/purge-finished.js';
 import { countBacklog } from './sql/count-backlog.js';
 import { countRunningGroups } from './sql/count-running-groups.js';
 import { dbNow } from './sql/db-now.js';
-import { checkJobPool, listenerConnection } from './from-pool.js';
+import { listenerConnection } from './from-pool.js';
+import { checkPool } from '../store-pool.js';
 import type {
   ClaimOptions,
   CancelOutcome,
@@ -43,7 +44,15 @@ import type {
   SnoozeResult,
   Step,
 } from './types.js';
-import { DEFAULT_MAX_SNOOZES, MAX_DELAY_MS, checkMaxResumes, checkStatus, checkUuid } from './validate.js';
+import {
+  DEFAULT_MAX_SNOOZES,
+  checkJobId,
+  checkListFilter,
+  checkMaxResumes,
+  checkPurgeAge,
+  checkRunningGroupsFilter,
+  checkUuid,
+} from './validate.js';
 import { bindAppPool, checkSchemaOptions, openBoundPool } from './bind.js';
 import type { CompleteAndClaimResult } from './ops/claim-complete.js';
 import * as claimComplete from './ops/claim-complete.js';
@@ -66,8 +75,6 @@ export { CALL_TEXT_LIMIT } from './validate.js';
 
 /** Name of the jobs backlog gauge (`{job}` count per `queue` and `status`). */
 export const JOBS_BACKLOG_METRIC = 'q.jobs.backlog';
-
-const DEFAULT_LIST_LIMIT = 25;
 
 /**
  * The job table's narrow driver: every operation is one parameterised statement (batched with
@@ -179,7 +186,7 @@ export class JobStore {
    * (`@q/otel`) on it.
    */
   static async fromPool(pool: pg.Pool, opts: JobStoreFromPoolOptions = {}): Promise<JobStore> {
-    checkJobPool(pool, opts);
+    checkPool('JobStore.fromPool', pool);
     checkJobStoreOptions('JobStore.fromPool', opts);
     checkPlacement('JobStore.fromPool', opts);
     const asked = checkSchemaOptions('JobStore.fromPool', opts);
@@ -255,7 +262,7 @@ export class JobStore {
 
   /** The job with this id, or `null`. */
   async getById(id: number): Promise<Job | null> {
-    if (!Number.isSafeInteger(id)) throw invalidArgument('id must be a safe integer');
+    checkJobId(id);
     const row = await this.#op('get', () => getJobById(this.#scope, this.pool, id));
     return row ? toJob(row) : null;
   }
@@ -265,28 +272,12 @@ export class JobStore {
    * 1–100 (default 25); a bad limit or cursor is `INVALID_ARGUMENT`.
    */
   async list(filter: JobListFilter = {}): Promise<JobPage> {
-    const limit = filter.limit ?? DEFAULT_LIST_LIMIT;
-    if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw invalidArgument('limit must be between 1 and 100');
-    const status = filter.status === undefined ? null : checkStatus(filter.status);
-    for (const k of ['queue', 'type'] as const) {
-      if (filter[k] !== undefined) checkName('list', k, filter[k], { allowEmpty: true });
-    }
-    if (filter.teamId !== undefined && !Number.isSafeInteger(filter.teamId)) throw invalidArgument('teamId must be a safe integer');
-    const beforeId = filter.cursor === undefined || filter.cursor === null ? null : decodeCursor(filter.cursor);
+    const page = checkListFilter(filter);
     // One row more than the page, to know whether another follows.
-    const rows = await this.#op('list', () =>
-      listJobs(this.#scope, this.pool, {
-        status,
-        queue: filter.queue ?? null,
-        type: filter.type ?? null,
-        teamId: filter.teamId ?? null,
-        beforeId,
-        limit: limit + 1,
-      }),
-    );
-    const jobs = rows.slice(0, limit).map(toJob);
+    const rows = await this.#op('list', () => listJobs(this.#scope, this.pool, { ...page, limit: page.limit + 1 }));
+    const jobs = rows.slice(0, page.limit).map(toJob);
     const last = jobs[jobs.length - 1];
-    return { jobs, nextCursor: rows.length > limit && last ? encodeCursor(last.id) : null };
+    return { jobs, nextCursor: rows.length > page.limit && last ? encodeCursor(last.id) : null };
   }
 
   /**
@@ -457,9 +448,7 @@ export class JobStore {
 
   /** Deletes `succeeded`/`cancelled` jobs finished more than `olderThanMs` ago; returns the count. */
   async purgeFinished(olderThanMs: number): Promise<number> {
-    if (typeof olderThanMs !== 'number' || !Number.isFinite(olderThanMs) || olderThanMs < 0 || olderThanMs > MAX_DELAY_MS) {
-      throw invalidArgument('olderThanMs must be a non-negative number of milliseconds, at most 100 years');
-    }
+    checkPurgeAge(olderThanMs);
     return this.#op('purge', () => purgeFinished(this.#scope, this.pool, olderThanMs));
   }
 
@@ -476,10 +465,7 @@ export class JobStore {
    * hold. `queue`: of that queue only; `limit` 1–1,000 groups, default 100.
    */
   runningGroups(filter: { queue?: string; limit?: number } = {}): Promise<GroupRunning[]> {
-    if (!filter || typeof filter !== 'object') throw invalidArgument('runningGroups: filter must be an object');
-    const queue = filter.queue === undefined ? null : checkName('runningGroups', 'queue', filter.queue);
-    const limit = filter.limit ?? 100;
-    if (!Number.isInteger(limit) || limit < 1 || limit > 1_000) throw invalidArgument('runningGroups: limit must be an integer from 1 to 1000');
+    const { queue, limit } = checkRunningGroupsFilter(filter);
     return this.#op('running_groups', () => countRunningGroups(this.#scope, this.pool, queue, limit));
   }
 

@@ -2,8 +2,19 @@ import { randomUUID } from 'node:crypto';
 import { QError, QErrorCode, invalidArgument } from '@q/schema';
 import { checkName, checkText } from '@q/schema/internal';
 import { jsonText, overLimit, repairJson, sizeProblem, tryStringify } from './json.js';
-import { JOB_STATUSES, type ClaimOptions, type JobLease, type JobOutcome, type JobStatus, type NewJob, type Step } from './types.js';
+import {
+  JOB_STATUSES,
+  type ClaimOptions,
+  type JobLease,
+  type JobListFilter,
+  type JobOutcome,
+  type JobStatus,
+  type NewJob,
+  type Step,
+} from './types.js';
 import type { EnqueueBatch, JobKeyed } from './sql/enqueue-jobs.js';
+import type { ListParams } from './sql/list-jobs.js';
+import { decodeCursor } from './cursor.js';
 import { checkGroupOptions, type CheckedGroups } from './group-claims.js';
 
 const INT32_MIN = -2_147_483_648;
@@ -24,6 +35,48 @@ export const DEFAULT_MAX_ATTEMPTS = 5;
 
 /** Snoozes a job may take before the next one dead-letters it (`JobStore.snooze`, the worker's `maxSnoozes`). */
 export const DEFAULT_MAX_SNOOZES = 100;
+
+/** Page size of `JobStore.list` when the filter names none. */
+const DEFAULT_LIST_LIMIT = 25;
+
+/** `JobStore.getById`'s id: a safe integer. */
+export function checkJobId(id: unknown): number {
+  if (!Number.isSafeInteger(id)) throw invalidArgument('id must be a safe integer');
+  return id as number;
+}
+
+/**
+ * `JobStore.list`'s filter as the statement's parameters (`null`: any): `limit` 1–100 (default
+ * 25), a known status, queue and type names, a safe-integer team, a cursor of an earlier page.
+ */
+export function checkListFilter(filter: JobListFilter): ListParams {
+  const limit = filter.limit ?? DEFAULT_LIST_LIMIT;
+  if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw invalidArgument('limit must be between 1 and 100');
+  const status = filter.status === undefined ? null : checkStatus(filter.status);
+  for (const k of ['queue', 'type'] as const) {
+    if (filter[k] !== undefined) checkName('list', k, filter[k], { allowEmpty: true });
+  }
+  if (filter.teamId !== undefined && !Number.isSafeInteger(filter.teamId)) throw invalidArgument('teamId must be a safe integer');
+  const beforeId = filter.cursor === undefined || filter.cursor === null ? null : decodeCursor(filter.cursor);
+  return { status, queue: filter.queue ?? null, type: filter.type ?? null, teamId: filter.teamId ?? null, beforeId, limit };
+}
+
+/** `JobStore.purgeFinished`'s age: milliseconds from 0 to 100 years. */
+export function checkPurgeAge(olderThanMs: unknown): number {
+  if (typeof olderThanMs !== 'number' || !Number.isFinite(olderThanMs) || olderThanMs < 0 || olderThanMs > MAX_DELAY_MS) {
+    throw invalidArgument('olderThanMs must be a non-negative number of milliseconds, at most 100 years');
+  }
+  return olderThanMs;
+}
+
+/** `JobStore.runningGroups`'s filter: a queue name (`null`: every queue) and `limit` 1–1,000 (default 100). */
+export function checkRunningGroupsFilter(filter: { queue?: string; limit?: number }): { queue: string | null; limit: number } {
+  if (!filter || typeof filter !== 'object') throw invalidArgument('runningGroups: filter must be an object');
+  const queue = filter.queue === undefined ? null : checkName('runningGroups', 'queue', filter.queue);
+  const limit = filter.limit ?? 100;
+  if (!Number.isInteger(limit) || limit < 1 || limit > 1_000) throw invalidArgument('runningGroups: limit must be an integer from 1 to 1000');
+  return { queue, limit };
+}
 
 /** Largest progress value accepted (`JobStore.updateProgress`), in UTF-8 bytes of its JSON. */
 export const MAX_PROGRESS_BYTES = 8 * 1024;

@@ -1,7 +1,5 @@
-import { instrumentPool } from '@q/otel';
-import { QError, QErrorCode, invalidArgument, openPool, type Queryable } from '@q/schema';
-import { StatementScope, checkPlacement, checkSchemaName, databaseError, resolveMaxConns } from '@q/schema/internal';
-import type pg from 'pg';
+import { QError, QErrorCode, invalidArgument, type Queryable } from '@q/schema';
+import { StatementScope, checkPlacement, checkSchemaName, databaseError } from '@q/schema/internal';
 import type { FromPoolOptions, OpenOptions } from '../options.js';
 import * as v from './validate.js';
 
@@ -48,34 +46,4 @@ export function scopeOf(op: string, db: Queryable, opts: { schema?: string; pool
   return resolveScope(op, db, opts).catch((err: unknown) => {
     throw databaseError(op, err);
   });
-}
-
-/**
- * Opens the pool of `RequestStore.open` (`maxConns`, default 10; idle connections closed after 30 s),
- * resolves the store's scope and hands both to `init`. Whatever fails after the pool opened ends
- * it, so it (and its connections) is never left behind.
- */
-export async function withOwnedPool<T>(dsn: string, opts: OpenOptions, init: (pool: pg.Pool, scope: StatementScope) => Promise<T>): Promise<T> {
-  const pool = await openPool(dsn, {
-    maxConns: resolveMaxConns(opts.maxConns),
-    ...(opts.idleTimeoutMillis !== undefined ? { idleTimeoutMillis: opts.idleTimeoutMillis } : {}),
-    applicationName: opts.applicationName ?? 'q-store',
-    // An idle connection whose backend went away is dropped by pg and replaced on demand.
-    onIdleError: () => undefined,
-    instrument: (p) => instrumentPool(p, opts.tracerProvider),
-  });
-  try {
-    return await init(pool, await scopeOf('RequestStore.open', pool, opts));
-  } catch (err) {
-    await pool.end().catch(() => undefined);
-    throw err;
-  }
-}
-
-/** Throws `INVALID_ARGUMENT` unless `pool` looks like a `pg.Pool` (for `RequestStore.fromPool`). */
-export function checkPool(pool: unknown): asserts pool is pg.Pool {
-  const p = pool as { query?: unknown; connect?: unknown } | null;
-  if (typeof pool !== 'object' || p === null || typeof p.query !== 'function' || typeof p.connect !== 'function') {
-    throw invalidArgument('RequestStore.fromPool: pool must be a pg.Pool');
-  }
 }

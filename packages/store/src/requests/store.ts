@@ -11,7 +11,8 @@ import { closedError, DUPLICATE_REQUEST } from './errors.js';
 import { runOperation, type OperationOwner } from '../operation.js';
 import { keyId } from './keys.js';
 import type { Attrs, StoreContext } from './context.js';
-import { checkPool, checkStoreOptions, scopeOf, withOwnedPool } from './open.js';
+import { checkStoreOptions, scopeOf } from './open.js';
+import { checkPool, openStorePool } from '../store-pool.js';
 import { ackRequests } from './sql/ack.js';
 import { databaseNow, truncateAll } from './sql/admin.js';
 import { anyPending, pendingBacklog, type Backlog } from './sql/backlog.js';
@@ -82,8 +83,8 @@ export class RequestStore {
    */
   static async open(dsn: string, opts: OpenOptions = {}): Promise<RequestStore> {
     checkStoreOptions('RequestStore.open', opts);
-    return withOwnedPool(dsn, opts, async (pool, scope) => {
-      const store = new RequestStore(pool, scope, opts, true);
+    return openStorePool(dsn, opts, { applicationName: opts.applicationName ?? 'q-store' }, async (pool) => {
+      const store = new RequestStore(pool, await scopeOf('RequestStore.open', pool, opts), opts, true);
       if (opts.migrate !== false) await store.migrate();
       return store;
     });
@@ -96,7 +97,7 @@ export class RequestStore {
    * (`@q/otel`) on the pool.
    */
   static async fromPool(pool: pg.Pool, opts: FromPoolOptions = {}): Promise<RequestStore> {
-    checkPool(pool);
+    checkPool('RequestStore.fromPool', pool);
     checkStoreOptions('RequestStore.fromPool', opts);
     const scope = await scopeOf('RequestStore.fromPool', pool, opts);
     const store = new RequestStore(pool, scope, opts, false);

@@ -3,7 +3,7 @@ import { JOB_COLUMN_COUNT, leasedJobOf, type ClaimedAs } from '../row.js';
 import type { ClaimedRows } from '../claim-starts.js';
 import type { LeasedJob } from '../types.js';
 import { CLAIM_COLUMNS, NOT_KEY_HELD, claimReturning, type ClaimInput, type ClaimParams } from './claim-jobs.js';
-import { opaque, type Queryable } from './db.js';
+import { opaque, placeholders, type Queryable } from './db.js';
 
 // A claim that interleaves groups and holds per-group concurrency limits (migration 0011). The
 // plain claim (claim-jobs.ts) reads a queue in dequeue order, so a group with 10,000 queued jobs
@@ -58,29 +58,31 @@ interface GroupedParams extends Omit<ClaimParams, 'afterPriority' | 'afterRunAt'
   weightValue: string;
 }
 
-/** The placeholders from `$first` on, in the order {@link groupedClaimValues} sends the values. */
+/** The order {@link groupedClaimValues} sends a grouped claim's values in. */
+const GROUPED_ORDER = [
+  'queues',
+  'limit',
+  'workerId',
+  'leaseMs',
+  'status',
+  'claimId',
+  'cursors',
+  'ruleQueue',
+  'ruleType',
+  'ruleId',
+  'ruleCap',
+  'ruleRate',
+  'ruleWindow',
+  'capRule',
+  'capGroup',
+  'capValue',
+  'weightGroup',
+  'weightValue',
+] as const;
+
+/** The placeholders from `$first` on (see {@link GROUPED_ORDER}). */
 function groupedParams(first: number): GroupedParams {
-  const at = (k: number): string => `$${first + k}`;
-  return {
-    queues: at(0),
-    limit: at(1),
-    workerId: at(2),
-    leaseMs: at(3),
-    status: at(4),
-    claimId: at(5),
-    cursors: at(6),
-    ruleQueue: at(7),
-    ruleType: at(8),
-    ruleId: at(9),
-    ruleCap: at(10),
-    ruleRate: at(11),
-    ruleWindow: at(12),
-    capRule: at(13),
-    capGroup: at(14),
-    capValue: at(15),
-    weightGroup: at(16),
-    weightValue: at(17),
-  };
+  return placeholders(first, GROUPED_ORDER);
 }
 
 /** Advisory lock class of the per-scope admission lock (`q` `L` `I` `M`). */

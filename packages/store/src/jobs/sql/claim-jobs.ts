@@ -1,7 +1,7 @@
 import { repeatedTimestamps, statement, type StatementScope } from '@q/schema/internal';
 import { JOB_COLUMN_COUNT, JOB_COLUMN_NAMES, leasedJobOf, someJobColumns, type ClaimedAs } from '../row.js';
 import type { ClaimedRows, ClaimStartParams } from '../claim-starts.js';
-import { opaque, type Queryable } from './db.js';
+import { opaque, placeholders, type Queryable } from './db.js';
 
 /** Placeholders of the claim's parameters inside a statement (constants, never input). */
 export interface ClaimParams {
@@ -126,23 +126,12 @@ export function claimReturning(): string {
   return `${RETURNED}, jobs.lease_token`;
 }
 
-/**
- * The claim's placeholders from `$first` on, in the order {@link claimValues} sends the values
- * (the one place that order is written down for both statements that claim).
- */
+/** The order {@link claimValues} sends a claim's values in (the one place it is written down for both statements that claim). */
+const CLAIM_ORDER = ['queues', 'limit', 'workerId', 'leaseMs', 'status', 'afterPriority', 'afterRunAt', 'afterId', 'claimId'] as const;
+
+/** The claim's placeholders from `$first` on (see {@link CLAIM_ORDER}). */
 export function claimParams(first: number): ClaimParams {
-  const at = (k: number): string => `$${first + k}`;
-  return {
-    queues: at(0),
-    limit: at(1),
-    workerId: at(2),
-    leaseMs: at(3),
-    status: at(4),
-    afterPriority: at(5),
-    afterRunAt: at(6),
-    afterId: at(7),
-    claimId: at(8),
-  };
+  return placeholders(first, CLAIM_ORDER);
 }
 
 const P = claimParams(1);

@@ -13,6 +13,18 @@ export interface Queryable {
 export const MAX_NOTIFY_QUEUE_BYTES = 7_990;
 
 /**
+ * A statement's placeholders by name: the k-th of `order` is `$(first + k)`. A statement's
+ * parameter order is written once, as `order`, and its text names parameters, not positions.
+ */
+export function placeholders<K extends string>(first: number, order: readonly K[]): Record<K, string> {
+  const out = {} as Record<K, string>;
+  order.forEach((name, k) => {
+    out[name] = `$${first + k}`;
+  });
+  return out;
+}
+
+/**
  * A parameter the planner cannot see into: `(SELECT $n::type)`, an init plan evaluated once per
  * execution.
  *
