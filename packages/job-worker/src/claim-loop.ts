@@ -168,10 +168,7 @@ export class ClaimLoop {
         continue;
       }
       const prefetch = c.prefetch.size;
-      // With per-group limits one round trip at a time: two claims of one worker walk the same
-      // groups, and the second finds them all being admitted by the first (it would only cost
-      // the database a statement that leases nothing).
-      const maxTrips = prefetch > 0 && !(c.groups.limits !== undefined && c.groups.limits.length > 0) ? MAX_ROUND_TRIPS : 1;
+      const maxTrips = prefetch > 0 ? MAX_ROUND_TRIPS : 1;
       if (this.#inFlight.size >= maxTrips) {
         await this.#idle(() => this.#inFlight.size < maxTrips || this.#pause !== undefined);
         continue;

@@ -3,8 +3,9 @@
 // real Postgres, with claims racing from several stores.
 import { AggregationTemporality, InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
 import { METRIC } from '@q/otel';
-import { QErrorCode, isQError } from '@q/schema';
-import { useJobStore, type TestSchema } from '@q/testing';
+import { JOURNAL_TABLE, QErrorCode, bundledMigrations, isQError } from '@q/schema';
+import { quoteIdent } from '@q/schema/internal';
+import { useJobStore, useScratchSchemas, type TestSchema } from '@q/testing';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { JobStore, type ClaimOptions, type LeasedJob, type NewJob } from '../src/index.js';
@@ -119,6 +120,62 @@ describe('per-group concurrency limits', () => {
     }
   });
 
+  it('lets round trips racing over the same groups complete and claim without a deadlock', async () => {
+    // Each claim reads its scopes' slots only once it holds their admission locks (migration
+    // 0013). From its statement's snapshot instead, it picked slots a claim committed since had
+    // taken, waited on the slot index for the transaction completing that job, which waited on a
+    // row the claim had locked: Postgres broke the cycle after deadlock_timeout with CONFLICT.
+    const others = await Promise.all([1, 2].map(() => JobStore.open(schema.dsn, { maxConns: 4, migrate: false })));
+    try {
+      const n = 3_000;
+      await store.enqueue(Array.from({ length: n }, (_, i) => ({ queue: 'g', type: 't', payload: { i }, group: `t${i % 30}` })));
+      const opts: ClaimOptions = { queues: ['g'], workerId: 'w', limit: 8, leaseMs: LEASE, start: true, limits: [{ concurrency: 2 }] };
+      let done = 0;
+      const loop = async (s: JobStore): Promise<void> => {
+        let held: LeasedJob[] = [];
+        for (let idle = 0; idle < 50;) {
+          const outcomes = held.map((j) => ({ id: j.id, leaseToken: j.leaseToken, status: 'succeeded' as const }));
+          const r = await s.completeAndClaim(outcomes, opts);
+          expect(r.written.every(Boolean)).toBe(true);
+          done += outcomes.length;
+          held = r.jobs;
+          idle = held.length === 0 ? idle + 1 : 0;
+          if (done >= n && held.length === 0) return;
+        }
+      };
+      await Promise.all([store, ...others].flatMap((s) => [loop(s), loop(s)]));
+      expect(done).toBe(n);
+      const { rows } = await sql.query<{ n: number }>("SELECT count(*)::int AS n FROM q_jobs_archive WHERE status = 'succeeded'");
+      expect(rows[0]!.n).toBe(n);
+    } finally {
+      await Promise.all(others.map((s) => s.close()));
+    }
+  });
+
+  it('walks past the groups another claim is admitting into, so two claims sent together take different groups', async () => {
+    await store.enqueue(Array.from({ length: 10 }, (_, g) => jobs(3, `g${g}`)).flat());
+    const limits = [{ queue: 'g', concurrency: 2 }];
+    // Another claim in flight, admitting into g0–g4: it holds their scopes' admission locks.
+    const other = await sql.connect();
+    try {
+      await other.query('BEGIN');
+      for (let g = 0; g < 5; g++) {
+        await other.query(`SELECT pg_advisory_xact_lock(${0x714c494d}, hashtext(md5($1 || chr(10) || $2)::uuid::text))`, [
+          JSON.stringify(['g', null]),
+          `g${g}`,
+        ]);
+      }
+      const got = await claimOf(store, { limits, limit: 5 });
+      expect(got.map((j) => j.group).sort()).toEqual(['g5', 'g6', 'g7', 'g8', 'g9']);
+    } finally {
+      await other.query('ROLLBACK');
+      other.release();
+    }
+    // Once it has committed, the next walk goes on from where this one ended, then wraps round.
+    const next = await claimOf(store, { limits, limit: 5 });
+    expect(next.map((j) => j.group).sort()).toEqual(['g0', 'g1', 'g2', 'g3', 'g4']);
+  });
+
   it('a job over its limit stays queued without using an attempt, and does not hold up other groups', async () => {
     const limits = [{ concurrency: 1 }];
     await store.enqueue(jobs(2, 'busy'));
@@ -178,6 +235,38 @@ describe('per-group concurrency limits', () => {
       [{ fair: 'yes' as never }, /fair must be a boolean/],
     ];
     for (const [opts, message] of cases) await expectInvalid(claimOf(store, opts), message);
+  });
+});
+
+describe('migration 0013 (slots read under the admission lock) on a database through 0012', () => {
+  const scratch = useScratchSchemas({ quoteIdent, journalTable: JOURNAL_TABLE });
+
+  it('counts the slots of jobs leased before the upgrade, and claims with limits from then on', async () => {
+    const older = await scratch.olderBuild('jobgroupsup', bundledMigrations('jobs'), '0013');
+    const before = await JobStore.open(older.dsn, { maxConns: 2, migrate: false });
+    try {
+      await before.enqueue(jobs(4, 'a'));
+    } finally {
+      await before.close();
+    }
+    // A job leased by a worker of the previous release: slot 0 of group a under the rule below.
+    await scratch.admin.query(
+      `UPDATE ${older.quoted}.q_jobs SET status = 'leased', leased_by = 'old', lease_token = gen_random_uuid(), attempt = 1,
+              lease_expires_at = now() + interval '1 minute', limit_scope = md5($1 || chr(10) || 'a')::uuid, limit_slot = 0
+        WHERE id = (SELECT min(id) FROM ${older.quoted}.q_jobs)`,
+      [JSON.stringify(['g', null])],
+    );
+    const upgraded = await JobStore.open(older.dsn, { maxConns: 2 }); // applies 0013
+    try {
+      const limits = [{ queue: 'g', concurrency: 2 }];
+      const held = await claimOf(upgraded, { limits });
+      expect(held).toHaveLength(1);
+      expect(await claimOf(upgraded, { limits })).toEqual([]);
+      await upgraded.complete(held.map((j) => ({ id: j.id, leaseToken: j.leaseToken, status: 'succeeded' as const })));
+      expect(await claimOf(upgraded, { limits })).toHaveLength(1);
+    } finally {
+      await upgraded.close();
+    }
   });
 });
 

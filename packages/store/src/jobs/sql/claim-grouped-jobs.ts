@@ -22,12 +22,16 @@ import { opaque, placeholders, type Queryable } from './db.js';
 //     or the worker's value for that group);
 //   - `free` lists, per scope, the slot numbers below the cap that no leased or running job
 //     holds; a candidate takes the n-th free slot of its scope by its rank in it, or is left
-//     queued (it uses no attempt: it was never leased). The partial unique index
-//     q_jobs_limit_slot_key is the fence: two claims that both saw a slot free cannot both take
-//     it (the second fails with a unique violation and is sent again by the caller, as for a lock
-//     key). So that claims rarely meet there, a claim takes a transaction-scoped advisory lock per
-//     scope it admits into, without waiting: a scope another claim is admitting into right now is
-//     skipped by this one (its jobs stay queued for the next);
+//     queued (it uses no attempt: it was never leased). A claim admits into a scope only holding
+//     a transaction-scoped advisory lock on it, taken without waiting (a scope another claim is
+//     admitting into right now is skipped by this one: its jobs stay queued for the next), and
+//     reads the scope's slots only then, with a snapshot of their own (`held`, the VOLATILE
+//     functions of migration 0013): every claim that took slots of the scope before has
+//     committed, so what it sees free is free. The statement's own snapshot may be older than
+//     such a commit; a slot picked from it would meet the other lease in q_jobs_limit_slot_key
+//     and wait on whoever was completing that job, who could be waiting on a row this claim had
+//     locked: a deadlock. The partial unique index stays the fence (two claims cannot hold one
+//     slot; a violation is sent again by the caller, as for a lock key);
 //   - `pick` orders what is admitted by priority, then by the job's rank within its group divided
 //     by the group's weight (round-robin: every group's first job, then every group's second…),
 //     then dequeue order, and keeps `limit`. A candidate of a priority below what a group read
@@ -88,6 +92,18 @@ function groupedParams(first: number): GroupedParams {
 /** Advisory lock class of the per-scope admission lock (`q` `L` `I` `M`). */
 const ADMISSION_LOCK_CLASS = 0x714c494d;
 
+/**
+ * Whether this claim may admit into group `g` of the queue of rule `qr` (`qrule`): it takes
+ * the admission lock of the group's scope, without waiting (true without a rule).
+ */
+const admits = (g: string): string =>
+  `CASE WHEN qr.cap IS NOT NULL THEN pg_try_advisory_xact_lock(${ADMISSION_LOCK_CLASS}, hashtext(md5(qr.id || chr(10) || ${g})::uuid::text))
+        WHEN qr.rate IS NOT NULL THEN pg_try_advisory_xact_lock(${ADMISSION_LOCK_CLASS}, hashtext(md5(qr.id || chr(10) || 'rate' || chr(10) || ${g})::uuid::text))
+        ELSE true END`;
+
+/** A walk steps over at most this many times `limit` groups in all (those others admit into included). */
+const WALK_STEPS = 4;
+
 /** The first group with queued jobs in queue `q.name` after `after` (SQL NULL: none), in index order. */
 const nextGroup = (after: string): string =>
   `(SELECT j.job_group FROM __q_schema__.q_jobs j
@@ -96,21 +112,12 @@ const FIRST_GROUP = `(SELECT j.job_group FROM __q_schema__.q_jobs j
      WHERE j.queue = q.name AND j.status = 'queued' AND j.job_group IS NOT NULL ORDER BY j.job_group LIMIT 1)`;
 
 /**
- * The slot numbers the leased and running jobs of `scope` hold: for a scope `gheld` did not read
- * (a rule naming a type), one read per scope.
- */
-const usedSlots = (scope: string): string =>
-  `ARRAY(SELECT h.limit_slot FROM __q_schema__.q_jobs h
-          WHERE h.limit_scope = ${scope} AND h.status IN ('leased', 'running') ORDER BY h.limit_slot)`;
-
-/**
- * The first `a.wanted` slot numbers below `limit` that `t.used` does not hold, as an array: an
+ * The first `t.wanted` slot numbers below `limit` that `t.used` does not hold, as an array: an
  * unnest of an array is planned as a few rows, where a generate_series of computed bounds is
  * planned as a thousand, and a plan that costly gets JIT-compiled on every execution (seconds).
- * `OFFSET 0` on `t` keeps `used` computed once per scope, not once per slot.
  */
 const freeSlots = (limit: string): string =>
-  `ARRAY(SELECT f.slot FROM generate_series(0, least(${limit}, cardinality(t.used) + a.wanted) - 1) AS f(slot)
+  `ARRAY(SELECT f.slot FROM generate_series(0, least(${limit}, cardinality(t.used) + t.wanted) - 1) AS f(slot)
           WHERE f.slot <> ALL (t.used))`;
 
 /** The CTEs of a grouped claim, ending in `pick(id, priority, run_at, scope, slot, walk)`. */
@@ -121,24 +128,7 @@ export function groupedClaimCtes(p: GroupedParams): string {
   const share = (weight: string): string =>
     `greatest(1, ceil(${limit}::numeric * ${weight} / ((SELECT coalesce(sum(grp.weight), 0) FROM grp) + 1)))::int8`;
   return `
-walked AS (
-  SELECT q.name AS queue, w.job_group, w.n
-  FROM unnest(${opaque(p.queues, 'text[]')}, ${opaque(p.cursors, 'text[]')}) AS q(name, cursor)
-  CROSS JOIN LATERAL (
-    WITH RECURSIVE walk(job_group, n, wrapped) AS (
-      SELECT s.g, 1, s.wrapped FROM (
-        SELECT coalesce(a.g, ${FIRST_GROUP}) AS g, a.g IS NULL AS wrapped FROM (SELECT ${nextGroup('q.cursor')} AS g) a
-      ) s WHERE s.g IS NOT NULL
-      UNION ALL
-      SELECT s.g, w.n + 1, s.wrapped FROM walk w CROSS JOIN LATERAL (
-        SELECT coalesce(a.g, CASE WHEN NOT w.wrapped THEN ${FIRST_GROUP} END) AS g, w.wrapped OR a.g IS NULL AS wrapped
-        FROM (SELECT ${nextGroup('w.job_group')} AS g) a
-      ) s
-      WHERE w.n < ${limit} AND s.g IS NOT NULL AND NOT (s.wrapped AND q.cursor IS NOT NULL AND s.g > q.cursor)
-    )
-    SELECT walk.job_group, walk.n FROM walk
-  ) w
-), rules AS MATERIALIZED (
+rules AS MATERIALIZED (
   SELECT k.* FROM unnest(${opaque(p.ruleQueue, 'text[]')}, ${opaque(p.ruleType, 'text[]')}, ${opaque(p.ruleId, 'text[]')},
                          ${opaque(p.ruleCap, 'int4[]')}, ${opaque(p.ruleRate, 'int4[]')}, ${opaque(p.ruleWindow, 'int4[]')})
     WITH ORDINALITY AS k(queue, type, id, cap, rate, win, i)
@@ -152,6 +142,33 @@ walked AS (
   FROM unnest(${opaque(p.queues, 'text[]')}) AS q(name)
   CROSS JOIN LATERAL (SELECT r.* FROM rules r WHERE r.queue IS NULL OR r.queue = q.name ORDER BY r.i LIMIT 1) f
   WHERE f.type IS NULL
+), walked AS (
+  -- A group another claim is admitting into right now (its scope's admission lock held) is
+  -- stepped over, not counted: two claims sent together walk different groups.
+  SELECT q.name AS queue, w.job_group, w.n
+  FROM unnest(${opaque(p.queues, 'text[]')}, ${opaque(p.cursors, 'text[]')}) AS q(name, cursor)
+  LEFT JOIN qrule qr ON qr.queue = q.name
+  CROSS JOIN LATERAL (
+    WITH RECURSIVE walk(job_group, n, taken, wrapped, mine) AS (
+      SELECT s.g, 1, m.mine::int, s.wrapped, m.mine FROM (
+        SELECT coalesce(a.g, ${FIRST_GROUP}) AS g, a.g IS NULL AS wrapped FROM (SELECT ${nextGroup('q.cursor')} AS g OFFSET 0) a
+      ) s
+      CROSS JOIN LATERAL (SELECT ${admits('s.g')} AS mine OFFSET 0) m
+      WHERE s.g IS NOT NULL
+      UNION ALL
+      SELECT s.g, w.n + 1, w.taken + m.mine::int, s.wrapped, m.mine FROM walk w CROSS JOIN LATERAL (
+        SELECT t.* FROM (
+          SELECT coalesce(a.g, CASE WHEN NOT w.wrapped THEN ${FIRST_GROUP} END) AS g, w.wrapped OR a.g IS NULL AS wrapped
+          FROM (SELECT ${nextGroup('w.job_group')} AS g OFFSET 0) a
+        ) t
+        WHERE t.g IS NOT NULL AND NOT (t.wrapped AND q.cursor IS NOT NULL AND t.g > q.cursor)
+        OFFSET 0
+      ) s
+      CROSS JOIN LATERAL (SELECT ${admits('s.g')} AS mine OFFSET 0) m
+      WHERE w.taken < ${limit} AND w.n < ${limit} * ${WALK_STEPS}
+    )
+    SELECT walk.job_group, walk.n FROM walk WHERE walk.mine
+  ) w
 ), gscope AS MATERIALIZED (
   -- Each walked group's weight, and its scopes under the queue's rule when one rule takes every
   -- job of the queue (qrule).
@@ -169,17 +186,17 @@ walked AS (
     FROM qrule qr WHERE qr.queue = w.queue
   ) u ON true
 ), gheld AS MATERIALIZED (
-  -- Their slots held, in one read for all of them (per scope, it would be a read per group).
-  SELECT h.limit_scope AS scope, array_agg(h.limit_slot) AS used FROM __q_schema__.q_jobs h
-  WHERE h.limit_scope = ANY (ARRAY(SELECT g.scope FROM gscope g WHERE g.scope IS NOT NULL)) AND h.status IN ('leased', 'running')
-  GROUP BY h.limit_scope
+  -- Their slots held, in one read for all of them (per scope, it would be a read per group),
+  -- after the walk took their admission locks: see held.
+  SELECT h.held_scope AS scope, h.held_slots AS used
+  FROM __q_schema__.q_job_slots_held(ARRAY(SELECT g.scope FROM gscope g WHERE g.scope IS NOT NULL)) h
 ), grated AS MATERIALIZED (
   SELECT h.scope, array_agg(h.slot) AS used FROM __q_schema__.q_job_rate_slots h
   WHERE h.scope = ANY (ARRAY(SELECT g.rscope FROM gscope g WHERE g.rscope IS NOT NULL))
     AND h.started_at >= now() - h.window_ms * interval '1 millisecond'
   GROUP BY h.scope
 ), grp AS (
-  SELECT g.*, coalesce(hc.used, '{}') AS used, coalesce(hr.used, '{}') AS rused,
+  SELECT g.*, coalesce(hc.used, '{}') AS used,
          greatest(0, least(coalesce(g.cap - cardinality(hc.used), g.cap, ${limit}), coalesce(g.rate - cardinality(hr.used), g.rate, ${limit}))) AS room
   FROM gscope g LEFT JOIN gheld hc ON hc.scope = g.scope LEFT JOIN grated hr ON hr.scope = g.rscope
 ), gcand AS (
@@ -230,25 +247,25 @@ walked AS (
   SELECT r.rscope, max(r.rate) AS rate, max(r.win) AS win, count(*) AS wanted FROM rated r WHERE r.rscope IS NOT NULL GROUP BY r.rscope
 ), radmitting AS MATERIALIZED (
   SELECT s.* FROM rscopes s WHERE pg_try_advisory_xact_lock(${ADMISSION_LOCK_CLASS}, hashtext(s.rscope::text))
+), rheld AS MATERIALIZED (
+  -- Read now, holding their admission locks (migration 0013): see above.
+  SELECT * FROM __q_schema__.q_job_rate_slots_used(ARRAY(SELECT a.rscope FROM radmitting a))
 ), rfree AS (
   -- A rate slot is free once its last start is more than the window ago (or it was never taken).
-  SELECT a.rscope, a.win, f.slot, row_number() OVER (PARTITION BY a.rscope ORDER BY f.slot) AS nth
-  FROM radmitting a
-  CROSS JOIN LATERAL (
-    SELECT coalesce((SELECT g.rused FROM grp g WHERE g.rscope = a.rscope LIMIT 1),
-                    (SELECT coalesce(array_agg(h.slot), '{}') FROM __q_schema__.q_job_rate_slots h
-                      WHERE h.scope = a.rscope AND h.started_at >= now() - h.window_ms * interval '1 millisecond')) AS used
-    OFFSET 0
-  ) t
-  CROSS JOIN LATERAL unnest(${freeSlots('a.rate')}) AS f(slot)
+  SELECT t.rscope, t.win, f.slot, row_number() OVER (PARTITION BY t.rscope ORDER BY f.slot) AS nth
+  FROM (SELECT a.*, coalesce(h.used_slots, '{}') AS used FROM radmitting a LEFT JOIN rheld h ON h.used_scope = a.rscope) t
+  CROSS JOIN LATERAL unnest(${freeSlots('t.rate')}) AS f(slot)
+), held AS MATERIALIZED (
+  -- The slots of every scope admitted into: those the walk locked were read by gheld, the
+  -- others (a rule naming a type) are read now, holding their locks.
+  SELECT hc.scope, hc.used FROM gheld hc
+  UNION ALL
+  SELECT h.held_scope, h.held_slots FROM __q_schema__.q_job_slots_held(ARRAY(
+    SELECT a.scope FROM admitting a WHERE NOT EXISTS (SELECT 1 FROM gscope g WHERE g.scope = a.scope))) h
 ), free AS (
-  SELECT a.scope, f.slot, row_number() OVER (PARTITION BY a.scope ORDER BY f.slot) AS nth
-  FROM admitting a
-  CROSS JOIN LATERAL (
-    SELECT coalesce((SELECT g.used FROM grp g WHERE g.scope = a.scope LIMIT 1), ${usedSlots('a.scope')}) AS used
-    OFFSET 0
-  ) t
-  CROSS JOIN LATERAL unnest(${freeSlots('a.cap')}) AS f(slot)
+  SELECT t.scope, f.slot, row_number() OVER (PARTITION BY t.scope ORDER BY f.slot) AS nth
+  FROM (SELECT a.*, coalesce(h.used, '{}') AS used FROM admitting a LEFT JOIN held h ON h.scope = a.scope) t
+  CROSS JOIN LATERAL unnest(${freeSlots('t.cap')}) AS f(slot)
 ), ranked AS (
   SELECT r.*,
          row_number() OVER (PARTITION BY r.scope ORDER BY r.priority DESC, r.run_at, r.id) AS in_scope,
@@ -300,6 +317,13 @@ walked AS (
     SELECT p.rule, 'r', p.queue || chr(10) || p.job_group FROM pick p
     WHERE p.rscope IS NOT NULL AND NOT EXISTS (SELECT 1 FROM started WHERE started.scope = p.rscope AND started.slot = p.rslot)
   ) x GROUP BY x.rule, x.kind
+), placed AS MATERIALIZED (
+  -- The picked jobs that may be leased (their rate slot taken, if any) as aligned arrays: the
+  -- UPDATE finds a row's slot and walk by its position, where a lookup in pick per row would
+  -- read all of pick for each (quadratic in the claim's size).
+  SELECT array_agg(p.id) AS ids, array_agg(p.scope) AS scopes, array_agg(p.slot) AS slots, array_agg(p.walk) AS walks
+  FROM pick p
+  WHERE p.rscope IS NULL OR EXISTS (SELECT 1 FROM started WHERE started.scope = p.rscope AND started.slot = p.rslot)
 )`;
 }
 
@@ -309,11 +333,10 @@ function groupedClaimUpdate(p: GroupedParams): string {
 UPDATE __q_schema__.q_jobs AS jobs SET status = ${p.status}::__q_schema__.q_job_status, leased_by = ${p.workerId}, lease_token = md5(${p.claimId}::text || jobs.id::text)::uuid,
        lease_expires_at = now() + ${p.leaseMs} * interval '1 millisecond', heartbeat_at = now(),
        attempt = jobs.attempt + 1, updated_at = now(), job_key = NULL,
-       limit_scope = (SELECT pick.scope FROM pick WHERE pick.id = jobs.id),
-       limit_slot = (SELECT pick.slot FROM pick WHERE pick.id = jobs.id)
-WHERE jobs.id = ANY(ARRAY(SELECT pick.id FROM pick WHERE pick.rscope IS NULL
-                           OR EXISTS (SELECT 1 FROM started WHERE started.scope = pick.rscope AND started.slot = pick.rslot)))
-RETURNING ${claimReturning()}, (SELECT pick.walk::text FROM pick WHERE pick.id = jobs.id)`;
+       limit_scope = (SELECT l.scopes FROM placed l)[array_position((SELECT l.ids FROM placed l), jobs.id)],
+       limit_slot = (SELECT l.slots FROM placed l)[array_position((SELECT l.ids FROM placed l), jobs.id)]
+WHERE jobs.id = ANY((SELECT l.ids FROM placed l)::int8[])
+RETURNING ${claimReturning()}, ((SELECT l.walks FROM placed l)[array_position((SELECT l.ids FROM placed l), jobs.id)])::text`;
 }
 
 /** What a grouped claim adds to a plain one: where each queue's walk starts, the limits, the weights. */
