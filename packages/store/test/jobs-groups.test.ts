@@ -36,6 +36,27 @@ const runningPerGroup = async (): Promise<Record<string, number>> => {
 };
 const complete = (js: LeasedJob[]) => store.complete(js.map((j) => ({ id: j.id, leaseToken: j.leaseToken, status: 'succeeded' as const })));
 
+/**
+ * Runs `body` while another transaction holds the admission locks that a claim under the rule
+ * `{ queue }` takes for `groups` (claim-grouped-jobs.ts): as a claim admitting into them would.
+ */
+async function whileAdmitting(queue: string, groups: string[], body: () => Promise<void>): Promise<void> {
+  const other = await sql.connect();
+  try {
+    await other.query('BEGIN');
+    for (const g of groups) {
+      await other.query(`SELECT pg_advisory_xact_lock(${0x714c494d}, hashtext(md5($1 || chr(10) || $2)::uuid::text))`, [
+        JSON.stringify([queue, null]),
+        g,
+      ]);
+    }
+    await body();
+  } finally {
+    await other.query('ROLLBACK');
+    other.release();
+  }
+}
+
 async function expectInvalid(p: Promise<unknown>, message: RegExp): Promise<void> {
   const err = await p.then(
     () => undefined,
@@ -156,24 +177,21 @@ describe('per-group concurrency limits', () => {
     await store.enqueue(Array.from({ length: 10 }, (_, g) => jobs(3, `g${g}`)).flat());
     const limits = [{ queue: 'g', concurrency: 2 }];
     // Another claim in flight, admitting into g0–g4: it holds their scopes' admission locks.
-    const other = await sql.connect();
-    try {
-      await other.query('BEGIN');
-      for (let g = 0; g < 5; g++) {
-        await other.query(`SELECT pg_advisory_xact_lock(${0x714c494d}, hashtext(md5($1 || chr(10) || $2)::uuid::text))`, [
-          JSON.stringify(['g', null]),
-          `g${g}`,
-        ]);
-      }
+    await whileAdmitting('g', ['g0', 'g1', 'g2', 'g3', 'g4'], async () => {
       const got = await claimOf(store, { limits, limit: 5 });
       expect(got.map((j) => j.group).sort()).toEqual(['g5', 'g6', 'g7', 'g8', 'g9']);
-    } finally {
-      await other.query('ROLLBACK');
-      other.release();
-    }
+    });
     // Once it has committed, the next walk goes on from where this one ended, then wraps round.
     const next = await claimOf(store, { limits, limit: 5 });
     expect(next.map((j) => j.group).sort()).toEqual(['g0', 'g1', 'g2', 'g3', 'g4']);
+  });
+
+  it('gets past a few groups other claims hold even when it claims one job', async () => {
+    await store.enqueue(Array.from({ length: 8 }, (_, g) => ({ queue: 'h', type: 't', payload: { g }, group: `h${g}` })));
+    await whileAdmitting('h', ['h0', 'h1', 'h2', 'h3', 'h4', 'h5'], async () => {
+      const got = await claimOf(store, { queues: ['h'], limits: [{ queue: 'h', concurrency: 1 }], limit: 1 });
+      expect(got.map((j) => j.group)).toEqual(['h6']);
+    });
   });
 
   it('a job over its limit stays queued without using an attempt, and does not hold up other groups', async () => {

@@ -101,8 +101,13 @@ const admits = (g: string): string =>
         WHEN qr.rate IS NOT NULL THEN pg_try_advisory_xact_lock(${ADMISSION_LOCK_CLASS}, hashtext(md5(qr.id || chr(10) || 'rate' || chr(10) || ${g})::uuid::text))
         ELSE true END`;
 
-/** A walk steps over at most this many times `limit` groups in all (those others admit into included). */
+/**
+ * A walk takes at most this many steps per group it may take (those other claims admit into
+ * included), and at least {@link MIN_WALK_STEPS}: a claim of one job still gets past a few
+ * groups that other workers' claims hold at that moment.
+ */
 const WALK_STEPS = 4;
+const MIN_WALK_STEPS = 32;
 
 /** The first group with queued jobs in queue `q.name` after `after` (SQL NULL: none), in index order. */
 const nextGroup = (after: string): string =>
@@ -165,7 +170,7 @@ rules AS MATERIALIZED (
         OFFSET 0
       ) s
       CROSS JOIN LATERAL (SELECT ${admits('s.g')} AS mine OFFSET 0) m
-      WHERE w.taken < ${limit} AND w.n < ${limit} * ${WALK_STEPS}
+      WHERE w.taken < ${limit} AND w.n < greatest(${limit} * ${WALK_STEPS}, ${MIN_WALK_STEPS})
     )
     SELECT walk.job_group, walk.n FROM walk WHERE walk.mine
   ) w
