@@ -25,13 +25,10 @@ import { opaque, placeholders, type Queryable } from './db.js';
 //     queued (it uses no attempt: it was never leased). A claim admits into a scope only holding
 //     a transaction-scoped advisory lock on it, taken without waiting (a scope another claim is
 //     admitting into right now is skipped by this one: its jobs stay queued for the next), and
-//     reads the scope's slots only then, with a snapshot of their own (`held`, the VOLATILE
-//     functions of migration 0013): every claim that took slots of the scope before has
-//     committed, so what it sees free is free. The statement's own snapshot may be older than
-//     such a commit; a slot picked from it would meet the other lease in q_jobs_limit_slot_key
-//     and wait on whoever was completing that job, who could be waiting on a row this claim had
-//     locked: a deadlock. The partial unique index stays the fence (two claims cannot hold one
-//     slot; a violation is sent again by the caller, as for a lock key);
+//     reads the scope's slots only then, with a snapshot of their own (`gheld` and `held`, through
+//     the VOLATILE functions of migration 0013, whose header says why: the statement's own
+//     snapshot let two claims deadlock). The partial unique index stays the fence (two claims
+//     cannot hold one slot; a violation is sent again by the caller, as for a lock key);
 //   - `pick` orders what is admitted by priority, then by the job's rank within its group divided
 //     by the group's weight (round-robin: every group's first job, then every group's second…),
 //     then dequeue order, and keeps `limit`. A candidate of a priority below what a group read
