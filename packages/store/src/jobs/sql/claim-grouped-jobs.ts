@@ -89,13 +89,20 @@ function groupedParams(first: number): GroupedParams {
 /** Advisory lock class of the per-scope admission lock (`q` `L` `I` `M`). */
 const ADMISSION_LOCK_CLASS = 0x714c494d;
 
+/** The scope of `group`'s concurrency slots under the rule with id `rule` (`limit_scope`). */
+const scopeOf = (rule: string, group: string): string => `md5(${rule} || chr(10) || ${group})::uuid`;
+/** The scope of `group`'s rate slots under the rule with id `rule` (`q_job_rate_slots.scope`). */
+const rateScopeOf = (rule: string, group: string): string => `md5(${rule} || chr(10) || 'rate' || chr(10) || ${group})::uuid`;
+/** Takes the admission lock of `scope` without waiting: whether this claim holds it now. */
+const tryAdmit = (scope: string): string => `pg_try_advisory_xact_lock(${ADMISSION_LOCK_CLASS}, hashtext(${scope}::text))`;
+
 /**
  * Whether this claim may admit into group `g` of the queue of rule `qr` (`qrule`): it takes
  * the admission lock of the group's scope, without waiting (true without a rule).
  */
 const admits = (g: string): string =>
-  `CASE WHEN qr.cap IS NOT NULL THEN pg_try_advisory_xact_lock(${ADMISSION_LOCK_CLASS}, hashtext(md5(qr.id || chr(10) || ${g})::uuid::text))
-        WHEN qr.rate IS NOT NULL THEN pg_try_advisory_xact_lock(${ADMISSION_LOCK_CLASS}, hashtext(md5(qr.id || chr(10) || 'rate' || chr(10) || ${g})::uuid::text))
+  `CASE WHEN qr.cap IS NOT NULL THEN ${tryAdmit(scopeOf('qr.id', g))}
+        WHEN qr.rate IS NOT NULL THEN ${tryAdmit(rateScopeOf('qr.id', g))}
         ELSE true END`;
 
 /**
@@ -181,9 +188,9 @@ rules AS MATERIALIZED (
     WHERE x.grp = w.job_group LIMIT 1
   ) x ON true
   LEFT JOIN LATERAL (
-    SELECT CASE WHEN qr.cap IS NOT NULL THEN md5(qr.id || chr(10) || w.job_group)::uuid END AS scope,
+    SELECT CASE WHEN qr.cap IS NOT NULL THEN ${scopeOf('qr.id', 'w.job_group')} END AS scope,
            coalesce((SELECT v.cap FROM caps v WHERE v.rule = qr.i AND v.grp = w.job_group LIMIT 1), qr.cap) AS cap,
-           CASE WHEN qr.rate IS NOT NULL THEN md5(qr.id || chr(10) || 'rate' || chr(10) || w.job_group)::uuid END AS rscope,
+           CASE WHEN qr.rate IS NOT NULL THEN ${rateScopeOf('qr.id', 'w.job_group')} END AS rscope,
            qr.rate, qr.win
     FROM qrule qr WHERE qr.queue = w.queue
   ) u ON true
@@ -225,9 +232,9 @@ rules AS MATERIALIZED (
   UNION ALL
   SELECT NULL, ${share('1')}, ${CLAIM_COLUMNS.replace(/j\./g, 'n.')} FROM ncand n
 ), rated AS (
-  SELECT c.*, CASE WHEN r.cap IS NOT NULL THEN md5(r.rule_id || chr(10) || c.job_group)::uuid END AS scope,
+  SELECT c.*, CASE WHEN r.cap IS NOT NULL THEN ${scopeOf('r.rule_id', 'c.job_group')} END AS scope,
          coalesce(o.cap, r.cap) AS cap,
-         CASE WHEN r.rate IS NOT NULL THEN md5(r.rule_id || chr(10) || 'rate' || chr(10) || c.job_group)::uuid END AS rscope,
+         CASE WHEN r.rate IS NOT NULL THEN ${rateScopeOf('r.rule_id', 'c.job_group')} END AS rscope,
          r.rate, r.win, r.rule
   FROM cand c
   LEFT JOIN LATERAL (
@@ -244,11 +251,11 @@ rules AS MATERIALIZED (
 ), scopes AS MATERIALIZED (
   SELECT r.scope, max(r.cap) AS cap, count(*) AS wanted FROM rated r WHERE r.scope IS NOT NULL GROUP BY r.scope
 ), admitting AS MATERIALIZED (
-  SELECT s.* FROM scopes s WHERE pg_try_advisory_xact_lock(${ADMISSION_LOCK_CLASS}, hashtext(s.scope::text))
+  SELECT s.* FROM scopes s WHERE ${tryAdmit('s.scope')}
 ), rscopes AS MATERIALIZED (
   SELECT r.rscope, max(r.rate) AS rate, max(r.win) AS win, count(*) AS wanted FROM rated r WHERE r.rscope IS NOT NULL GROUP BY r.rscope
 ), radmitting AS MATERIALIZED (
-  SELECT s.* FROM rscopes s WHERE pg_try_advisory_xact_lock(${ADMISSION_LOCK_CLASS}, hashtext(s.rscope::text))
+  SELECT s.* FROM rscopes s WHERE ${tryAdmit('s.rscope')}
 ), rheld AS MATERIALIZED (
   -- Read now, holding their admission locks (migration 0013): see above.
   SELECT * FROM __q_schema__.q_job_rate_slots_used(ARRAY(SELECT a.rscope FROM radmitting a))
