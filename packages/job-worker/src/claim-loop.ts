@@ -79,6 +79,17 @@ export const RECONCILE_DELAY_MS = 1_000;
  */
 export type ClaimLoopState = 'polling' | 'waiting' | 'backing-off' | 'draining' | 'stopped';
 
+/**
+ * What the last round trips ask of the next one (until it is sent, or judged):
+ * - `as-usual`: it carries the outcomes waiting and claims;
+ * - `claim-alone`: a round trip carrying outcomes failed (they are being written on their own):
+ *   the next one claims without outcomes;
+ * - `look-again`: a round trip that also wrote outcomes came back short. A lock key or a limit's
+ *   slot one of them released was still held in that round's snapshot, so the queues are looked at
+ *   once more before the loop idles; a second short round trip then means drained.
+ */
+type NextTrip = 'as-usual' | 'claim-alone' | 'look-again';
+
 /** Why the loop stopped sending claims until its outstanding round trips are back. */
 type Pause = { kind: 'drained' } | { kind: 'limited'; held: number; written: number } | { kind: 'backoff'; ms: number } | { kind: 'stop' };
 
@@ -92,6 +103,7 @@ type Pause = { kind: 'drained' } | { kind: 'limited'; held: number; written: num
 export class ClaimLoop {
   readonly #c: ClaimLoopConfig;
   readonly #host: ClaimLoopHost;
+  /** A wake-up came since the last claim was sent: a short reply does not mean nothing waits. */
   #workSignal = false;
   #waiter: (() => void) | undefined;
   #state: ClaimLoopState = 'polling';
@@ -101,10 +113,7 @@ export class ClaimLoop {
   #onOrder = 0;
   /** Set by a round trip that came back short or failed: no claim is sent until it is handled. */
   #pause: Pause | undefined;
-  /** The next round trip claims without outcomes (the last combined one failed). */
-  #soloClaim = false;
-  /** A short round trip that also wrote outcomes is looked at once more before idling. */
-  #retryShort = false;
+  #next: NextTrip = 'as-usual';
   /** Claims whose reply was lost: before claiming again, give back what they may have leased. */
   #lostClaims: string[] = [];
   /** Round trips that wrote outcomes, so far (a limited pause ends when one more has). */
@@ -210,8 +219,9 @@ export class ClaimLoop {
         continue;
       }
       this.#workSignal = false;
-      const taken = this.#soloClaim ? [] : c.completer.take(takeMax);
-      this.#soloClaim = false;
+      const alone = this.#next === 'claim-alone';
+      if (alone) this.#next = 'as-usual';
+      const taken = alone ? [] : c.completer.take(takeMax);
       this.#onOrder += limit;
       const trip = this.#roundTrip(limit, taken).finally(() => {
         this.#inFlight.delete(trip);
@@ -274,7 +284,7 @@ export class ClaimLoop {
       if (taken.length > 0) {
         // The outcomes are written on their own (one by one if need be); claim alone next.
         c.completer.restore(taken, lost);
-        this.#soloClaim = true;
+        this.#next = 'claim-alone';
         if (!this.#host.stopping()) c.logger.warn(errorFields(err), 'complete-and-claim failed, writing outcomes alone');
         if (lost) this.#pause ??= { kind: 'backoff', ms: RECONCILE_DELAY_MS };
         return;
@@ -295,22 +305,22 @@ export class ClaimLoop {
     // The jobs stop being on order in the same step as they become the host's (buffered or busy).
     this.#onOrder -= limit;
     if (jobs.length > 0) await this.#host.start(jobs, sentAt);
-    // A short batch means the queues are drained: wait for a notification or the poll. After a
-    // round that also wrote outcomes, look once more first: a lock key or a limit's slot an
-    // outcome released was still held in that round's snapshot. With per-group limits a short
-    // batch may be groups at their limit instead: the wait also ends when a job of this worker
-    // finishes (its slot frees), not only at the poll.
+    // A short batch means the queues are drained: wait for a notification or the poll, unless it
+    // also wrote outcomes (see NextTrip: look again first; a claim alone already due is that look).
+    // With per-group limits a short batch may be groups at their limit instead: the wait also ends
+    // when a job of this worker finishes (its slot frees), not only at the poll.
     if (limit > 0 && jobs.length < limit) {
-      if (taken.length > 0 && !this.#retryShort) this.#retryShort = true;
-      else {
-        this.#retryShort = false;
+      if (taken.length > 0 && this.#next !== 'look-again') {
+        if (this.#next === 'as-usual') this.#next = 'look-again';
+      } else {
+        if (this.#next === 'look-again') this.#next = 'as-usual';
         this.#pause ??=
           c.groups.limits !== undefined && c.groups.limits.length > 0
             ? { kind: 'limited', held: this.#held(), written: writtenAtSend }
             : { kind: 'drained' };
       }
     } else {
-      this.#retryShort = false;
+      if (this.#next === 'look-again') this.#next = 'as-usual';
       // A full batch after a short one (jobs enqueued in between): there is work after all.
       if (limit > 0 && (this.#pause?.kind === 'drained' || this.#pause?.kind === 'limited')) this.#pause = undefined;
     }

@@ -1,7 +1,7 @@
 // The worker's steady state: finished attempts' outcomes ride along with the claim of their
 // replacements (one statement per batch), without ever holding more jobs than free slots.
 import { JobStore } from '@q/store';
-import { runWorkerUntil, useJobStore } from '@q/testing';
+import { memoryLogger, runWorkerUntil, sleep, useJobStore } from '@q/testing';
 import { expect, it } from 'vitest';
 import { JobQueue, Worker } from '../src/index.js';
 
@@ -109,4 +109,89 @@ it('with a local queue two round trips run side by side (each job still once); w
   };
   expect(await drain(64, 2_000)).toBe(2);
   expect(await drain(0, 200)).toBe(1);
+});
+
+it('a short round trip that wrote outcomes is followed by one more look: jobs of one lock key run back to back, not a poll apart', async () => {
+  const queue = new JobQueue(store, { knownQueues: ['default'] });
+  // Each job's claim comes back short: the outcome it carried released the lock key only in its own
+  // snapshot. The look after it finds the next job; a loop that idled instead would wait out the poll.
+  const n = 4;
+  await queue.enqueueMany(Array.from({ length: n }, (_, i) => ({ type: 'locked', lockKey: 'one', payload: { i } })));
+  const seen = new Map<number, number>();
+  const worker = new Worker(store, { queues: ['default'], concurrency: 1, prefetch: 0, pollIntervalMs: 60_000, maintenanceIntervalMs: 60_000 });
+  worker.register('locked', async (job) => {
+    const i = (job.payload as { i: number }).i;
+    seen.set(i, (seen.get(i) ?? 0) + 1);
+    return null;
+  });
+  const started = performance.now();
+  await runWorkerUntil(
+    worker,
+    async () => {
+      const { rows } = await store.pool.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM q_jobs_all WHERE job_type = 'locked' AND status = 'succeeded'`,
+      );
+      return rows[0]!.n === n;
+    },
+    { timeoutMs: 30_000, drainMs: 5_000 },
+  );
+  expectEachOnce(seen, n);
+  expect(performance.now() - started).toBeLessThan(10_000);
+});
+
+it('after a round trip carrying outcomes fails, the next one claims alone while the outcomes are written on their own', async () => {
+  const queue = new JobQueue(store, { knownQueues: ['default'] });
+  const n = 10;
+  await queue.enqueueMany(Array.from({ length: n }, (_, i) => ({ type: 'after-fail', payload: { i } })));
+  const s = store as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>;
+  const originals = { claim: s.claim!, complete: s.complete!, completeAndClaim: s.completeAndClaim! };
+  // The store calls in order; the first combined round trip fails before reaching the database.
+  const calls: string[] = [];
+  let failed = false;
+  s.claim = (...a) => (calls.push('claim'), originals.claim.apply(store, a));
+  s.complete = (...a) => (calls.push('complete'), originals.complete.apply(store, a));
+  s.completeAndClaim = (...a) => {
+    calls.push('completeAndClaim');
+    if (!failed) {
+      failed = true;
+      // Fails late, once the other slot's job has finished: its outcome waits when the next trip is sent.
+      return sleep(250).then(() => Promise.reject(Object.assign(new Error('injected: the combined statement failed'), { code: '57014' })));
+    }
+    return originals.completeAndClaim.apply(store, a);
+  };
+  const seen = new Map<number, number>();
+  const logs = memoryLogger();
+  const worker = new Worker(store, {
+    queues: ['default'],
+    concurrency: 2,
+    prefetch: 0,
+    pollIntervalMs: 100,
+    maintenanceIntervalMs: 60_000,
+    logger: logs,
+  });
+  worker.register('after-fail', async (job) => {
+    const i = (job.payload as { i: number }).i;
+    seen.set(i, (seen.get(i) ?? 0) + 1);
+    // The first two run side by side; the second ends while the first one's round trip is failing.
+    await sleep(i === 1 ? 120 : 5);
+    return null;
+  });
+  await runUntil(
+    worker,
+    async () => {
+      const { rows } = await store.pool.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM q_jobs_all WHERE job_type = 'after-fail' AND status = 'succeeded'`,
+      );
+      return rows[0]!.n === n;
+    },
+    () => Object.assign(s, originals),
+  );
+  expectEachOnce(seen, n);
+  const failedAt = calls.indexOf('completeAndClaim');
+  expect(failedAt).toBeGreaterThanOrEqual(0);
+  // The failed trip's outcomes are written by a completion of their own; the next round trip sent is a claim alone.
+  const after = calls.slice(failedAt + 1);
+  expect(after).toContain('complete');
+  expect(after.find((c) => c !== 'complete')).toBe('claim');
+  expect(logs.lines.filter((l) => l.level === 'warn').map((l) => l.msg)).toEqual(['complete-and-claim failed, writing outcomes alone']);
 });

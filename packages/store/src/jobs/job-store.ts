@@ -3,7 +3,8 @@ import type { Tracer } from '@opentelemetry/api';
 import type { MeterProvider } from '@opentelemetry/api';
 import { jobGroupMetrics, observeGauge, qTracer } from '@q/otel';
 import type { ConnectionPlacement } from '@q/schema';
-import { StatementScope, checkPlacement, namedStatements } from '@q/schema/internal';
+import { invalidArgument } from '@q/schema';
+import { StatementScope, checkName, checkPlacement, namedStatements } from '@q/schema/internal';
 import type pg from 'pg';
 import { checkJobStoreOptions, type JobStoreFromPoolOptions, type JobStoreOpenOptions } from './options.js';
 import type { InTransaction } from '../transaction.js';
@@ -24,6 +25,12 @@ import { purgeFinished } from './sql/purge-finished.js';
 import { countBacklog } from './sql/count-backlog.js';
 import { countRunningGroups } from './sql/count-running-groups.js';
 import { dbNow } from './sql/db-now.js';
+import { heartbeatJobs } from './sql/heartbeat-jobs.js';
+import { markJobsRunning } from './sql/mark-jobs-running.js';
+import { releaseClaims, releaseJobs } from './sql/release-jobs.js';
+import { snoozeJob } from './sql/snooze-job.js';
+import { updateJobProgress } from './sql/update-job-progress.js';
+import { updateJobSteps } from './sql/update-job-steps.js';
 import { listenerConnection } from './from-pool.js';
 import { checkPool } from '../store-pool.js';
 import type {
@@ -46,12 +53,20 @@ import type {
 } from './types.js';
 import {
   DEFAULT_MAX_SNOOZES,
+  checkClaimId,
   checkJobId,
+  checkLease,
+  checkLeaseMs,
   checkListFilter,
   checkMaxResumes,
+  checkMaxSnoozes,
   checkPurgeAge,
   checkRunningGroupsFilter,
+  checkSnoozeDelay,
   checkUuid,
+  progressJson,
+  splitLeases,
+  stepsJson,
 } from './validate.js';
 import { bindAppPool, checkSchemaOptions, openBoundPool } from './bind.js';
 import type { CompleteAndClaimResult } from './ops/claim-complete.js';
@@ -59,7 +74,6 @@ import * as claimComplete from './ops/claim-complete.js';
 import { closedError, type JobStoreContext } from './ops/context.js';
 import { runOperation, type OperationOwner } from '../operation.js';
 import * as enqueueOps from './ops/enqueue.js';
-import * as leaseOps from './ops/leases.js';
 import type { MaintenanceResult } from './ops/maintenance.js';
 import * as maintenance from './ops/maintenance.js';
 import * as schedules from './ops/schedules.js';
@@ -81,9 +95,10 @@ export const JOBS_BACKLOG_METRIC = 'q.jobs.backlog';
  * `unnest` where it takes many jobs), and every write of a lease holder is fenced by the lease's
  * token. `JobQueue` and `Worker` (`@q/job-worker`) are built on it.
  *
- * A thin facade: it owns the connection, listeners and lifecycle, and delegates each operation
- * family to its module under ops/ (enqueue, claim/complete, leases, maintenance, schedules), which
- * checks the input and runs the statements through the store's context.
+ * It owns the connection, listeners and lifecycle. An operation that is a check and one statement
+ * (a lease's upkeep, a read, a cancel) is written here; the families that carry a mechanism of
+ * their own have a module under ops/: enqueue (statement sizing, key order, job keys), the claim
+ * round trip (its connection, the lock-key race retries), maintenance rounds and schedules.
  */
 export class JobStore {
   /** The pool the store queries through (closed by {@link JobStore.close} unless it came from {@link JobStore.fromPool}). */
@@ -101,7 +116,7 @@ export class JobStore {
   readonly #scope: StatementScope;
   readonly #listeners = new Set<JobListener>();
   readonly #placement: ConnectionPlacement;
-  /** What the operation modules under ops/ run with. */
+  /** What the modules under ops/ run with. */
   readonly #ctx: JobStoreContext;
   readonly #waiters: FinishWaiters;
   #unobserve: (() => void) | undefined;
@@ -309,7 +324,10 @@ export class JobStore {
 
   /** leased → running for the leases still held (fenced by token); returns them with their cancel flag. */
   async markRunning(leases: readonly JobLease[]): Promise<LeaseState[]> {
-    return leaseOps.markRunning(this.#ctx, leases);
+    const { ids, tokens } = splitLeases(leases);
+    if (ids.length === 0) return [];
+    const rows = await this.#op('mark_running', () => markJobsRunning(this.#scope, this.pool, ids, tokens));
+    return rows.map((r) => ({ id: Number(r.id), cancelRequested: r.cancel_requested }));
   }
 
   /**
@@ -317,7 +335,11 @@ export class JobStore {
    * the result was lost (reaped, cancelled out or finished). Carries the cancel flag.
    */
   async heartbeat(leases: readonly JobLease[], leaseMs: number): Promise<LeaseState[]> {
-    return leaseOps.heartbeat(this.#ctx, leases, leaseMs);
+    const { ids, tokens } = splitLeases(leases);
+    checkLeaseMs(leaseMs);
+    if (ids.length === 0) return [];
+    const rows = await this.#op('heartbeat', () => heartbeatJobs(this.#scope, this.pool, ids, tokens, leaseMs));
+    return rows.map((r) => ({ id: Number(r.id), cancelRequested: r.cancel_requested }));
   }
 
   /**
@@ -359,7 +381,9 @@ export class JobStore {
 
   /** Replaces the step timeline of a held lease; false when fenced. */
   async updateSteps(lease: JobLease, steps: readonly Step[]): Promise<boolean> {
-    return leaseOps.updateSteps(this.#ctx, lease, steps);
+    checkLease(lease);
+    const json = stepsJson(steps);
+    return this.#op('update_steps', () => updateJobSteps(this.#scope, this.pool, lease.id, lease.leaseToken, json));
   }
 
   /**
@@ -370,7 +394,9 @@ export class JobStore {
    * a non-finite number, a cycle, a Map…, `undefined`) or a larger one.
    */
   async updateProgress(lease: JobLease, progress: unknown): Promise<boolean> {
-    return leaseOps.updateProgress(this.#ctx, lease, progress);
+    checkLease(lease);
+    const json = progressJson('updateProgress', progress);
+    return this.#op('update_progress', () => updateJobProgress(this.#scope, this.pool, lease.id, lease.leaseToken, json));
   }
 
   /**
@@ -383,7 +409,17 @@ export class JobStore {
    * from 0 to 2³¹−1, else `INVALID_ARGUMENT` before anything is written.
    */
   async snooze(lease: JobLease, delayMs: number, maxSnoozes: number = DEFAULT_MAX_SNOOZES): Promise<SnoozeResult> {
-    return leaseOps.snooze(this.#ctx, lease, delayMs, maxSnoozes);
+    checkLease(lease);
+    const delay = checkSnoozeDelay('snooze', delayMs);
+    const max = checkMaxSnoozes('snooze', maxSnoozes);
+    const row = await this.#ctx.opPuttingBack(
+      'snooze',
+      () => snoozeJob(this.#scope, this.pool, lease.id, lease.leaseToken, delay, max, this.channel),
+      (r) => r?.status === 'queued',
+    );
+    if (row === undefined) return { status: 'fenced', runAt: null, snoozes: null };
+    if (row.status === 'scheduled' || row.status === 'queued') return { status: 'snoozed', runAt: row.run_at, snoozes: row.snoozes };
+    return { status: row.status, runAt: null, snoozes: row.snoozes };
   }
 
   /**
@@ -391,7 +427,13 @@ export class JobStore {
    * given back, their place in line kept; idle workers are woken. Returns the ids released.
    */
   async release(leases: readonly JobLease[]): Promise<number[]> {
-    return leaseOps.release(this.#ctx, leases);
+    const { ids, tokens } = splitLeases(leases);
+    if (ids.length === 0) return [];
+    return this.#ctx.opPuttingBack(
+      'release',
+      () => releaseJobs(this.#scope, this.pool, ids, tokens, this.channel),
+      (r) => r.length > 0,
+    );
   }
 
   /**
@@ -403,7 +445,16 @@ export class JobStore {
    * id. Returns the ids released.
    */
   async releaseClaims(workerId: string, claimIds: readonly string[]): Promise<number[]> {
-    return leaseOps.releaseClaims(this.#ctx, workerId, claimIds);
+    if (typeof workerId !== 'string' || workerId === '') throw invalidArgument('releaseClaims: workerId must be a non-empty string');
+    checkName('releaseClaims', 'workerId', workerId);
+    if (!Array.isArray(claimIds)) throw invalidArgument('releaseClaims: claimIds must be an array of uuid strings');
+    const ids = claimIds.map((id) => checkClaimId('releaseClaims', id));
+    if (ids.length === 0) return [];
+    return this.#ctx.opPuttingBack(
+      'release_claims',
+      () => releaseClaims(this.#scope, this.pool, workerId, ids, this.channel),
+      (r) => r.length > 0,
+    );
   }
 
   /** `scheduled`/`retry_wait` → `queued` once due; wakes idle workers. Returns the count. */

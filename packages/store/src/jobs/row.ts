@@ -92,7 +92,7 @@ export interface JobRow {
 }
 
 /**
- * The idempotency key a throttled enqueue stores (see ops/job-keys.ts): U+0001, `throttle:`, the
+ * The idempotency key a throttled enqueue stores (see resolveThrottleSlots in ops/enqueue.ts): U+0001, `throttle:`, the
  * window in ms, the window's number since the epoch, then the job key, joined by `:`. It is the
  * job's job key that is shown, never this slot key.
  */

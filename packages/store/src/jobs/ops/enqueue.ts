@@ -1,16 +1,17 @@
 // Enqueueing jobs: statement sizing, key-ordered chunks across a transaction, idempotency-key
-// resolution, job keys (ops/job-keys.ts) and the caller's-transaction path.
+// resolution, job keys and the caller's-transaction path.
 import { randomUUID } from 'node:crypto';
 import { QError, QErrorCode, invalidArgument } from '@q/schema';
 import { at, withTransaction } from '@q/schema/internal';
-import { checkInTransaction, inCallerTransaction, type InTransaction } from '../../transaction.js';
+import { checkInTransaction, inCallerTransaction, type InTransaction, type TransactionClient } from '../../transaction.js';
 import { STATEMENT_TEXT_BUDGET, chunkIndices, keyOrder, retryDeadlock } from '../batches.js';
 import { transactionWriteError } from '../from-pool.js';
-import { shownKeys, toJob } from '../row.js';
-import { enqueueWithJobKeys, resolveThrottleSlots } from './job-keys.js';
+import { THROTTLE_SLOT_PREFIX, shownKeys, toJob } from '../row.js';
 import type { Queryable } from '../sql/db.js';
+import { dbNow } from '../sql/db-now.js';
 import { drawJobIds } from '../sql/draw-job-ids.js';
 import { enqueueJob, enqueueKeylessJob } from '../sql/enqueue-job.js';
+import { enqueueKeyedJob } from '../sql/enqueue-keyed-job.js';
 import { enqueueJobs, enqueueKeylessJobs, type EnqueueBatch, type EnqueueRow } from '../sql/enqueue-jobs.js';
 import { getJobsByIdempotencyKey, type ScopedKey } from '../sql/get-jobs-by-idempotency-key.js';
 import type { EnqueueResult, Job, NewJob } from '../types.js';
@@ -48,7 +49,7 @@ async function enqueueWithFlags(ctx: JobStoreContext, jobs: readonly NewJob[], t
   if (batch.jobKeys) {
     // Throttled jobs become idempotent ones (their window's slot key); replace/debounce take their own path.
     await resolveThrottleSlots(ctx, client ?? ctx.pool, batch);
-    if (batch.jobKeys) return enqueueWithJobKeys(ctx, batch, client, (db, b, indices) => enqueueChunk(ctx, db, b, indices));
+    if (batch.jobKeys) return enqueueWithJobKeys(ctx, batch, client);
   }
   const sizes = batch.payloads.map((p) => p.length);
   const total = checkCallSize('enqueue', 'payload JSON', sizes);
@@ -317,3 +318,80 @@ function newJob(chunk: EnqueueChunk, i: number, d: Decided): Job {
 
 /** The keys of a job without any. */
 const NO_KEYS = { idempotencyKey: null, jobKey: null } as const;
+
+// Job keys (NewJob.jobKey, migration 0010). Mode throttle becomes an idempotency key, the slot key
+// of the key's window (resolveThrottleSlots), and then takes the usual path; modes replace and
+// debounce take one statement per keyed job (sql/enqueue-keyed-job.ts), in key order, in one
+// transaction with the rest of the batch.
+
+/**
+ * Gives each throttled job of `b` its window's slot key as idempotency key: the key, the window
+ * and the window's number since the epoch by the database clock, read once for the batch, so all
+ * enqueues of a key in one window hold one key and the idempotency fence makes them one job. The
+ * job keys left are those of modes replace and debounce (`b.jobKeys` is dropped when none is).
+ */
+export async function resolveThrottleSlots(ctx: JobStoreContext, db: Queryable, b: EnqueueBatch): Promise<void> {
+  const keyed = b.jobKeys;
+  if (!keyed?.some((k) => k?.mode === 'throttle')) return;
+  // As an operation: a failure (a lost connection, an aborted caller's transaction) is a QError.
+  const now = (await ctx.op('enqueue_throttle_clock', () => dbNow(ctx.scope, db))).getTime();
+  keyed.forEach((k, i) => {
+    if (k?.mode !== 'throttle') return;
+    b.idempotencyKeys[i] = `${THROTTLE_SLOT_PREFIX}${k.throttleMs}:${Math.floor(now / k.throttleMs)}:${k.key}`;
+    keyed[i] = null;
+  });
+  if (keyed.every((k) => k === null)) delete b.jobKeys;
+}
+
+/**
+ * A batch holding jobs with a job key of mode replace or debounce: each such job is its own
+ * statement, in key order (byte order of key, queue, type; then input order, so of two jobs of a
+ * batch with one key the later one is written last: it wins), so two batches taking the same keys
+ * wait for each other in one order and cannot deadlock; the other jobs follow in one chunk. All in
+ * one transaction (the caller's, behind a savepoint, when given).
+ */
+export async function enqueueWithJobKeys(ctx: JobStoreContext, b: EnqueueBatch, client: TransactionClient | undefined): Promise<Enqueued> {
+  const keyed = b.jobKeys ?? [];
+  const n = b.uuids.length;
+  const batch: EnqueueBatch = { ...b, ids: b.uuids.map(() => null) };
+  const plain = batch.uuids.map((_, i) => i).filter((i) => keyed[i] === null || keyed[i] === undefined);
+  const keys = keyed.map((k) => k?.key ?? null);
+  const order = keyOrder(keys, batch.queues, batch.types).filter((i) => keys[i] !== null);
+  const run = async (db: Queryable): Promise<Enqueued> => {
+    const out: Enqueued = { jobs: new Array<Job>(n), created: new Array<boolean>(n) };
+    for (const i of order) {
+      const k = at(keyed, i);
+      if (k === null) continue;
+      let row;
+      try {
+        row = await enqueueKeyedJob(ctx.scope, db, batch, i, k.key, k.mode === 'debounce', ctx.channel);
+      } catch (err) {
+        throw mapWriteError(err);
+      }
+      out.jobs[i] = toJob(row);
+      out.created[i] = row.inserted;
+    }
+    if (plain.length > 0) {
+      const got = await enqueueChunk(ctx, db, batch, plain);
+      plain.forEach((pos, j) => {
+        out.jobs[pos] = at(got.jobs, j);
+        out.created[pos] = at(got.created, j);
+      });
+    }
+    return out;
+  };
+  if (client) {
+    return ctx.op(
+      'enqueue',
+      async () => {
+        try {
+          return await inCallerTransaction('enqueue', client, () => run(client));
+        } catch (err) {
+          throw transactionWriteError(err);
+        }
+      },
+      { 'job.count': n, 'job.in_transaction': true },
+    );
+  }
+  return ctx.op('enqueue', () => retryDeadlock(() => (n === 1 ? run(ctx.pool) : withTransaction(ctx.pool, (c) => run(c)))), { 'job.count': n });
+}

@@ -36,7 +36,7 @@ export interface EnqueueBatch {
   ids: Array<number | null>;
   /**
    * The job keys, when any job has one (absent otherwise: the keyless path never looks at it);
-   * null for a job without. See ops/job-keys.ts.
+   * null for a job without. See ops/enqueue.ts (enqueueWithJobKeys).
    */
   jobKeys?: Array<JobKeyed | null>;
 }
