@@ -18,6 +18,15 @@ async function runUntil(worker: Worker, done: () => Promise<boolean>, restore: (
   }
 }
 
+/** Whether all `n` jobs of `type` have succeeded. */
+async function allSucceeded(type: string, n: number): Promise<boolean> {
+  const { rows } = await store.pool.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM q_jobs_all WHERE job_type = $1 AND status = 'succeeded'`,
+    [type],
+  );
+  return rows[0]!.n === n;
+}
+
 /** Every one of the `n` jobs ran, each exactly once. */
 function expectEachOnce(seen: ReadonlyMap<number, number>, n: number): void {
   expect(seen.size).toBe(n);
@@ -125,16 +134,7 @@ it('a short round trip that wrote outcomes is followed by one more look: jobs of
     return null;
   });
   const started = performance.now();
-  await runWorkerUntil(
-    worker,
-    async () => {
-      const { rows } = await store.pool.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM q_jobs_all WHERE job_type = 'locked' AND status = 'succeeded'`,
-      );
-      return rows[0]!.n === n;
-    },
-    { timeoutMs: 30_000, drainMs: 5_000 },
-  );
+  await runWorkerUntil(worker, () => allSucceeded('locked', n), { timeoutMs: 30_000, drainMs: 5_000 });
   expectEachOnce(seen, n);
   expect(performance.now() - started).toBeLessThan(10_000);
 });
@@ -178,12 +178,7 @@ it('after a round trip carrying outcomes fails, the next one claims alone while 
   });
   await runUntil(
     worker,
-    async () => {
-      const { rows } = await store.pool.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM q_jobs_all WHERE job_type = 'after-fail' AND status = 'succeeded'`,
-      );
-      return rows[0]!.n === n;
-    },
+    () => allSucceeded('after-fail', n),
     () => Object.assign(s, originals),
   );
   expectEachOnce(seen, n);
