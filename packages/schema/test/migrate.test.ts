@@ -3,7 +3,16 @@ import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { JOURNAL_TABLE, QError, bundledMigrations, migrate, type MigrationModule } from '../src/index.js';
 
-const REQUEST_TABLES = ['q_dispatchers', 'q_partitions', 'q_requests', 'q_results'];
+const REQUEST_TABLES = [
+  'q_batch_file_lines',
+  'q_batch_files',
+  'q_batch_requests',
+  'q_batches',
+  'q_dispatchers',
+  'q_partitions',
+  'q_requests',
+  'q_results',
+];
 const QUOTA_TABLES = ['q_quota_admits', 'q_quota_holders', 'q_quota_keys', 'q_quota_slots', 'q_quota_windows'];
 const JOB_TABLES = ['q_job_rate_slots', 'q_jobs', 'q_jobs_all', 'q_jobs_archive', 'q_jobs_idempotency_keys', 'q_leader_leases', 'q_schedules'];
 

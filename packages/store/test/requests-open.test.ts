@@ -32,7 +32,16 @@ describe('RequestStore.open', () => {
           `SELECT table_name AS t FROM information_schema.tables WHERE table_schema = $1 AND table_name LIKE 'q%' AND table_name <> 'q_schema_migrations' ORDER BY 1`,
           [fresh.name],
         );
-      expect(rows.map((r) => r.t)).toEqual(['q_dispatchers', 'q_partitions', 'q_requests', 'q_results']);
+      expect(rows.map((r) => r.t)).toEqual([
+        'q_batch_file_lines',
+        'q_batch_files',
+        'q_batch_requests',
+        'q_batches',
+        'q_dispatchers',
+        'q_partitions',
+        'q_requests',
+        'q_results',
+      ]);
       await Promise.all(stores.map((s) => s.ping()));
       await Promise.all(stores.map((s) => s.close()));
     } finally {

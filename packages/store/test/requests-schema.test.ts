@@ -59,6 +59,34 @@ describe('RequestStore schema placement', () => {
     }
   });
 
+  it('migrating a database at 0003 (before the Batch API tables) keeps every request, partition and result, and adds the batch tables', async () => {
+    const { schema: s, quoted: q, dsn } = await scratch.olderBuild('sbat', bundledMigrations('requests'), '0004');
+    await admin.query(`INSERT INTO ${q}.q_partitions (queue, partition_id) SELECT 'q', g FROM generate_series(0, 63) g`);
+    await admin.query(
+      `INSERT INTO ${q}.q_requests (id, request_token, queue, partition_id, deadline, envelope, payload, created_at)
+       VALUES ('a', 'ta', 'q', $1, 10, 'ea', '\\x01', 1)`,
+      [partitionOf('a')],
+    );
+    await admin.query(`INSERT INTO ${q}.q_results (route, id, request_token, payload, created_at) VALUES ('r', 'old', 't', 'old-result', 1)`);
+    expect((await admin.query(`SELECT to_regclass($1) AS b`, [`${q}.q_batches`])).rows[0].b).toBeNull();
+
+    const store = await RequestStore.open(dsn, { maxConns: 2 });
+    try {
+      const made = await admin.query<{ t: string }>(
+        `SELECT table_name AS t FROM information_schema.tables WHERE table_schema = $1 AND table_name LIKE 'q_batch%' ORDER BY 1`,
+        [s],
+      );
+      expect(made.rows.map((r) => r.t)).toEqual(['q_batch_file_lines', 'q_batch_files', 'q_batch_requests', 'q_batches']);
+      await store.acquirePartitions('q', 'me', at(100), 60_000, 64);
+      const got = await store.dispatch('q', 'me', at(100), 10);
+      expect(got.map((r) => [r.id, r.envelope])).toEqual([['a', 'ea']]);
+      await store.ack('me', [{ ...stampOf(got[0]!), route: 'r', payload: 'done-a' }]);
+      expect((await store.popResults('r', 100, 10)).map((r) => r.payload)).toEqual(['old-result', 'done-a']);
+    } finally {
+      await store.close();
+    }
+  });
+
   it('schema: X on a DSN whose search_path points elsewhere creates X and works end to end there', async () => {
     const { decoy, target, dsn } = await scratch.decoyAndTarget('s');
     const store = await RequestStore.open(dsn, { schema: target, maxConns: 2 });
@@ -81,7 +109,7 @@ describe('RequestStore schema placement', () => {
         got.map((r) => ({ ...stampOf(r), route: 'r', payload: r.id })),
       );
       expect((await store.popResults('r', 10, 10)).map((r) => r.payload)).toEqual(['x1', 'x2', 'x3']);
-      expect(await scratch.tableCounts([decoy, target])).toEqual([{ schema: target, n: 5 }]); // 4 tables + the journal, none in the decoy
+      expect(await scratch.tableCounts([decoy, target])).toEqual([{ schema: target, n: 9 }]); // 8 tables + the journal, none in the decoy
     } finally {
       await store.close();
     }

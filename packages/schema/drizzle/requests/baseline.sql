@@ -1,6 +1,6 @@
--- q-baseline through 0003_q_prefix
+-- q-baseline through 0004_batch_api
 -- Not run on an existing schema: a schema with none of this module's migrations gets this script,
--- the objects migrations 0000…0003_q_prefix leave (pg_dump of them, unqualified), and the journal records
+-- the objects migrations 0000…0004_batch_api leave (pg_dump of them, unqualified), and the journal records
 -- those migrations as applied. So a fresh install never creates the old unprefixed names, which
 -- could collide with an application's own tables. migrate.test.ts checks it against the steps.
 -- Functions come before the tables they read (pg_dump's order): their bodies are checked when
@@ -284,5 +284,92 @@ CREATE INDEX q_results_expires_at ON q_results USING btree (expires_at) WHERE (e
 CREATE INDEX q_results_expiry ON q_results USING btree (route, expires_at) WHERE (expires_at > 0);
 
 CREATE INDEX q_results_route_seq ON q_results USING btree (route, seq);
+
+CREATE TABLE q_batch_file_lines (
+    file_id text NOT NULL,
+    line_no integer NOT NULL,
+    content bytea NOT NULL
+);
+
+CREATE TABLE q_batch_files (
+    id text NOT NULL,
+    tenant text NOT NULL,
+    purpose text NOT NULL,
+    filename text NOT NULL,
+    bytes bigint DEFAULT 0 NOT NULL,
+    lines integer DEFAULT 0 NOT NULL,
+    status text DEFAULT 'uploading'::text NOT NULL,
+    created_at bigint NOT NULL,
+    expires_at bigint DEFAULT 0 NOT NULL
+);
+
+CREATE TABLE q_batch_requests (
+    batch_id text NOT NULL,
+    line_no integer NOT NULL,
+    custom_id text NOT NULL,
+    request_id text NOT NULL,
+    state smallint DEFAULT 0 NOT NULL
+);
+
+CREATE TABLE q_batches (
+    id text NOT NULL,
+    tenant text NOT NULL,
+    endpoint text NOT NULL,
+    queue text NOT NULL,
+    input_file_id text NOT NULL,
+    output_file_id text,
+    error_file_id text,
+    status text DEFAULT 'validating'::text NOT NULL,
+    completion_window text NOT NULL,
+    deadline bigint NOT NULL,
+    metadata jsonb,
+    errors jsonb,
+    total integer DEFAULT 0 NOT NULL,
+    completed integer DEFAULT 0 NOT NULL,
+    failed integer DEFAULT 0 NOT NULL,
+    enqueued_lines integer DEFAULT 0 NOT NULL,
+    prompt_tokens bigint DEFAULT 0 NOT NULL,
+    completion_tokens bigint DEFAULT 0 NOT NULL,
+    lease_owner text DEFAULT ''::text NOT NULL,
+    lease_expires_ms bigint DEFAULT 0 NOT NULL,
+    created_at bigint NOT NULL,
+    in_progress_at bigint,
+    finalizing_at bigint,
+    completed_at bigint,
+    failed_at bigint,
+    expired_at bigint,
+    cancelling_at bigint,
+    cancelled_at bigint
+);
+
+ALTER TABLE ONLY q_batch_file_lines
+    ADD CONSTRAINT q_batch_file_lines_file_id_line_no_pk PRIMARY KEY (file_id, line_no);
+
+ALTER TABLE ONLY q_batch_files
+    ADD CONSTRAINT q_batch_files_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY q_batch_requests
+    ADD CONSTRAINT q_batch_requests_batch_id_line_no_pk PRIMARY KEY (batch_id, line_no);
+
+ALTER TABLE ONLY q_batches
+    ADD CONSTRAINT q_batches_pkey PRIMARY KEY (id);
+
+CREATE INDEX q_batch_files_tenant_created ON q_batch_files USING btree (tenant, created_at, id);
+
+CREATE UNIQUE INDEX q_batch_requests_custom_id ON q_batch_requests USING btree (batch_id, custom_id);
+
+CREATE INDEX q_batch_requests_pending ON q_batch_requests USING btree (batch_id) WHERE (state = 0);
+
+CREATE UNIQUE INDEX q_batch_requests_request_id ON q_batch_requests USING btree (request_id);
+
+CREATE INDEX q_batches_tenant_created ON q_batches USING btree (tenant, created_at, id);
+
+CREATE INDEX q_batches_unfinished ON q_batches USING btree (lease_expires_ms) WHERE (status = ANY (ARRAY['validating'::text, 'in_progress'::text, 'finalizing'::text, 'cancelling'::text]));
+
+ALTER TABLE ONLY q_batch_file_lines
+    ADD CONSTRAINT q_batch_file_lines_file_fk FOREIGN KEY (file_id) REFERENCES q_batch_files(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY q_batch_requests
+    ADD CONSTRAINT q_batch_requests_batch_fk FOREIGN KEY (batch_id) REFERENCES q_batches(id) ON DELETE CASCADE;
 
 SET LOCAL check_function_bodies = true;

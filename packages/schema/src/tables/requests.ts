@@ -1,5 +1,18 @@
 import { sql } from 'drizzle-orm';
-import { bigint, bigserial, index, integer, pgSequence, pgTable, primaryKey, smallint, text } from 'drizzle-orm/pg-core';
+import {
+  bigint,
+  bigserial,
+  foreignKey,
+  index,
+  integer,
+  jsonb,
+  pgSequence,
+  pgTable,
+  primaryKey,
+  smallint,
+  text,
+  uniqueIndex,
+} from 'drizzle-orm/pg-core';
 import { bytea } from './bytea.js';
 
 /** One row per (request id, generation token). Pending while `dispatch_epoch = 0`. */
@@ -87,6 +100,124 @@ export const qResults = pgTable(
 
 /** Source of fresh dispatch attempts. */
 export const qDispatchAttempts = pgSequence('q_dispatch_attempts');
+
+/**
+ * Files of the Batch API (`file-…`): an uploaded batch input, or a batch's output or error file.
+ * Their content is in {@link qBatchFileLines}, one row per line, so no file is ever held whole in
+ * memory. `status` is `uploading` until the last line is written (such a file is invisible),
+ * then `processed`.
+ */
+export const qBatchFiles = pgTable(
+  'q_batch_files',
+  {
+    id: text('id').primaryKey(),
+    tenant: text('tenant').notNull(),
+    /** `batch` (an input), `batch_output` (an output or error file). */
+    purpose: text('purpose').notNull(),
+    filename: text('filename').notNull(),
+    bytes: bigint('bytes', { mode: 'number' }).notNull().default(0),
+    lines: integer('lines').notNull().default(0),
+    status: text('status').notNull().default('uploading'),
+    /** Unix seconds, database clock. */
+    createdAt: bigint('created_at', { mode: 'number' }).notNull(),
+    /** Unix seconds; 0 = never expires. */
+    expiresAt: bigint('expires_at', { mode: 'number' }).notNull().default(0),
+  },
+  (t) => [index('q_batch_files_tenant_created').on(t.tenant, t.createdAt, t.id)],
+);
+
+/** The content of a batch file: line `line_no` (from 1) with its terminator, so the lines in order are the file byte for byte. */
+export const qBatchFileLines = pgTable(
+  'q_batch_file_lines',
+  {
+    fileId: text('file_id').notNull(),
+    lineNo: integer('line_no').notNull(),
+    content: bytea('content').notNull(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.fileId, t.lineNo] }),
+    foreignKey({ columns: [t.fileId], foreignColumns: [qBatchFiles.id], name: 'q_batch_file_lines_file_fk' }).onDelete('cascade'),
+  ],
+);
+
+/**
+ * Batches of the Batch API (`batch_…`). `status`: `validating`, `failed`, `in_progress`,
+ * `finalizing`, `completed`, `expired`, `cancelling`, `cancelled`. A batch in an unfinished state
+ * is driven by whoever holds its lease (`lease_owner`, `lease_expires_ms`, database clock), so a
+ * second process finishes the batch of one that died.
+ */
+export const qBatches = pgTable(
+  'q_batches',
+  {
+    id: text('id').primaryKey(),
+    tenant: text('tenant').notNull(),
+    endpoint: text('endpoint').notNull(),
+    /** The request queue its lines are enqueued on. */
+    queue: text('queue').notNull(),
+    inputFileId: text('input_file_id').notNull(),
+    /** Created with the batch (status `uploading`); shown to clients once the batch is finished. */
+    outputFileId: text('output_file_id'),
+    errorFileId: text('error_file_id'),
+    status: text('status').notNull().default('validating'),
+    completionWindow: text('completion_window').notNull(),
+    /** Unix seconds: creation plus the completion window; every request of the batch has this deadline. */
+    deadline: bigint('deadline', { mode: 'number' }).notNull(),
+    metadata: jsonb('metadata'),
+    /** Validation errors, `[{ code, message, param, line }]`. */
+    errors: jsonb('errors'),
+    total: integer('total').notNull().default(0),
+    completed: integer('completed').notNull().default(0),
+    failed: integer('failed').notNull().default(0),
+    /** Lines enqueued so far (in line order), so a driver that died resumes after them. */
+    enqueuedLines: integer('enqueued_lines').notNull().default(0),
+    promptTokens: bigint('prompt_tokens', { mode: 'number' }).notNull().default(0),
+    completionTokens: bigint('completion_tokens', { mode: 'number' }).notNull().default(0),
+    leaseOwner: text('lease_owner').notNull().default(''),
+    /** Unix milliseconds, database clock. */
+    leaseExpiresMs: bigint('lease_expires_ms', { mode: 'number' }).notNull().default(0),
+    /** Unix seconds, database clock; the later ones are null until reached. */
+    createdAt: bigint('created_at', { mode: 'number' }).notNull(),
+    inProgressAt: bigint('in_progress_at', { mode: 'number' }),
+    finalizingAt: bigint('finalizing_at', { mode: 'number' }),
+    completedAt: bigint('completed_at', { mode: 'number' }),
+    failedAt: bigint('failed_at', { mode: 'number' }),
+    expiredAt: bigint('expired_at', { mode: 'number' }),
+    cancellingAt: bigint('cancelling_at', { mode: 'number' }),
+    cancelledAt: bigint('cancelled_at', { mode: 'number' }),
+  },
+  (t) => [
+    index('q_batches_tenant_created').on(t.tenant, t.createdAt, t.id),
+    index('q_batches_unfinished')
+      .on(t.leaseExpiresMs)
+      .where(sql`status IN ('validating', 'in_progress', 'finalizing', 'cancelling')`),
+  ],
+);
+
+/**
+ * One row per request line of a batch: the request-queue request it became (`request_id`) and
+ * its state (0 pending, 1 completed, 2 failed, 3 expired, 4 cancelled). A result is written to the
+ * output or error file only by the statement that moves the row out of pending, so no line is
+ * reported twice.
+ */
+export const qBatchRequests = pgTable(
+  'q_batch_requests',
+  {
+    batchId: text('batch_id').notNull(),
+    lineNo: integer('line_no').notNull(),
+    customId: text('custom_id').notNull(),
+    requestId: text('request_id').notNull(),
+    state: smallint('state').notNull().default(0),
+  },
+  (t) => [
+    primaryKey({ columns: [t.batchId, t.lineNo] }),
+    uniqueIndex('q_batch_requests_custom_id').on(t.batchId, t.customId),
+    uniqueIndex('q_batch_requests_request_id').on(t.requestId),
+    index('q_batch_requests_pending')
+      .on(t.batchId)
+      .where(sql`state = 0`),
+    foreignKey({ columns: [t.batchId], foreignColumns: [qBatches.id], name: 'q_batch_requests_batch_fk' }).onDelete('cascade'),
+  ],
+);
 
 // Deprecated aliases: the objects were renamed with the tables (async_* → q_*, migration 0003).
 /** @deprecated Use {@link qRequests} (the table is now `q_…`). */
