@@ -7,6 +7,7 @@ import { checkInTransaction, inCallerTransaction, type InTransaction } from '../
 import { ackedPositions, planAck } from './ack-plan.js';
 import { writeChunks } from './chunks.js';
 import { enqueueChunks } from './enqueue-plan.js';
+import { BatchStore } from './batch-store.js';
 import { closedError, DUPLICATE_REQUEST } from './errors.js';
 import { runOperation, type OperationOwner } from '../operation.js';
 import { keyId } from './keys.js';
@@ -56,6 +57,8 @@ export class RequestStore {
   readonly #metrics: RequestMetrics;
   readonly #ownsPool: boolean;
   readonly #ctx: StoreContext;
+  /** The Batch API's files and batches, in this store's schema (see {@link BatchStore}). */
+  readonly batches: BatchStore;
   #closed = false;
 
   private constructor(pool: pg.Pool, scope: StatementScope, opts: OpenOptions, ownsPool: boolean) {
@@ -73,6 +76,7 @@ export class RequestStore {
     };
     this.#metrics = requestMetrics(opts.meterProvider);
     this.#ctx = { pool, scope, metrics: this.#metrics, op: (name, attrs, fn) => this.#op(name, attrs, fn) };
+    this.batches = new BatchStore(this.#ctx, (reqs, tx) => this.enqueue(reqs, tx));
   }
 
   /**

@@ -154,3 +154,47 @@ export function newRequest(op: string, v: unknown, i: number): NewRequest {
   }
   return out;
 }
+
+/** Batch statuses a batch may be settled into by its driver. */
+const LEFTOVER_STATES = { expired: 3, cancelled: 4 } as const;
+
+/** The settled state number of `how` (`expired` or `cancelled`). */
+export function leftoverState(op: string, how: unknown): 3 | 4 {
+  if (how !== 'expired' && how !== 'cancelled') throw invalidArgument(`${op}: how must be 'expired' or 'cancelled'`);
+  return LEFTOVER_STATES[how];
+}
+
+/** An optional page cursor: absent, or an id. */
+export function cursor(op: string, v: unknown): string | null {
+  return v === undefined || v === null ? null : text(op, 'after', v);
+}
+
+/** A positive integer at most `max`. */
+export function between(op: string, what: string, v: unknown, min: number, max: number): number {
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min || v > max) {
+    throw invalidArgument(`${op}: ${what} must be an integer from ${min} to ${max}`);
+  }
+  return v;
+}
+
+/** Batch metadata: absent, null, or an object of at most 16 string values. */
+export function batchMetadata(op: string, v: unknown): Record<string, string> | null {
+  if (v === undefined || v === null) return null;
+  if (typeof v !== 'object' || Array.isArray(v)) throw invalidArgument(`${op}: metadata must be an object of strings`);
+  const entries = Object.entries(v as Record<string, unknown>);
+  if (entries.length > 16) throw invalidArgument(`${op}: metadata must have at most 16 keys`);
+  for (const [k, x] of entries) {
+    checkName(op, 'a metadata key', k);
+    checkText(op, `metadata.${k}`, x);
+  }
+  return v as Record<string, string>;
+}
+
+/** Byte lines: an array of `Uint8Array`s. */
+export function byteLines(op: string, what: string, v: unknown): Uint8Array[] {
+  const xs = list<unknown>(op, what, v);
+  xs.forEach((x, i) => {
+    if (!(x instanceof Uint8Array)) throw invalidArgument(`${op}: ${what}[${i}] must be a Uint8Array`);
+  });
+  return xs as Uint8Array[];
+}

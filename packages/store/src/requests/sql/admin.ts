@@ -13,7 +13,8 @@ export async function databaseNow(scope: StatementScope, db: Db): Promise<Date> 
 
 export const truncateStatement = statement(
   'q_store_truncate',
-  `TRUNCATE __q_schema__.q_requests, __q_schema__.q_partitions, __q_schema__.q_dispatchers, __q_schema__.q_results`,
+  `TRUNCATE __q_schema__.q_requests, __q_schema__.q_partitions, __q_schema__.q_dispatchers, __q_schema__.q_results,
+   __q_schema__.q_batch_file_lines, __q_schema__.q_batch_files, __q_schema__.q_batch_requests, __q_schema__.q_batches`,
 );
 
 /** Empties every table of the request queue. */
