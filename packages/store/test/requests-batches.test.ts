@@ -204,16 +204,22 @@ describe('RequestStore.batches: batches', () => {
     }));
     await b.enqueueLines(batch.id, 'd1', 0, 2, lines, reqs);
     expect((await b.cancelBatch('acme', batch.id))!.status).toBe('cancelling');
-    expect((await b.pendingRequests(batch.id)).map((p) => p.requestId)).toEqual([`${batch.id}:1`, `${batch.id}:2`]);
+    expect(await b.pendingRequests(batch.id)).toEqual(lines);
     expect(await b.finishBatch(batch.id, 'd1', 'cancelled')).toBeUndefined(); // lines still pending
-    expect(await b.settleLeftovers(batch.id, 'cancelled', 'batch_cancelled', 'the batch was cancelled')).toBe(2);
+    await t.store.acquirePartitions('q', 'o', at(100), 60_000, 64);
+    const inFlight = await t.store.dispatch('q', 'o', at(100), 1);
+    expect(inFlight).toHaveLength(1);
+    // A cancel spares the line in flight: its answer is still to come.
+    expect(await b.settleLeftovers(batch.id, 'cancelled', 'batch_cancelled', 'the batch was cancelled', true)).toBe(1);
+    expect((await b.pendingRequests(batch.id)).map((p) => p.requestId)).toEqual([inFlight[0]!.id]);
+    expect(await b.settleLeftovers(batch.id, 'cancelled', 'batch_cancelled', 'the batch was cancelled')).toBe(1);
     const done = await b.finishBatch(batch.id, 'd1', 'cancelled');
     expect(done).toMatchObject({ status: 'cancelled', failed: 2, outputFileId: null });
     const errors = (await text(await b.readFile('acme', done!.errorFileId!)))
       .trim()
       .split('\n')
       .map((l) => JSON.parse(l) as { custom_id: string; error: unknown });
-    expect(errors.map((e) => e.custom_id)).toEqual(['a', 'b']);
+    expect(errors.map((e) => e.custom_id).sort()).toEqual(['a', 'b']);
     expect(errors[0]!.error).toEqual({ code: 'batch_cancelled', message: 'the batch was cancelled' });
     expect((await b.cancelBatch('acme', batch.id))!.status).toBe('cancelled');
   });

@@ -309,20 +309,24 @@ export class BatchStore {
     return this.#ctx.op(op, { 'q.batch': results.length }, () => recordBatchResults(this.#ctx.scope, this.#ctx.pool, batchId, results, seqs));
   }
 
-  /** Driver: the lines of a batch without a result yet, with their request ids. */
-  async pendingRequests(batchId: string): Promise<{ lineNo: number; requestId: string }[]> {
+  /** Driver: the lines of a batch without a result yet, with their custom ids and request ids. */
+  async pendingRequests(batchId: string): Promise<BatchRequestLine[]> {
     v.text('pendingRequests', 'batchId', batchId);
     return this.#ctx.op('pendingRequests', undefined, () => pendingBatchRequests(this.#ctx.scope, this.#ctx.pool, batchId));
   }
 
-  /** Driver: settles every pending line of a batch as `how`, with an error-file line `{ code, message }`; how many. */
-  async settleLeftovers(batchId: string, how: 'expired' | 'cancelled', code: string, message: string): Promise<number> {
+  /**
+   * Driver: settles every pending line of a batch as `how`, with an error-file line `{ code, message }`;
+   * with `spareInFlight`, not the lines whose request is dispatched (a cancel lets them finish). How many.
+   */
+  async settleLeftovers(batchId: string, how: 'expired' | 'cancelled', code: string, message: string, spareInFlight = false): Promise<number> {
     const op = 'settleLeftovers';
     v.text(op, 'batchId', batchId);
     const state = v.leftoverState(op, how);
     v.text(op, 'code', code);
     v.anyText(op, 'message', message);
-    return this.#ctx.op(op, undefined, () => settleBatchLeftovers(this.#ctx.scope, this.#ctx.pool, batchId, state, code, message));
+    const spare = v.bool(op, 'spareInFlight', spareInFlight);
+    return this.#ctx.op(op, undefined, () => settleBatchLeftovers(this.#ctx.scope, this.#ctx.pool, batchId, state, code, message, spare));
   }
 
   /** Driver: a running batch whose every line has its result goes `finalizing`; false otherwise. */

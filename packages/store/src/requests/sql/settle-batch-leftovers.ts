@@ -3,11 +3,14 @@ import { type Db } from './db.js';
 
 // Every line of the batch still pending is settled as `state` (3 expired, 4 cancelled) with an
 // error-file line `{ id, custom_id, response: null, error: { code, message } }`, counted as failed.
+// With $5, a line whose request is in flight (dispatched, its answer still to come) is spared:
+// a cancel lets it finish.
 export const settleBatchLeftoversStatement = statement(
   'q_store_settle_batch_leftovers',
   `WITH moved AS (
      UPDATE __q_schema__.q_batch_requests r SET state = $2
       WHERE r.batch_id = $1 AND r.state = 0
+        AND NOT ($5::bool AND EXISTS (SELECT 1 FROM __q_schema__.q_requests q WHERE q.id = r.request_id AND q.dispatch_epoch <> 0))
      RETURNING r.line_no, r.custom_id, r.request_id
    ), lines AS (
      SELECT convert_to(json_build_object('id', 'batch_req_' || md5(m.request_id), 'custom_id', m.custom_id, 'response', NULL,
@@ -27,7 +30,7 @@ export const settleBatchLeftoversStatement = statement(
    SELECT count(*)::int AS n FROM moved`,
 );
 
-/** Settles a batch's pending lines as expired (3) or cancelled (4), with `code` and `message` in the error file; how many. */
+/** Settles a batch's pending lines as expired (3) or cancelled (4), with `code` and `message` in the error file (`spareInFlight`: not those in flight); how many. */
 export async function settleBatchLeftovers(
   scope: StatementScope,
   db: Db,
@@ -35,7 +38,8 @@ export async function settleBatchLeftovers(
   state: 3 | 4,
   code: string,
   message: string,
+  spareInFlight: boolean,
 ): Promise<number> {
-  const { rows } = await scope.run<{ n: number }>(db, settleBatchLeftoversStatement, [batchId, state, code, message]);
+  const { rows } = await scope.run<{ n: number }>(db, settleBatchLeftoversStatement, [batchId, state, code, message, spareInFlight]);
   return rows[0]?.n ?? 0;
 }
