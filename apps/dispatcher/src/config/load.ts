@@ -325,5 +325,12 @@ export function loadConfig(opts: LoadOptions = {}): DispatcherConfig {
     }
   }
   if (cfg.retry_cap_ms < cfg.retry_base_ms) throw configError('retry_cap_ms must be >= retry_base_ms');
+  const api = cfg.batch_api;
+  if (api?.queue !== undefined && !names.has(api.queue)) throw configError(`batch_api.queue ${JSON.stringify(api.queue)} is not a queue_name`);
+  const hashes = new Set<string>();
+  api?.api_keys.forEach((k, i) => {
+    if (hashes.has(k.sha256)) throw configError(`batch_api.api_keys[${i}].sha256 is a duplicate`);
+    hashes.add(k.sha256);
+  });
   return cfg;
 }

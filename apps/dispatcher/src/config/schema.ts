@@ -71,6 +71,35 @@ export interface QueueConfig {
   worker_pool_id?: string;
 }
 
+/** A bearer API key of the Batch API, kept as its SHA-256 (never the key itself), and the tenant it names. */
+export interface ApiKeyConfig {
+  /** Lower-case hex SHA-256 of the key (`printf %s "$KEY" | sha256sum`). */
+  sha256: string;
+  /** The tenant: owner of the files and batches the key creates, and the quota key of their requests. */
+  tenant: string;
+}
+
+/** The OpenAI-compatible Batch API (`/v1/files`, `/v1/batches`) the dispatcher serves when this section is present. */
+export interface BatchApiConfig {
+  /** Listening port; 0 = any free port. */
+  port: number;
+  /** Listening address (default `127.0.0.1`). */
+  host: string;
+  /** The request queue batch lines go to (`queues[].queue_name`); default the first queue. */
+  queue?: string;
+  api_keys: ApiKeyConfig[];
+  /** Largest upload, bytes (default 200 MB, the reference API's). */
+  max_file_bytes: number;
+  /** Most lines of an upload (default 50,000). */
+  max_file_lines: number;
+  /** Seconds of the one completion window clients may ask for, `24h` (default 86,400; shorter for tests). */
+  completion_window_seconds: number;
+  /** How often the batch driver looks for work, ms. */
+  driver_interval_ms: number;
+  /** Lease of a batch to the process driving it, ms; another process takes it over once it lapses. */
+  driver_lease_ms: number;
+}
+
 /** The whole configuration, defaults applied. */
 export interface DispatcherConfig {
   /** Postgres DSN; absent → the embedded Postgres under `.q/pgdata` (`run`/`demo`). */
@@ -133,6 +162,8 @@ export interface DispatcherConfig {
   /** Worker pools; absent: no pool (each queue runs up to `concurrency` calls). */
   pools?: PoolConfig[];
   queues: QueueConfig[];
+  /** The Batch API; absent: not served. */
+  batch_api?: BatchApiConfig;
 }
 
 // Timers take at most 2^31 − 1 ms; a longer delay makes Node fire them every millisecond.
@@ -229,6 +260,30 @@ export const CONFIG_SCHEMA = {
     tls_key_file: { type: 'string', minLength: 1 },
     tls_server_name: { type: 'string', minLength: 1 },
     tls_insecure_skip_verify: { type: 'boolean', default: false },
+    batch_api: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['port', 'api_keys'],
+      properties: {
+        port: { type: 'integer', minimum: 0, maximum: 65535 },
+        host: { type: 'string', minLength: 1, default: '127.0.0.1' },
+        queue: id200,
+        api_keys: {
+          type: 'array',
+          items: {
+            type: 'object',
+            additionalProperties: false,
+            required: ['sha256', 'tenant'],
+            properties: { sha256: { type: 'string', pattern: '^[0-9a-f]{64}$' }, tenant: { type: 'string', minLength: 1, maxLength: 200 } },
+          },
+        },
+        max_file_bytes: { type: 'integer', minimum: 1, maximum: 200 * 1024 * 1024, default: 200 * 1024 * 1024 },
+        max_file_lines: { type: 'integer', minimum: 1, maximum: 50_000, default: 50_000 },
+        completion_window_seconds: { type: 'integer', minimum: 1, maximum: 86_400, default: 86_400 },
+        driver_interval_ms: { ...posInt, default: 250 },
+        driver_lease_ms: { ...posInt, default: 30_000 },
+      },
+    },
     pools: {
       type: 'array',
       items: {

@@ -28,6 +28,8 @@ import { createAdmission, KeyLoad, type Admission } from '../pipeline/admission.
 import { createFailureAnswer, createHandler, type HandlerDeps } from '../pipeline/handler.js';
 import type { QuotaPort } from '../pipeline/ports.js';
 import { startEndpoint, type Endpoint } from './http-endpoints.js';
+import { BatchDriver } from '../batch/driver.js';
+import { startBatchApi, type BatchApiServer } from '../batch/server.js';
 
 /** Deadline-proximity windows of the backlog poll, seconds (docs/design/dispatcher.md#loops): 0, 1 s, … 24 h. */
 export const PROXIMITY_WINDOWS_S = [0, 1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400];
@@ -70,6 +72,8 @@ export class Dispatcher {
   /** Bound ports of `/healthz`+`/readyz` and `/metrics` (undefined when off). */
   healthPort: number | undefined;
   metricsPort: number | undefined;
+  /** Bound port of the Batch API (undefined when `batch_api` is not configured). */
+  batchApiPort: number | undefined;
 
   #ready = false;
   readonly #stopCtl = new AbortController();
@@ -77,6 +81,7 @@ export class Dispatcher {
   readonly #admissions: Admission[] = [];
   readonly #endpoints: Endpoint[] = [];
   #stopping: Promise<PartitionWorkerStats[]> | undefined;
+  #batchApi: { driver: BatchDriver; server: BatchApiServer } | undefined;
   #meterOwned: SdkMeterProvider | undefined;
   #failure: Error | undefined;
   #failed: (err: Error) => void = () => undefined;
@@ -182,6 +187,12 @@ export class Dispatcher {
       await d.stop();
       throw err;
     }
+    try {
+      await d.#startBatchApi();
+    } catch (err) {
+      await d.stop();
+      throw err;
+    }
     d.#startBacklogPoller(meterProvider);
     d.#ready = true;
     logger.info({ owner: d.owner, queues: config.queues.map((q) => q.queue_name) }, 'dispatcher started');
@@ -191,6 +202,34 @@ export class Dispatcher {
   /** True between start and stop. */
   isReady(): boolean {
     return this.#ready;
+  }
+
+  /**
+   * The Batch API and its driver (`batch_api`), in the dispatching process: the driver enqueues a
+   * batch's lines on the configured queue with the tenant as every gate's key, so batch traffic
+   * passes the same gates as any request.
+   */
+  async #startBatchApi(): Promise<void> {
+    const cfg = this.#config;
+    const api = cfg.batch_api;
+    if (api === undefined) return;
+    const queue = cfg.queues.find((q) => q.queue_name === (api.queue ?? cfg.queues[0]?.queue_name));
+    if (queue === undefined) throw new QError(QErrorCode.CONFIG, 'batch_api.queue is not a queue_name');
+    const tenantAttributes = [...new Set([...queue.gates.map((g) => g.attribute), cfg.fairness_attribute])];
+    const driver = new BatchDriver({
+      store: this.store,
+      queue,
+      tenantAttributes,
+      owner: this.owner,
+      intervalMs: api.driver_interval_ms,
+      leaseMs: api.driver_lease_ms,
+      logger: this.#logger,
+    });
+    const server = await startBatchApi({ store: this.store, config: api, queue, logger: this.#logger });
+    this.#batchApi = { driver, server };
+    this.batchApiPort = server.port;
+    driver.start();
+    this.#logger.info({ port: server.port, queue: queue.queue_name, keys: api.api_keys.length }, 'batch api listening');
   }
 
   async #startEndpoints(prometheus: PrometheusExporter | undefined): Promise<void> {
@@ -411,6 +450,8 @@ export class Dispatcher {
       this.#ready = false;
       this.#stopCtl.abort();
       clearTimeout(this.#backlogTimer);
+      await this.#batchApi?.server.close().catch(() => undefined);
+      await this.#batchApi?.driver.stop();
       // Requests held back by admission go back to pending while the partitions are still ours.
       await Promise.all(this.#admissions.map((a) => a.close()));
       const stats = (await Promise.all(this.#runs)).filter((x): x is PartitionWorkerStats => x !== undefined);
