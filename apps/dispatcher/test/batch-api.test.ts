@@ -52,6 +52,8 @@ beforeAll(async () => {
           { sha256: hashApiKey(KEYS.other), tenant: 'other' },
         ],
         driver_interval_ms: 50,
+        max_file_lines: 100,
+        max_file_bytes: 64 * 1024,
       },
     },
   });
@@ -182,6 +184,31 @@ describe('Batch API with the official openai client', () => {
       status: 400,
       param: 'endpoint',
     });
+  });
+
+  it('an upload over the line or byte limit, or with another purpose, is a 400 and leaves no file', async () => {
+    const c = client(KEYS.acme);
+    const before = (await c.files.list()).data.length;
+    await expect(
+      upload(
+        c,
+        Array.from({ length: 101 }, (_, i) => chatLine(`l-${i}`)),
+      ),
+    ).rejects.toMatchObject({
+      status: 400,
+      message: expect.stringContaining('at most 100 lines') as unknown,
+    });
+    await expect(upload(c, [chatLine('big', { body: { pad: 'x'.repeat(70 * 1024) } })])).rejects.toMatchObject({
+      status: 400,
+      message: expect.stringContaining(`at most ${64 * 1024} bytes`) as unknown,
+    });
+    await expect(
+      c.files.create({ file: await toFile(Buffer.from(`${chatLine('p')}\n`), 'p.jsonl'), purpose: 'fine-tune' }),
+    ).rejects.toMatchObject({
+      status: 400,
+      param: 'purpose',
+    });
+    expect((await c.files.list()).data.length).toBe(before);
   });
 
   it("a tenant gets 404 for another tenant's files and batches, and does not list them", async () => {

@@ -40,8 +40,10 @@ export async function receiveUpload(req: http.IncomingMessage, store: RequestSto
       stream.resume();
       return;
     }
-    upload = store.batches.uploadFile({ tenant, purpose: 'batch', filename: info.filename || 'upload.jsonl' }, stream, opts);
-    // A refused file (too big, too many lines) is still read to the end, so the form completes.
+    // A refused file (too big, too many lines) is still read to the end, so the form completes:
+    // the store stops iterating, which must not destroy the part's stream.
+    const chunks = stream.iterator({ destroyOnReturn: false }) as AsyncIterable<Uint8Array>;
+    upload = store.batches.uploadFile({ tenant, purpose: 'batch', filename: info.filename || 'upload.jsonl' }, chunks, opts);
     upload.catch(() => stream.resume());
   });
   await new Promise<void>((resolve, reject) => {
