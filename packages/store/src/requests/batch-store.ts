@@ -38,8 +38,10 @@ export const MAX_BATCH_FILE_LINES = 50_000;
 
 /** Lines written per statement of an upload (also bounded by {@link PAGE_BYTES}). */
 const PAGE_LINES = 1000;
+/** Lines read per statement of a download: a few MB of hex text in flight at typical line sizes. */
+const READ_PAGE_LINES = 256;
 /** Bytes written (or read) per statement of an upload or a download, about. */
-const PAGE_BYTES = 4 * 1024 * 1024;
+const PAGE_BYTES = 512 * 1024;
 
 /** Limits of one upload (default: the reference API's). */
 export interface UploadLimits {
@@ -189,7 +191,7 @@ export class BatchStore {
       async *[Symbol.asyncIterator]() {
         let after = 0;
         for (;;) {
-          const lines = await ctx.op('readFileLines', undefined, () => readBatchFileLines(ctx.scope, ctx.pool, file.id, after, PAGE_LINES));
+          const lines = await ctx.op('readFileLines', undefined, () => readBatchFileLines(ctx.scope, ctx.pool, file.id, after, READ_PAGE_LINES));
           const last = lines.at(-1);
           if (last === undefined) return;
           after = last.lineNo;
