@@ -129,6 +129,8 @@ describe('RequestStore.batches: batches', () => {
     const b = t.store.batches;
     expect((await b.leaseBatches('d1', 60_000, 10)).map((x) => x.id)).toEqual([batch.id]);
     expect(await b.leaseBatches('d2', 60_000, 10)).toEqual([]); // d1 holds it
+    expect(await b.renewLease(batch.id, 'd2', 60_000)).toBe(false);
+    expect(await b.renewLease(batch.id, 'd1', 60_000)).toBe(true);
     const errors = [{ code: 'duplicate_custom_id', message: 'dup', param: 'custom_id', line: 2 }];
     expect(await b.failBatch(batch, 'd2', errors)).toBe(false);
     expect(await b.failBatch(batch, 'd1', errors)).toBe(true);

@@ -116,13 +116,25 @@ export class BatchDriver {
     }
   }
 
+  /**
+   * Renews the lease of a batch during a long step once a third of it has passed since the last
+   * renewal; false when another driver took the batch over (the step stops: its writes would be fenced anyway).
+   */
+  async #keep(b: Batch, since: { at: number }): Promise<boolean> {
+    if (Date.now() - since.at < this.#o.leaseMs / 3) return true;
+    since.at = Date.now();
+    return this.#o.store.batches.renewLease(b.id, this.#o.owner, this.#o.leaseMs);
+  }
+
   /** Reads the whole input once: a batch with a bad line fails (nothing enqueued); else it goes in_progress. */
   async #validate(b: Batch): Promise<void> {
     const seen = new Set<string>();
     const errors: BatchLineError[] = [];
     let total = 0;
     let after = 0;
+    const lease = { at: Date.now() };
     for (;;) {
+      if (!(await this.#keep(b, lease))) return;
       const lines = await this.#o.store.batches.readLines(b.inputFileId, after, PAGE);
       for (const l of lines) {
         const r = checkLine(Buffer.from(l.content).toString('utf8'), l.lineNo, b.endpoint, seen);
@@ -150,7 +162,9 @@ export class BatchDriver {
     const file = await this.#o.store.batches.getFile(b.tenant, b.inputFileId);
     const lines = file?.lines ?? b.enqueuedLines;
     let from = b.enqueuedLines;
+    const lease = { at: Date.now() };
     while (from < lines) {
+      if (!(await this.#keep(b, lease))) return false;
       const page = await this.#o.store.batches.readLines(b.inputFileId, from, PAGE);
       const last = page.at(-1);
       if (last === undefined) break;

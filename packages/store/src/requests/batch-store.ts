@@ -25,6 +25,7 @@ import { pendingBatchRequests } from './sql/pending-batch-requests.js';
 import { readBatchFileLines } from './sql/read-batch-file-lines.js';
 import { recordBatchLines } from './sql/record-batch-lines.js';
 import { recordBatchResults } from './sql/record-batch-results.js';
+import { renewBatchLease } from './sql/renew-batch-lease.js';
 import { sealBatchFile } from './sql/seal-batch-file.js';
 import { settleBatchLeftovers } from './sql/settle-batch-leftovers.js';
 import { startBatch } from './sql/start-batch.js';
@@ -258,6 +259,18 @@ export class BatchStore {
     const ttl = v.between(op, 'ttlMs', ttlMs, 1, 86_400_000);
     const n = v.between(op, 'limit', limit, 1, 10_000);
     return this.#ctx.op(op, undefined, () => leaseBatches(this.#ctx.scope, this.#ctx.pool, owner, ttl, n));
+  }
+
+  /**
+   * Driver: extends `owner`'s lease of an unfinished batch to now + `ttlMs` (during a long step:
+   * validating or enqueueing 50,000 lines); false when another driver took it over.
+   */
+  async renewLease(id: string, owner: string, ttlMs: number): Promise<boolean> {
+    const op = 'renewLease';
+    v.text(op, 'id', id);
+    v.text(op, 'owner', owner);
+    const ttl = v.between(op, 'ttlMs', ttlMs, 1, 86_400_000);
+    return this.#ctx.op(op, undefined, () => renewBatchLease(this.#ctx.scope, this.#ctx.pool, id, owner, ttl));
   }
 
   /** Driver: a validating batch fails with `errors` (nothing was enqueued); false when `owner` no longer holds it. */
