@@ -1,6 +1,16 @@
 // @q/dispatcher: the reference async inference dispatcher, usable as a library (tests, embedding).
 export { loadConfig, readConfigFile, OVERRIDABLE, type LoadOptions } from './config/load.js';
-export { CONFIG_SCHEMA, TOP_DEFAULTS, type DispatcherConfig, type GateConfig, type QueueConfig } from './config/schema.js';
+export {
+  CONFIG_SCHEMA,
+  TOP_DEFAULTS,
+  type ApiKeyConfig,
+  type BatchApiConfig,
+  type DispatcherConfig,
+  type GateConfig,
+  type QueueConfig,
+} from './config/schema.js';
+export { ApiKeys, hashApiKey } from './batch/api-keys.js';
+export { BATCH_ENDPOINTS } from './batch/line-check.js';
 export * from './formats.js';
 export { InferenceClient, type AttemptOutcome, type ErrorCategory, type InferenceClientOptions } from './http/client.js';
 export { buildHeaders, joinUrl, type HeaderInput } from './http/headers.js';
