@@ -262,7 +262,7 @@ describe('Batch API with the official openai client', () => {
     expect(done.request_counts).toEqual({ total: 24, completed: out.length, failed: errs.length });
   });
 
-  it('a missing or unknown key is a 401 with no detail', async () => {
+  it('a missing or unknown key is a 401 with no detail; a malformed id a 404, not a 500', async () => {
     await expect(client('sk-wrong').batches.list()).rejects.toMatchObject({ status: 401 });
     for (const headers of [{} as Record<string, string>, { authorization: 'Bearer sk-wrong' }, { authorization: `Basic ${KEYS.acme}` }]) {
       const res = await fetch(`${base}/files`, { headers });
@@ -270,6 +270,8 @@ describe('Batch API with the official openai client', () => {
       const body = (await res.json()) as { error: { message: string } };
       expect(body.error.message).toBe('Unauthorized.');
     }
+    const malformed = await fetch(`${base}/files/%E0%A4%A`, { headers: { authorization: `Bearer ${KEYS.acme}` } });
+    expect(malformed.status).toBe(404);
   });
 });
 

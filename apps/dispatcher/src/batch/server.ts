@@ -88,11 +88,19 @@ export async function startBatchApi(o: BatchApiOptions): Promise<BatchApiServer>
 
   async function route(req: http.IncomingMessage, res: http.ServerResponse, tenant: string): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://localhost');
-    const parts = url.pathname.split('/').filter((p) => p !== '');
+    let parts: string[];
+    try {
+      parts = url.pathname
+        .split('/')
+        .filter((p) => p !== '')
+        .map((p) => decodeURIComponent(p));
+    } catch {
+      throw new HttpError(404, 'Not found.'); // a malformed %-escape names nothing
+    }
     const method = req.method ?? 'GET';
     if (parts[0] !== 'v1') throw new HttpError(404, 'Not found.');
     if (parts[1] === 'files') {
-      const id = parts[2] !== undefined ? decodeURIComponent(parts[2]) : undefined;
+      const id = parts[2];
       if (id === undefined && method === 'POST') {
         try {
           const f = await receiveUpload(req, store, tenant, { maxBytes: o.config.max_file_bytes, maxLines: o.config.max_file_lines });
@@ -129,7 +137,7 @@ export async function startBatchApi(o: BatchApiOptions): Promise<BatchApiServer>
       }
     }
     if (parts[1] === 'batches') {
-      const id = parts[2] !== undefined ? decodeURIComponent(parts[2]) : undefined;
+      const id = parts[2];
       if (id === undefined && method === 'POST') return send(res, 200, await createBatch(await readJson(req), tenant));
       if (id === undefined && method === 'GET') {
         const after = url.searchParams.get('after') ?? undefined;
