@@ -41,7 +41,7 @@ beforeAll(async () => {
     document: {
       url: schema.dsn,
       health_port: -1,
-      metrics_port: -1,
+      metrics_port: 0,
       poll_interval_ms: 50,
       lease_ttl_seconds: 5,
       queues: [{ queue_name: 'batch-q', igw_base_url: server.url, gates: [{ kind: 'concurrency', limit: 4 }] }],
@@ -140,6 +140,20 @@ describe('Batch API with the official openai client', () => {
     }
     // The batch's requests carried the tenant as their quota key.
     expect(server.calls.filter((call) => call.tenant === 'acme').length).toBeGreaterThanOrEqual(40);
+    // Per-tenant accounting: the batch object and the metrics count the answers' usage.
+    expect((done as unknown as { usage: unknown }).usage).toEqual({ input_tokens: 120, output_tokens: 80, total_tokens: 200 });
+    const scraped = await (await fetch(`http://127.0.0.1:${d.metricsPort}/metrics`)).text();
+    const series = (name: string, labels: string[]): number =>
+      Number(
+        scraped
+          .split('\n')
+          .find((l) => l.startsWith(name) && labels.every((x) => l.includes(x)))
+          ?.split(' ')
+          .at(-1) ?? NaN,
+      );
+    expect(series('q_dispatcher_batch_tokens', ['tenant="acme"', 'kind="prompt"'])).toBe(120);
+    expect(series('q_dispatcher_batch_tokens', ['tenant="acme"', 'kind="completion"'])).toBe(80);
+    expect(series('q_dispatcher_batch_requests', ['tenant="acme"', 'outcome="completed"'])).toBe(40);
     const listed = await c.batches.list({ limit: 10 });
     expect(listed.data.map((b) => b.id)).toContain(created.id);
   });

@@ -7,6 +7,7 @@ import type { Batch, BatchLineError, BatchRequestLine, NewRequest, RequestStore 
 import type { QueueConfig } from '../config/schema.js';
 import { decodeResult, newRequestToken, splitPayload, type PublicRequest } from '../formats.js';
 import { errInfo, type Logger } from '../logger.js';
+import type { BatchMetrics } from './batch-metrics.js';
 import { checkLine, MAX_REPORTED_ERRORS } from './line-check.js';
 import { resultLine } from './result-line.js';
 
@@ -36,6 +37,7 @@ export interface BatchDriverOptions {
   intervalMs: number;
   leaseMs: number;
   logger: Logger;
+  metrics: BatchMetrics;
 }
 
 /** Drives the batches of the database, one round every `intervalMs`, until stopped. */
@@ -94,12 +96,13 @@ export class BatchDriver {
       if (now >= b.deadline) {
         await this.#cancelPending(b);
         await this.#collect(b);
-        await this.#o.store.batches.settleLeftovers(
+        const expired = await this.#o.store.batches.settleLeftovers(
           b.id,
           'expired',
           'batch_expired',
           'This request could not be executed before the completion window expired.',
         );
+        this.#o.metrics.settled(b.tenant, 'expired', expired);
         await this.#o.store.batches.finishBatch(b.id, this.#o.owner, 'expired');
         return;
       }
@@ -111,7 +114,14 @@ export class BatchDriver {
     if (b.status === 'cancelling') {
       await this.#cancelPending(b);
       await this.#collect(b);
-      await this.#o.store.batches.settleLeftovers(b.id, 'cancelled', 'batch_cancelled', 'This request was cancelled with its batch.', true);
+      const cancelled = await this.#o.store.batches.settleLeftovers(
+        b.id,
+        'cancelled',
+        'batch_cancelled',
+        'This request was cancelled with its batch.',
+        true,
+      );
+      this.#o.metrics.settled(b.tenant, 'cancelled', cancelled);
       await this.#o.store.batches.finishBatch(b.id, this.#o.owner, 'cancelled');
     }
   }
@@ -213,11 +223,12 @@ export class BatchDriver {
         if (customId === undefined) continue; // settled already: only its route row is deleted
         results.push(resultLine(lineNo, customId, r.id, decodeResult(r.id, r.payload)));
       }
-      await this.#o.store.batches.recordResults(
+      const moved = await this.#o.store.batches.recordResults(
         b.id,
         results,
         got.map((r) => r.seq),
       );
+      this.#o.metrics.results(b.tenant, results, moved);
       if (got.length < PAGE) return;
     }
   }

@@ -28,6 +28,7 @@ import { createAdmission, KeyLoad, type Admission } from '../pipeline/admission.
 import { createFailureAnswer, createHandler, type HandlerDeps } from '../pipeline/handler.js';
 import type { QuotaPort } from '../pipeline/ports.js';
 import { startEndpoint, type Endpoint } from './http-endpoints.js';
+import { BatchMetrics } from '../batch/batch-metrics.js';
 import { BatchDriver } from '../batch/driver.js';
 import { startBatchApi, type BatchApiServer } from '../batch/server.js';
 
@@ -188,7 +189,7 @@ export class Dispatcher {
       throw err;
     }
     try {
-      await d.#startBatchApi();
+      await d.#startBatchApi(meterProvider);
     } catch (err) {
       await d.stop();
       throw err;
@@ -209,7 +210,7 @@ export class Dispatcher {
    * batch's lines on the configured queue with the tenant as every gate's key, so batch traffic
    * passes the same gates as any request.
    */
-  async #startBatchApi(): Promise<void> {
+  async #startBatchApi(meterProvider: MeterProvider): Promise<void> {
     const cfg = this.#config;
     const api = cfg.batch_api;
     if (api === undefined) return;
@@ -224,6 +225,7 @@ export class Dispatcher {
       intervalMs: api.driver_interval_ms,
       leaseMs: api.driver_lease_ms,
       logger: this.#logger,
+      metrics: new BatchMetrics(meterProvider),
     });
     const server = await startBatchApi({ store: this.store, config: api, queue, logger: this.#logger });
     this.#batchApi = { driver, server };

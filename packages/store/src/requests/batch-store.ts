@@ -314,13 +314,16 @@ export class BatchStore {
     );
   }
 
-  /** Driver: writes results of a batch's lines (each line once, whoever writes it) and deletes route results `seqs`; how many lines moved. */
-  async recordResults(batchId: string, results: BatchLineResult[], seqs: number[]): Promise<number> {
+  /**
+   * Driver: writes results of a batch's lines (each line once, whoever writes it) and deletes
+   * route results `seqs`; the line numbers that moved (what a caller may count: tokens, outcomes).
+   */
+  async recordResults(batchId: string, results: BatchLineResult[], seqs: number[]): Promise<number[]> {
     const op = 'recordResults';
     v.text(op, 'batchId', batchId);
     v.list(op, 'results', results);
     v.list(op, 'seqs', seqs);
-    if (results.length === 0 && seqs.length === 0) return 0;
+    if (results.length === 0 && seqs.length === 0) return [];
     return this.#ctx.op(op, { 'q.batch': results.length }, () => recordBatchResults(this.#ctx.scope, this.#ctx.pool, batchId, results, seqs));
   }
 

@@ -15,7 +15,7 @@ export const recordBatchResultsStatement = statement(
      UPDATE __q_schema__.q_batch_requests r SET state = CASE WHEN i.ok THEN 1 ELSE 2 END
        FROM input i
       WHERE r.batch_id = $1 AND r.line_no = i.line_no AND r.state = 0
-     RETURNING i.ok, i.content, i.pt, i.ct, i.n
+     RETURNING r.line_no, i.ok, i.content, i.pt, i.ct, i.n
    ), gone AS (
      DELETE FROM __q_schema__.q_results WHERE seq = ANY ($7::bigint[])
    ), b AS (
@@ -40,12 +40,12 @@ export const recordBatchResultsStatement = statement(
      SELECT f.id, f.base + row_number() OVER (PARTITION BY m.ok ORDER BY m.n), m.content
        FROM moved m JOIN files f ON f.ok = m.ok
    )
-   SELECT count(*)::int AS n FROM moved`,
+   SELECT coalesce(array_agg(line_no), '{}')::int[] AS lines FROM moved`,
 );
 
 /**
  * Writes the results of a batch's lines (see the statement) and deletes the route results
- * `seqs` they came from; returns how many lines moved (a line already settled is skipped).
+ * `seqs` they came from; returns the line numbers that moved (a line already settled is skipped).
  */
 export async function recordBatchResults(
   scope: StatementScope,
@@ -53,8 +53,8 @@ export async function recordBatchResults(
   batchId: string,
   results: BatchLineResult[],
   seqs: number[],
-): Promise<number> {
-  const { rows } = await scope.run<{ n: number }>(db, recordBatchResultsStatement, [
+): Promise<number[]> {
+  const { rows } = await scope.run<{ lines: number[] }>(db, recordBatchResultsStatement, [
     batchId,
     results.map((r) => r.lineNo),
     results.map((r) => r.ok),
@@ -63,5 +63,5 @@ export async function recordBatchResults(
     results.map((r) => r.completionTokens ?? 0),
     seqs,
   ]);
-  return rows[0]?.n ?? 0;
+  return rows[0]?.lines ?? [];
 }
