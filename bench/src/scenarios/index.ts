@@ -1,4 +1,5 @@
 import type { Scenario } from '../scenario.js';
+import { batch50k } from './batch.js';
 import { dispatchDemo, dispatchSaturated } from './dispatch.js';
 import { jobGroupsFair, jobGroupsLimit } from './groups.js';
 import { jobDrain, jobEnqueue, jobLatency, jobWorkMany } from './jobs.js';
@@ -41,6 +42,7 @@ export function allScenarios(): Scenario[] {
     partitionRunnersProcs(2),
     partitionRunnersProcs(4),
     dispatchDemo(),
+    batch50k(),
     dispatchSaturated(1, 8, 200, 400),
     dispatchSaturated(40, 1, 200, 25),
     scheduleTick(1),
