@@ -1,10 +1,21 @@
 /** Job states, in the order the `q_job_status` enum declares them. */
-export const JOB_STATUSES = ['scheduled', 'queued', 'leased', 'running', 'retry_wait', 'succeeded', 'cancelled', 'dead_letter'] as const;
+export const JOB_STATUSES = [
+  'scheduled',
+  'queued',
+  'leased',
+  'running',
+  'retry_wait',
+  'succeeded',
+  'cancelled',
+  'dead_letter',
+  'waiting',
+] as const;
 
 /**
  * Where a job is in its life: `scheduled` (future `runAt`), `queued` (eligible), `leased` (claimed
  * by a worker), `running`, `retry_wait` (failed, waiting for its backoff), and the terminal
- * `succeeded`, `cancelled`, `dead_letter`. There is no `failed`.
+ * `succeeded`, `cancelled`, `dead_letter`. There is no `failed`. A node of a flow whose parents are
+ * not all done yet is `waiting` (declared last: it came last, migration 0014).
  */
 export type JobStatus = (typeof JOB_STATUSES)[number];
 
