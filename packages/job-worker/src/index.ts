@@ -55,6 +55,11 @@ export type {
   JobListFilter,
   InTransaction,
   TransactionClient,
+  FlowDependency,
+  FlowFailurePolicy,
+  FlowNode,
+  FlowResult,
+  NewFlow,
 } from '@q/store/jobs';
 export { drizzleClient } from '@q/store/jobs';
 export { DEFAULT_SCHEDULE_TIMEZONE, scheduledFor, type ScheduleInfo, type ScheduleOptions } from './schedules.js';

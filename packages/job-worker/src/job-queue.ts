@@ -3,7 +3,9 @@ import { QError, QErrorCode, invalidArgument } from '@q/schema';
 import {
   JobStore,
   type EnqueueResult,
+  type FlowResult,
   type InTransaction,
+  type NewFlow,
   type Job,
   type GroupRunning,
   type JobListFilter,
@@ -224,6 +226,28 @@ export class JobQueue {
     const jobs = this.#toNewJobs('enqueueManyResults', opts);
     const out = await (tx === undefined ? this.#store.enqueueResults(jobs) : this.#store.enqueueResults(jobs, tx));
     this.#countEnqueued(jobs);
+    return out;
+  }
+
+  /**
+   * Inserts a job graph atomically (see `JobStore.flow`): one job per node, queued once every
+   * node it `dependsOn` has succeeded, released in the transaction that records the last
+   * parent's success; a parent's dead letter or cancel applies each edge's `onFailure` policy
+   * (`fail`, `continue`, `ignore`, `cancel`). Returns `{ flowId, created, jobs }`, the jobs by
+   * node ref. A node's queue must be known, as for {@link JobQueue.enqueue} (`UNKNOWN_QUEUE`);
+   * a bad graph is `INVALID_ARGUMENT` naming the node; nothing is written then. An
+   * `idempotencyKey` held by a flow returns that flow. `{ client }` as for {@link JobQueue.enqueue}.
+   */
+  async flow(input: NewFlow, tx?: InTransaction): Promise<FlowResult> {
+    if (!input || typeof input !== 'object' || !Array.isArray(input.nodes)) throw invalidArgument('flow: the flow must be an object with nodes');
+    for (const node of input.nodes) {
+      const queue = node && typeof node === 'object' && typeof node.queue === 'string' && node.queue !== '' ? node.queue : 'default';
+      if (!this.#managed && !this.#known.includes(queue)) {
+        throw new QError(QErrorCode.UNKNOWN_QUEUE, `queue: "${queue}" is not consumed by any worker (known: [${this.#known.join(' ')}])`);
+      }
+    }
+    const out = await (tx === undefined ? this.#store.flow(input) : this.#store.flow(input, tx));
+    if (out.created) for (const j of Object.values(out.jobs)) this.#managed?.enqueued(j.queue, 1);
     return out;
   }
 

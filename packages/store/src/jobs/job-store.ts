@@ -64,6 +64,8 @@ import type { MaintenanceResult } from './ops/maintenance.js';
 import * as maintenance from './ops/maintenance.js';
 import * as schedules from './ops/schedules.js';
 import type { DueSchedules, FireResult, ScheduleFire, ScheduleInput, StoredSchedule } from './ops/schedules.js';
+import * as flowOps from './ops/flows.js';
+import type { FlowResult, NewFlow } from './types.js';
 
 /** Crashes a job survives before the reaper dead-letters it (the 4th crash). */
 export const DEFAULT_MAX_RESUMES = 3;
@@ -251,6 +253,29 @@ export class JobStore {
    */
   async enqueueResults(jobs: readonly NewJob[], tx?: InTransaction): Promise<EnqueueResult[]> {
     return enqueueOps.enqueueResults(this.#ctx, jobs, tx);
+  }
+
+  /**
+   * Inserts a job graph (a flow) atomically: the flow, one job per node and the edges between
+   * them. A node without parents is `queued` at once (its queue notified at commit); the others
+   * are `waiting`, and each is queued in the transaction that records the success of its last
+   * parent (or dead-lettered or cancelled by a parent's failure, per the edge's
+   * {@link FlowFailurePolicy}): see migration 0014 and docs/design/jobs.md. Returns the flow's id
+   * and each node's job by its ref. With an `idempotencyKey` held by an existing flow, that flow
+   * is returned (`created: false`) and nothing is written; of concurrent calls with one key,
+   * exactly one inserts.
+   *
+   * Rejected with `INVALID_ARGUMENT` naming the node, before any statement: no nodes or more than
+   * {@link MAX_FLOW_NODES}, a ref given twice, a parent that is not a node of the flow, a node
+   * depending on itself, a cycle, a node with both a `type` and a `request`, and anything
+   * {@link JobStore.enqueue} refuses in a job. A node whose `idempotencyKey` another job holds is
+   * `DUPLICATE`, and nothing is written.
+   *
+   * With `{ client }`, everything is written through the caller's connection, in its
+   * transaction, behind a savepoint (as {@link JobStore.enqueue}): the flow exists iff it commits.
+   */
+  async flow(input: NewFlow, tx?: InTransaction): Promise<FlowResult> {
+    return flowOps.flow(this.#ctx, input, tx);
   }
 
   /** The job with this uuid, or `null`. */

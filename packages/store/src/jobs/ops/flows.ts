@@ -1,0 +1,49 @@
+// Flows (#41): a job graph inserted in one call, through the pool or the caller's transaction.
+// The release of children and the failure policies are not here: the trigger of migration 0014
+// (q_jobs_flow_finished) applies them in the transaction that finishes each parent.
+import { QError, QErrorCode } from '@q/schema';
+import { withTransaction } from '@q/schema/internal';
+import { checkInTransaction, inCallerTransaction, type InTransaction } from '../../transaction.js';
+import { toJob } from '../row.js';
+import type { Queryable } from '../sql/db.js';
+import { getFlowRow, getFlowNodes } from '../sql/get-flow.js';
+import { insertFlow, type FlowBatch, type FlowNodeRow } from '../sql/insert-flow.js';
+import type { FlowResult, Job, NewFlow } from '../types.js';
+import { toFlowBatch } from '../validate.js';
+import type { JobStoreContext } from './context.js';
+
+/** `JobStore.flow`: checks the graph, then inserts it in one transaction (its own or the caller's, behind a savepoint). */
+export async function flow(ctx: JobStoreContext, input: NewFlow, tx?: InTransaction): Promise<FlowResult> {
+  const client = tx === undefined ? undefined : checkInTransaction('flow', tx);
+  const batch = toFlowBatch(input);
+  const attributes = { 'job.count': batch.refs.length, 'job.in_transaction': client !== undefined };
+  if (client) return ctx.op('flow', () => inCallerTransaction('flow', client, () => insert(ctx, client, batch)), attributes);
+  return ctx.op('flow', () => withTransaction(ctx.pool, (c) => insert(ctx, c, batch)), attributes);
+}
+
+/**
+ * One insert, then: no row means the flow's idempotency key is held, so that flow is read and
+ * returned; fewer rows than nodes means a node's own idempotency key is held by another job,
+ * which fails the call (`DUPLICATE`, naming the node) and so rolls the transaction back.
+ */
+async function insert(ctx: JobStoreContext, db: Queryable, batch: FlowBatch): Promise<FlowResult> {
+  const inserted = await insertFlow(ctx.scope, db, batch, ctx.channel);
+  if (inserted.flowId === null) {
+    const held = await getFlowRow(ctx.scope, db, null, batch.idempotencyKey);
+    if (!held) throw new QError(QErrorCode.NOT_FOUND, 'flow: the flow holding this idempotency key was deleted meanwhile');
+    return { flowId: held.id, created: false, jobs: byRef(await getFlowNodes(ctx.scope, db, held.id)) };
+  }
+  if (inserted.rows.length < batch.refs.length) {
+    const got = new Set(inserted.rows.map((r) => r.flow_ref));
+    const ref = batch.refs.find((r) => !got.has(r));
+    throw new QError(QErrorCode.DUPLICATE, `flow: node ${JSON.stringify(ref)} has an idempotencyKey another job holds in its queue and type`);
+  }
+  return { flowId: inserted.flowId, created: true, jobs: byRef(inserted.rows) };
+}
+
+/** The nodes' jobs by their ref. */
+export function byRef(rows: readonly FlowNodeRow[]): Record<string, Job> {
+  const out: Record<string, Job> = {};
+  for (const r of rows) if (r.flow_ref !== null) out[r.flow_ref] = toJob(r);
+  return out;
+}

@@ -1,0 +1,275 @@
+// Flows (#41, migration 0014): a job graph inserted in one call, its children released in the
+// transaction that records their last parent's success, and the failure policies of its edges —
+// on real Postgres, with completions racing from several stores.
+import { QErrorCode, isQError } from '@q/schema';
+import { useJobStore, withClient, type TestSchema } from '@q/testing';
+import pg from 'pg';
+import { describe, expect, it } from 'vitest';
+import { JobStore, type FlowNode, type LeasedJob, type NewFlow } from '../src/index.js';
+
+let schema: TestSchema;
+let store: JobStore;
+let sql: pg.Pool;
+const LEASE = 60_000;
+
+useJobStore(
+  JobStore,
+  { prefix: 'jobflows', maxConns: 12, truncate: ['q_jobs', 'q_jobs_archive', 'q_jobs_idempotency_keys', 'q_job_edges', 'q_flows'] },
+  (t) => {
+    ({ schema, store } = t);
+    sql = schema.pool();
+  },
+);
+
+const claimOf = (s: JobStore, queue: string, limit = 100): Promise<LeasedJob[]> =>
+  s.claim({ queues: [queue], workerId: 'w', limit, leaseMs: LEASE, start: true });
+const succeed = (s: JobStore, js: readonly LeasedJob[], result: (j: LeasedJob) => unknown = (j) => ({ from: j.type })) =>
+  s.complete(js.map((j) => ({ id: j.id, leaseToken: j.leaseToken, status: 'succeeded' as const, result: result(j) })));
+const counts = async (): Promise<{ flows: number; jobs: number; edges: number }> =>
+  (
+    await sql.query<{ flows: number; jobs: number; edges: number }>(
+      `SELECT (SELECT count(*)::int FROM q_flows) AS flows, (SELECT count(*)::int FROM q_jobs_all) AS jobs,
+              (SELECT count(*)::int FROM q_job_edges) AS edges`,
+    )
+  ).rows[0]!;
+const statusOf = async (ref: string): Promise<{ status: string; parents_left: number | null; last_error: string | null }> =>
+  (
+    await sql.query<{ status: string; parents_left: number | null; last_error: string | null }>(
+      'SELECT status::text, parents_left, last_error FROM q_jobs_all WHERE flow_ref = $1',
+      [ref],
+    )
+  ).rows[0]!;
+const statuses = async (): Promise<Record<string, string>> =>
+  Object.fromEntries(
+    (await sql.query<{ r: string; s: string }>('SELECT flow_ref AS r, status::text AS s FROM q_jobs_all ORDER BY id')).rows.map((r) => [
+      r.r,
+      r.s,
+    ]),
+  );
+
+const DIAMOND: NewFlow = {
+  name: 'diamond',
+  nodes: [
+    { ref: 'a', type: 'fetch', queue: 'fa', payload: { url: 'x' } },
+    { ref: 'b', type: 'left', queue: 'fb', dependsOn: ['a'] },
+    { ref: 'c', type: 'right', queue: 'fb', dependsOn: [{ ref: 'a', onFailure: 'continue' }] },
+    { ref: 'd', type: 'join', queue: 'fd', dependsOn: ['b', { ref: 'c', onFailure: 'ignore' }], priority: 3, maxAttempts: 2 },
+  ],
+};
+
+async function expectInvalid(p: Promise<unknown>, message: RegExp): Promise<void> {
+  const err = await p.then(
+    () => null,
+    (e: unknown) => e,
+  );
+  expect(isQError(err) && err.code === QErrorCode.INVALID_ARGUMENT, String(err)).toBe(true);
+  expect((err as Error).message).toMatch(message);
+}
+
+describe('JobStore.flow', () => {
+  it('inserts a graph in one call: roots queued, the other nodes waiting on their parents, edges with their policies', async () => {
+    const { flowId, created, jobs } = await store.flow(DIAMOND);
+    expect(created).toBe(true);
+    expect(flowId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(Object.keys(jobs).sort()).toEqual(['a', 'b', 'c', 'd']);
+    expect(jobs.a).toMatchObject({ status: 'queued', type: 'fetch', queue: 'fa', payload: { url: 'x' } });
+    expect(jobs.d).toMatchObject({ status: 'waiting', type: 'join', queue: 'fd', priority: 3, maxAttempts: 2 });
+    expect(await store.get(jobs.b!.uuid)).toMatchObject({ status: 'waiting' });
+    const { rows: nodes } = await sql.query<{ flow_ref: string; flow_id: string; parents_left: number | null }>(
+      'SELECT flow_ref, flow_id, parents_left FROM q_jobs ORDER BY id',
+    );
+    expect(nodes).toEqual([
+      { flow_ref: 'a', flow_id: flowId, parents_left: null },
+      { flow_ref: 'b', flow_id: flowId, parents_left: 1 },
+      { flow_ref: 'c', flow_id: flowId, parents_left: 1 },
+      { flow_ref: 'd', flow_id: flowId, parents_left: 2 },
+    ]);
+    const { rows: edges } = await sql.query<{ p: string; c: string; on_failure: string }>(
+      `SELECT p.flow_ref AS p, c.flow_ref AS c, e.on_failure FROM q_job_edges e
+         JOIN q_jobs p ON p.id = e.parent_id JOIN q_jobs c ON c.id = e.child_id ORDER BY 1, 2`,
+    );
+    expect(edges).toEqual([
+      { p: 'a', c: 'b', on_failure: 'fail' },
+      { p: 'a', c: 'c', on_failure: 'continue' },
+      { p: 'b', c: 'd', on_failure: 'fail' },
+      { p: 'c', c: 'd', on_failure: 'ignore' },
+    ]);
+    // Only the root is claimable.
+    for (const q of ['fb', 'fd']) expect(await claimOf(store, q)).toEqual([]);
+    expect((await claimOf(store, 'fa')).map((j) => j.uuid)).toEqual([jobs.a!.uuid]);
+  });
+
+  it('writes nothing when the caller rolls its transaction back, and everything when it commits', async () => {
+    const client = new pg.Client({ connectionString: schema.dsn });
+    await client.connect();
+    try {
+      await client.query('BEGIN');
+      const { jobs } = await store.flow(DIAMOND, { client });
+      expect(Object.keys(jobs)).toHaveLength(4);
+      await client.query('ROLLBACK');
+      expect(await counts()).toEqual({ flows: 0, jobs: 0, edges: 0 });
+      await client.query('BEGIN');
+      await store.flow(DIAMOND, { client });
+      expect(await counts()).toEqual({ flows: 0, jobs: 0, edges: 0 });
+      await client.query('COMMIT');
+      expect(await counts()).toEqual({ flows: 1, jobs: 4, edges: 4 });
+    } finally {
+      await client.end();
+    }
+  });
+
+  it('returns the existing flow for its idempotency key: of concurrent inserts exactly one creates', async () => {
+    const keyed = { ...DIAMOND, idempotencyKey: 'order-17' };
+    // One insert holds the key uncommitted while the others wait on it.
+    await withClient(schema.dsn, async (client) => {
+      await client.query('BEGIN');
+      const first = await store.flow(keyed, { client });
+      const racing = Array.from({ length: 5 }, () => store.flow(keyed));
+      await new Promise((r) => setTimeout(r, 200));
+      await client.query('COMMIT');
+      const others = await Promise.all(racing);
+      for (const o of others) {
+        expect(o.created).toBe(false);
+        expect(o.flowId).toBe(first.flowId);
+        expect(Object.fromEntries(Object.entries(o.jobs).map(([r, j]) => [r, j.uuid]))).toEqual(
+          Object.fromEntries(Object.entries(first.jobs).map(([r, j]) => [r, j.uuid])),
+        );
+      }
+    });
+    const all = await Promise.all(Array.from({ length: 6 }, () => store.flow({ ...DIAMOND, idempotencyKey: 'order-18' })));
+    expect(all.filter((r) => r.created)).toHaveLength(1);
+    expect(new Set(all.map((r) => r.flowId)).size).toBe(1);
+    expect(await counts()).toEqual({ flows: 2, jobs: 8, edges: 8 });
+  });
+
+  it('refuses a bad graph with INVALID_ARGUMENT naming the node, writing nothing', async () => {
+    const n = (ref: string, dependsOn?: FlowNode['dependsOn']): FlowNode => ({ ref, type: 't', dependsOn });
+    await expectInvalid(
+      store.flow({ nodes: [n('a', ['c']), n('b', ['a']), n('c', ['b'])] }),
+      /^flow: nodes must not form a cycle, node "[abc]" is on one$/,
+    );
+    await expectInvalid(store.flow({ nodes: [n('x'), n('a', ['a'])] }), /^flow: node "a" must not depend on itself$/);
+    await expectInvalid(store.flow({ nodes: [n('a'), n('a')] }), /^flow: node refs must be unique, "a" is given twice$/);
+    await expectInvalid(store.flow({ nodes: [n('a'), n('b', ['zz'])] }), /^flow: node "b" must depend on nodes of the flow, "zz" is not one$/);
+    await expectInvalid(store.flow({ nodes: [n('a'), n('b', ['a', 'a'])] }), /^flow: node "b" must not depend on "a" twice$/);
+    await expectInvalid(
+      store.flow({ nodes: [n('a'), n('b', [{ ref: 'a', onFailure: 'explode' as 'fail' }])] }),
+      /^flow: node "b" onFailure must be one of fail, continue, ignore, cancel$/,
+    );
+    await expectInvalid(
+      store.flow({ nodes: [{ ref: 'a', type: 't', request: { queue: 'llm', payload: {} } } as FlowNode] }),
+      /^flow: node "a" must have either a type or a request, not both$/,
+    );
+    await expectInvalid(store.flow({ nodes: [{ ref: 'a', type: '' }] }), /^flow: node "a": type must be a non-empty string$/);
+    await expectInvalid(store.flow({ nodes: [] }), /^flow: nodes must be a non-empty array$/);
+    const many = Array.from({ length: 100_001 }, (_, i) => n(`n${i}`));
+    await expectInvalid(store.flow({ nodes: many }), /^flow: nodes must be at most 100000, got 100001$/);
+    expect(await counts()).toEqual({ flows: 0, jobs: 0, edges: 0 });
+  });
+
+  it('fails with DUPLICATE naming the node whose idempotency key another job holds, writing nothing', async () => {
+    await store.enqueue([{ queue: 'fb', type: 'left', idempotencyKey: 'k' }]);
+    const err = await store
+      .flow({
+        nodes: [
+          { ref: 'a', type: 'fetch', queue: 'fa' },
+          { ref: 'b', type: 'left', queue: 'fb', idempotencyKey: 'k', dependsOn: ['a'] },
+        ],
+      })
+      .catch((e: unknown) => e);
+    expect(isQError(err) && err.code === QErrorCode.DUPLICATE, String(err)).toBe(true);
+    expect((err as Error).message).toMatch(/node "b"/);
+    expect(await counts()).toEqual({ flows: 0, jobs: 1, edges: 0 });
+  });
+});
+
+describe('release in the completing transaction', () => {
+  it('queues a child in the statement that records its last parent success, through complete and completeAndClaim', async () => {
+    const { jobs } = await store.flow(DIAMOND);
+    const [a] = await claimOf(store, 'fa');
+    await succeed(store, [a!]);
+    expect(await statuses()).toEqual({ a: 'succeeded', b: 'queued', c: 'queued', d: 'waiting' });
+    const bc = await claimOf(store, 'fb');
+    expect(bc.map((j) => j.type).sort()).toEqual(['left', 'right']);
+    const b = bc.find((j) => j.type === 'left')!;
+    const c = bc.find((j) => j.type === 'right')!;
+    await succeed(store, [b]);
+    expect(await statusOf('d')).toEqual({ status: 'waiting', parents_left: 1, last_error: null });
+    expect(await claimOf(store, 'fd')).toEqual([]);
+    // The last parent's outcome rides on a claim of the child's queue: the claim reads the
+    // statement's snapshot, so the child comes with the next claim.
+    const round = await store.completeAndClaim([{ id: c.id, leaseToken: c.leaseToken, status: 'succeeded', result: 1 }], {
+      queues: ['fd'],
+      workerId: 'w',
+      limit: 5,
+      leaseMs: LEASE,
+      start: true,
+    });
+    expect(round.jobs).toEqual([]);
+    expect(await statusOf('d')).toEqual({ status: 'queued', parents_left: 0, last_error: null });
+    expect((await claimOf(store, 'fd')).map((j) => j.uuid)).toEqual([jobs.d!.uuid]);
+  });
+
+  it('wakes the child queue listeners at the commit that releases it', async () => {
+    await store.flow({
+      nodes: [
+        { ref: 'a', type: 'p', queue: 'fa' },
+        { ref: 'b', type: 'c', queue: 'fwake', dependsOn: ['a'] },
+      ],
+    });
+    const heard: string[] = [];
+    await withClient(schema.dsn, async (client) => {
+      client.on('notification', (n) => heard.push(n.payload ?? ''));
+      await client.query(`LISTEN "${store.channel}"`);
+      const [a] = await claimOf(store, 'fa');
+      await succeed(store, [a!]);
+      await new Promise((r) => setTimeout(r, 200));
+    });
+    expect(heard).toContain('q:fwake');
+  });
+
+  it('releases a fan-in child of 1,000 parents exactly once, never before the last success commits', async () => {
+    const N = 1_000;
+    const nodes: FlowNode[] = Array.from({ length: N }, (_, i) => ({ ref: `p${i}`, type: 'part', queue: 'fanp' }));
+    nodes.push({ ref: 'sum', type: 'sum', queue: 'fanc', dependsOn: nodes.map((n) => n.ref) });
+    const { jobs } = await store.flow({ nodes });
+    const stores = await Promise.all(Array.from({ length: 4 }, () => JobStore.open(schema.dsn, { maxConns: 3, migrate: false })));
+    try {
+      const held = await Promise.all(stores.map((s) => claimOf(s, 'fanp', N / 4)));
+      expect(held.flat()).toHaveLength(N);
+      // A watcher claims the child's queue as fast as it can while the parents complete; each
+      // time it gets something, every parent must already be visible as succeeded.
+      let done = false;
+      const seen: Array<{ uuid: string; parentsDone: number }> = [];
+      const watcher = (async () => {
+        while (!done) {
+          const got = await claimOf(store, 'fanc');
+          if (got.length > 0) {
+            const { rows } = await sql.query<{ n: number }>(
+              "SELECT count(*)::int AS n FROM q_jobs_archive WHERE flow_ref LIKE 'p%' AND status = 'succeeded'",
+            );
+            for (const j of got) seen.push({ uuid: j.uuid, parentsDone: rows[0]!.n });
+          }
+        }
+      })();
+      // Each store completes its parents in batches of 25, two batches in flight per store.
+      await Promise.all(
+        stores.map(async (s, k) => {
+          const mine = held[k]!;
+          for (let i = 0; i < mine.length; i += 50) {
+            await Promise.all([succeed(s, mine.slice(i, i + 25)), succeed(s, mine.slice(i + 25, i + 50))]);
+          }
+        }),
+      );
+      const deadline = Date.now() + 10_000;
+      while (seen.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      await new Promise((r) => setTimeout(r, 200));
+      done = true;
+      await watcher;
+      expect(seen).toEqual([{ uuid: jobs.sum!.uuid, parentsDone: N }]);
+      expect(await statusOf('sum')).toEqual({ status: 'running', parents_left: 0, last_error: null });
+    } finally {
+      await Promise.all(stores.map((s) => s.close()));
+    }
+  });
+});
