@@ -273,3 +273,97 @@ describe('release in the completing transaction', () => {
     }
   });
 });
+
+describe('failure policies', () => {
+  // a's children, one per policy; b's and e's children show the cascade.
+  const POLICIES: NewFlow = {
+    nodes: [
+      { ref: 'a', type: 'root', queue: 'fa' },
+      { ref: 'z', type: 'other', queue: 'fz' },
+      { ref: 'b', type: 'child', queue: 'fc', dependsOn: [{ ref: 'a', onFailure: 'fail' }] },
+      { ref: 'c', type: 'child', queue: 'fc', dependsOn: [{ ref: 'a', onFailure: 'continue' }] },
+      { ref: 'd', type: 'child', queue: 'fc', dependsOn: [{ ref: 'a', onFailure: 'ignore' }, 'z'] },
+      { ref: 'e', type: 'child', queue: 'fc', dependsOn: [{ ref: 'a', onFailure: 'cancel' }] },
+      { ref: 'b1', type: 'grandchild', queue: 'fc', dependsOn: ['b'] },
+      { ref: 'b2', type: 'grandchild', queue: 'fc', dependsOn: [{ ref: 'b', onFailure: 'continue' }] },
+      { ref: 'e1', type: 'grandchild', queue: 'fc', dependsOn: [{ ref: 'e', onFailure: 'continue' }] },
+    ],
+  };
+  const edgesFrom = async (ref: string): Promise<string[]> =>
+    (
+      await sql.query<{ c: string }>(
+        `SELECT c.flow_ref AS c FROM q_job_edges e JOIN q_jobs_all p ON p.id = e.parent_id JOIN q_jobs_all c ON c.id = e.child_id
+          WHERE p.flow_ref = $1 ORDER BY 1`,
+        [ref],
+      )
+    ).rows.map((r) => r.c);
+
+  for (const [how, end] of [
+    ['is dead-lettered by its worker', 'dead_letter'],
+    ['is cancelled while it runs', 'cancelled'],
+  ] as const) {
+    it(`applies each policy when a parent ${how}, in the same transaction`, async () => {
+      await store.flow(POLICIES);
+      const [a] = await claimOf(store, 'fa');
+      if (end === 'dead_letter') {
+        await store.complete([{ id: a!.id, leaseToken: a!.leaseToken, status: 'dead_letter', error: 'boom' }]);
+      } else {
+        expect(await store.cancel(a!.uuid)).toBe('cancel_requested');
+        await succeed(store, [a!]); // a requested cancel wins over the outcome
+      }
+      expect(await statuses()).toEqual({
+        a: end,
+        z: 'queued',
+        b: 'dead_letter', // fail
+        c: 'queued', // continue
+        d: 'waiting', // ignore: the edge is gone, d waits for z alone
+        e: 'cancelled', // cancel
+        b1: 'dead_letter', // fail, cascaded from b
+        b2: 'queued', // continue from b
+        e1: 'cancelled', // a descendant of a cancelled node, whatever its policy
+      });
+      expect((await statusOf('b')).last_error).toBe(`flow: parent a ended ${end}`);
+      expect((await statusOf('b1')).last_error).toBe('flow: parent b ended dead_letter');
+      expect(await statusOf('d')).toMatchObject({ parents_left: 1 });
+      expect(await edgesFrom('a')).toEqual(['b', 'c', 'e']);
+      const [z] = await claimOf(store, 'fz');
+      await succeed(store, [z!]);
+      expect(await statusOf('d')).toMatchObject({ status: 'queued', parents_left: 0 });
+    });
+  }
+
+  it('applies the policies when the reaper dead-letters a crashed parent, and when a waiting node is cancelled', async () => {
+    await store.flow({
+      nodes: [
+        { ref: 'a', type: 'root', queue: 'fa' },
+        { ref: 'b', type: 'child', queue: 'fc', dependsOn: ['a'] },
+        { ref: 'c', type: 'child', queue: 'fc', dependsOn: [{ ref: 'a', onFailure: 'continue' }] },
+        { ref: 'd', type: 'grandchild', queue: 'fc', dependsOn: [{ ref: 'c', onFailure: 'cancel' }] },
+        { ref: 'e', type: 'grandchild', queue: 'fc', dependsOn: [{ ref: 'd', onFailure: 'continue' }] },
+      ],
+    });
+    await claimOf(store, 'fa');
+    await sql.query("UPDATE q_jobs SET lease_expires_at = now() - interval '1 second' WHERE flow_ref = 'a'");
+    expect((await store.reapExpired(0)).map((r) => r.status)).toEqual(['dead_letter']);
+    expect(await statuses()).toEqual({ a: 'dead_letter', b: 'dead_letter', c: 'queued', d: 'waiting', e: 'waiting' });
+    // Cancelling a waiting node cancels it at once, and its children follow their policies.
+    const d = (await sql.query<{ uuid: string }>("SELECT uuid FROM q_jobs WHERE flow_ref = 'd'")).rows[0]!.uuid;
+    expect(await store.cancel(d)).toBe('cancelled');
+    expect(await statuses()).toMatchObject({ d: 'cancelled', e: 'queued' });
+  });
+
+  it('dead-letters a chain of 1,000 nodes behind a failed root in one transaction', async () => {
+    const nodes: FlowNode[] = Array.from({ length: 1_000 }, (_, i) => ({
+      ref: `n${i}`,
+      type: 'hop',
+      queue: i === 0 ? 'fa' : 'fc',
+      dependsOn: i === 0 ? [] : [`n${i - 1}`],
+    }));
+    await store.flow({ nodes });
+    const [root] = await claimOf(store, 'fa');
+    await store.complete([{ id: root!.id, leaseToken: root!.leaseToken, status: 'dead_letter', error: 'boom' }]);
+    const { rows } = await sql.query<{ status: string; n: number }>('SELECT status::text, count(*)::int AS n FROM q_jobs_all GROUP BY 1');
+    expect(rows).toEqual([{ status: 'dead_letter', n: 1_000 }]);
+    expect((await statusOf('n999')).last_error).toBe('flow: parent n998 ended dead_letter');
+  });
+});

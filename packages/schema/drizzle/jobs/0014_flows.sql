@@ -63,25 +63,28 @@ DECLARE
 BEGIN
   IF v_failed THEN
     -- The waiting nodes this failure dead-letters or cancels, through their edges' policies, each
-    -- once (a node reached both ways is cancelled); `via` is the parent a dead letter's reason names.
-    WITH RECURSIVE doom(id, status, via) AS (
-      SELECT e.child_id, CASE e.on_failure WHEN 'fail' THEN 'dead_letter' ELSE 'cancelled' END, NEW.id
-        FROM q_job_edges e WHERE e.parent_id = NEW.id AND e.on_failure IN ('fail', 'cancel')
+    -- once (a node reached both ways is cancelled), with the reason a dead letter gets. The walk
+    -- goes through waiting nodes only, so the triggers these writes fire in turn (one per node
+    -- archived) find their doomed children already written and stop at once.
+    WITH RECURSIVE doom(id, ref, status, reason) AS (
+      SELECT c.id, coalesce(c.flow_ref, c.id::text), CASE e.on_failure WHEN 'fail' THEN 'dead_letter' ELSE 'cancelled' END,
+             'flow: parent ' || coalesce(NEW.flow_ref, NEW.id::text) || ' ended ' || NEW.status::text
+        FROM q_job_edges e JOIN q_jobs c ON c.id = e.child_id AND c.status = 'waiting'
+       WHERE e.parent_id = NEW.id AND e.on_failure IN ('fail', 'cancel')
       UNION
-      SELECT e.child_id, CASE WHEN d.status = 'cancelled' OR e.on_failure = 'cancel' THEN 'cancelled' ELSE 'dead_letter' END, d.id
-        FROM doom d JOIN q_job_edges e ON e.parent_id = d.id
+      SELECT c.id, coalesce(c.flow_ref, c.id::text),
+             CASE WHEN d.status = 'cancelled' OR e.on_failure = 'cancel' THEN 'cancelled' ELSE 'dead_letter' END,
+             'flow: parent ' || d.ref || ' ended dead_letter'
+        FROM doom d JOIN q_job_edges e ON e.parent_id = d.id JOIN q_jobs c ON c.id = e.child_id AND c.status = 'waiting'
        WHERE d.status = 'cancelled' OR e.on_failure IN ('fail', 'cancel')
     ), one AS (
-      SELECT DISTINCT ON (id) id, status, via FROM doom ORDER BY id, status
+      SELECT DISTINCT ON (id) id, status, reason FROM doom ORDER BY id, status, reason
     ), locked AS (
       SELECT j.id FROM q_jobs j WHERE j.id IN (SELECT id FROM one) AND j.status = 'waiting' ORDER BY j.id FOR UPDATE
     ), written AS (
       UPDATE q_jobs j SET
         status = one.status::q_job_status,
-        last_error = CASE one.status WHEN 'dead_letter'
-          THEN 'flow: parent ' || CASE WHEN one.via = NEW.id THEN coalesce(NEW.flow_ref, NEW.id::text) || ' ended ' || NEW.status::text
-                                       ELSE coalesce((SELECT p.flow_ref FROM q_jobs_all p WHERE p.id = one.via), one.via::text) || ' ended dead_letter' END
-          ELSE j.last_error END,
+        last_error = CASE one.status WHEN 'dead_letter' THEN one.reason ELSE j.last_error END,
         dead_lettered_at = CASE one.status WHEN 'dead_letter' THEN now() ELSE j.dead_lettered_at END,
         finished_at = now(), updated_at = now()
       FROM one, locked
