@@ -1,6 +1,15 @@
 import type { Span, Tracer } from '@opentelemetry/api';
 import type { JobMetrics } from '@q/otel';
-import { joinErrorStack, progressJson, splitErrorText, type Job, type JobLease, type JobOutcome, type SnoozeResult } from '@q/store/jobs';
+import {
+  joinErrorStack,
+  progressJson,
+  splitErrorText,
+  type FlowParent,
+  type Job,
+  type JobLease,
+  type JobOutcome,
+  type SnoozeResult,
+} from '@q/store/jobs';
 import type { Completer } from './completer.js';
 import { DeadLetterError, JobSnoozeError, checkSnoozeMs } from './errors.js';
 import type { WorkerEvents } from './events.js';
@@ -40,6 +49,8 @@ export interface AttemptConfig {
   snooze: (lease: JobLease, delayMs: number, maxSnoozes: number) => Promise<SnoozeResult>;
   /** Snoozes a job may take before the next dead-letters it. */
   maxSnoozes: number;
+  /** Reads the parents of a flow node (the store's `flowParents`), for `ctx.parents`. */
+  parents: (job: Job) => Promise<Record<string, FlowParent>>;
 }
 
 /**
@@ -50,9 +61,17 @@ export interface AttemptConfig {
  */
 class AttemptContext implements HandlerContext {
   readonly #e: Execution;
+  readonly #readParents: (job: Job) => Promise<Record<string, FlowParent>>;
+  #parents: Promise<Record<string, FlowParent>> | undefined;
 
-  constructor(e: Execution) {
+  constructor(e: Execution, readParents: (job: Job) => Promise<Record<string, FlowParent>>) {
     this.#e = e;
+    this.#readParents = readParents;
+  }
+
+  // Lazily, one read per attempt: most jobs are in no flow, and most handlers never ask.
+  get parents(): Promise<Record<string, FlowParent>> {
+    return (this.#parents ??= this.#readParents(this.#e.job));
   }
 
   get signal(): AbortSignal {
@@ -136,7 +155,7 @@ export class AttemptRunner {
     const started = performance.now();
     let outcome: JobOutcome;
     let error: string | undefined;
-    const ctx = new AttemptContext(e);
+    const ctx = new AttemptContext(e, c.parents);
     let span: Span | undefined;
     let snoozeMs: number | undefined;
     try {

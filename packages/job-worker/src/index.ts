@@ -58,6 +58,7 @@ export type {
   FlowDependency,
   FlowFailurePolicy,
   FlowNode,
+  FlowParent,
   FlowResult,
   NewFlow,
 } from '@q/store/jobs';

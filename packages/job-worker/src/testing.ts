@@ -351,6 +351,7 @@ export async function runHandler<Payload, Result>(
       progress.push(json === null ? null : JSON.parse(json));
       return Promise.resolve();
     },
+    parents: Promise.resolve({}),
   };
   // Only a handler that reported progress has the key: a run's shape is otherwise as it was.
   const reported = (): { progress?: unknown[] } => (progress.length > 0 ? { progress } : {});

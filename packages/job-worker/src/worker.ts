@@ -142,6 +142,7 @@ export class Worker implements WorkerEventSource {
         events,
         snooze: (lease, delayMs, max) => store.snooze(lease, delayMs, max),
         maxSnoozes,
+        parents: (job) => store.flowParents(job.id),
       },
       {
         free: (e) => this.#free(e),

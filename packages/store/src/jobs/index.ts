@@ -28,6 +28,7 @@ export {
   type FlowDependency,
   type FlowFailurePolicy,
   type FlowNode,
+  type FlowParent,
   type FlowResult,
   FLOW_FAILURE_POLICIES,
   MAX_FLOW_NODES,

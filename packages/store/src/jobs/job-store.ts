@@ -65,7 +65,9 @@ import * as maintenance from './ops/maintenance.js';
 import * as schedules from './ops/schedules.js';
 import type { DueSchedules, FireResult, ScheduleFire, ScheduleInput, StoredSchedule } from './ops/schedules.js';
 import * as flowOps from './ops/flows.js';
-import type { FlowResult, NewFlow } from './types.js';
+import type { FlowParent, FlowResult, NewFlow } from './types.js';
+import { getFlowParents } from './sql/get-flow-parents.js';
+import { splitErrorText } from './error-text.js';
 
 /** Crashes a job survives before the reaper dead-letters it (the 4th crash). */
 export const DEFAULT_MAX_RESUMES = 3;
@@ -276,6 +278,26 @@ export class JobStore {
    */
   async flow(input: NewFlow, tx?: InTransaction): Promise<FlowResult> {
     return flowOps.flow(this.#ctx, input, tx);
+  }
+
+  /**
+   * The parents of the flow node whose job id is `jobId`, by their refs, each with its status,
+   * result and last error message, in one read: what `ctx.parents` of `@q/job-worker` returns.
+   * Empty for a job outside flows, a root, and parents whose edge the `ignore` policy dropped.
+   */
+  async flowParents(jobId: number): Promise<Record<string, FlowParent>> {
+    checkJobId(jobId);
+    const rows = await this.#op('flowParents', () => getFlowParents(this.#scope, this.pool, jobId));
+    const out: Record<string, FlowParent> = {};
+    for (const r of rows) {
+      if (r.flow_ref === null) continue;
+      out[r.flow_ref] = {
+        status: r.status,
+        result: r.result ?? null,
+        error: r.last_error === null ? null : splitErrorText(r.last_error).message,
+      };
+    }
+    return out;
   }
 
   /** The job with this uuid, or `null`. */

@@ -368,3 +368,13 @@ export interface FlowResult {
   /** Each node's job, by its `ref`. */
   jobs: Record<string, Job>;
 }
+
+/** A parent of a flow node, as the node's handler reads it (`ctx.parents`). */
+export interface FlowParent {
+  /** `succeeded`, or (policy `continue`) `dead_letter` or `cancelled`; live statuses only in a flow changed by hand. */
+  status: JobStatus;
+  /** What the parent's handler returned (JSON), or null. */
+  result: unknown;
+  /** The parent's last error message (without its stack), or null. */
+  error: string | null;
+}

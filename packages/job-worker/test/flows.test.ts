@@ -1,0 +1,129 @@
+// Flows (#41) run by workers: a diamond run by several workers on their own stores runs its
+// join exactly once, after both branches, and the join reads both results through ctx.parents;
+// a parent's failure passed on by `continue` is what the child reads.
+import { QErrorCode, isQError } from '@q/schema';
+import { JobStore } from '@q/store';
+import { waitFor, type TestSchema } from '@q/testing';
+import { expect, it } from 'vitest';
+import { DeadLetterError, JobQueue, Worker, type FlowParent, type JobQueue as Queue } from '../src/index.js';
+import { useWorkerTests } from './helpers.js';
+
+let schema: TestSchema;
+let store: JobStore;
+let queue: Queue;
+useWorkerTests('jwflows', { concurrency: 4 }, (t) => ({ schema, store, queue } = t));
+
+interface Run {
+  ref: string;
+  worker: number;
+  start: number;
+  end: number;
+  parents: Record<string, FlowParent>;
+}
+
+/** Runs `body` with `n` workers, each on a store of its own, all serving `handlers`; stops and closes them after. */
+async function withWorkers(n: number, setup: (w: Worker, k: number) => void, body: () => Promise<void>): Promise<void> {
+  const stores = await Promise.all(Array.from({ length: n }, () => JobStore.open(schema.dsn, { maxConns: 3, migrate: false })));
+  const ac = new AbortController();
+  const workers = stores.map((s, k) => {
+    const w = new Worker(s, { queues: ['default', 'task'], concurrency: 2, pollIntervalMs: 50, maintenanceIntervalMs: 200, retryBaseMs: 1 });
+    setup(w, k);
+    return { w, run: w.run(ac.signal) };
+  });
+  try {
+    await body();
+  } finally {
+    ac.abort();
+    await Promise.all(workers.map(async ({ w, run }) => (await run, await w.wait(5_000))));
+    await Promise.all(stores.map((s) => s.close()));
+  }
+}
+
+it('runs a diamond with four workers: the join runs once, after both branches, and reads both results', async () => {
+  for (let round = 0; round < 3; round++) {
+    const runs: Run[] = [];
+    const handler = (k: number) => async (job: { type: string; payload: unknown }, ctx: { parents: Promise<Record<string, FlowParent>> }) => {
+      const start = performance.now();
+      const parents = await ctx.parents;
+      await new Promise((r) => setTimeout(r, 20));
+      runs.push({ ref: job.type, worker: k, start, end: performance.now(), parents });
+      return { by: job.type, n: (job.payload as { n: number }).n };
+    };
+    await withWorkers(
+      4,
+      (w, k) => {
+        for (const t of ['a', 'b', 'c', 'd']) w.register(t, handler(k));
+      },
+      async () => {
+        const { flowId, jobs } = await queue.flow({
+          name: `diamond ${round}`,
+          nodes: [
+            { ref: 'a', type: 'a', payload: { n: 1 } },
+            { ref: 'b', type: 'b', payload: { n: 2 }, dependsOn: ['a'], queue: 'task' },
+            { ref: 'c', type: 'c', payload: { n: 3 }, dependsOn: ['a'] },
+            { ref: 'd', type: 'd', payload: { n: 4 }, dependsOn: ['b', 'c'], queue: 'task' },
+          ],
+        });
+        expect(flowId).toBeTruthy();
+        const done = await waitFor(async () => (await store.get(jobs.d!.uuid))?.status === 'succeeded', 15_000);
+        expect(done).toBe(true);
+      },
+    );
+    const byRef = (r: string) => runs.filter((x) => x.ref === r);
+    for (const r of ['a', 'b', 'c', 'd']) expect(byRef(r), r).toHaveLength(1);
+    const [a, b, c, d] = ['a', 'b', 'c', 'd'].map((r) => byRef(r)[0]!);
+    expect(b!.start).toBeGreaterThanOrEqual(a!.end);
+    expect(c!.start).toBeGreaterThanOrEqual(a!.end);
+    expect(d!.start).toBeGreaterThanOrEqual(Math.max(b!.end, c!.end));
+    expect(a!.parents).toEqual({});
+    expect(b!.parents).toEqual({ a: { status: 'succeeded', result: { by: 'a', n: 1 }, error: null } });
+    expect(d!.parents).toEqual({
+      b: { status: 'succeeded', result: { by: 'b', n: 2 }, error: null },
+      c: { status: 'succeeded', result: { by: 'c', n: 3 }, error: null },
+    });
+  }
+});
+
+it("gives a child a parent's failure through `continue`, and dead-letters the child of `fail` with a reason naming the parent", async () => {
+  const seen: Record<string, FlowParent>[] = [];
+  await withWorkers(
+    2,
+    (w) => {
+      w.register('explode', async () => {
+        throw new DeadLetterError('the disk is full');
+      });
+      w.register('after', async (_job, ctx) => {
+        seen.push(await ctx.parents);
+        return 'cleaned up';
+      });
+    },
+    async () => {
+      const { jobs } = await queue.flow({
+        nodes: [
+          { ref: 'work', type: 'explode' },
+          { ref: 'cleanup', type: 'after', dependsOn: [{ ref: 'work', onFailure: 'continue' }] },
+          { ref: 'report', type: 'after', dependsOn: ['work'] },
+        ],
+      });
+      await waitFor(async () => (await store.get(jobs.cleanup!.uuid))?.status === 'succeeded', 15_000);
+      expect(await store.get(jobs.report!.uuid)).toMatchObject({ status: 'dead_letter', lastError: 'flow: parent work ended dead_letter' });
+    },
+  );
+  expect(seen).toEqual([{ work: { status: 'dead_letter', result: null, error: 'the disk is full' } }]);
+});
+
+it('refuses a node on a queue no worker consumes, writing nothing', async () => {
+  const closed = new JobQueue(store, { knownQueues: ['default'] });
+  const flows = async () => (await schema.pool().query<{ n: number }>('SELECT count(*)::int AS n FROM q_flows')).rows[0]!.n;
+  const before = await flows();
+  const err = await closed
+    .flow({
+      nodes: [
+        { ref: 'a', type: 'a' },
+        { ref: 'b', type: 'b', queue: 'elsewhere', dependsOn: ['a'] },
+      ],
+    })
+    .catch((e: unknown) => e);
+  expect(isQError(err) && err.code === QErrorCode.UNKNOWN_QUEUE, String(err)).toBe(true);
+  expect(await flows()).toBe(before);
+});
