@@ -56,6 +56,8 @@ export type {
   InTransaction,
   TransactionClient,
   FlowDependency,
+  FlowEdge,
+  FlowInfo,
   FlowFailurePolicy,
   FlowNode,
   FlowParent,

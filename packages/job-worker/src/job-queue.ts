@@ -3,6 +3,7 @@ import { QError, QErrorCode, invalidArgument } from '@q/schema';
 import {
   JobStore,
   type EnqueueResult,
+  type FlowInfo,
   type FlowResult,
   type InTransaction,
   type NewFlow,
@@ -296,6 +297,15 @@ export class JobQueue {
   /** A page of jobs, `id DESC`; pass `nextCursor` as `cursor` for the next one. `limit` 1–100, default 25. */
   list(filter: JobListFilter = {}): Promise<JobPage> {
     return this.#store.list(filter);
+  }
+
+  /**
+   * The flow `flowId` (from {@link JobQueue.flow}): each node's job by ref (status, result, error,
+   * timestamps), its edges with their failure policies, and when it finished; `null` for an
+   * unknown id. `list({ flowId })` pages through its nodes like any jobs.
+   */
+  getFlow(flowId: string): Promise<FlowInfo | null> {
+    return this.#store.getFlow(flowId);
   }
 
   /**

@@ -367,3 +367,41 @@ describe('failure policies', () => {
     expect((await statusOf('n999')).last_error).toBe('flow: parent n998 ended dead_letter');
   });
 });
+
+describe('getFlow and list({ flowId })', () => {
+  it('reads a flow: its nodes by ref with their statuses, its edges, and when it finished', async () => {
+    const other = await store.flow(DIAMOND);
+    const { flowId, jobs } = await store.flow({ ...DIAMOND, name: 'read me', idempotencyKey: 'read-me' });
+    const before = await store.getFlow(flowId);
+    expect(before).toMatchObject({ id: flowId, name: 'read me', idempotencyKey: 'read-me', finishedAt: null });
+    expect(before!.createdAt).toBeInstanceOf(Date);
+    expect(Object.fromEntries(Object.entries(before!.nodes).map(([r, j]) => [r, [j.uuid, j.status]]))).toEqual({
+      a: [jobs.a!.uuid, 'queued'],
+      b: [jobs.b!.uuid, 'waiting'],
+      c: [jobs.c!.uuid, 'waiting'],
+      d: [jobs.d!.uuid, 'waiting'],
+    });
+    expect(before!.edges).toEqual([
+      { parent: 'a', child: 'b', onFailure: 'fail' },
+      { parent: 'a', child: 'c', onFailure: 'continue' },
+      { parent: 'b', child: 'd', onFailure: 'fail' },
+      { parent: 'c', child: 'd', onFailure: 'ignore' },
+    ]);
+    // Run it to the end: a, then b and c, then d (each claim takes the other flow's node too).
+    for (const q of ['fa', 'fb', 'fd']) await succeed(store, await claimOf(store, q));
+    const after = await store.getFlow(flowId);
+    expect(Object.values(after!.nodes).map((j) => j.status)).toEqual(['succeeded', 'succeeded', 'succeeded', 'succeeded']);
+    expect(after!.nodes.d!.result).toEqual({ from: 'join' });
+    expect(after!.finishedAt!.getTime()).toBe(Math.max(...Object.values(after!.nodes).map((j) => j.finishedAt!.getTime())));
+    expect(await store.getFlow('00000000-0000-4000-8000-000000000000')).toBeNull();
+    await expectInvalid(store.getFlow('nope'), /^getFlow: flowId must be a UUID string$/);
+
+    // list({ flowId }): only that flow's nodes, live or archived, newest first, paged.
+    const page1 = await store.list({ flowId, limit: 3 });
+    expect(page1.jobs.map((j) => j.uuid)).toEqual([jobs.d!.uuid, jobs.c!.uuid, jobs.b!.uuid]);
+    const page2 = await store.list({ flowId, limit: 3, cursor: page1.nextCursor! });
+    expect(page2).toEqual({ jobs: [expect.objectContaining({ uuid: jobs.a!.uuid })], nextCursor: null });
+    expect((await store.list({ flowId: other.flowId, type: 'join' })).jobs.map((j) => j.uuid)).toEqual([other.jobs.d!.uuid]);
+    await expectInvalid(store.list({ flowId: 'x' }), /^list: flowId must be a UUID string$/);
+  });
+});

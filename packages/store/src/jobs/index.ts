@@ -27,6 +27,8 @@ export {
   type EnqueueResult,
   type FlowDependency,
   type FlowFailurePolicy,
+  type FlowEdge,
+  type FlowInfo,
   type FlowNode,
   type FlowParent,
   type FlowResult,

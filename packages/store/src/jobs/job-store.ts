@@ -65,7 +65,7 @@ import * as maintenance from './ops/maintenance.js';
 import * as schedules from './ops/schedules.js';
 import type { DueSchedules, FireResult, ScheduleFire, ScheduleInput, StoredSchedule } from './ops/schedules.js';
 import * as flowOps from './ops/flows.js';
-import type { FlowParent, FlowResult, NewFlow } from './types.js';
+import type { FlowInfo, FlowParent, FlowResult, NewFlow } from './types.js';
 import { getFlowParents } from './sql/get-flow-parents.js';
 import { splitErrorText } from './error-text.js';
 
@@ -285,6 +285,16 @@ export class JobStore {
    * result and last error message, in one read: what `ctx.parents` of `@q/job-worker` returns.
    * Empty for a job outside flows, a root, and parents whose edge the `ignore` policy dropped.
    */
+  /**
+   * The flow `flowId` (`JobStore.flow`'s `flowId`): its name, key and creation time, each node's
+   * job by ref (status, result, error and timestamps), its edges with their policies, and when it
+   * finished (every node done); `null` for an unknown id. A bad UUID is `INVALID_ARGUMENT`.
+   */
+  async getFlow(flowId: string): Promise<FlowInfo | null> {
+    checkUuid(flowId, 'getFlow: flowId');
+    return flowOps.getFlow(this.#ctx, flowId);
+  }
+
   async flowParents(jobId: number): Promise<Record<string, FlowParent>> {
     checkJobId(jobId);
     const rows = await this.#op('flowParents', () => getFlowParents(this.#scope, this.pool, jobId));

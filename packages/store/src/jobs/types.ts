@@ -218,6 +218,8 @@ export interface JobListFilter {
   queue?: string;
   type?: string;
   teamId?: number;
+  /** Only the nodes of this flow (`JobStore.flow`'s `flowId`, a UUID). */
+  flowId?: string;
   /** Opaque cursor from a previous page's `nextCursor`. */
   cursor?: string;
   /** 1–100, default 25. */
@@ -377,4 +379,26 @@ export interface FlowParent {
   result: unknown;
   /** The parent's last error message (without its stack), or null. */
   error: string | null;
+}
+
+/** An edge of a flow, by the refs of its nodes. */
+export interface FlowEdge {
+  parent: string;
+  child: string;
+  onFailure: FlowFailurePolicy;
+}
+
+/** A flow as {@link JobStore.getFlow} reads it. */
+export interface FlowInfo {
+  /** The flow's id (a UUID). */
+  id: string;
+  name: string | null;
+  idempotencyKey: string | null;
+  createdAt: Date;
+  /** When its last node finished, once every node has (`null` while any is live). */
+  finishedAt: Date | null;
+  /** Each node's job (with its status and timestamps: created, run from, updated, finished), by ref. */
+  nodes: Record<string, Job>;
+  /** Its edges (those the `ignore` policy dropped are gone). */
+  edges: FlowEdge[];
 }

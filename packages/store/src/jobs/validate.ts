@@ -63,7 +63,8 @@ export function checkListFilter(filter: JobListFilter): ListParams {
   }
   if (filter.teamId !== undefined && !Number.isSafeInteger(filter.teamId)) throw invalidArgument('teamId must be a safe integer');
   const beforeId = filter.cursor === undefined || filter.cursor === null ? null : decodeCursor(filter.cursor);
-  return { status, queue: filter.queue ?? null, type: filter.type ?? null, teamId: filter.teamId ?? null, beforeId, limit };
+  const flowId = filter.flowId === undefined || filter.flowId === null ? null : checkUuid(filter.flowId, 'list: flowId');
+  return { status, queue: filter.queue ?? null, type: filter.type ?? null, teamId: filter.teamId ?? null, flowId, beforeId, limit };
 }
 
 /** `JobStore.purgeFinished`'s age: milliseconds from 0 to 100 years. */

@@ -6,9 +6,10 @@ import { withTransaction } from '@q/schema/internal';
 import { checkInTransaction, inCallerTransaction, type InTransaction } from '../../transaction.js';
 import { toJob } from '../row.js';
 import type { Queryable } from '../sql/db.js';
-import { getFlowRow, getFlowNodes } from '../sql/get-flow.js';
+import { getFlowEdges, getFlowRow, getFlowNodes } from '../sql/get-flow.js';
 import { insertFlow, type FlowBatch, type FlowNodeRow } from '../sql/insert-flow.js';
-import type { FlowResult, Job, NewFlow } from '../types.js';
+import { FINISHED_STATUSES } from '../finish-waiters.js';
+import type { FlowFailurePolicy, FlowInfo, FlowResult, Job, NewFlow } from '../types.js';
 import { toFlowBatch } from '../validate.js';
 import type { JobStoreContext } from './context.js';
 
@@ -46,4 +47,34 @@ export function byRef(rows: readonly FlowNodeRow[]): Record<string, Job> {
   const out: Record<string, Job> = {};
   for (const r of rows) if (r.flow_ref !== null) out[r.flow_ref] = toJob(r);
   return out;
+}
+
+/**
+ * `JobStore.getFlow`: the flow's row, its nodes and its edges, or null for an unknown id. Three
+ * reads on the pool: a node finishing between them shows in its job, never as a missing edge
+ * (an edge is deleted only by the `ignore` policy).
+ */
+export async function getFlow(ctx: JobStoreContext, flowId: string): Promise<FlowInfo | null> {
+  return ctx.op('getFlow', async () => {
+    const row = await getFlowRow(ctx.scope, ctx.pool, flowId, null);
+    if (!row) return null;
+    const [nodes, edges] = await Promise.all([getFlowNodes(ctx.scope, ctx.pool, flowId), getFlowEdges(ctx.scope, ctx.pool, flowId)]);
+    const refOf = new Map(nodes.map((n) => [n.id, n.flow_ref ?? n.id]));
+    const jobs = byRef(nodes);
+    const all = Object.values(jobs);
+    const finished = all.length > 0 && all.every((j) => FINISHED_STATUSES.includes(j.status));
+    return {
+      id: row.id,
+      name: row.name,
+      idempotencyKey: row.idempotency_key,
+      createdAt: row.created_at,
+      finishedAt: finished ? new Date(Math.max(...all.map((j) => j.finishedAt?.getTime() ?? 0))) : null,
+      nodes: jobs,
+      edges: edges.map((e) => ({
+        parent: refOf.get(e.parent_id) ?? e.parent_id,
+        child: refOf.get(e.child_id) ?? e.child_id,
+        onFailure: e.on_failure as FlowFailurePolicy,
+      })),
+    };
+  });
 }
