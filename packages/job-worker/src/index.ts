@@ -55,6 +55,7 @@ export type {
   JobListFilter,
   InTransaction,
   TransactionClient,
+  FlowCancelled,
   FlowDependency,
   FlowEdge,
   FlowInfo,

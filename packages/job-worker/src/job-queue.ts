@@ -3,6 +3,7 @@ import { QError, QErrorCode, invalidArgument } from '@q/schema';
 import {
   JobStore,
   type EnqueueResult,
+  type FlowCancelled,
   type FlowInfo,
   type FlowResult,
   type InTransaction,
@@ -306,6 +307,22 @@ export class JobQueue {
    */
   getFlow(flowId: string): Promise<FlowInfo | null> {
     return this.#store.getFlow(flowId);
+  }
+
+  /**
+   * Resolves with the flow once every node of it has finished (see `JobStore.waitForFlow`):
+   * `NOT_FOUND` for an unknown flow, `TIMEOUT` after `timeoutMs`, the signal's reason on abort.
+   */
+  waitForFlow(flowId: string, opts?: WaitForOptions): Promise<FlowInfo> {
+    return this.#store.waitForFlow(flowId, opts);
+  }
+
+  /**
+   * Cancels every live node of the flow: waiting and queued ones at once (they never start),
+   * running ones through their `signal` (they end `cancelled`). Returns how many of each.
+   */
+  cancelFlow(flowId: string): Promise<FlowCancelled> {
+    return this.#store.cancelFlow(flowId);
   }
 
   /**

@@ -127,3 +127,58 @@ it('refuses a node on a queue no worker consumes, writing nothing', async () => 
   expect(isQError(err) && err.code === QErrorCode.UNKNOWN_QUEUE, String(err)).toBe(true);
   expect(await flows()).toBe(before);
 });
+
+it('cancelFlow while a node runs: its handler sees the signal aborted, waiting nodes never start; waitForFlow resolves at the end', async () => {
+  const started: string[] = [];
+  let aborted = false;
+  await withWorkers(
+    2,
+    (w) => {
+      w.register('long', async (_job, ctx) => {
+        started.push('long');
+        await new Promise<void>((resolve) => {
+          const t = setTimeout(resolve, 30_000);
+          ctx.signal.addEventListener('abort', () => {
+            aborted = true;
+            clearTimeout(t);
+            resolve();
+          });
+        });
+        return 'stopped';
+      });
+      w.register('next', async () => {
+        started.push('next');
+      });
+    },
+    async () => {
+      const { flowId, jobs } = await queue.flow({
+        nodes: [
+          { ref: 'long', type: 'long' },
+          { ref: 'next', type: 'next', dependsOn: [{ ref: 'long', onFailure: 'continue' }] },
+          { ref: 'last', type: 'next', dependsOn: ['next'] },
+        ],
+      });
+      await waitFor(async () => (await store.get(jobs.long!.uuid))?.status === 'running', 10_000);
+      const waiting = queue.waitForFlow(flowId, { timeoutMs: 15_000 });
+      expect(await queue.cancelFlow(flowId)).toEqual({ cancelled: 2, cancelRequested: 1 });
+      const flow = await waiting;
+      expect(Object.fromEntries(Object.entries(flow.nodes).map(([r, j]) => [r, j.status]))).toEqual({
+        long: 'cancelled',
+        next: 'cancelled',
+        last: 'cancelled',
+      });
+      expect(flow.finishedAt).toBeInstanceOf(Date);
+      expect(await queue.cancelFlow(flowId)).toEqual({ cancelled: 0, cancelRequested: 0 });
+    },
+  );
+  expect(aborted).toBe(true);
+  expect(started).toEqual(['long']);
+});
+
+it('waitForFlow rejects for an unknown flow, and on timeout', async () => {
+  const unknown = await queue.waitForFlow('00000000-0000-4000-8000-000000000000').catch((e: unknown) => e);
+  expect(isQError(unknown) && unknown.code === QErrorCode.NOT_FOUND, String(unknown)).toBe(true);
+  const { flowId } = await queue.flow({ nodes: [{ ref: 'a', type: 'nobody-runs-this', queue: 'backup' }] });
+  const late = await queue.waitForFlow(flowId, { timeoutMs: 200 }).catch((e: unknown) => e);
+  expect(isQError(late) && late.code === QErrorCode.TIMEOUT, String(late)).toBe(true);
+});

@@ -68,6 +68,9 @@ import * as flowOps from './ops/flows.js';
 import type { FlowInfo, FlowParent, FlowResult, NewFlow } from './types.js';
 import { getFlowParents } from './sql/get-flow-parents.js';
 import { splitErrorText } from './error-text.js';
+import { cancelFlow, type FlowCancelled } from './sql/cancel-flow.js';
+import { QError, QErrorCode } from '@q/schema';
+import { FINISHED_STATUSES } from './finish-waiters.js';
 
 /** Crashes a job survives before the reaper dead-letters it (the 4th crash). */
 export const DEFAULT_MAX_RESUMES = 3;
@@ -293,6 +296,39 @@ export class JobStore {
   async getFlow(flowId: string): Promise<FlowInfo | null> {
     checkUuid(flowId, 'getFlow: flowId');
     return flowOps.getFlow(this.#ctx, flowId);
+  }
+
+  /**
+   * Cancels every live node of the flow: waiting, queued and scheduled nodes (and those waiting
+   * for a retry) at once, and running ones by a cancel request their worker is told of (their
+   * signal aborts, and they end `cancelled`; a prefetched one never starts). Nodes already
+   * finished stay as they are. Returns how many of each; both 0 for an unknown or finished flow.
+   */
+  async cancelFlow(flowId: string): Promise<FlowCancelled> {
+    checkUuid(flowId, 'cancelFlow: flowId');
+    return this.#op('cancelFlow', () => cancelFlow(this.#scope, this.pool, flowId, this.channel));
+  }
+
+  /**
+   * Resolves with the flow (as {@link JobStore.getFlow}) once every node of it has finished
+   * (at once if it has): it waits for the flow's live nodes as {@link JobStore.waitFor} does (one
+   * shared LISTEN, polling while it cannot listen), then reads the flow again. Rejects with a
+   * `QError` `NOT_FOUND` for an unknown flow, `TIMEOUT` after `timeoutMs` in all, or the signal's
+   * reason when `signal` aborts.
+   */
+  async waitForFlow(flowId: string, opts: WaitForOptions = {}): Promise<FlowInfo> {
+    checkUuid(flowId, 'waitForFlow: flowId');
+    const deadline = opts.timeoutMs === undefined ? undefined : Date.now() + opts.timeoutMs;
+    for (;;) {
+      const flow = await this.getFlow(flowId);
+      if (!flow) throw new QError(QErrorCode.NOT_FOUND, `waitForFlow: no flow has the id ${flowId}`);
+      if (flow.finishedAt !== null) return flow;
+      const timeoutMs = deadline === undefined ? undefined : deadline - Date.now();
+      if (timeoutMs !== undefined && timeoutMs <= 0)
+        throw new QError(QErrorCode.TIMEOUT, `waitForFlow: the flow did not finish within ${opts.timeoutMs} ms`);
+      const live = Object.values(flow.nodes).filter((j) => !FINISHED_STATUSES.includes(j.status));
+      await Promise.all(live.map((j) => this.waitFor(j.uuid, { signal: opts.signal, timeoutMs })));
+    }
   }
 
   async flowParents(jobId: number): Promise<Record<string, FlowParent>> {
