@@ -405,3 +405,31 @@ describe('getFlow and list({ flowId })', () => {
     await expectInvalid(store.list({ flowId: 'x' }), /^list: flowId must be a UUID string$/);
   });
 });
+
+describe('purgeFinished and flows', () => {
+  it('keeps a finished parent while a child of it waits, and purges a finished flow with its edges and its row', async () => {
+    const { flowId, jobs } = await store.flow({
+      idempotencyKey: 'purge-me',
+      nodes: [
+        { ref: 'a', type: 'p', queue: 'fa' },
+        { ref: 'z', type: 'p', queue: 'fz' },
+        { ref: 'b', type: 'c', queue: 'fb', dependsOn: ['a', 'z'] },
+      ],
+    });
+    await succeed(store, await claimOf(store, 'fa'));
+    expect(await store.purgeFinished(0)).toBe(0); // a is b's parent, and b waits
+    await succeed(store, await claimOf(store, 'fz'));
+    const [b] = await claimOf(store, 'fb');
+    expect(await store.flowParents(b!.id)).toEqual({
+      a: { status: 'succeeded', result: { from: 'p' }, error: null },
+      z: { status: 'succeeded', result: { from: 'p' }, error: null },
+    });
+    await succeed(store, [b!]);
+    expect(await store.purgeFinished(0)).toBe(3);
+    expect(await counts()).toEqual({ flows: 0, jobs: 0, edges: 0 });
+    expect(await store.getFlow(flowId)).toBeNull();
+    expect(await store.get(jobs.a!.uuid)).toBeNull();
+    // The key is free again.
+    expect((await store.flow({ idempotencyKey: 'purge-me', nodes: [{ ref: 'a', type: 'p', queue: 'fa' }] })).created).toBe(true);
+  });
+});
