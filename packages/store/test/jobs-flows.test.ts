@@ -433,3 +433,32 @@ describe('purgeFinished and flows', () => {
     expect((await store.flow({ idempotencyKey: 'purge-me', nodes: [{ ref: 'a', type: 'p', queue: 'fa' }] })).created).toBe(true);
   });
 });
+
+describe('node ids', () => {
+  it('numbers the nodes parents first, whatever order they are listed in', async () => {
+    const { jobs } = await store.flow({
+      nodes: [
+        { ref: 'd', type: 't', dependsOn: ['b', 'c'] },
+        { ref: 'c', type: 't', dependsOn: ['a'] },
+        { ref: 'b', type: 't', dependsOn: ['a'] },
+        { ref: 'a', type: 't' },
+        { ref: 'x', type: 't' },
+      ],
+    });
+    const id = (r: string) => jobs[r]!.id;
+    expect(id('a')).toBeLessThan(id('b'));
+    expect(id('a')).toBeLessThan(id('c'));
+    expect(Math.max(id('b'), id('c'))).toBeLessThan(id('d'));
+    const { rows } = await sql.query<{ p: string; c: string }>(
+      `SELECT p.flow_ref AS p, c.flow_ref AS c FROM q_job_edges e JOIN q_jobs p ON p.id = e.parent_id JOIN q_jobs c ON c.id = e.child_id ORDER BY 1, 2`,
+    );
+    expect(rows).toEqual([
+      { p: 'a', c: 'b' },
+      { p: 'a', c: 'c' },
+      { p: 'b', c: 'd' },
+      { p: 'c', c: 'd' },
+    ]);
+    expect(await statusOf('d')).toMatchObject({ status: 'waiting', parents_left: 2 });
+    expect(await statusOf('x')).toMatchObject({ status: 'queued' });
+  });
+});

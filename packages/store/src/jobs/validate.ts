@@ -507,7 +507,43 @@ export function toFlowBatch(input: NewFlow): FlowBatch {
     'payload JSON',
     b.payloads.map((p) => p.length),
   );
-  return b;
+  return inTopologicalOrder(b, children);
+}
+
+/**
+ * The batch with its nodes in a topological order (parents first; otherwise as listed), so that
+ * the ids the insert draws in that order put every parent below its children: whatever locks
+ * a flow's jobs in id order (a cancelFlow, the release's and the failure walk's locks) then
+ * locks them parents first, as a completion does (the parent's row, then its children's).
+ */
+function inTopologicalOrder(b: FlowBatch, children: readonly number[][]): FlowBatch {
+  const left = [...b.parents];
+  const order: number[] = [];
+  left.forEach((n, i) => n === 0 && order.push(i));
+  for (let k = 0; k < order.length; k++) {
+    for (const c of children[order[k] ?? 0] ?? []) {
+      const n = (left[c] ?? 0) - 1;
+      left[c] = n;
+      if (n === 0) order.push(c);
+    }
+  }
+  const pos = new Array<number>(order.length);
+  order.forEach((i, k) => (pos[i] = k));
+  const pick = <T>(a: T[]): T[] => order.map((i) => a[i] as T);
+  return {
+    ...b,
+    refs: pick(b.refs),
+    uuids: pick(b.uuids),
+    queues: pick(b.queues),
+    types: pick(b.types),
+    payloads: pick(b.payloads),
+    priorities: pick(b.priorities),
+    maxAttempts: pick(b.maxAttempts),
+    idempotencyKeys: pick(b.idempotencyKeys),
+    parents: pick(b.parents),
+    edgeParents: b.edgeParents.map((p) => (pos[p - 1] ?? 0) + 1),
+    edgeChildren: b.edgeChildren.map((c) => (pos[c - 1] ?? 0) + 1),
+  };
 }
 
 function at0<T>(a: readonly (T | undefined)[]): T {
