@@ -462,3 +462,53 @@ describe('node ids', () => {
     expect(await statusOf('x')).toMatchObject({ status: 'queued' });
   });
 });
+
+describe('retryFlow', () => {
+  const deadLetter = (s: JobStore, j: LeasedJob) => s.complete([{ id: j.id, leaseToken: j.leaseToken, status: 'dead_letter', error: 'boom' }]);
+
+  it("mode 'failed' runs the failed nodes again in place, waiting on their parents; succeeded nodes stay", async () => {
+    const { flowId, jobs } = await store.flow({
+      nodes: [
+        { ref: 'a', type: 'root', queue: 'fa', idempotencyKey: 'root-key' },
+        { ref: 'b', type: 'child', queue: 'fb', dependsOn: ['a'] },
+        { ref: 'c', type: 'child', queue: 'fb', dependsOn: [{ ref: 'a', onFailure: 'continue' }] },
+        { ref: 'd', type: 'join', queue: 'fd', dependsOn: ['b', { ref: 'c', onFailure: 'continue' }] },
+      ],
+    });
+    await deadLetter(store, (await claimOf(store, 'fa'))[0]!);
+    await succeed(store, await claimOf(store, 'fb')); // c runs with a's failure
+    expect(await statuses()).toEqual({ a: 'dead_letter', b: 'dead_letter', c: 'succeeded', d: 'dead_letter' });
+
+    expect(await store.retryFlow(flowId, { mode: 'failed' })).toEqual({ retried: 3 });
+    expect(await statuses()).toEqual({ a: 'queued', b: 'waiting', c: 'succeeded', d: 'waiting' });
+    expect(await statusOf('d')).toMatchObject({ parents_left: 1, last_error: null });
+    const a = await store.get(jobs.a!.uuid);
+    expect(a).toMatchObject({ id: jobs.a!.id, status: 'queued', attempt: 0, lastError: null, finishedAt: null });
+    // Its idempotency key is still held by it.
+    expect((await store.enqueue([{ queue: 'fa', type: 'root', idempotencyKey: 'root-key' }]))[0]!.uuid).toBe(jobs.a!.uuid);
+    // It runs to the end.
+    for (const q of ['fa', 'fb', 'fd']) await succeed(store, await claimOf(store, q));
+    expect(Object.values(await statuses())).toEqual(['succeeded', 'succeeded', 'succeeded', 'succeeded']);
+    expect(await store.retryFlow(flowId, { mode: 'failed' })).toEqual({ retried: 0 });
+  });
+
+  it("mode 'failed-and-downstream' also runs again what finished below a failure", async () => {
+    const { flowId } = await store.flow({
+      nodes: [
+        { ref: 'a', type: 'root', queue: 'fa' },
+        { ref: 'c', type: 'child', queue: 'fb', dependsOn: [{ ref: 'a', onFailure: 'continue' }] },
+        { ref: 'w', type: 'other', queue: 'fz' },
+        { ref: 'x', type: 'join', queue: 'fd', dependsOn: [{ ref: 'a', onFailure: 'continue' }, 'w'] },
+      ],
+    });
+    await deadLetter(store, (await claimOf(store, 'fa'))[0]!);
+    await succeed(store, await claimOf(store, 'fb'));
+    expect(await statuses()).toEqual({ a: 'dead_letter', c: 'succeeded', w: 'queued', x: 'waiting' });
+    expect(await statusOf('x')).toMatchObject({ parents_left: 1 });
+    expect(await store.retryFlow(flowId, { mode: 'failed-and-downstream' })).toEqual({ retried: 2 });
+    // c runs again after a; x, still waiting on w, waits for a again too.
+    expect(await statuses()).toEqual({ a: 'queued', c: 'waiting', w: 'queued', x: 'waiting' });
+    expect(await statusOf('x')).toMatchObject({ parents_left: 2 });
+    await expectInvalid(store.retryFlow(flowId, { mode: 'all' as 'failed' }), /^retryFlow: mode must be failed or failed-and-downstream$/);
+  });
+});

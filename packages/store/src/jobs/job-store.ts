@@ -71,6 +71,9 @@ import { splitErrorText } from './error-text.js';
 import { cancelFlow, type FlowCancelled } from './sql/cancel-flow.js';
 import { QError, QErrorCode } from '@q/schema';
 import { FINISHED_STATUSES } from './finish-waiters.js';
+import { retryFlow } from './sql/retry-flow.js';
+import { withTransaction } from '@q/schema/internal';
+import { invalidArgument } from '@q/schema';
 
 /** Crashes a job survives before the reaper dead-letters it (the 4th crash). */
 export const DEFAULT_MAX_RESUMES = 3;
@@ -329,6 +332,27 @@ export class JobStore {
       const live = Object.values(flow.nodes).filter((j) => !FINISHED_STATUSES.includes(j.status));
       await Promise.all(live.map((j) => this.waitFor(j.uuid, { signal: opts.signal, timeoutMs })));
     }
+  }
+
+  /**
+   * Runs the flow's failed nodes again, in place (same job ids and uuids, so their edges hold):
+   * with `mode: 'failed'`, every node in the dead letter or cancelled; with
+   * `'failed-and-downstream'`, also every finished node below one of them (children that ran
+   * with a parent's failure under `continue`, or succeeded before). Each starts afresh (attempt
+   * 0, no error or result) `waiting` on its parents that are not succeeded, else `queued`; a
+   * waiting node that depends on one of them waits for it again. Returns how many nodes were
+   * retried (0 for an unknown flow or one without failures). Live nodes are left as they are.
+   */
+  async retryFlow(flowId: string, opts: { mode: 'failed' | 'failed-and-downstream' } = { mode: 'failed' }): Promise<{ retried: number }> {
+    checkUuid(flowId, 'retryFlow: flowId');
+    const mode = (opts as { mode?: unknown } | null)?.mode;
+    if (mode !== 'failed' && mode !== 'failed-and-downstream') {
+      throw invalidArgument('retryFlow: mode must be failed or failed-and-downstream');
+    }
+    const ids = await this.#op('retryFlow', () =>
+      withTransaction(this.pool, (c) => retryFlow(this.#scope, c, flowId, mode === 'failed-and-downstream', this.channel)),
+    );
+    return { retried: ids.length };
   }
 
   async flowParents(jobId: number): Promise<Record<string, FlowParent>> {
