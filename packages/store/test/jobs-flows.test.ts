@@ -512,3 +512,66 @@ describe('retryFlow', () => {
     await expectInvalid(store.retryFlow(flowId, { mode: 'all' as 'failed' }), /^retryFlow: mode must be failed or failed-and-downstream$/);
   });
 });
+
+describe('addFlowNodes (fan-out at run time)', () => {
+  it('adds nodes to the running node’s flow, depending on new and existing nodes; the fan-in waits for them all', async () => {
+    const { flowId } = await store.flow({
+      nodes: [
+        { ref: 'first', type: 'first', queue: 'fa' },
+        { ref: 'split', type: 'split', queue: 'fb', dependsOn: ['first'] },
+        { ref: 'slow', type: 'slow', queue: 'fz' },
+      ],
+    });
+    await succeed(store, await claimOf(store, 'fa'));
+    const [split] = await claimOf(store, 'fb');
+    const added = await store.addFlowNodes(split!, [
+      { ref: 'page1', type: 'page', queue: 'fc', payload: { n: 1 } },
+      { ref: 'page2', type: 'page', queue: 'fc', payload: { n: 2 }, dependsOn: ['first'] },
+      { ref: 'sum', type: 'sum', queue: 'fd', dependsOn: ['page1', 'page2', 'slow', 'split'] },
+    ]);
+    expect(Object.keys(added!).sort()).toEqual(['page1', 'page2', 'sum']);
+    // first succeeded (counts as done); slow and split are live (wait for them).
+    expect(await statuses()).toMatchObject({ page1: 'queued', page2: 'queued', sum: 'waiting' });
+    expect(await statusOf('sum')).toMatchObject({ parents_left: 4 });
+    expect(added!.sum!.status).toBe('waiting');
+    expect((await store.getFlow(flowId))!.edges).toContainEqual({ parent: 'slow', child: 'sum', onFailure: 'fail' });
+    await succeed(store, [split!]);
+    await succeed(store, await claimOf(store, 'fc'));
+    expect(await statusOf('sum')).toMatchObject({ status: 'waiting', parents_left: 1 });
+    await succeed(store, await claimOf(store, 'fz'));
+    expect(await statusOf('sum')).toMatchObject({ status: 'queued', parents_left: 0 });
+  });
+
+  it('adds nothing for a stale run, and refuses a ref the flow has, a job outside flows, and a failed parent', async () => {
+    await store.flow({
+      nodes: [
+        { ref: 'a', type: 'a', queue: 'fa' },
+        { ref: 'dead', type: 'd', queue: 'fz' },
+      ],
+    });
+    const [dead] = await claimOf(store, 'fz');
+    await store.complete([{ id: dead!.id, leaseToken: dead!.leaseToken, status: 'dead_letter', error: 'x' }]);
+    const [a] = await claimOf(store, 'fa');
+    await expectInvalid(store.addFlowNodes(a!, [{ ref: 'a', type: 'again' }]), /^addFlowNodes: node "a" ref must be new in its flow$/);
+    await expectInvalid(
+      store.addFlowNodes(a!, [{ ref: 'n', type: 't', dependsOn: ['nope'] }]),
+      /node "n" must depend on nodes of the flow, "nope" is not one/,
+    );
+    const failed = await store.addFlowNodes(a!, [{ ref: 'n', type: 't', dependsOn: ['dead'] }]).catch((e: unknown) => e);
+    expect(isQError(failed) && failed.code === QErrorCode.INVALID_STATE, String(failed)).toBe(true);
+    // The lease lapses and the job is claimed again: the old run is fenced.
+    await sql.query("UPDATE q_jobs SET lease_expires_at = now() - interval '1 second' WHERE flow_ref = 'a'");
+    await store.reapExpired(5);
+    await sql.query("UPDATE q_jobs SET status = 'queued' WHERE flow_ref = 'a'");
+    const [again] = await claimOf(store, 'fa');
+    expect(again!.uuid).toBe(a!.uuid);
+    expect(await store.addFlowNodes(a!, [{ ref: 'late', type: 't' }])).toBeNull();
+    expect(Object.keys(await statuses())).toEqual(['a', 'dead']);
+    expect(Object.keys((await store.addFlowNodes(again!, [{ ref: 'late', type: 't' }]))!)).toEqual(['late']);
+    // A job outside flows.
+    await store.enqueue([{ queue: 'plain', type: 'p' }]);
+    const [plain] = await claimOf(store, 'plain');
+    const outside = await store.addFlowNodes(plain!, [{ ref: 'x', type: 't' }]).catch((e: unknown) => e);
+    expect(isQError(outside) && outside.code === QErrorCode.INVALID_STATE, String(outside)).toBe(true);
+  });
+});

@@ -72,6 +72,7 @@ import { cancelFlow, type FlowCancelled } from './sql/cancel-flow.js';
 import { QError, QErrorCode } from '@q/schema';
 import { FINISHED_STATUSES } from './finish-waiters.js';
 import { retryFlow } from './sql/retry-flow.js';
+import type { FlowNode } from './types.js';
 import { withTransaction } from '@q/schema/internal';
 import { invalidArgument } from '@q/schema';
 
@@ -353,6 +354,20 @@ export class JobStore {
       withTransaction(this.pool, (c) => retryFlow(this.#scope, c, flowId, mode === 'failed-and-downstream', this.channel)),
     );
     return { retried: ids.length };
+  }
+
+  /**
+   * Fan-out at run time: the running flow node holding `lease` adds `nodes` to its own flow
+   * (`ctx.flow.add` of `@q/job-worker`). A node may depend on the other new nodes and on nodes
+   * already in the flow (a succeeded one counts as done; a live one cannot finish before the
+   * add commits, so its release sees the new edge); existing nodes do not gain parents. Returns
+   * the new nodes' jobs by ref, or `null` when the lease is no longer held (nothing is written:
+   * a stale run cannot add). `INVALID_ARGUMENT` as {@link JobStore.flow} for a bad graph and
+   * for a ref the flow already has; `INVALID_STATE` for a job outside flows and for a parent that
+   * ended in the dead letter or cancelled. Adds to one flow are made one at a time.
+   */
+  async addFlowNodes(lease: JobLease, nodes: readonly FlowNode[]): Promise<Record<string, Job> | null> {
+    return flowOps.addNodes(this.#ctx, lease, nodes);
   }
 
   async flowParents(jobId: number): Promise<Record<string, FlowParent>> {

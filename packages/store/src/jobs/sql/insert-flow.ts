@@ -24,6 +24,13 @@ export interface FlowBatch {
   edgeParents: number[];
   edgeChildren: number[];
   edgePolicies: FlowFailurePolicy[];
+  /**
+   * Edges from nodes already in the flow (JobStore.addFlowNodes only; empty for a new flow): the
+   * parent's ref, the child's position (1-based) and the policy.
+   */
+  externalParents: string[];
+  externalChildren: number[];
+  externalPolicies: FlowFailurePolicy[];
 }
 
 // One statement inserts the whole graph: the flow row, every node's job (ids drawn in the
