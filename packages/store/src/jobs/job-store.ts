@@ -289,7 +289,8 @@ export class JobStore {
 
   /**
    * The parents of the flow node whose job id is `jobId`, by their refs, each with its status,
-   * result and last error message, in one read: what `ctx.parents` of `@q/job-worker` returns.
+   * result and (unless it succeeded: an earlier attempt's error is not its outcome) last error
+   * message, in one read: what `ctx.parents` of `@q/job-worker` returns.
    * Empty for a job outside flows, a root, and parents whose edge the `ignore` policy dropped.
    */
   /**
@@ -379,7 +380,7 @@ export class JobStore {
       out[r.flow_ref] = {
         status: r.status,
         result: r.result ?? null,
-        error: r.last_error === null ? null : splitErrorText(r.last_error).message,
+        error: r.status === 'succeeded' || r.last_error === null ? null : splitErrorText(r.last_error).message,
       };
     }
     return out;
