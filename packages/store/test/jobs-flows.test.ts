@@ -575,3 +575,32 @@ describe('addFlowNodes (fan-out at run time)', () => {
     expect(isQError(outside) && outside.code === QErrorCode.INVALID_STATE, String(outside)).toBe(true);
   });
 });
+
+describe('jobs outside flows', () => {
+  it('are enqueued, claimed and completed without touching the flow tables (held locked meanwhile)', async () => {
+    await store.enqueue(Array.from({ length: 50 }, (_, i) => ({ queue: 'plain', type: 'p', payload: { i } })));
+    await withClient(schema.dsn, async (locker) => {
+      await locker.query('BEGIN');
+      await locker.query('LOCK TABLE q_job_edges, q_flows IN ACCESS EXCLUSIVE MODE');
+      try {
+        const work = (async () => {
+          const held = await claimOf(store, 'plain', 50);
+          await succeed(store, held.slice(0, 20));
+          await store.complete(
+            held.slice(20, 30).map((j) => ({ id: j.id, leaseToken: j.leaseToken, status: 'dead_letter' as const, error: 'x' })),
+          );
+          await store.completeAndClaim(
+            held.slice(30).map((j) => ({ id: j.id, leaseToken: j.leaseToken, status: 'succeeded' as const })),
+            { queues: ['plain'], workerId: 'w', limit: 5, leaseMs: LEASE, start: true },
+          );
+          return held.length;
+        })();
+        const outcome = await Promise.race([work, new Promise((r) => setTimeout(() => r('blocked'), 5_000))]);
+        expect(outcome).toBe(50);
+      } finally {
+        await locker.query('ROLLBACK');
+      }
+    });
+    expect((await sql.query<{ n: number }>("SELECT count(*)::int AS n FROM q_jobs_archive WHERE queue = 'plain'")).rows[0]!.n).toBe(50);
+  });
+});
