@@ -1,8 +1,18 @@
 import type { Span, Tracer } from '@opentelemetry/api';
 import type { JobMetrics } from '@q/otel';
-import { joinErrorStack, progressJson, splitErrorText, type Job, type JobLease, type JobOutcome, type SnoozeResult } from '@q/store/jobs';
+import {
+  joinErrorStack,
+  progressJson,
+  splitErrorText,
+  type FlowNode,
+  type FlowParent,
+  type Job,
+  type JobLease,
+  type JobOutcome,
+  type SnoozeResult,
+} from '@q/store/jobs';
 import type { Completer } from './completer.js';
-import { DeadLetterError, JobSnoozeError, checkSnoozeMs } from './errors.js';
+import { DeadLetterError, JobAbortedError, JobSnoozeError, checkSnoozeMs } from './errors.js';
 import type { WorkerEvents } from './events.js';
 import type { Execution } from './execution.js';
 import { errorFields, firstLine, logsAt, type Logger } from './logger.js';
@@ -40,6 +50,10 @@ export interface AttemptConfig {
   snooze: (lease: JobLease, delayMs: number, maxSnoozes: number) => Promise<SnoozeResult>;
   /** Snoozes a job may take before the next dead-letters it. */
   maxSnoozes: number;
+  /** Reads the parents of a flow node (the store's `flowParents`), for `ctx.parents`. */
+  parents: (job: Job) => Promise<Record<string, FlowParent>>;
+  /** Adds nodes to the flow of the job holding the lease (the store's `addFlowNodes`; null: fenced), for `ctx.flow.add`. */
+  addFlowNodes: (lease: JobLease, nodes: readonly FlowNode[]) => Promise<Record<string, Job> | null>;
 }
 
 /**
@@ -50,9 +64,28 @@ export interface AttemptConfig {
  */
 class AttemptContext implements HandlerContext {
   readonly #e: Execution;
+  readonly #c: Pick<AttemptConfig, 'parents' | 'addFlowNodes'>;
+  #parents: Promise<Record<string, FlowParent>> | undefined;
 
-  constructor(e: Execution) {
+  constructor(e: Execution, c: Pick<AttemptConfig, 'parents' | 'addFlowNodes'>) {
     this.#e = e;
+    this.#c = c;
+  }
+
+  get flow(): { add(nodes: readonly FlowNode[]): Promise<Record<string, Job>> } {
+    const { job } = this.#e;
+    return {
+      add: async (nodes) => {
+        const added = await this.#c.addFlowNodes(job, nodes);
+        if (added === null) throw new JobAbortedError('lease_lost');
+        return added;
+      },
+    };
+  }
+
+  // Lazily, one read per attempt: most jobs are in no flow, and most handlers never ask.
+  get parents(): Promise<Record<string, FlowParent>> {
+    return (this.#parents ??= this.#c.parents(this.#e.job));
   }
 
   get signal(): AbortSignal {
@@ -136,7 +169,7 @@ export class AttemptRunner {
     const started = performance.now();
     let outcome: JobOutcome;
     let error: string | undefined;
-    const ctx = new AttemptContext(e);
+    const ctx = new AttemptContext(e, c);
     let span: Span | undefined;
     let snoozeMs: number | undefined;
     try {

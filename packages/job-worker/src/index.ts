@@ -55,6 +55,15 @@ export type {
   JobListFilter,
   InTransaction,
   TransactionClient,
+  FlowCancelled,
+  FlowDependency,
+  FlowEdge,
+  FlowInfo,
+  FlowFailurePolicy,
+  FlowNode,
+  FlowParent,
+  FlowResult,
+  NewFlow,
 } from '@q/store/jobs';
 export { drizzleClient } from '@q/store/jobs';
 export { DEFAULT_SCHEDULE_TIMEZONE, scheduledFor, type ScheduleInfo, type ScheduleOptions } from './schedules.js';

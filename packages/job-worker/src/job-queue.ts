@@ -3,7 +3,11 @@ import { QError, QErrorCode, invalidArgument } from '@q/schema';
 import {
   JobStore,
   type EnqueueResult,
+  type FlowCancelled,
+  type FlowInfo,
+  type FlowResult,
   type InTransaction,
+  type NewFlow,
   type Job,
   type GroupRunning,
   type JobListFilter,
@@ -227,6 +231,28 @@ export class JobQueue {
     return out;
   }
 
+  /**
+   * Inserts a job graph atomically (see `JobStore.flow`): one job per node, queued once every
+   * node it `dependsOn` has succeeded, released in the transaction that records the last
+   * parent's success; a parent's dead letter or cancel applies each edge's `onFailure` policy
+   * (`fail`, `continue`, `ignore`, `cancel`). Returns `{ flowId, created, jobs }`, the jobs by
+   * node ref. A node's queue must be known, as for {@link JobQueue.enqueue} (`UNKNOWN_QUEUE`);
+   * a bad graph is `INVALID_ARGUMENT` naming the node; nothing is written then. An
+   * `idempotencyKey` held by a flow returns that flow. `{ client }` as for {@link JobQueue.enqueue}.
+   */
+  async flow(input: NewFlow, tx?: InTransaction): Promise<FlowResult> {
+    if (!input || typeof input !== 'object' || !Array.isArray(input.nodes)) throw invalidArgument('flow: the flow must be an object with nodes');
+    for (const node of input.nodes) {
+      const queue = node && typeof node === 'object' && typeof node.queue === 'string' && node.queue !== '' ? node.queue : 'default';
+      if (!this.#managed && !this.#known.includes(queue)) {
+        throw new QError(QErrorCode.UNKNOWN_QUEUE, `queue: "${queue}" is not consumed by any worker (known: [${this.#known.join(' ')}])`);
+      }
+    }
+    const out = await (tx === undefined ? this.#store.flow(input) : this.#store.flow(input, tx));
+    if (out.created) for (const j of Object.values(out.jobs)) this.#managed?.enqueued(j.queue, 1);
+    return out;
+  }
+
   /** Each of `opts` checked and made a store job (one traceparent for all), or the first bad one's error naming its index. */
   #toNewJobs(op: string, opts: EnqueueOptions[]): NewJob[] {
     if (!Array.isArray(opts)) throw invalidArgument(`${op}: jobs must be an array of EnqueueOptions`);
@@ -272,6 +298,40 @@ export class JobQueue {
   /** A page of jobs, `id DESC`; pass `nextCursor` as `cursor` for the next one. `limit` 1–100, default 25. */
   list(filter: JobListFilter = {}): Promise<JobPage> {
     return this.#store.list(filter);
+  }
+
+  /**
+   * The flow `flowId` (from {@link JobQueue.flow}): each node's job by ref (status, result, error,
+   * timestamps), its edges with their failure policies, and when it finished; `null` for an
+   * unknown id. `list({ flowId })` pages through its nodes like any jobs.
+   */
+  getFlow(flowId: string): Promise<FlowInfo | null> {
+    return this.#store.getFlow(flowId);
+  }
+
+  /**
+   * Resolves with the flow once every node of it has finished (see `JobStore.waitForFlow`):
+   * `NOT_FOUND` for an unknown flow, `TIMEOUT` after `timeoutMs`, the signal's reason on abort.
+   */
+  waitForFlow(flowId: string, opts?: WaitForOptions): Promise<FlowInfo> {
+    return this.#store.waitForFlow(flowId, opts);
+  }
+
+  /**
+   * Cancels every live node of the flow: waiting and queued ones at once (they never start),
+   * running ones through their `signal` (they end `cancelled`). Returns how many of each.
+   */
+  cancelFlow(flowId: string): Promise<FlowCancelled> {
+    return this.#store.cancelFlow(flowId);
+  }
+
+  /**
+   * Runs the flow's failed nodes again in place (see `JobStore.retryFlow`): `mode: 'failed'` the
+   * nodes in the dead letter or cancelled, `'failed-and-downstream'` also the finished nodes
+   * below them. Each waits again for its parents that are not succeeded. Returns how many.
+   */
+  retryFlow(flowId: string, opts: { mode: 'failed' | 'failed-and-downstream' } = { mode: 'failed' }): Promise<{ retried: number }> {
+    return this.#store.retryFlow(flowId, opts);
   }
 
   /**

@@ -14,7 +14,17 @@ const REQUEST_TABLES = [
   'q_results',
 ];
 const QUOTA_TABLES = ['q_quota_admits', 'q_quota_holders', 'q_quota_keys', 'q_quota_slots', 'q_quota_windows'];
-const JOB_TABLES = ['q_job_rate_slots', 'q_jobs', 'q_jobs_all', 'q_jobs_archive', 'q_jobs_idempotency_keys', 'q_leader_leases', 'q_schedules'];
+const JOB_TABLES = [
+  'q_job_edges',
+  'q_job_rate_slots',
+  'q_flows',
+  'q_jobs',
+  'q_jobs_all',
+  'q_jobs_archive',
+  'q_jobs_idempotency_keys',
+  'q_leader_leases',
+  'q_schedules',
+];
 
 const { fresh, pools } = useSchemaPerTest('mig', 4);
 

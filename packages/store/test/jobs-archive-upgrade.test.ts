@@ -81,11 +81,22 @@ afterAll(async () => {
 });
 
 // The columns a later migration added (0009: snoozes, progress; 0010: job_key; 0011: job_group,
-// limit_scope, limit_slot) hold their defaults and are left out of the comparison with the rows written before.
+// limit_scope, limit_slot; 0014: flow_id, flow_ref, parents_left) hold their defaults and are left out of the comparison with the rows written before.
 const rowsOf = async (table: string): Promise<Array<Record<string, unknown>>> =>
   (await admin.query<{ row: Record<string, unknown> }>(`SELECT to_jsonb(t.*) AS row FROM ${q}.${table} t ORDER BY id`)).rows.map((r) => {
-    const { snoozes, progress, job_key: jobKey, job_group: group, limit_scope: scope, limit_slot: slot, ...rest } = r.row;
-    expect([snoozes, progress, jobKey, group, scope, slot]).toEqual([0, null, null, null, null, null]);
+    const {
+      snoozes,
+      progress,
+      job_key: jobKey,
+      job_group: group,
+      limit_scope: scope,
+      limit_slot: slot,
+      flow_id: flow,
+      flow_ref: ref,
+      parents_left: left,
+      ...rest
+    } = r.row;
+    expect([snoozes, progress, jobKey, group, scope, slot, flow, ref, left]).toEqual([0, null, null, null, null, null, null, null, null]);
     return rest;
   });
 

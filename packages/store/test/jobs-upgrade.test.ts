@@ -110,6 +110,8 @@ describe('migration 0004 (q_ prefix) on a database of the previous schema', () =
     );
     expect(idx.rows.map((r) => r.n)).toEqual([
       'q_jobs_dequeue_idx',
+      // Migration 0014: a flow's live nodes.
+      'q_jobs_flow_idx',
       // Migration 0011: each group's queued jobs in dequeue order.
       'q_jobs_group_dequeue_idx',
       // Migration 0009 dropped q_jobs_idempotency_key_key: keys are held per queue and type in q_jobs_idempotency_keys.

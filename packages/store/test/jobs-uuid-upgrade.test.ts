@@ -73,9 +73,20 @@ describe('migration 0007 (uuids that carry their job id) on a database of the pr
         `SELECT to_jsonb(j.*) AS row FROM ${q}.q_jobs_all j WHERE id = $1`,
         [row.id],
       );
-      // Less the columns a later migration added (0009, 0010, 0011), which hold their defaults.
-      const { snoozes, progress, job_key: jobKey, job_group: group, limit_scope: scope, limit_slot: slot, ...rest } = now[0]!.row;
-      expect([snoozes, progress, jobKey, group, scope, slot]).toEqual([0, null, null, null, null, null]);
+      // Less the columns a later migration added (0009, 0010, 0011, 0014), which hold their defaults.
+      const {
+        snoozes,
+        progress,
+        job_key: jobKey,
+        job_group: group,
+        limit_scope: scope,
+        limit_slot: slot,
+        flow_id: flow,
+        flow_ref: ref,
+        parents_left: left,
+        ...rest
+      } = now[0]!.row;
+      expect([snoozes, progress, jobKey, group, scope, slot, flow, ref, left]).toEqual([0, null, null, null, null, null, null, null, null]);
       expect(rest, status).toEqual(row);
     }
     // Every live job made before the migration is in the partial index.

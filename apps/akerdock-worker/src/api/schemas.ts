@@ -2,7 +2,7 @@
 // and openapi.ts turns the same objects into /openapi.json, so the document cannot drift.
 import { KNOWN_QUEUES } from '../config.js';
 
-const JOB_STATUSES = ['scheduled', 'queued', 'leased', 'running', 'retry_wait', 'succeeded', 'cancelled', 'dead_letter'];
+const JOB_STATUSES = ['scheduled', 'queued', 'leased', 'running', 'retry_wait', 'succeeded', 'cancelled', 'dead_letter', 'waiting'];
 
 const nullableString = { type: ['string', 'null'] } as const;
 const nullableDate = { type: ['string', 'null'], format: 'date-time' } as const;

@@ -128,7 +128,7 @@ export interface CliIo {
 class UsageError extends Error {}
 
 /** The job statuses `list --status` takes (the admin API's enum). */
-const JOB_STATUSES = ['scheduled', 'queued', 'leased', 'running', 'retry_wait', 'succeeded', 'cancelled', 'dead_letter'] as const;
+const JOB_STATUSES = ['scheduled', 'queued', 'leased', 'running', 'retry_wait', 'succeeded', 'cancelled', 'dead_letter', 'waiting'] as const;
 
 /** The payload text of `--payload-file`; a file that cannot be read is a usage error (exit 2). */
 function readPayloadFile(file: string | undefined): string | undefined {

@@ -26,6 +26,7 @@ export const jobStatus = pgEnum('q_job_status', [
   'succeeded',
   'cancelled',
   'dead_letter',
+  'waiting',
 ]);
 
 /**
@@ -83,6 +84,12 @@ function jobColumns<I, U, S>(id: I, jobUuid: U, status: S) {
     limitScope: uuid('limit_scope'),
     /** The slot number it holds under `limitScope`, below the limit; unique among leased/running jobs. Migration 0011. */
     limitSlot: integer('limit_slot'),
+    /** The flow the job is a node of (null: none). Migration 0014. */
+    flowId: uuid('flow_id'),
+    /** The node's name in its flow. Migration 0014. */
+    flowRef: text('flow_ref'),
+    /** While `waiting`: how many of its parents are not done yet; it is queued when this reaches 0. Migration 0014. */
+    parentsLeft: integer('parents_left'),
   };
 }
 
@@ -134,6 +141,9 @@ export const jobs = pgTable(
     // For `list` by a rare status (a dead-letter listing would otherwise walk the primary key
     // through every finished job). Queued and succeeded rows are found by that walk at once,
     // leased/running ones through jobs_lease_expiry_idx, so the hot statuses stay out of it.
+    index('q_jobs_flow_idx')
+      .on(t.flowId)
+      .where(sql`flow_id IS NOT NULL`),
     index('q_jobs_status_id_idx')
       .on(t.status, t.id.desc())
       .where(sql`status IN ('scheduled', 'retry_wait', 'dead_letter', 'cancelled')`),
@@ -161,6 +171,9 @@ export const jobsArchive = pgTable(
       .on(t.teamId, t.id.desc())
       .where(sql`team_id IS NOT NULL`),
     index('q_jobs_archive_finished_at_idx').using('brin', t.finishedAt),
+    index('q_jobs_archive_flow_idx')
+      .on(t.flowId)
+      .where(sql`flow_id IS NOT NULL`),
   ],
 );
 
@@ -233,4 +246,43 @@ export const jobRateSlots = pgTable(
     windowMs: integer('window_ms').notNull(),
   },
   (t) => [primaryKey({ name: 'q_job_rate_slots_pkey', columns: [t.scope, t.slot] })],
+);
+
+/**
+ * Flows (migration 0014): one row per job graph inserted by `JobStore.flow`. Its nodes are the
+ * jobs whose `flow_id` names it; an idempotency key, when given, is unique among flows.
+ */
+export const flows = pgTable(
+  'q_flows',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    name: text('name'),
+    idempotencyKey: text('idempotency_key'),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    uniqueIndex('q_flows_idempotency_key_key')
+      .on(t.idempotencyKey)
+      .where(sql`idempotency_key IS NOT NULL`),
+  ],
+);
+
+/**
+ * The edges of flows (migration 0014): the child job waits for the parent job. `on_failure` is
+ * what the parent's dead letter or cancel does to the child: `fail`, `continue`, `ignore` or
+ * `cancel` (trigger `q_jobs_flow_finished`).
+ */
+export const jobEdges = pgTable(
+  'q_job_edges',
+  {
+    parentId: bigint('parent_id', { mode: 'number' }).notNull(),
+    childId: bigint('child_id', { mode: 'number' }).notNull(),
+    onFailure: text('on_failure').notNull().default('fail'),
+  },
+  (t) => [
+    primaryKey({ name: 'q_job_edges_pkey', columns: [t.parentId, t.childId] }),
+    index('q_job_edges_child_idx').on(t.childId, t.parentId),
+    check('q_job_edges_on_failure_check', sql`on_failure IN ('fail', 'continue', 'ignore', 'cancel')`),
+    check('q_job_edges_no_self_check', sql`parent_id <> child_id`),
+  ],
 );

@@ -11,6 +11,7 @@ export {
 } from './job-store.js';
 export { MAINTENANCE_LEADERSHIP, type LeaderLease, type LeaderMaintenanceResult } from './leadership.js';
 export type { MaintenanceFailure } from './ops/maintenance.js';
+export type { FlowCancelled } from './sql/cancel-flow.js';
 export type { JobStoreFromPoolOptions, JobStoreOpenOptions, JobStoreSchemaOptions } from './options.js';
 export { JobListener, type JobListenerHandlers, type JobNotification } from './listener.js';
 export { FINISHED_STATUSES, type WaitForOptions } from './finish-waiters.js';
@@ -25,6 +26,16 @@ export {
   type GroupLimit,
   type GroupRunning,
   type EnqueueResult,
+  type FlowDependency,
+  type FlowFailurePolicy,
+  type FlowEdge,
+  type FlowInfo,
+  type FlowNode,
+  type FlowParent,
+  type FlowResult,
+  FLOW_FAILURE_POLICIES,
+  MAX_FLOW_NODES,
+  type NewFlow,
   type Job,
   type JobLease,
   type JobKeyMode,

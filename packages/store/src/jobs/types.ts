@@ -1,10 +1,21 @@
 /** Job states, in the order the `q_job_status` enum declares them. */
-export const JOB_STATUSES = ['scheduled', 'queued', 'leased', 'running', 'retry_wait', 'succeeded', 'cancelled', 'dead_letter'] as const;
+export const JOB_STATUSES = [
+  'scheduled',
+  'queued',
+  'leased',
+  'running',
+  'retry_wait',
+  'succeeded',
+  'cancelled',
+  'dead_letter',
+  'waiting',
+] as const;
 
 /**
  * Where a job is in its life: `scheduled` (future `runAt`), `queued` (eligible), `leased` (claimed
  * by a worker), `running`, `retry_wait` (failed, waiting for its backoff), and the terminal
- * `succeeded`, `cancelled`, `dead_letter`. There is no `failed`.
+ * `succeeded`, `cancelled`, `dead_letter`. There is no `failed`. A node of a flow whose parents are
+ * not all done yet is `waiting` (declared last: it came last, migration 0014).
  */
 export type JobStatus = (typeof JOB_STATUSES)[number];
 
@@ -207,6 +218,8 @@ export interface JobListFilter {
   queue?: string;
   type?: string;
   teamId?: number;
+  /** Only the nodes of this flow (`JobStore.flow`'s `flowId`, a UUID). */
+  flowId?: string;
   /** Opaque cursor from a previous page's `nextCursor`. */
   cursor?: string;
   /** 1–100, default 25. */
@@ -292,4 +305,100 @@ export interface ClaimOptions {
   fair?: boolean;
   /** Round-robin weights per group (an integer from 1; absent: 1): a group of weight 3 gets three jobs a round. */
   weights?: Readonly<Record<string, number>>;
+}
+
+/**
+ * What a node's child does when this parent ends in the dead letter or is cancelled:
+ * `fail` (the default: the child is dead-lettered with a reason naming the parent, and the failure
+ * cascades to its own children by their policies), `continue` (the edge counts as done: the child
+ * runs once its other parents are done, and sees the failure among its parents), `ignore` (the
+ * edge is dropped: it counts as done and the child does not see the parent), `cancel` (the child
+ * and all its descendants are cancelled).
+ */
+export type FlowFailurePolicy = 'fail' | 'continue' | 'ignore' | 'cancel';
+
+/** The failure policies, in the order {@link FlowFailurePolicy} lists them. */
+export const FLOW_FAILURE_POLICIES: readonly FlowFailurePolicy[] = ['fail', 'continue', 'ignore', 'cancel'];
+
+/** A parent of a flow node, with the policy its failure applies to the node. */
+export interface FlowDependency {
+  /** The parent's `ref` in the same flow. */
+  ref: string;
+  /** Default `fail`. */
+  onFailure?: FlowFailurePolicy;
+}
+
+/** One node of a new flow: a job, queued once every parent it depends on has succeeded. */
+export interface FlowNode {
+  /** The node's name, unique in its flow: children name their parents by it, and the result is keyed by it. */
+  ref: string;
+  /** The job type (as {@link NewJob.type}). */
+  type: string;
+  /** As {@link NewJob.payload}. */
+  payload?: unknown;
+  /** Default `default`. */
+  queue?: string;
+  /** As {@link NewJob.priority}. */
+  priority?: number;
+  /** As {@link NewJob.maxAttempts}. */
+  maxAttempts?: number;
+  /** As {@link NewJob.idempotencyKey}: a key another job holds fails the whole flow (`DUPLICATE`). */
+  idempotencyKey?: string;
+  /** The parents, by `ref` (policy `fail`) or with a policy each. A node without parents is queued at once. */
+  dependsOn?: ReadonlyArray<string | FlowDependency>;
+}
+
+/** A job graph for {@link JobStore.flow}. */
+export interface NewFlow {
+  /** A name shown with the flow (any text). */
+  name?: string;
+  /** Unique among flows: a second flow with this key returns the first one instead. */
+  idempotencyKey?: string;
+  /** The nodes, 1 to {@link MAX_FLOW_NODES}; their edges must form no cycle. */
+  nodes: readonly FlowNode[];
+}
+
+/** The most nodes one flow may have. */
+export const MAX_FLOW_NODES = 100_000;
+
+/** What {@link JobStore.flow} inserted (or found, by the flow's idempotency key). */
+export interface FlowResult {
+  /** The flow's id (a UUID). */
+  flowId: string;
+  /** False when the flow's idempotency key returned a flow inserted before. */
+  created: boolean;
+  /** Each node's job, by its `ref`. */
+  jobs: Record<string, Job>;
+}
+
+/** A parent of a flow node, as the node's handler reads it (`ctx.parents`). */
+export interface FlowParent {
+  /** `succeeded`, or (policy `continue`) `dead_letter` or `cancelled`; live statuses only in a flow changed by hand. */
+  status: JobStatus;
+  /** What the parent's handler returned (JSON), or null. */
+  result: unknown;
+  /** The parent's last error message (without its stack); null when it succeeded (a retried attempt's error is not its outcome). */
+  error: string | null;
+}
+
+/** An edge of a flow, by the refs of its nodes. */
+export interface FlowEdge {
+  parent: string;
+  child: string;
+  onFailure: FlowFailurePolicy;
+}
+
+/** A flow as {@link JobStore.getFlow} reads it. */
+export interface FlowInfo {
+  /** The flow's id (a UUID). */
+  id: string;
+  name: string | null;
+  idempotencyKey: string | null;
+  createdAt: Date;
+  /** When its last node finished, once every node has (`null` while any is live). */
+  finishedAt: Date | null;
+  /** Each node's job (with its status and timestamps: created, run from, updated, finished), by ref. */
+  nodes: Record<string, Job>;
+  /** Its edges (those the `ignore` policy dropped are gone). */
+  edges: FlowEdge[];
 }

@@ -3,8 +3,12 @@ import { QError, QErrorCode, invalidArgument } from '@q/schema';
 import { checkName, checkText } from '@q/schema/internal';
 import { jsonText, overLimit, repairJson, sizeProblem, tryStringify } from './json.js';
 import {
+  FLOW_FAILURE_POLICIES,
   JOB_STATUSES,
+  MAX_FLOW_NODES,
   type ClaimOptions,
+  type FlowFailurePolicy,
+  type NewFlow,
   type JobLease,
   type JobListFilter,
   type JobOutcome,
@@ -14,6 +18,7 @@ import {
 } from './types.js';
 import type { EnqueueBatch, JobKeyed } from './sql/enqueue-jobs.js';
 import type { ListParams } from './sql/list-jobs.js';
+import type { FlowBatch } from './sql/insert-flow.js';
 import { decodeCursor } from './cursor.js';
 import { checkGroupOptions, type CheckedGroups } from './group-claims.js';
 
@@ -58,7 +63,8 @@ export function checkListFilter(filter: JobListFilter): ListParams {
   }
   if (filter.teamId !== undefined && !Number.isSafeInteger(filter.teamId)) throw invalidArgument('teamId must be a safe integer');
   const beforeId = filter.cursor === undefined || filter.cursor === null ? null : decodeCursor(filter.cursor);
-  return { status, queue: filter.queue ?? null, type: filter.type ?? null, teamId: filter.teamId ?? null, beforeId, limit };
+  const flowId = filter.flowId === undefined || filter.flowId === null ? null : checkUuid(filter.flowId, 'list: flowId');
+  return { status, queue: filter.queue ?? null, type: filter.type ?? null, teamId: filter.teamId ?? null, flowId, beforeId, limit };
 }
 
 /** `JobStore.purgeFinished`'s age: milliseconds from 0 to 100 years. */
@@ -398,4 +404,201 @@ export function outcomeRow(o: JobOutcome): { result: string | null; error: strin
     default:
       throw invalidArgument('outcome status must be succeeded, retry_wait, dead_letter or cancelled');
   }
+}
+
+/**
+ * A flow checked and flattened into the column arrays of its insert (see sql/insert-flow.ts),
+ * or `INVALID_ARGUMENT` naming the node, before anything is written: no nodes or more than
+ * {@link MAX_FLOW_NODES}, a bad ref, a ref given twice, a node with a `request` (inference steps
+ * are not supported yet) or without a valid type, payload, queue, priority, attempt limit or key,
+ * a parent that is not a node of the flow, a node depending on itself or on one parent twice, a
+ * policy that is none of {@link FLOW_FAILURE_POLICIES}, and edges that form a cycle.
+ */
+export function toFlowBatch(input: NewFlow, opts: { external?: boolean } = {}): FlowBatch {
+  if (!input || typeof input !== 'object') throw invalidArgument('flow: the flow must be an object with nodes');
+  const name = input.name === undefined || input.name === null ? null : checkText('flow', 'name', input.name);
+  const idempotencyKey =
+    input.idempotencyKey === undefined || input.idempotencyKey === null ? null : checkName('flow', 'idempotencyKey', input.idempotencyKey);
+  const nodes: unknown = input.nodes;
+  if (!Array.isArray(nodes) || nodes.length === 0) throw invalidArgument('flow: nodes must be a non-empty array');
+  if (nodes.length > MAX_FLOW_NODES) throw invalidArgument(`flow: nodes must be at most ${MAX_FLOW_NODES}, got ${nodes.length}`);
+  const list = nodes as NewFlow['nodes'];
+  const index = new Map<string, number>();
+  list.forEach((node, i) => {
+    if (!node || typeof node !== 'object') throw invalidArgument(`flow: node ${i} must be an object`);
+    const ref = checkName('flow', `the ref of node ${i}`, node.ref);
+    if (index.has(ref)) throw invalidArgument(`flow: node refs must be unique, ${JSON.stringify(ref)} is given twice`);
+    index.set(ref, i);
+  });
+  const b: FlowBatch = {
+    name,
+    idempotencyKey,
+    refs: [],
+    uuids: [],
+    queues: [],
+    types: [],
+    payloads: [],
+    priorities: [],
+    maxAttempts: [],
+    idempotencyKeys: [],
+    parents: [],
+    edgeParents: [],
+    edgeChildren: [],
+    edgePolicies: [],
+    externalParents: [],
+    externalChildren: [],
+    externalPolicies: [],
+  };
+  const children: number[][] = list.map(() => []);
+  list.forEach((node, i) => {
+    const named = JSON.stringify(node.ref);
+    if ('request' in node && (node as { request?: unknown }).request !== undefined) {
+      if (node.type !== undefined) throw invalidArgument(`flow: node ${named} must have either a type or a request, not both`);
+      throw invalidArgument(`flow: node ${named} must have a type (inference steps, request, are not supported yet)`);
+    }
+    let one: EnqueueBatch;
+    try {
+      one = toEnqueueBatch([
+        {
+          queue: node.queue ?? 'default',
+          type: node.type,
+          payload: node.payload,
+          priority: node.priority,
+          maxAttempts: node.maxAttempts,
+          idempotencyKey: node.idempotencyKey,
+        },
+      ]);
+    } catch (err) {
+      if (err instanceof QError) throw new QError(err.code, `flow: node ${named}: ${err.message.replace(/^enqueue: /, '')}`, { cause: err });
+      throw err;
+    }
+    b.refs.push(node.ref);
+    b.uuids.push(at0(one.uuids));
+    b.queues.push(at0(one.queues));
+    b.types.push(at0(one.types));
+    b.payloads.push(at0(one.payloads));
+    b.priorities.push(at0(one.priorities));
+    b.maxAttempts.push(at0(one.maxAttempts));
+    b.idempotencyKeys.push(one.idempotencyKeys[0] ?? null);
+    const deps: unknown = node.dependsOn ?? [];
+    if (!Array.isArray(deps)) throw invalidArgument(`flow: node ${named} dependsOn must be an array of refs or { ref, onFailure }`);
+    const seen = new Set<number>();
+    for (const dep of deps as unknown[]) {
+      const parentRef: unknown = typeof dep === 'string' ? dep : (dep as { ref?: unknown } | null)?.ref;
+      const policy: unknown = typeof dep === 'string' ? 'fail' : ((dep as { onFailure?: unknown } | null)?.onFailure ?? 'fail');
+      if (typeof parentRef !== 'string') throw invalidArgument(`flow: node ${named} dependsOn must be an array of refs or { ref, onFailure }`);
+      const p = index.get(parentRef);
+      if (p === undefined && opts.external) {
+        // A node already in the flow (JobStore.addFlowNodes): checked once the flow is read.
+        if (!(FLOW_FAILURE_POLICIES as readonly unknown[]).includes(policy)) {
+          throw invalidArgument(`flow: node ${named} onFailure must be one of ${FLOW_FAILURE_POLICIES.join(', ')}`);
+        }
+        if (b.externalParents.some((r, k) => r === parentRef && b.externalChildren[k] === i + 1)) {
+          throw invalidArgument(`flow: node ${named} must not depend on ${JSON.stringify(parentRef)} twice`);
+        }
+        b.externalParents.push(parentRef);
+        b.externalChildren.push(i + 1);
+        b.externalPolicies.push(policy as FlowFailurePolicy);
+        continue;
+      }
+      if (p === undefined) throw invalidArgument(`flow: node ${named} must depend on nodes of the flow, ${JSON.stringify(parentRef)} is not one`);
+      if (p === i) throw invalidArgument(`flow: node ${named} must not depend on itself`);
+      if (seen.has(p)) throw invalidArgument(`flow: node ${named} must not depend on ${JSON.stringify(parentRef)} twice`);
+      if (!(FLOW_FAILURE_POLICIES as readonly unknown[]).includes(policy)) {
+        throw invalidArgument(`flow: node ${named} onFailure must be one of ${FLOW_FAILURE_POLICIES.join(', ')}`);
+      }
+      seen.add(p);
+      children[p]?.push(i);
+      // 1-based: the insert joins edges to its input rows WITH ORDINALITY.
+      b.edgeParents.push(p + 1);
+      b.edgeChildren.push(i + 1);
+      b.edgePolicies.push(policy as FlowFailurePolicy);
+    }
+    b.parents.push(seen.size);
+  });
+  const cyclic = cycleMember(children, b.parents);
+  if (cyclic !== null) throw invalidArgument(`flow: nodes must not form a cycle, node ${JSON.stringify(b.refs[cyclic] ?? '')} is on one`);
+  checkCallSize(
+    'flow',
+    'payload JSON',
+    b.payloads.map((p) => p.length),
+  );
+  return inTopologicalOrder(b, children);
+}
+
+/**
+ * The batch with its nodes in a topological order (parents first; otherwise as listed), so that
+ * the ids the insert draws in that order put every parent below its children: whatever locks
+ * a flow's jobs in id order (a cancelFlow, the release's and the failure walk's locks) then
+ * locks them parents first, as a completion does (the parent's row, then its children's).
+ */
+function inTopologicalOrder(b: FlowBatch, children: readonly number[][]): FlowBatch {
+  const left = [...b.parents];
+  const order: number[] = [];
+  left.forEach((n, i) => n === 0 && order.push(i));
+  for (let k = 0; k < order.length; k++) {
+    for (const c of children[order[k] ?? 0] ?? []) {
+      const n = (left[c] ?? 0) - 1;
+      left[c] = n;
+      if (n === 0) order.push(c);
+    }
+  }
+  const pos = new Array<number>(order.length);
+  order.forEach((i, k) => (pos[i] = k));
+  const pick = <T>(a: T[]): T[] => order.map((i) => a[i] as T);
+  return {
+    ...b,
+    refs: pick(b.refs),
+    uuids: pick(b.uuids),
+    queues: pick(b.queues),
+    types: pick(b.types),
+    payloads: pick(b.payloads),
+    priorities: pick(b.priorities),
+    maxAttempts: pick(b.maxAttempts),
+    idempotencyKeys: pick(b.idempotencyKeys),
+    parents: pick(b.parents),
+    edgeParents: b.edgeParents.map((p) => (pos[p - 1] ?? 0) + 1),
+    edgeChildren: b.edgeChildren.map((c) => (pos[c - 1] ?? 0) + 1),
+    externalChildren: b.externalChildren.map((c) => (pos[c - 1] ?? 0) + 1),
+  };
+}
+
+function at0<T>(a: readonly (T | undefined)[]): T {
+  const v = a[0];
+  if (v === undefined) throw new Error('flow: empty column');
+  return v;
+}
+
+/**
+ * A node on a cycle of the graph (`children[i]`: the nodes depending on i; `parents[i]`: how many
+ * i depends on), or null when it has none: Kahn's order, then from a node it never reached, the
+ * parents followed back until one repeats.
+ */
+function cycleMember(children: readonly number[][], parents: readonly number[]): number | null {
+  const left = [...parents];
+  const ready: number[] = [];
+  left.forEach((n, i) => n === 0 && ready.push(i));
+  let done = 0;
+  while (ready.length > 0) {
+    const i = ready.pop() as number;
+    done++;
+    for (const c of children[i] ?? []) {
+      const n = (left[c] ?? 0) - 1;
+      left[c] = n;
+      if (n === 0) ready.push(c);
+    }
+  }
+  if (done === parents.length) return null;
+  // Every unreached node has an unreached parent: walk parents until a node repeats.
+  const parentOf = new Map<number, number>();
+  children.forEach((cs, p) => {
+    for (const c of cs) if ((left[c] ?? 0) > 0 && (left[p] ?? 0) > 0) parentOf.set(c, p);
+  });
+  let node = left.findIndex((n) => n > 0);
+  const visited = new Set<number>();
+  while (!visited.has(node)) {
+    visited.add(node);
+    node = parentOf.get(node) ?? node;
+  }
+  return node;
 }

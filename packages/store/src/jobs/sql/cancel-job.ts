@@ -9,11 +9,11 @@ import type { Queryable } from './db.js';
 const TEXT = `
 WITH c AS (
   UPDATE __q_schema__.q_jobs AS jobs SET
-    status = CASE WHEN status IN ('queued', 'scheduled', 'retry_wait') THEN 'cancelled'::__q_schema__.q_job_status ELSE status END,
-    finished_at = CASE WHEN status IN ('queued', 'scheduled', 'retry_wait') THEN now() ELSE finished_at END,
+    status = CASE WHEN status IN ('queued', 'scheduled', 'retry_wait', 'waiting') THEN 'cancelled'::__q_schema__.q_job_status ELSE status END,
+    finished_at = CASE WHEN status IN ('queued', 'scheduled', 'retry_wait', 'waiting') THEN now() ELSE finished_at END,
     cancel_requested_at = coalesce(cancel_requested_at, now()),
     updated_at = now()
-  WHERE ${liveJobByUuid('jobs', '$1')} AND status IN ('queued', 'scheduled', 'retry_wait', 'leased', 'running')
+  WHERE ${liveJobByUuid('jobs', '$1')} AND status IN ('queued', 'scheduled', 'retry_wait', 'waiting', 'leased', 'running')
   RETURNING id, status
 )
 SELECT c.id, c.status,

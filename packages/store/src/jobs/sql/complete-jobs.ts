@@ -74,7 +74,7 @@ const FINAL = (row: string, given: string) =>
 const ARCHIVE_COLUMNS = `id, uuid, queue, job_type, payload, status, priority, run_at, attempt, max_attempts,
   idempotency_key, lock_key, leased_by, lease_token, lease_expires_at, heartbeat_at, cancel_requested_at, last_error,
   steps, result, retry_of_id, team_id, resource_id, correlation_id, dead_lettered_at, finished_at, created_at,
-  updated_at, resume_count, snoozes, progress, job_key, job_group, limit_scope, limit_slot`;
+  updated_at, resume_count, snoozes, progress, job_key, job_group, limit_scope, limit_slot, flow_id, flow_ref, parents_left`;
 
 /**
  * The CTEs that write a completion batch (parameters $1–$7), ending in `done(id, token, status)`:
@@ -97,7 +97,7 @@ gone AS (
          CASE WHEN given_status = 'succeeded' THEN given_result::jsonb ELSE result END,
          retry_of_id, team_id, resource_id, correlation_id,
          CASE final WHEN 'dead_letter' THEN now() ELSE dead_lettered_at END, now(), created_at, now(), resume_count,
-         snoozes, progress, job_key, job_group, limit_scope, limit_slot
+         snoozes, progress, job_key, job_group, limit_scope, limit_slot, flow_id, flow_ref, parents_left
   FROM gone
 ), waits AS (
   UPDATE __q_schema__.q_jobs AS jobs SET
