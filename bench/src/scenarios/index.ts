@@ -1,5 +1,6 @@
 import type { Scenario } from '../scenario.js';
 import { dispatchDemo, dispatchSaturated } from './dispatch.js';
+import { flowChain, flowFanout } from './flows.js';
 import { jobGroupsFair, jobGroupsLimit } from './groups.js';
 import { jobDrain, jobEnqueue, jobLatency, jobWorkMany } from './jobs.js';
 import { jobDrainHeldXmin, jobDrainRetained } from './jobs-history.js';
@@ -21,6 +22,8 @@ export function allScenarios(): Scenario[] {
     jobDrainHeldXmin(),
     jobGroupsLimit(),
     jobGroupsFair(),
+    flowFanout(),
+    flowChain(),
     requestEnqueue(),
     requestDispatchAck(1),
     requestDispatchAck(2),
