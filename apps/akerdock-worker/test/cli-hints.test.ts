@@ -67,7 +67,7 @@ describe('q-jobs hints', () => {
     const r = await cli(['list', '--status', 'failed']);
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(
-      /^--status must be one of scheduled, queued, leased, running, retry_wait, succeeded, cancelled, dead_letter, got "failed"\n/,
+      /^--status must be one of scheduled, queued, leased, running, retry_wait, succeeded, cancelled, dead_letter, waiting, got "failed"\n/,
     );
   });
 
