@@ -4,6 +4,7 @@ import {
   joinErrorStack,
   progressJson,
   splitErrorText,
+  type FlowNode,
   type FlowParent,
   type Job,
   type JobLease,
@@ -11,7 +12,7 @@ import {
   type SnoozeResult,
 } from '@q/store/jobs';
 import type { Completer } from './completer.js';
-import { DeadLetterError, JobSnoozeError, checkSnoozeMs } from './errors.js';
+import { DeadLetterError, JobAbortedError, JobSnoozeError, checkSnoozeMs } from './errors.js';
 import type { WorkerEvents } from './events.js';
 import type { Execution } from './execution.js';
 import { errorFields, firstLine, logsAt, type Logger } from './logger.js';
@@ -51,6 +52,8 @@ export interface AttemptConfig {
   maxSnoozes: number;
   /** Reads the parents of a flow node (the store's `flowParents`), for `ctx.parents`. */
   parents: (job: Job) => Promise<Record<string, FlowParent>>;
+  /** Adds nodes to the flow of the job holding the lease (the store's `addFlowNodes`; null: fenced), for `ctx.flow.add`. */
+  addFlowNodes: (lease: JobLease, nodes: readonly FlowNode[]) => Promise<Record<string, Job> | null>;
 }
 
 /**
@@ -61,17 +64,28 @@ export interface AttemptConfig {
  */
 class AttemptContext implements HandlerContext {
   readonly #e: Execution;
-  readonly #readParents: (job: Job) => Promise<Record<string, FlowParent>>;
+  readonly #c: Pick<AttemptConfig, 'parents' | 'addFlowNodes'>;
   #parents: Promise<Record<string, FlowParent>> | undefined;
 
-  constructor(e: Execution, readParents: (job: Job) => Promise<Record<string, FlowParent>>) {
+  constructor(e: Execution, c: Pick<AttemptConfig, 'parents' | 'addFlowNodes'>) {
     this.#e = e;
-    this.#readParents = readParents;
+    this.#c = c;
+  }
+
+  get flow(): { add(nodes: readonly FlowNode[]): Promise<Record<string, Job>> } {
+    const { job } = this.#e;
+    return {
+      add: async (nodes) => {
+        const added = await this.#c.addFlowNodes(job, nodes);
+        if (added === null) throw new JobAbortedError('lease_lost');
+        return added;
+      },
+    };
   }
 
   // Lazily, one read per attempt: most jobs are in no flow, and most handlers never ask.
   get parents(): Promise<Record<string, FlowParent>> {
-    return (this.#parents ??= this.#readParents(this.#e.job));
+    return (this.#parents ??= this.#c.parents(this.#e.job));
   }
 
   get signal(): AbortSignal {
@@ -155,7 +169,7 @@ export class AttemptRunner {
     const started = performance.now();
     let outcome: JobOutcome;
     let error: string | undefined;
-    const ctx = new AttemptContext(e, c.parents);
+    const ctx = new AttemptContext(e, c);
     let span: Span | undefined;
     let snoozeMs: number | undefined;
     try {

@@ -326,6 +326,15 @@ export class JobQueue {
   }
 
   /**
+   * Runs the flow's failed nodes again in place (see `JobStore.retryFlow`): `mode: 'failed'` the
+   * nodes in the dead letter or cancelled, `'failed-and-downstream'` also the finished nodes
+   * below them. Each waits again for its parents that are not succeeded. Returns how many.
+   */
+  retryFlow(flowId: string, opts: { mode: 'failed' | 'failed-and-downstream' } = { mode: 'failed' }): Promise<{ retried: number }> {
+    return this.#store.retryFlow(flowId, opts);
+  }
+
+  /**
    * The groups with jobs leased or running now, and how many, most first (what per-group
    * `limits` hold); `queue` for one queue, `limit` 1–1,000 groups (default 100).
    */

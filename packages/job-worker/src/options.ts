@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { invalidArgument } from '@q/schema';
 import { LOGGER_METHODS, checkName, checkOptionalFunction, checkOptionalMethods } from '@q/schema/internal';
-import { DEFAULT_MAX_SNOOZES, checkClaimGroups, type FlowParent, type GroupLimit, type Job } from '@q/store/jobs';
+import { DEFAULT_MAX_SNOOZES, checkClaimGroups, type FlowNode, type FlowParent, type GroupLimit, type Job } from '@q/store/jobs';
 import { MAX_PERSISTENT_FAILURES, type WorkerFailure } from './failure-watch.js';
 import { LEASE_DURATION_MS, RETRY_BASE_MS } from './constants.js';
 import { defaultLogger, type Logger } from './logger.js';
@@ -62,6 +62,14 @@ export interface HandlerContext {
    * `dead_letter` or `cancelled`; one dropped by `ignore` is not listed.
    */
   readonly parents: Promise<Record<string, FlowParent>>;
+  /**
+   * Fan-out at run time: `flow.add(nodes)` adds nodes to this node's flow (as `JobQueue.flow`'s
+   * nodes; a node may depend on the new nodes and on nodes already in the flow, this one
+   * included) and resolves with their jobs by ref. Fenced by the lease: rejects with a
+   * {@link JobAbortedError} (`lease_lost`) when this run no longer holds the job, and nothing is
+   * added; `INVALID_STATE` for a job outside flows.
+   */
+  readonly flow: { add(nodes: readonly FlowNode[]): Promise<Record<string, Job>> };
 }
 
 /**

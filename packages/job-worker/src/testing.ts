@@ -352,6 +352,11 @@ export async function runHandler<Payload, Result>(
       return Promise.resolve();
     },
     parents: Promise.resolve({}),
+    flow: {
+      add(): Promise<never> {
+        return Promise.reject(new QError(QErrorCode.INVALID_STATE, 'runHandler: flow.add needs a job of a flow on a queue (use drain)'));
+      },
+    },
   };
   // Only a handler that reported progress has the key: a run's shape is otherwise as it was.
   const reported = (): { progress?: unknown[] } => (progress.length > 0 ? { progress } : {});

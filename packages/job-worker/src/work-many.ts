@@ -13,7 +13,7 @@ import { MAX_CONCURRENCY, type HandlerContext, type HandlerFunc } from './option
  * `{ error: new JobSnoozeError(ms) }` (`ctx.snooze` throws, which would fail the whole batch).
  * A flow node's parents are not read for a batch (`JobStore.flowParents` reads them by job id).
  */
-export interface BatchItem extends Omit<HandlerContext, 'snooze' | 'parents'> {
+export interface BatchItem extends Omit<HandlerContext, 'snooze' | 'parents' | 'flow'> {
   job: Job;
 }
 

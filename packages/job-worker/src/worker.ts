@@ -143,6 +143,7 @@ export class Worker implements WorkerEventSource {
         snooze: (lease, delayMs, max) => store.snooze(lease, delayMs, max),
         maxSnoozes,
         parents: (job) => store.flowParents(job.id),
+        addFlowNodes: (lease, nodes) => store.addFlowNodes(lease, nodes),
       },
       {
         free: (e) => this.#free(e),

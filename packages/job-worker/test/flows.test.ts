@@ -182,3 +182,35 @@ it('waitForFlow rejects for an unknown flow, and on timeout', async () => {
   const late = await queue.waitForFlow(flowId, { timeoutMs: 200 }).catch((e: unknown) => e);
   expect(isQError(late) && late.code === QErrorCode.TIMEOUT, String(late)).toBe(true);
 });
+
+it('fans out at run time: a handler adds one node per page and a summary that reads every page', async () => {
+  const sums: Record<string, FlowParent>[] = [];
+  await withWorkers(
+    2,
+    (w) => {
+      w.register('split', async (job, ctx) => {
+        const pages = (job.payload as { pages: number }).pages;
+        const refs = Array.from({ length: pages }, (_, i) => `page${i}`);
+        await ctx.flow.add([
+          ...refs.map((ref, i) => ({ ref, type: 'page', payload: { i } })),
+          { ref: 'summary', type: 'summary', dependsOn: refs, queue: 'task' },
+        ]);
+        return { pages };
+      });
+      w.register('page', async (job) => ({ words: 10 * ((job.payload as { i: number }).i + 1) }));
+      w.register('summary', async (_job, ctx) => {
+        const parents = await ctx.parents;
+        sums.push(parents);
+        return Object.values(parents).reduce((n, p) => n + (p.result as { words: number }).words, 0);
+      });
+    },
+    async () => {
+      const { flowId } = await queue.flow({ nodes: [{ ref: 'split', type: 'split', payload: { pages: 5 } }] });
+      const flow = await queue.waitForFlow(flowId, { timeoutMs: 15_000 });
+      expect(Object.keys(flow.nodes).sort()).toEqual(['page0', 'page1', 'page2', 'page3', 'page4', 'split', 'summary']);
+      expect(flow.nodes.summary).toMatchObject({ status: 'succeeded', result: 150 });
+    },
+  );
+  expect(sums).toHaveLength(1);
+  expect(Object.keys(sums[0]!).sort()).toEqual(['page0', 'page1', 'page2', 'page3', 'page4']);
+});

@@ -433,3 +433,145 @@ describe('purgeFinished and flows', () => {
     expect((await store.flow({ idempotencyKey: 'purge-me', nodes: [{ ref: 'a', type: 'p', queue: 'fa' }] })).created).toBe(true);
   });
 });
+
+describe('node ids', () => {
+  it('numbers the nodes parents first, whatever order they are listed in', async () => {
+    const { jobs } = await store.flow({
+      nodes: [
+        { ref: 'd', type: 't', dependsOn: ['b', 'c'] },
+        { ref: 'c', type: 't', dependsOn: ['a'] },
+        { ref: 'b', type: 't', dependsOn: ['a'] },
+        { ref: 'a', type: 't' },
+        { ref: 'x', type: 't' },
+      ],
+    });
+    const id = (r: string) => jobs[r]!.id;
+    expect(id('a')).toBeLessThan(id('b'));
+    expect(id('a')).toBeLessThan(id('c'));
+    expect(Math.max(id('b'), id('c'))).toBeLessThan(id('d'));
+    const { rows } = await sql.query<{ p: string; c: string }>(
+      `SELECT p.flow_ref AS p, c.flow_ref AS c FROM q_job_edges e JOIN q_jobs p ON p.id = e.parent_id JOIN q_jobs c ON c.id = e.child_id ORDER BY 1, 2`,
+    );
+    expect(rows).toEqual([
+      { p: 'a', c: 'b' },
+      { p: 'a', c: 'c' },
+      { p: 'b', c: 'd' },
+      { p: 'c', c: 'd' },
+    ]);
+    expect(await statusOf('d')).toMatchObject({ status: 'waiting', parents_left: 2 });
+    expect(await statusOf('x')).toMatchObject({ status: 'queued' });
+  });
+});
+
+describe('retryFlow', () => {
+  const deadLetter = (s: JobStore, j: LeasedJob) => s.complete([{ id: j.id, leaseToken: j.leaseToken, status: 'dead_letter', error: 'boom' }]);
+
+  it("mode 'failed' runs the failed nodes again in place, waiting on their parents; succeeded nodes stay", async () => {
+    const { flowId, jobs } = await store.flow({
+      nodes: [
+        { ref: 'a', type: 'root', queue: 'fa', idempotencyKey: 'root-key' },
+        { ref: 'b', type: 'child', queue: 'fb', dependsOn: ['a'] },
+        { ref: 'c', type: 'child', queue: 'fb', dependsOn: [{ ref: 'a', onFailure: 'continue' }] },
+        { ref: 'd', type: 'join', queue: 'fd', dependsOn: ['b', { ref: 'c', onFailure: 'continue' }] },
+      ],
+    });
+    await deadLetter(store, (await claimOf(store, 'fa'))[0]!);
+    await succeed(store, await claimOf(store, 'fb')); // c runs with a's failure
+    expect(await statuses()).toEqual({ a: 'dead_letter', b: 'dead_letter', c: 'succeeded', d: 'dead_letter' });
+
+    expect(await store.retryFlow(flowId, { mode: 'failed' })).toEqual({ retried: 3 });
+    expect(await statuses()).toEqual({ a: 'queued', b: 'waiting', c: 'succeeded', d: 'waiting' });
+    expect(await statusOf('d')).toMatchObject({ parents_left: 1, last_error: null });
+    const a = await store.get(jobs.a!.uuid);
+    expect(a).toMatchObject({ id: jobs.a!.id, status: 'queued', attempt: 0, lastError: null, finishedAt: null });
+    // Its idempotency key is still held by it.
+    expect((await store.enqueue([{ queue: 'fa', type: 'root', idempotencyKey: 'root-key' }]))[0]!.uuid).toBe(jobs.a!.uuid);
+    // It runs to the end.
+    for (const q of ['fa', 'fb', 'fd']) await succeed(store, await claimOf(store, q));
+    expect(Object.values(await statuses())).toEqual(['succeeded', 'succeeded', 'succeeded', 'succeeded']);
+    expect(await store.retryFlow(flowId, { mode: 'failed' })).toEqual({ retried: 0 });
+  });
+
+  it("mode 'failed-and-downstream' also runs again what finished below a failure", async () => {
+    const { flowId } = await store.flow({
+      nodes: [
+        { ref: 'a', type: 'root', queue: 'fa' },
+        { ref: 'c', type: 'child', queue: 'fb', dependsOn: [{ ref: 'a', onFailure: 'continue' }] },
+        { ref: 'w', type: 'other', queue: 'fz' },
+        { ref: 'x', type: 'join', queue: 'fd', dependsOn: [{ ref: 'a', onFailure: 'continue' }, 'w'] },
+      ],
+    });
+    await deadLetter(store, (await claimOf(store, 'fa'))[0]!);
+    await succeed(store, await claimOf(store, 'fb'));
+    expect(await statuses()).toEqual({ a: 'dead_letter', c: 'succeeded', w: 'queued', x: 'waiting' });
+    expect(await statusOf('x')).toMatchObject({ parents_left: 1 });
+    expect(await store.retryFlow(flowId, { mode: 'failed-and-downstream' })).toEqual({ retried: 2 });
+    // c runs again after a; x, still waiting on w, waits for a again too.
+    expect(await statuses()).toEqual({ a: 'queued', c: 'waiting', w: 'queued', x: 'waiting' });
+    expect(await statusOf('x')).toMatchObject({ parents_left: 2 });
+    await expectInvalid(store.retryFlow(flowId, { mode: 'all' as 'failed' }), /^retryFlow: mode must be failed or failed-and-downstream$/);
+  });
+});
+
+describe('addFlowNodes (fan-out at run time)', () => {
+  it('adds nodes to the running node’s flow, depending on new and existing nodes; the fan-in waits for them all', async () => {
+    const { flowId } = await store.flow({
+      nodes: [
+        { ref: 'first', type: 'first', queue: 'fa' },
+        { ref: 'split', type: 'split', queue: 'fb', dependsOn: ['first'] },
+        { ref: 'slow', type: 'slow', queue: 'fz' },
+      ],
+    });
+    await succeed(store, await claimOf(store, 'fa'));
+    const [split] = await claimOf(store, 'fb');
+    const added = await store.addFlowNodes(split!, [
+      { ref: 'page1', type: 'page', queue: 'fc', payload: { n: 1 } },
+      { ref: 'page2', type: 'page', queue: 'fc', payload: { n: 2 }, dependsOn: ['first'] },
+      { ref: 'sum', type: 'sum', queue: 'fd', dependsOn: ['page1', 'page2', 'slow', 'split'] },
+    ]);
+    expect(Object.keys(added!).sort()).toEqual(['page1', 'page2', 'sum']);
+    // first succeeded (counts as done); slow and split are live (wait for them).
+    expect(await statuses()).toMatchObject({ page1: 'queued', page2: 'queued', sum: 'waiting' });
+    expect(await statusOf('sum')).toMatchObject({ parents_left: 4 });
+    expect(added!.sum!.status).toBe('waiting');
+    expect((await store.getFlow(flowId))!.edges).toContainEqual({ parent: 'slow', child: 'sum', onFailure: 'fail' });
+    await succeed(store, [split!]);
+    await succeed(store, await claimOf(store, 'fc'));
+    expect(await statusOf('sum')).toMatchObject({ status: 'waiting', parents_left: 1 });
+    await succeed(store, await claimOf(store, 'fz'));
+    expect(await statusOf('sum')).toMatchObject({ status: 'queued', parents_left: 0 });
+  });
+
+  it('adds nothing for a stale run, and refuses a ref the flow has, a job outside flows, and a failed parent', async () => {
+    await store.flow({
+      nodes: [
+        { ref: 'a', type: 'a', queue: 'fa' },
+        { ref: 'dead', type: 'd', queue: 'fz' },
+      ],
+    });
+    const [dead] = await claimOf(store, 'fz');
+    await store.complete([{ id: dead!.id, leaseToken: dead!.leaseToken, status: 'dead_letter', error: 'x' }]);
+    const [a] = await claimOf(store, 'fa');
+    await expectInvalid(store.addFlowNodes(a!, [{ ref: 'a', type: 'again' }]), /^addFlowNodes: node "a" ref must be new in its flow$/);
+    await expectInvalid(
+      store.addFlowNodes(a!, [{ ref: 'n', type: 't', dependsOn: ['nope'] }]),
+      /node "n" must depend on nodes of the flow, "nope" is not one/,
+    );
+    const failed = await store.addFlowNodes(a!, [{ ref: 'n', type: 't', dependsOn: ['dead'] }]).catch((e: unknown) => e);
+    expect(isQError(failed) && failed.code === QErrorCode.INVALID_STATE, String(failed)).toBe(true);
+    // The lease lapses and the job is claimed again: the old run is fenced.
+    await sql.query("UPDATE q_jobs SET lease_expires_at = now() - interval '1 second' WHERE flow_ref = 'a'");
+    await store.reapExpired(5);
+    await sql.query("UPDATE q_jobs SET status = 'queued' WHERE flow_ref = 'a'");
+    const [again] = await claimOf(store, 'fa');
+    expect(again!.uuid).toBe(a!.uuid);
+    expect(await store.addFlowNodes(a!, [{ ref: 'late', type: 't' }])).toBeNull();
+    expect(Object.keys(await statuses())).toEqual(['a', 'dead']);
+    expect(Object.keys((await store.addFlowNodes(again!, [{ ref: 'late', type: 't' }]))!)).toEqual(['late']);
+    // A job outside flows.
+    await store.enqueue([{ queue: 'plain', type: 'p' }]);
+    const [plain] = await claimOf(store, 'plain');
+    const outside = await store.addFlowNodes(plain!, [{ ref: 'x', type: 't' }]).catch((e: unknown) => e);
+    expect(isQError(outside) && outside.code === QErrorCode.INVALID_STATE, String(outside)).toBe(true);
+  });
+});

@@ -71,6 +71,10 @@ import { splitErrorText } from './error-text.js';
 import { cancelFlow, type FlowCancelled } from './sql/cancel-flow.js';
 import { QError, QErrorCode } from '@q/schema';
 import { FINISHED_STATUSES } from './finish-waiters.js';
+import { retryFlow } from './sql/retry-flow.js';
+import type { FlowNode } from './types.js';
+import { withTransaction } from '@q/schema/internal';
+import { invalidArgument } from '@q/schema';
 
 /** Crashes a job survives before the reaper dead-letters it (the 4th crash). */
 export const DEFAULT_MAX_RESUMES = 3;
@@ -285,7 +289,8 @@ export class JobStore {
 
   /**
    * The parents of the flow node whose job id is `jobId`, by their refs, each with its status,
-   * result and last error message, in one read: what `ctx.parents` of `@q/job-worker` returns.
+   * result and (unless it succeeded: an earlier attempt's error is not its outcome) last error
+   * message, in one read: what `ctx.parents` of `@q/job-worker` returns.
    * Empty for a job outside flows, a root, and parents whose edge the `ignore` policy dropped.
    */
   /**
@@ -331,6 +336,41 @@ export class JobStore {
     }
   }
 
+  /**
+   * Runs the flow's failed nodes again, in place (same job ids and uuids, so their edges hold):
+   * with `mode: 'failed'`, every node in the dead letter or cancelled; with
+   * `'failed-and-downstream'`, also every finished node below one of them (children that ran
+   * with a parent's failure under `continue`, or succeeded before). Each starts afresh (attempt
+   * 0, no error or result) `waiting` on its parents that are not succeeded, else `queued`; a
+   * waiting node that depends on one of them waits for it again. Returns how many nodes were
+   * retried (0 for an unknown flow or one without failures). Live nodes are left as they are.
+   */
+  async retryFlow(flowId: string, opts: { mode: 'failed' | 'failed-and-downstream' } = { mode: 'failed' }): Promise<{ retried: number }> {
+    checkUuid(flowId, 'retryFlow: flowId');
+    const mode = (opts as { mode?: unknown } | null)?.mode;
+    if (mode !== 'failed' && mode !== 'failed-and-downstream') {
+      throw invalidArgument('retryFlow: mode must be failed or failed-and-downstream');
+    }
+    const ids = await this.#op('retryFlow', () =>
+      withTransaction(this.pool, (c) => retryFlow(this.#scope, c, flowId, mode === 'failed-and-downstream', this.channel)),
+    );
+    return { retried: ids.length };
+  }
+
+  /**
+   * Fan-out at run time: the running flow node holding `lease` adds `nodes` to its own flow
+   * (`ctx.flow.add` of `@q/job-worker`). A node may depend on the other new nodes and on nodes
+   * already in the flow (a succeeded one counts as done; a live one cannot finish before the
+   * add commits, so its release sees the new edge); existing nodes do not gain parents. Returns
+   * the new nodes' jobs by ref, or `null` when the lease is no longer held (nothing is written:
+   * a stale run cannot add). `INVALID_ARGUMENT` as {@link JobStore.flow} for a bad graph and
+   * for a ref the flow already has; `INVALID_STATE` for a job outside flows and for a parent that
+   * ended in the dead letter or cancelled. Adds to one flow are made one at a time.
+   */
+  async addFlowNodes(lease: JobLease, nodes: readonly FlowNode[]): Promise<Record<string, Job> | null> {
+    return flowOps.addNodes(this.#ctx, lease, nodes);
+  }
+
   async flowParents(jobId: number): Promise<Record<string, FlowParent>> {
     checkJobId(jobId);
     const rows = await this.#op('flowParents', () => getFlowParents(this.#scope, this.pool, jobId));
@@ -340,7 +380,7 @@ export class JobStore {
       out[r.flow_ref] = {
         status: r.status,
         result: r.result ?? null,
-        error: r.last_error === null ? null : splitErrorText(r.last_error).message,
+        error: r.status === 'succeeded' || r.last_error === null ? null : splitErrorText(r.last_error).message,
       };
     }
     return out;

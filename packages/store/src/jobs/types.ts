@@ -377,7 +377,7 @@ export interface FlowParent {
   status: JobStatus;
   /** What the parent's handler returned (JSON), or null. */
   result: unknown;
-  /** The parent's last error message (without its stack), or null. */
+  /** The parent's last error message (without its stack); null when it succeeded (a retried attempt's error is not its outcome). */
   error: string | null;
 }
 

@@ -414,7 +414,7 @@ export function outcomeRow(o: JobOutcome): { result: string | null; error: strin
  * a parent that is not a node of the flow, a node depending on itself or on one parent twice, a
  * policy that is none of {@link FLOW_FAILURE_POLICIES}, and edges that form a cycle.
  */
-export function toFlowBatch(input: NewFlow): FlowBatch {
+export function toFlowBatch(input: NewFlow, opts: { external?: boolean } = {}): FlowBatch {
   if (!input || typeof input !== 'object') throw invalidArgument('flow: the flow must be an object with nodes');
   const name = input.name === undefined || input.name === null ? null : checkText('flow', 'name', input.name);
   const idempotencyKey =
@@ -445,6 +445,9 @@ export function toFlowBatch(input: NewFlow): FlowBatch {
     edgeParents: [],
     edgeChildren: [],
     edgePolicies: [],
+    externalParents: [],
+    externalChildren: [],
+    externalPolicies: [],
   };
   const children: number[][] = list.map(() => []);
   list.forEach((node, i) => {
@@ -485,6 +488,19 @@ export function toFlowBatch(input: NewFlow): FlowBatch {
       const policy: unknown = typeof dep === 'string' ? 'fail' : ((dep as { onFailure?: unknown } | null)?.onFailure ?? 'fail');
       if (typeof parentRef !== 'string') throw invalidArgument(`flow: node ${named} dependsOn must be an array of refs or { ref, onFailure }`);
       const p = index.get(parentRef);
+      if (p === undefined && opts.external) {
+        // A node already in the flow (JobStore.addFlowNodes): checked once the flow is read.
+        if (!(FLOW_FAILURE_POLICIES as readonly unknown[]).includes(policy)) {
+          throw invalidArgument(`flow: node ${named} onFailure must be one of ${FLOW_FAILURE_POLICIES.join(', ')}`);
+        }
+        if (b.externalParents.some((r, k) => r === parentRef && b.externalChildren[k] === i + 1)) {
+          throw invalidArgument(`flow: node ${named} must not depend on ${JSON.stringify(parentRef)} twice`);
+        }
+        b.externalParents.push(parentRef);
+        b.externalChildren.push(i + 1);
+        b.externalPolicies.push(policy as FlowFailurePolicy);
+        continue;
+      }
       if (p === undefined) throw invalidArgument(`flow: node ${named} must depend on nodes of the flow, ${JSON.stringify(parentRef)} is not one`);
       if (p === i) throw invalidArgument(`flow: node ${named} must not depend on itself`);
       if (seen.has(p)) throw invalidArgument(`flow: node ${named} must not depend on ${JSON.stringify(parentRef)} twice`);
@@ -507,7 +523,44 @@ export function toFlowBatch(input: NewFlow): FlowBatch {
     'payload JSON',
     b.payloads.map((p) => p.length),
   );
-  return b;
+  return inTopologicalOrder(b, children);
+}
+
+/**
+ * The batch with its nodes in a topological order (parents first; otherwise as listed), so that
+ * the ids the insert draws in that order put every parent below its children: whatever locks
+ * a flow's jobs in id order (a cancelFlow, the release's and the failure walk's locks) then
+ * locks them parents first, as a completion does (the parent's row, then its children's).
+ */
+function inTopologicalOrder(b: FlowBatch, children: readonly number[][]): FlowBatch {
+  const left = [...b.parents];
+  const order: number[] = [];
+  left.forEach((n, i) => n === 0 && order.push(i));
+  for (let k = 0; k < order.length; k++) {
+    for (const c of children[order[k] ?? 0] ?? []) {
+      const n = (left[c] ?? 0) - 1;
+      left[c] = n;
+      if (n === 0) order.push(c);
+    }
+  }
+  const pos = new Array<number>(order.length);
+  order.forEach((i, k) => (pos[i] = k));
+  const pick = <T>(a: T[]): T[] => order.map((i) => a[i] as T);
+  return {
+    ...b,
+    refs: pick(b.refs),
+    uuids: pick(b.uuids),
+    queues: pick(b.queues),
+    types: pick(b.types),
+    payloads: pick(b.payloads),
+    priorities: pick(b.priorities),
+    maxAttempts: pick(b.maxAttempts),
+    idempotencyKeys: pick(b.idempotencyKeys),
+    parents: pick(b.parents),
+    edgeParents: b.edgeParents.map((p) => (pos[p - 1] ?? 0) + 1),
+    edgeChildren: b.edgeChildren.map((c) => (pos[c - 1] ?? 0) + 1),
+    externalChildren: b.externalChildren.map((c) => (pos[c - 1] ?? 0) + 1),
+  };
 }
 
 function at0<T>(a: readonly (T | undefined)[]): T {

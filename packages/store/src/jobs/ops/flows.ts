@@ -1,7 +1,7 @@
 // Flows (#41): a job graph inserted in one call, through the pool or the caller's transaction.
 // The release of children and the failure policies are not here: the trigger of migration 0014
 // (q_jobs_flow_finished) applies them in the transaction that finishes each parent.
-import { QError, QErrorCode } from '@q/schema';
+import { QError, QErrorCode, invalidArgument } from '@q/schema';
 import { withTransaction } from '@q/schema/internal';
 import { checkInTransaction, inCallerTransaction, type InTransaction } from '../../transaction.js';
 import { toJob } from '../row.js';
@@ -9,8 +9,9 @@ import type { Queryable } from '../sql/db.js';
 import { getFlowEdges, getFlowRow, getFlowNodes } from '../sql/get-flow.js';
 import { insertFlow, type FlowBatch, type FlowNodeRow } from '../sql/insert-flow.js';
 import { FINISHED_STATUSES } from '../finish-waiters.js';
-import type { FlowFailurePolicy, FlowInfo, FlowResult, Job, NewFlow } from '../types.js';
-import { toFlowBatch } from '../validate.js';
+import type { FlowFailurePolicy, FlowInfo, FlowResult, Job, JobLease, NewFlow } from '../types.js';
+import { checkLease, toFlowBatch } from '../validate.js';
+import { addFlowNodes, lockFlowNodes, lockFlowOfLease } from '../sql/add-flow-nodes.js';
 import type { JobStoreContext } from './context.js';
 
 /** `JobStore.flow`: checks the graph, then inserts it in one transaction (its own or the caller's, behind a savepoint). */
@@ -77,4 +78,46 @@ export async function getFlow(ctx: JobStoreContext, flowId: string): Promise<Flo
       })),
     };
   });
+}
+
+/**
+ * `JobStore.addFlowNodes`: a running node adds nodes to its own flow (see sql/add-flow-nodes.ts),
+ * fenced by its lease: `null` when the lease is no longer held, and nothing is written.
+ */
+export async function addNodes(ctx: JobStoreContext, lease: JobLease, nodes: NewFlow['nodes']): Promise<Record<string, Job> | null> {
+  checkLease(lease);
+  const batch = toFlowBatch({ nodes }, { external: true });
+  return ctx.op(
+    'addFlowNodes',
+    () =>
+      withTransaction(ctx.pool, async (c) => {
+        const flowId = await lockFlowOfLease(ctx.scope, c, lease.id, lease.leaseToken);
+        if (flowId === undefined) return null;
+        if (flowId === null) throw new QError(QErrorCode.INVALID_STATE, 'addFlowNodes: the job must be a node of a flow');
+        const named = [...new Set([...batch.refs, ...batch.externalParents])];
+        const existing = await lockFlowNodes(ctx.scope, c, flowId, named);
+        for (const ref of batch.refs) {
+          if (existing.has(ref)) throw invalidArgument(`addFlowNodes: node ${JSON.stringify(ref)} ref must be new in its flow`);
+        }
+        const externalIds = batch.externalParents.map((ref, k) => {
+          const parent = existing.get(ref);
+          const child = JSON.stringify(batch.refs[(batch.externalChildren[k] ?? 1) - 1]);
+          if (!parent) throw invalidArgument(`addFlowNodes: node ${child} must depend on nodes of the flow, ${JSON.stringify(ref)} is not one`);
+          if (parent.status === 'dead_letter' || parent.status === 'cancelled') {
+            throw new QError(
+              QErrorCode.INVALID_STATE,
+              `addFlowNodes: node ${child} depends on ${JSON.stringify(ref)}, which ended ${parent.status}`,
+            );
+          }
+          return parent.id;
+        });
+        // A parent not yet succeeded is one more to wait for (locked above: it cannot finish before this commits).
+        batch.externalParents.forEach((ref, k) => {
+          const at = (batch.externalChildren[k] ?? 1) - 1;
+          if (existing.get(ref)?.status !== 'succeeded') batch.parents[at] = (batch.parents[at] ?? 0) + 1;
+        });
+        return byRef(await addFlowNodes(ctx.scope, c, flowId, batch, externalIds, ctx.channel));
+      }),
+    { 'job.count': batch.refs.length },
+  );
 }

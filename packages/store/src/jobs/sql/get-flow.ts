@@ -41,7 +41,7 @@ export async function getFlowRow(scope: StatementScope, db: Queryable, id: strin
   return rows[0];
 }
 
-/** The jobs of the flow's nodes, in id order (the order the nodes were listed in). */
+/** The jobs of the flow's nodes, in id order (parents before their children, see insert-flow.ts). */
 export async function getFlowNodes(scope: StatementScope, db: Queryable, flowId: string): Promise<FlowNodeRow[]> {
   const { rows } = await scope.run<FlowNodeRow>(db, NODES_STMT, [flowId]);
   return rows;

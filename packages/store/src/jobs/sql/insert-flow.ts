@@ -24,10 +24,17 @@ export interface FlowBatch {
   edgeParents: number[];
   edgeChildren: number[];
   edgePolicies: FlowFailurePolicy[];
+  /**
+   * Edges from nodes already in the flow (JobStore.addFlowNodes only; empty for a new flow): the
+   * parent's ref, the child's position (1-based) and the policy.
+   */
+  externalParents: string[];
+  externalChildren: number[];
+  externalPolicies: FlowFailurePolicy[];
 }
 
-// One statement inserts the whole graph: the flow row, every node's job (ids drawn in input
-// order, so a flow's jobs are numbered as its nodes are listed), and every edge, joined to the
+// One statement inserts the whole graph: the flow row, every node's job (ids drawn in the
+// batch's order, a topological one: every parent's id is below its children's), and every edge, joined to the
 // nodes by their position. A flow idempotency key another flow holds inserts nothing (the
 // unique index waits for a concurrent insert of the key to commit or roll back first), and no
 // row comes back: the caller then reads that flow. A node whose own idempotency key
