@@ -30,4 +30,5 @@ export type JobQueueLike = Pick<
   | 'runningGroups'
   | 'getFlow'
   | 'cancelFlow'
+  | 'retryFlow'
 >;

@@ -99,10 +99,30 @@ describe('admin API /flows', () => {
     expect(info?.nodes.a?.status).toBe('queued');
   });
 
+  it('POST /flows/{id}/retry puts a cancelled flow back to run: the root queued, the others waiting on it again', async () => {
+    const id = await diamond('to-retry');
+    expect((await api(app.url, 'POST', `/flows/${id}/cancel`)).status).toBe(202);
+    const res = await api(app.url, 'POST', `/flows/${id}/retry`, { body: { mode: 'failed' } });
+    expect(res.status).toBe(202);
+    const ans = res.json as { retried: number; flow: FlowJson };
+    expect(ans.retried).toBe(4);
+    expect(ans.flow.nodes.map((n) => [n.ref, n.job.status])).toEqual([
+      ['a', 'queued'],
+      ['b', 'waiting'],
+      ['c', 'waiting'],
+      ['d', 'waiting'],
+    ]);
+    expect(ans.flow.finished_at).toBeNull();
+    const badMode = await api(app.url, 'POST', `/flows/${id}/retry`, { body: { mode: 'everything' } });
+    expect(badMode.status).toBe(400);
+    expect(errorOf(badMode.json).code).toBe('invalid_request');
+  });
+
   it('is in /openapi.json', () => {
     const doc = openApiDocument('test') as { paths: Record<string, Record<string, { operationId: string }>> };
     expect(doc.paths['/flows/{id}']?.get?.operationId).toBe('getFlow');
     expect(doc.paths['/flows/{id}/cancel']?.post?.operationId).toBe('cancelFlow');
+    expect(doc.paths['/flows/{id}/retry']?.post?.operationId).toBe('retryFlow');
   });
 });
 
@@ -125,11 +145,18 @@ describe('q-jobs flow', () => {
     expect((JSON.parse(json.stdout) as FlowJson).nodes.map((n) => n.ref)).toEqual(['a', 'b', 'c', 'd']);
   });
 
-  it('flow cancel cancels the live nodes and says how many; an unknown flow is exit 1 with a hint; a missing id is exit 2', async () => {
+  it('flow cancel cancels the live nodes and flow retry puts them back; an unknown flow is exit 1 with a hint; a missing id is exit 2', async () => {
     const id = await diamond('cli-cancel');
     const r = await cli(['flow', 'cancel', id]);
     expect(r.code).toBe(0);
     expect(r.stdout.trim()).toBe(`flow ${id}: 4 nodes cancelled, 0 running nodes asked to stop`);
+    const retried = await cli(['flow', 'retry', id, '--downstream']);
+    expect(retried.code).toBe(0);
+    expect(retried.stdout.trim()).toBe(`flow ${id}: 4 nodes put back to run`);
+    expect((await app.queue.getFlow(id))?.nodes.a?.status).toBe('queued');
+    const misplaced = await cli(['flow', 'show', id, '--downstream']);
+    expect(misplaced.code).toBe(2);
+    expect(misplaced.stderr).toContain('--downstream goes with flow retry');
     const unknown = await cli(['flow', 'show', '7d0f3a52-6f1e-4c41-9d35-0b7a2b0f0c11']);
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toContain('error: not_found (HTTP 404): no such flow');

@@ -176,6 +176,7 @@ describe('OpenAPI document', () => {
     expect(Object.keys(doc.paths).sort()).toEqual([
       '/flows/{id}',
       '/flows/{id}/cancel',
+      '/flows/{id}/retry',
       '/groups',
       '/healthz',
       '/jobs',

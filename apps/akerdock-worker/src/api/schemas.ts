@@ -379,6 +379,29 @@ export const ROUTES = {
       },
     },
   },
+  retryFlow: {
+    method: 'POST',
+    url: '/flows/:id/retry',
+    summary:
+      "Run a flow's failed nodes again in place (mode failed), or also what finished below them (failed-and-downstream); each waits again for its parents that did not succeed",
+    operationId: 'retryFlow',
+    schema: {
+      params: flowParams,
+      body: {
+        type: ['object', 'null'],
+        additionalProperties: false,
+        properties: { mode: { type: 'string', enum: ['failed', 'failed-and-downstream'], default: 'failed' } },
+      },
+      response: {
+        202: {
+          type: 'object',
+          required: ['retried', 'flow'],
+          properties: { retried: { type: 'integer', description: 'Nodes put back to run' }, flow: flowSchema },
+        },
+        ...errors(400, 401, 403, 404, 415),
+      },
+    },
+  },
   groups: {
     method: 'GET',
     url: '/groups',

@@ -88,7 +88,7 @@ interface ScheduleBody {
 
 /**
  * The admin HTTP API: jobs (enqueue, list, get, retry, forget, cancel), schedules (list, put,
- * delete), flows (get, cancel), groups, /healthz, /readyz and /openapi.json. Every job, schedule, flow and group route needs `Authorization: Bearer <token>` (401 without one, 403 with
+ * delete), flows (get, cancel, retry), groups, /healthz, /readyz and /openapi.json. Every job, schedule, flow and group route needs `Authorization: Bearer <token>` (401 without one, 403 with
  * a wrong one); every route refuses a `Host` that does not name the server and every write a
  * cross-origin `Origin` / `Sec-Fetch-Site` (403); errors are `{ error: { code, message } }`. Not
  * listening yet: call `listen()`.
@@ -290,6 +290,15 @@ export function buildAdminServer(opts: AdminServerOptions): FastifyInstance {
       const done = await opts.jobs.cancelFlow(req.params.id);
       const flow = await flowOr404(req.params.id);
       return reply.code(202).send({ cancelled: done.cancelled, cancel_requested: done.cancelRequested, flow: flowToJson(flow) });
+    },
+  });
+
+  app.route<{ Params: FlowParams; Body: { mode?: 'failed' | 'failed-and-downstream' } | null }>({
+    ...route(ROUTES.retryFlow),
+    handler: async (req, reply) => {
+      await flowOr404(req.params.id);
+      const done = await opts.jobs.retryFlow(req.params.id, { mode: req.body?.mode ?? 'failed' });
+      return reply.code(202).send({ retried: done.retried, flow: flowToJson(await flowOr404(req.params.id)) });
     },
   });
 

@@ -90,6 +90,11 @@ export class AdminClient {
     return this.#call('POST', `/flows/${encodeURIComponent(id)}/cancel`);
   }
 
+  /** `POST /flows/{id}/retry`: runs the flow's failed nodes (and with `failed-and-downstream`, what finished below them) again. */
+  retryFlow(id: string, mode: 'failed' | 'failed-and-downstream'): Promise<{ retried: number; flow: FlowJson }> {
+    return this.#call('POST', `/flows/${encodeURIComponent(id)}/retry`, { mode });
+  }
+
   schedules(): Promise<ScheduleList> {
     return this.#call('GET', '/schedules');
   }

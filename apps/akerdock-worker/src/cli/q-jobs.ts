@@ -18,6 +18,7 @@ export const CLI_USAGE = `usage: q-jobs <command> [args] [--json] [--url URL] [-
   cancel UUID
   flow show ID                       a flow (job graph) as a tree of its nodes, with their statuses
   flow cancel ID                     cancels every live node of the flow
+  flow retry ID [--downstream]       runs its failed nodes again (and what finished below them)
   schedules list                     the recurring jobs, with their next fire time and last slot
   schedules add NAME --cron EXPR --type T [--timezone Z] [--payload JSON | --payload-file FILE]
                 [--queue Q] [--priority N] [--max-attempts N] [--group G] [--backfill-ms N]
@@ -72,13 +73,16 @@ Dead-letter jobs only: closes it as cancelled.`,
   cancel: `usage: q-jobs cancel UUID [flags]
 
 Cancels a queued job, or asks a running one to stop.`,
-  flow: `usage: q-jobs flow show|cancel ID [flags]
+  flow: `usage: q-jobs flow show|cancel|retry ID [flags]
 
 Flows: job graphs inserted with JobQueue.flow, each node a job run once its parents are done.
   show ID     the flow as a tree from its roots: each node's ref, status, type and attempts
               (a node with several parents is drawn under the first, and named under the others)
   cancel ID   cancels every live node: waiting and queued ones at once, running ones through
-              their abort signal (POST /flows/ID/cancel)`,
+              their abort signal (POST /flows/ID/cancel)
+  retry ID    runs the nodes in the dead letter or cancelled again, in place; each waits again
+              for its parents that did not succeed (POST /flows/ID/retry)
+    --downstream  also the nodes that finished below them (mode failed-and-downstream)`,
   schedules: `usage: q-jobs schedules list|add|remove [args] [flags]
 
 Recurring jobs: every worker enqueues one job per slot of a schedule, fleet-wide.
@@ -127,6 +131,7 @@ const OPTIONS = {
   cron: { type: 'string' },
   timezone: { type: 'string' },
   'backfill-ms': { type: 'string' },
+  downstream: { type: 'boolean' },
 } as const;
 
 /** Where the CLI writes. */
@@ -288,13 +293,19 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv, io: CliIo):
       }
       case 'flow': {
         const [sub, ...args] = rest;
-        if (sub !== 'show' && sub !== 'cancel')
-          throw new UsageError(sub === undefined ? 'flow needs show or cancel' : `unknown flow command "${sub}"`);
+        if (sub !== 'show' && sub !== 'cancel' && sub !== 'retry')
+          throw new UsageError(sub === undefined ? 'flow needs show, cancel or retry' : `unknown flow command "${sub}"`);
         if (args.length !== 1) throw new UsageError(`flow ${sub} needs exactly one flow ID`);
         const id = args[0] as string;
+        if (values.downstream !== undefined && sub !== 'retry') throw new UsageError('--downstream goes with flow retry');
         if (sub === 'show') {
           const flow = await client.flow(id);
           print(flow, () => flowTree(flow));
+          return 0;
+        }
+        if (sub === 'retry') {
+          const ans = await client.retryFlow(id, values.downstream === true ? 'failed-and-downstream' : 'failed');
+          print(ans, () => `flow ${ans.flow.id}: ${ans.retried} nodes put back to run`);
           return 0;
         }
         const ans = await client.cancelFlow(id);
