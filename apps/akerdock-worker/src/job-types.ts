@@ -3,6 +3,7 @@ import type { JobQueue } from '@q/job-worker';
 
 export type {
   EnqueueOptions,
+  FlowInfo,
   ScheduleInfo,
   ScheduleOptions,
   HandlerContext,
@@ -27,4 +28,7 @@ export type JobQueueLike = Pick<
   | 'unschedule'
   | 'schedules'
   | 'runningGroups'
+  | 'getFlow'
+  | 'cancelFlow'
+  | 'retryFlow'
 >;

@@ -174,6 +174,9 @@ describe('OpenAPI document', () => {
     };
     expect(doc.openapi).toBe('3.1.0');
     expect(Object.keys(doc.paths).sort()).toEqual([
+      '/flows/{id}',
+      '/flows/{id}/cancel',
+      '/flows/{id}/retry',
       '/groups',
       '/healthz',
       '/jobs',

@@ -1,6 +1,7 @@
 import type { Scenario } from '../scenario.js';
 import { batch50k } from './batch.js';
 import { dispatchDemo, dispatchSaturated } from './dispatch.js';
+import { flowChain, flowFanout } from './flows.js';
 import { jobGroupsFair, jobGroupsLimit } from './groups.js';
 import { jobDrain, jobEnqueue, jobLatency, jobWorkMany } from './jobs.js';
 import { jobDrainHeldXmin, jobDrainRetained } from './jobs-history.js';
@@ -22,6 +23,8 @@ export function allScenarios(): Scenario[] {
     jobDrainHeldXmin(),
     jobGroupsLimit(),
     jobGroupsFair(),
+    flowFanout(),
+    flowChain(),
     requestEnqueue(),
     requestDispatchAck(1),
     requestDispatchAck(2),

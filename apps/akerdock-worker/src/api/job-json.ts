@@ -1,4 +1,4 @@
-import type { Job } from '../job-types.js';
+import type { FlowInfo, Job } from '../job-types.js';
 
 /** A job as the admin API and `q-jobs --json` show it (snake_case, ISO-8601 UTC instants). */
 export interface JobJson {
@@ -75,5 +75,32 @@ export function jobToJson(job: Job): JobJson {
     updated_at: job.updatedAt.toISOString(),
     finished_at: iso(job.finishedAt),
     dead_lettered_at: iso(job.deadLetteredAt),
+  };
+}
+
+/** A flow as the admin API and `q-jobs --json` show it. */
+export interface FlowJson {
+  id: string;
+  name: string | null;
+  idempotency_key: string | null;
+  created_at: string;
+  finished_at: string | null;
+  /** Every node, in job id order. */
+  nodes: Array<{ ref: string; job: JobJson }>;
+  edges: Array<{ parent: string; child: string; on_failure: FlowInfo['edges'][number]['onFailure'] }>;
+}
+
+/** Maps a store {@link FlowInfo} to its API shape. */
+export function flowToJson(flow: FlowInfo): FlowJson {
+  return {
+    id: flow.id,
+    name: flow.name,
+    idempotency_key: flow.idempotencyKey,
+    created_at: flow.createdAt.toISOString(),
+    finished_at: iso(flow.finishedAt),
+    nodes: Object.entries(flow.nodes)
+      .sort(([, a], [, b]) => a.id - b.id)
+      .map(([ref, job]) => ({ ref, job: jobToJson(job) })),
+    edges: flow.edges.map((e) => ({ parent: e.parent, child: e.child, on_failure: e.onFailure })),
   };
 }

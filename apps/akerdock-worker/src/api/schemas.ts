@@ -93,6 +93,46 @@ const uuidParams = {
   properties: { uuid: { type: 'string', format: 'uuid', description: 'The job uuid' } },
 } as const;
 
+const flowParams = {
+  type: 'object',
+  required: ['id'],
+  properties: { id: { type: 'string', format: 'uuid', description: 'The flow id (`flowId` of `JobQueue.flow`)' } },
+} as const;
+
+/** A flow (a job graph) as the API shows it: its nodes' jobs by ref, and its edges. */
+export const flowSchema = {
+  type: 'object',
+  required: ['id', 'created_at', 'nodes', 'edges'],
+  properties: {
+    id: { type: 'string', format: 'uuid' },
+    name: nullableString,
+    idempotency_key: nullableString,
+    created_at: { type: 'string', format: 'date-time' },
+    finished_at: { ...nullableDate, description: 'When its last node finished, once every node has' },
+    nodes: {
+      type: 'array',
+      description: 'Every node, in job id order',
+      items: { type: 'object', required: ['ref', 'job'], properties: { ref: { type: 'string' }, job: jobSchema } },
+    },
+    edges: {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['parent', 'child', 'on_failure'],
+        properties: {
+          parent: { type: 'string', description: 'The ref of the parent node' },
+          child: { type: 'string', description: 'The ref of the child node' },
+          on_failure: {
+            type: 'string',
+            enum: ['fail', 'continue', 'ignore', 'cancel'],
+            description: 'What the child does when the parent ends in the dead letter or is cancelled',
+          },
+        },
+      },
+    },
+  },
+} as const;
+
 const idempotencyHeader = {
   type: 'object',
   properties: {
@@ -310,6 +350,57 @@ export const ROUTES = {
     summary: 'Delete a recurring job: no job is enqueued for it from then on (jobs already enqueued stay)',
     operationId: 'deleteSchedule',
     schema: { params: nameParams, response: { 204: { type: 'null', description: 'Deleted' }, ...errors(400, 401, 403, 404) } },
+  },
+  getFlow: {
+    method: 'GET',
+    url: '/flows/:id',
+    summary: 'A flow (job graph): each node with its job, and the edges with their failure policies',
+    operationId: 'getFlow',
+    schema: { params: flowParams, response: { 200: flowSchema, ...errors(400, 401, 403, 404) } },
+  },
+  cancelFlow: {
+    method: 'POST',
+    url: '/flows/:id/cancel',
+    summary: 'Cancel every live node of a flow: waiting and queued ones at once, running ones through their abort signal',
+    operationId: 'cancelFlow',
+    schema: {
+      params: flowParams,
+      response: {
+        202: {
+          type: 'object',
+          required: ['cancelled', 'cancel_requested', 'flow'],
+          properties: {
+            cancelled: { type: 'integer', description: 'Nodes cancelled at once (they never start)' },
+            cancel_requested: { type: 'integer', description: 'Running nodes asked to stop (they end cancelled)' },
+            flow: flowSchema,
+          },
+        },
+        ...errors(400, 401, 403, 404),
+      },
+    },
+  },
+  retryFlow: {
+    method: 'POST',
+    url: '/flows/:id/retry',
+    summary:
+      "Run a flow's failed nodes again in place (mode failed), or also what finished below them (failed-and-downstream); each waits again for its parents that did not succeed",
+    operationId: 'retryFlow',
+    schema: {
+      params: flowParams,
+      body: {
+        type: ['object', 'null'],
+        additionalProperties: false,
+        properties: { mode: { type: 'string', enum: ['failed', 'failed-and-downstream'], default: 'failed' } },
+      },
+      response: {
+        202: {
+          type: 'object',
+          required: ['retried', 'flow'],
+          properties: { retried: { type: 'integer', description: 'Nodes put back to run' }, flow: flowSchema },
+        },
+        ...errors(400, 401, 403, 404, 415),
+      },
+    },
   },
   groups: {
     method: 'GET',

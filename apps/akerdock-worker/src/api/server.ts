@@ -3,7 +3,7 @@ import type { JobQueueLike, JobStatus } from '../job-types.js';
 import { silentLogger, type Logger } from '../logger.js';
 import { bearerChecker } from './auth.js';
 import { ApiError, sendError, toApiError } from './errors.js';
-import { jobToJson } from './job-json.js';
+import { flowToJson, jobToJson } from './job-json.js';
 import { scheduleToJson } from './schedule-json.js';
 import { originGuard } from './origin.js';
 import { openApiDocument } from './openapi.js';
@@ -68,6 +68,9 @@ interface ListQuery {
 interface UuidParams {
   uuid: string;
 }
+interface FlowParams {
+  id: string;
+}
 interface NameParams {
   name: string;
 }
@@ -85,7 +88,7 @@ interface ScheduleBody {
 
 /**
  * The admin HTTP API: jobs (enqueue, list, get, retry, forget, cancel), schedules (list, put,
- * delete), /healthz, /readyz and /openapi.json. Every job and schedule route needs `Authorization: Bearer <token>` (401 without one, 403 with
+ * delete), flows (get, cancel, retry), groups, /healthz, /readyz and /openapi.json. Every job, schedule, flow and group route needs `Authorization: Bearer <token>` (401 without one, 403 with
  * a wrong one); every route refuses a `Host` that does not name the server and every write a
  * cross-origin `Origin` / `Sec-Fetch-Site` (403); errors are `{ error: { code, message } }`. Not
  * listening yet: call `listen()`.
@@ -266,6 +269,36 @@ export function buildAdminServer(opts: AdminServerOptions): FastifyInstance {
       // say that nothing was removed.
       if (!(await opts.jobs.unschedule(req.params.name))) throw new ApiError(404, 'not_found', 'no such schedule');
       return reply.code(204).send();
+    },
+  });
+
+  const flowOr404 = async (id: string) => {
+    const flow = await opts.jobs.getFlow(id);
+    if (!flow) throw new ApiError(404, 'not_found', 'no such flow');
+    return flow;
+  };
+
+  app.route<{ Params: FlowParams }>({
+    ...route(ROUTES.getFlow),
+    handler: async (req) => flowToJson(await flowOr404(req.params.id)),
+  });
+
+  app.route<{ Params: FlowParams }>({
+    ...route(ROUTES.cancelFlow),
+    handler: async (req, reply) => {
+      await flowOr404(req.params.id);
+      const done = await opts.jobs.cancelFlow(req.params.id);
+      const flow = await flowOr404(req.params.id);
+      return reply.code(202).send({ cancelled: done.cancelled, cancel_requested: done.cancelRequested, flow: flowToJson(flow) });
+    },
+  });
+
+  app.route<{ Params: FlowParams; Body: { mode?: 'failed' | 'failed-and-downstream' } | null }>({
+    ...route(ROUTES.retryFlow),
+    handler: async (req, reply) => {
+      await flowOr404(req.params.id);
+      const done = await opts.jobs.retryFlow(req.params.id, { mode: req.body?.mode ?? 'failed' });
+      return reply.code(202).send({ retried: done.retried, flow: flowToJson(await flowOr404(req.params.id)) });
     },
   });
 

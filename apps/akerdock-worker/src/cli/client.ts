@@ -1,5 +1,5 @@
 import { request } from 'undici';
-import type { JobJson } from '../api/job-json.js';
+import type { FlowJson, JobJson } from '../api/job-json.js';
 import type { ScheduleJson } from '../api/schedule-json.js';
 
 /** A non-2xx answer of the admin API. */
@@ -30,6 +30,13 @@ export interface RetryAnswer {
 /** Answer of `GET /schedules`. */
 export interface ScheduleList {
   data: ScheduleJson[];
+}
+
+/** Answer of `POST /flows/:id/cancel`. */
+export interface FlowCancelAnswer {
+  cancelled: number;
+  cancel_requested: number;
+  flow: FlowJson;
 }
 
 /** Thin typed client of the admin API (what `q-jobs` uses; handy in scripts and tests too). */
@@ -72,6 +79,20 @@ export class AdminClient {
   }
   cancel(uuid: string): Promise<JobJson> {
     return this.#call('POST', `/jobs/${encodeURIComponent(uuid)}/cancel`);
+  }
+
+  /** `GET /flows/{id}`: the flow with its nodes and edges. */
+  flow(id: string): Promise<FlowJson> {
+    return this.#call('GET', `/flows/${encodeURIComponent(id)}`);
+  }
+  /** `POST /flows/{id}/cancel`: cancels every live node of the flow. */
+  cancelFlow(id: string): Promise<FlowCancelAnswer> {
+    return this.#call('POST', `/flows/${encodeURIComponent(id)}/cancel`);
+  }
+
+  /** `POST /flows/{id}/retry`: runs the flow's failed nodes (and with `failed-and-downstream`, what finished below them) again. */
+  retryFlow(id: string, mode: 'failed' | 'failed-and-downstream'): Promise<{ retried: number; flow: FlowJson }> {
+    return this.#call('POST', `/flows/${encodeURIComponent(id)}/retry`, { mode });
   }
 
   schedules(): Promise<ScheduleList> {

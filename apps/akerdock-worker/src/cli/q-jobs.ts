@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util';
 import { AdminClient, ApiCallError, type JobPage } from './client.js';
 import { escapeBlock, escapeField, escapeJson } from './escape.js';
 import { VERSION } from '../version.js';
-import { jobDetail, jobsTable, schedulesTable, stepsTable } from './table.js';
+import { flowTree, jobDetail, jobsTable, schedulesTable, stepsTable } from './table.js';
 
 /** `q-jobs --help`. */
 export const CLI_USAGE = `usage: q-jobs <command> [args] [--json] [--url URL] [--token TOKEN]
@@ -16,6 +16,9 @@ export const CLI_USAGE = `usage: q-jobs <command> [args] [--json] [--url URL] [-
   retry UUID   [--idempotency-key K]   dead-letter jobs only: enqueues a new job
   forget UUID  dead-letter jobs only: closes it as cancelled
   cancel UUID
+  flow show ID                       a flow (job graph) as a tree of its nodes, with their statuses
+  flow cancel ID                     cancels every live node of the flow
+  flow retry ID [--downstream]       runs its failed nodes again (and what finished below them)
   schedules list                     the recurring jobs, with their next fire time and last slot
   schedules add NAME --cron EXPR --type T [--timezone Z] [--payload JSON | --payload-file FILE]
                 [--queue Q] [--priority N] [--max-attempts N] [--group G] [--backfill-ms N]
@@ -48,7 +51,8 @@ Enqueues one job of type TYPE (POST /jobs) and prints it.
   list: `usage: q-jobs list [flags]
 
 Lists jobs, newest first (GET /jobs).
-  --status S   scheduled, queued, leased, running, retry_wait, succeeded, cancelled, dead_letter
+  --status S   scheduled, queued, leased, running, retry_wait, succeeded, cancelled, dead_letter,
+               waiting (a flow node whose parents are not all done)
   --queue Q    one logical queue
   --type T     one job type
   --limit N    page size
@@ -69,6 +73,16 @@ Dead-letter jobs only: closes it as cancelled.`,
   cancel: `usage: q-jobs cancel UUID [flags]
 
 Cancels a queued job, or asks a running one to stop.`,
+  flow: `usage: q-jobs flow show|cancel|retry ID [flags]
+
+Flows: job graphs inserted with JobQueue.flow, each node a job run once its parents are done.
+  show ID     the flow as a tree from its roots: each node's ref, status, type and attempts
+              (a node with several parents is drawn under the first, and named under the others)
+  cancel ID   cancels every live node: waiting and queued ones at once, running ones through
+              their abort signal (POST /flows/ID/cancel)
+  retry ID    runs the nodes in the dead letter or cancelled again, in place; each waits again
+              for its parents that did not succeed (POST /flows/ID/retry)
+    --downstream  also the nodes that finished below them (mode failed-and-downstream)`,
   schedules: `usage: q-jobs schedules list|add|remove [args] [flags]
 
 Recurring jobs: every worker enqueues one job per slot of a schedule, fleet-wide.
@@ -117,6 +131,7 @@ const OPTIONS = {
   cron: { type: 'string' },
   timezone: { type: 'string' },
   'backfill-ms': { type: 'string' },
+  downstream: { type: 'boolean' },
 } as const;
 
 /** Where the CLI writes. */
@@ -144,6 +159,7 @@ function readPayloadFile(file: string | undefined): string | undefined {
 /** What to do about an answer the API refused, when the fix is on the operator's side. */
 function hintFor(err: ApiCallError, cmd: string | undefined): string | undefined {
   if (cmd === 'schedules' && err.status === 404 && err.code === 'not_found') return 'hint: q-jobs schedules list shows the names';
+  if (cmd === 'flow' && err.status === 404 && err.code === 'not_found') return 'hint: a flow id is the flowId JobQueue.flow returned';
   if (err.status === 401) return 'hint: set AKERDOCK_ADMIN_TOKEN or pass --token (the token the worker was started with)';
   if (err.status === 403 && err.code === 'forbidden')
     return 'hint: check AKERDOCK_ADMIN_TOKEN or --token (the token the worker was started with)';
@@ -273,6 +289,27 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv, io: CliIo):
       case 'cancel': {
         const job = await client.cancel(one('job UUID'));
         print(job, () => `cancel requested for ${job.uuid} (${job.status})`);
+        return 0;
+      }
+      case 'flow': {
+        const [sub, ...args] = rest;
+        if (sub !== 'show' && sub !== 'cancel' && sub !== 'retry')
+          throw new UsageError(sub === undefined ? 'flow needs show, cancel or retry' : `unknown flow command "${sub}"`);
+        if (args.length !== 1) throw new UsageError(`flow ${sub} needs exactly one flow ID`);
+        const id = args[0] as string;
+        if (values.downstream !== undefined && sub !== 'retry') throw new UsageError('--downstream goes with flow retry');
+        if (sub === 'show') {
+          const flow = await client.flow(id);
+          print(flow, () => flowTree(flow));
+          return 0;
+        }
+        if (sub === 'retry') {
+          const ans = await client.retryFlow(id, values.downstream === true ? 'failed-and-downstream' : 'failed');
+          print(ans, () => `flow ${ans.flow.id}: ${ans.retried} nodes put back to run`);
+          return 0;
+        }
+        const ans = await client.cancelFlow(id);
+        print(ans, () => `flow ${ans.flow.id}: ${ans.cancelled} nodes cancelled, ${ans.cancel_requested} running nodes asked to stop`);
         return 0;
       }
       case 'schedules': {

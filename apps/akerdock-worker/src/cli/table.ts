@@ -1,4 +1,4 @@
-import type { JobJson } from '../api/job-json.js';
+import type { FlowJson, JobJson } from '../api/job-json.js';
 import type { ScheduleJson } from '../api/schedule-json.js';
 import { escapeField } from './escape.js';
 
@@ -93,4 +93,53 @@ export function schedulesTable(schedules: ScheduleJson[]): string {
     ['NAME', 'CRON', 'TIMEZONE', 'TYPE', 'QUEUE', 'NEXT', 'LAST SLOT'],
     schedules.map((s) => [s.name, s.cron, s.timezone, s.type, s.queue, when(s.next_fire_at), when(s.last_slot)]),
   );
+}
+
+/**
+ * The `q-jobs flow show` view: the flow's header, then its graph as a text tree from its roots.
+ * A node with several parents is drawn in full under the first of them (by job id) and named again
+ * under the others (`↑ shown above`), so every node is drawn once and every edge is shown. An edge
+ * whose failure policy is not the default `fail` says it.
+ */
+export function flowTree(flow: FlowJson): string {
+  const byRef = new Map(flow.nodes.map((n) => [n.ref, n.job]));
+  const children = new Map<string, Array<{ ref: string; onFailure: string }>>();
+  const parents = new Map<string, string[]>();
+  for (const e of flow.edges) {
+    children.set(e.parent, [...(children.get(e.parent) ?? []), { ref: e.child, onFailure: e.on_failure }]);
+    parents.set(e.child, [...(parents.get(e.child) ?? []), e.parent]);
+  }
+  const order = new Map(flow.nodes.map((n, i) => [n.ref, i]));
+  const byOrder = (a: string, b: string) => (order.get(a) ?? 0) - (order.get(b) ?? 0);
+  const counts = new Map<string, number>();
+  for (const n of flow.nodes) counts.set(n.job.status, (counts.get(n.job.status) ?? 0) + 1);
+  const lines = [
+    `flow ${flow.id}${flow.name === null ? '' : ` ${JSON.stringify(flow.name)}`}: ${flow.nodes.length} nodes (${[...counts]
+      .map(([st, k]) => `${k} ${st}`)
+      .join(', ')}), created ${when(flow.created_at)}, ${flow.finished_at ? `finished ${when(flow.finished_at)}` : 'not finished'}`,
+  ];
+  const label = (ref: string): string => {
+    const job = byRef.get(ref);
+    if (!job) return `${ref}  (gone)`;
+    const error = job.error ? `  ${clip(job.error.message, 60)}` : '';
+    return `${ref}  ${job.status}  ${job.type}  ${job.attempt}/${job.max_attempts}${error}`;
+  };
+  const drawn = new Set<string>();
+  const draw = (ref: string, prefix: string, branch: string, policy: string | undefined): void => {
+    const note = policy !== undefined && policy !== 'fail' ? `  [on parent failure: ${policy}]` : '';
+    if (drawn.has(ref)) {
+      lines.push(`${prefix}${branch}${escapeField(ref)}  ↑ shown above${note}`);
+      return;
+    }
+    drawn.add(ref);
+    lines.push(`${prefix}${branch}${escapeField(label(ref))}${note}`);
+    const kids = [...(children.get(ref) ?? [])].sort((a, b) => byOrder(a.ref, b.ref));
+    const next = prefix + (branch === '' ? '' : branch === '└─ ' ? '   ' : '│  ');
+    kids.forEach((k, i) => draw(k.ref, next, i === kids.length - 1 ? '└─ ' : '├─ ', k.onFailure));
+  };
+  const roots = flow.nodes.map((n) => n.ref).filter((r) => (parents.get(r) ?? []).length === 0);
+  for (const r of roots) draw(r, '', '', undefined);
+  // Nodes no root reaches (their parents' edges were dropped by hand): drawn on their own.
+  for (const n of flow.nodes) if (!drawn.has(n.ref)) draw(n.ref, '', '', undefined);
+  return lines.join('\n');
 }
