@@ -50,9 +50,9 @@ export interface AttemptConfig {
   snooze: (lease: JobLease, delayMs: number, maxSnoozes: number) => Promise<SnoozeResult>;
   /** Snoozes a job may take before the next dead-letters it. */
   maxSnoozes: number;
-  /** Reads the parents of a flow node (the store's `flowParents`), for `ctx.parents`. */
+  /** Reads the parents of a flow node (the store's `flows.parents`), for `ctx.parents`. */
   parents: (job: Job) => Promise<Record<string, FlowParent>>;
-  /** Adds nodes to the flow of the job holding the lease (the store's `addFlowNodes`; null: fenced), for `ctx.flow.add`. */
+  /** Adds nodes to the flow of the job holding the lease (the store's `flows.addNodes`; null: fenced), for `ctx.flow.add`. */
   addFlowNodes: (lease: JobLease, nodes: readonly FlowNode[]) => Promise<Record<string, Job> | null>;
 }
 

@@ -232,7 +232,7 @@ export class JobQueue {
   }
 
   /**
-   * Inserts a job graph atomically (see `JobStore.flow`): one job per node, queued once every
+   * Inserts a job graph atomically (see `JobStore.flows.insert`): one job per node, queued once every
    * node it `dependsOn` has succeeded, released in the transaction that records the last
    * parent's success; a parent's dead letter or cancel applies each edge's `onFailure` policy
    * (`fail`, `continue`, `ignore`, `cancel`). Returns `{ flowId, created, jobs }`, the jobs by
@@ -248,7 +248,7 @@ export class JobQueue {
         throw new QError(QErrorCode.UNKNOWN_QUEUE, `queue: "${queue}" is not consumed by any worker (known: [${this.#known.join(' ')}])`);
       }
     }
-    const out = await (tx === undefined ? this.#store.flow(input) : this.#store.flow(input, tx));
+    const out = await (tx === undefined ? this.#store.flows.insert(input) : this.#store.flows.insert(input, tx));
     if (out.created) for (const j of Object.values(out.jobs)) this.#managed?.enqueued(j.queue, 1);
     return out;
   }
@@ -306,15 +306,15 @@ export class JobQueue {
    * unknown id. `list({ flowId })` pages through its nodes like any jobs.
    */
   getFlow(flowId: string): Promise<FlowInfo | null> {
-    return this.#store.getFlow(flowId);
+    return this.#store.flows.get(flowId);
   }
 
   /**
-   * Resolves with the flow once every node of it has finished (see `JobStore.waitForFlow`):
+   * Resolves with the flow once every node of it has finished (see `JobStore.flows.waitFor`):
    * `NOT_FOUND` for an unknown flow, `TIMEOUT` after `timeoutMs`, the signal's reason on abort.
    */
   waitForFlow(flowId: string, opts?: WaitForOptions): Promise<FlowInfo> {
-    return this.#store.waitForFlow(flowId, opts);
+    return this.#store.flows.waitFor(flowId, opts);
   }
 
   /**
@@ -322,16 +322,16 @@ export class JobQueue {
    * running ones through their `signal` (they end `cancelled`). Returns how many of each.
    */
   cancelFlow(flowId: string): Promise<FlowCancelled> {
-    return this.#store.cancelFlow(flowId);
+    return this.#store.flows.cancel(flowId);
   }
 
   /**
-   * Runs the flow's failed nodes again in place (see `JobStore.retryFlow`): `mode: 'failed'` the
+   * Runs the flow's failed nodes again in place (see `JobStore.flows.retry`): `mode: 'failed'` the
    * nodes in the dead letter or cancelled, `'failed-and-downstream'` also the finished nodes
    * below them. Each waits again for its parents that are not succeeded. Returns how many.
    */
   retryFlow(flowId: string, opts: { mode: 'failed' | 'failed-and-downstream' } = { mode: 'failed' }): Promise<{ retried: number }> {
-    return this.#store.retryFlow(flowId, opts);
+    return this.#store.flows.retry(flowId, opts);
   }
 
   /**

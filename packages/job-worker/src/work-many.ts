@@ -11,7 +11,7 @@ import { MAX_CONCURRENCY, type HandlerContext, type HandlerFunc } from './option
  * One job of a batch, with its own context: `signal` (aborted when that job's lease is lost or it
  * is cancelled), `steps`, `progress`. To snooze one job of a batch, give it the outcome
  * `{ error: new JobSnoozeError(ms) }` (`ctx.snooze` throws, which would fail the whole batch).
- * A flow node's parents are not read for a batch (`JobStore.flowParents` reads them by job id).
+ * A flow node's parents are not read for a batch (`JobStore.flows.parents` reads them by job id).
  */
 export interface BatchItem extends Omit<HandlerContext, 'snooze' | 'parents' | 'flow'> {
   job: Job;

@@ -142,8 +142,8 @@ export class Worker implements WorkerEventSource {
         events,
         snooze: (lease, delayMs, max) => store.snooze(lease, delayMs, max),
         maxSnoozes,
-        parents: (job) => store.flowParents(job.id),
-        addFlowNodes: (lease, nodes) => store.addFlowNodes(lease, nodes),
+        parents: (job) => store.flows.parents(job.id),
+        addFlowNodes: (lease, nodes) => store.flows.addNodes(lease, nodes),
       },
       {
         free: (e) => this.#free(e),

@@ -66,9 +66,9 @@ async function expectInvalid(p: Promise<unknown>, message: RegExp): Promise<void
   expect((err as Error).message).toMatch(message);
 }
 
-describe('JobStore.flow', () => {
+describe('JobStore.flows.insert', () => {
   it('inserts a graph in one call: roots queued, the other nodes waiting on their parents, edges with their policies', async () => {
-    const { flowId, created, jobs } = await store.flow(DIAMOND);
+    const { flowId, created, jobs } = await store.flows.insert(DIAMOND);
     expect(created).toBe(true);
     expect(flowId).toMatch(/^[0-9a-f-]{36}$/);
     expect(Object.keys(jobs).sort()).toEqual(['a', 'b', 'c', 'd']);
@@ -104,12 +104,12 @@ describe('JobStore.flow', () => {
     await client.connect();
     try {
       await client.query('BEGIN');
-      const { jobs } = await store.flow(DIAMOND, { client });
+      const { jobs } = await store.flows.insert(DIAMOND, { client });
       expect(Object.keys(jobs)).toHaveLength(4);
       await client.query('ROLLBACK');
       expect(await counts()).toEqual({ flows: 0, jobs: 0, edges: 0 });
       await client.query('BEGIN');
-      await store.flow(DIAMOND, { client });
+      await store.flows.insert(DIAMOND, { client });
       expect(await counts()).toEqual({ flows: 0, jobs: 0, edges: 0 });
       await client.query('COMMIT');
       expect(await counts()).toEqual({ flows: 1, jobs: 4, edges: 4 });
@@ -123,8 +123,8 @@ describe('JobStore.flow', () => {
     // One insert holds the key uncommitted while the others wait on it.
     await withClient(schema.dsn, async (client) => {
       await client.query('BEGIN');
-      const first = await store.flow(keyed, { client });
-      const racing = Array.from({ length: 5 }, () => store.flow(keyed));
+      const first = await store.flows.insert(keyed, { client });
+      const racing = Array.from({ length: 5 }, () => store.flows.insert(keyed));
       await new Promise((r) => setTimeout(r, 200));
       await client.query('COMMIT');
       const others = await Promise.all(racing);
@@ -136,7 +136,7 @@ describe('JobStore.flow', () => {
         );
       }
     });
-    const all = await Promise.all(Array.from({ length: 6 }, () => store.flow({ ...DIAMOND, idempotencyKey: 'order-18' })));
+    const all = await Promise.all(Array.from({ length: 6 }, () => store.flows.insert({ ...DIAMOND, idempotencyKey: 'order-18' })));
     expect(all.filter((r) => r.created)).toHaveLength(1);
     expect(new Set(all.map((r) => r.flowId)).size).toBe(1);
     expect(await counts()).toEqual({ flows: 2, jobs: 8, edges: 8 });
@@ -145,32 +145,35 @@ describe('JobStore.flow', () => {
   it('refuses a bad graph with INVALID_ARGUMENT naming the node, writing nothing', async () => {
     const n = (ref: string, dependsOn?: FlowNode['dependsOn']): FlowNode => ({ ref, type: 't', dependsOn });
     await expectInvalid(
-      store.flow({ nodes: [n('a', ['c']), n('b', ['a']), n('c', ['b'])] }),
+      store.flows.insert({ nodes: [n('a', ['c']), n('b', ['a']), n('c', ['b'])] }),
       /^flow: nodes must not form a cycle, node "[abc]" is on one$/,
     );
-    await expectInvalid(store.flow({ nodes: [n('x'), n('a', ['a'])] }), /^flow: node "a" must not depend on itself$/);
-    await expectInvalid(store.flow({ nodes: [n('a'), n('a')] }), /^flow: node refs must be unique, "a" is given twice$/);
-    await expectInvalid(store.flow({ nodes: [n('a'), n('b', ['zz'])] }), /^flow: node "b" must depend on nodes of the flow, "zz" is not one$/);
-    await expectInvalid(store.flow({ nodes: [n('a'), n('b', ['a', 'a'])] }), /^flow: node "b" must not depend on "a" twice$/);
+    await expectInvalid(store.flows.insert({ nodes: [n('x'), n('a', ['a'])] }), /^flow: node "a" must not depend on itself$/);
+    await expectInvalid(store.flows.insert({ nodes: [n('a'), n('a')] }), /^flow: node refs must be unique, "a" is given twice$/);
     await expectInvalid(
-      store.flow({ nodes: [n('a'), n('b', [{ ref: 'a', onFailure: 'explode' as 'fail' }])] }),
+      store.flows.insert({ nodes: [n('a'), n('b', ['zz'])] }),
+      /^flow: node "b" must depend on nodes of the flow, "zz" is not one$/,
+    );
+    await expectInvalid(store.flows.insert({ nodes: [n('a'), n('b', ['a', 'a'])] }), /^flow: node "b" must not depend on "a" twice$/);
+    await expectInvalid(
+      store.flows.insert({ nodes: [n('a'), n('b', [{ ref: 'a', onFailure: 'explode' as 'fail' }])] }),
       /^flow: node "b" onFailure must be one of fail, continue, ignore, cancel$/,
     );
     await expectInvalid(
-      store.flow({ nodes: [{ ref: 'a', type: 't', request: { queue: 'llm', payload: {} } } as FlowNode] }),
+      store.flows.insert({ nodes: [{ ref: 'a', type: 't', request: { queue: 'llm', payload: {} } } as FlowNode] }),
       /^flow: node "a" must have either a type or a request, not both$/,
     );
-    await expectInvalid(store.flow({ nodes: [{ ref: 'a', type: '' }] }), /^flow: node "a": type must be a non-empty string$/);
-    await expectInvalid(store.flow({ nodes: [] }), /^flow: nodes must be a non-empty array$/);
+    await expectInvalid(store.flows.insert({ nodes: [{ ref: 'a', type: '' }] }), /^flow: node "a": type must be a non-empty string$/);
+    await expectInvalid(store.flows.insert({ nodes: [] }), /^flow: nodes must be a non-empty array$/);
     const many = Array.from({ length: 100_001 }, (_, i) => n(`n${i}`));
-    await expectInvalid(store.flow({ nodes: many }), /^flow: nodes must be at most 100000, got 100001$/);
+    await expectInvalid(store.flows.insert({ nodes: many }), /^flow: nodes must be at most 100000, got 100001$/);
     expect(await counts()).toEqual({ flows: 0, jobs: 0, edges: 0 });
   });
 
   it('fails with DUPLICATE naming the node whose idempotency key another job holds, writing nothing', async () => {
     await store.enqueue([{ queue: 'fb', type: 'left', idempotencyKey: 'k' }]);
-    const err = await store
-      .flow({
+    const err = await store.flows
+      .insert({
         nodes: [
           { ref: 'a', type: 'fetch', queue: 'fa' },
           { ref: 'b', type: 'left', queue: 'fb', idempotencyKey: 'k', dependsOn: ['a'] },
@@ -185,7 +188,7 @@ describe('JobStore.flow', () => {
 
 describe('release in the completing transaction', () => {
   it('queues a child in the statement that records its last parent success, through complete and completeAndClaim', async () => {
-    const { jobs } = await store.flow(DIAMOND);
+    const { jobs } = await store.flows.insert(DIAMOND);
     const [a] = await claimOf(store, 'fa');
     await succeed(store, [a!]);
     expect(await statuses()).toEqual({ a: 'succeeded', b: 'queued', c: 'queued', d: 'waiting' });
@@ -211,7 +214,7 @@ describe('release in the completing transaction', () => {
   });
 
   it('wakes the child queue listeners at the commit that releases it', async () => {
-    await store.flow({
+    await store.flows.insert({
       nodes: [
         { ref: 'a', type: 'p', queue: 'fa' },
         { ref: 'b', type: 'c', queue: 'fwake', dependsOn: ['a'] },
@@ -232,7 +235,7 @@ describe('release in the completing transaction', () => {
     const N = 1_000;
     const nodes: FlowNode[] = Array.from({ length: N }, (_, i) => ({ ref: `p${i}`, type: 'part', queue: 'fanp' }));
     nodes.push({ ref: 'sum', type: 'sum', queue: 'fanc', dependsOn: nodes.map((n) => n.ref) });
-    const { jobs } = await store.flow({ nodes });
+    const { jobs } = await store.flows.insert({ nodes });
     const stores = await Promise.all(Array.from({ length: 4 }, () => JobStore.open(schema.dsn, { maxConns: 3, migrate: false })));
     try {
       const held = await Promise.all(stores.map((s) => claimOf(s, 'fanp', N / 4)));
@@ -303,7 +306,7 @@ describe('failure policies', () => {
     ['is cancelled while it runs', 'cancelled'],
   ] as const) {
     it(`applies each policy when a parent ${how}, in the same transaction`, async () => {
-      await store.flow(POLICIES);
+      await store.flows.insert(POLICIES);
       const [a] = await claimOf(store, 'fa');
       if (end === 'dead_letter') {
         await store.complete([{ id: a!.id, leaseToken: a!.leaseToken, status: 'dead_letter', error: 'boom' }]);
@@ -333,7 +336,7 @@ describe('failure policies', () => {
   }
 
   it('applies the policies when the reaper dead-letters a crashed parent, and when a waiting node is cancelled', async () => {
-    await store.flow({
+    await store.flows.insert({
       nodes: [
         { ref: 'a', type: 'root', queue: 'fa' },
         { ref: 'b', type: 'child', queue: 'fc', dependsOn: ['a'] },
@@ -359,7 +362,7 @@ describe('failure policies', () => {
       queue: i === 0 ? 'fa' : 'fc',
       dependsOn: i === 0 ? [] : [`n${i - 1}`],
     }));
-    await store.flow({ nodes });
+    await store.flows.insert({ nodes });
     const [root] = await claimOf(store, 'fa');
     await store.complete([{ id: root!.id, leaseToken: root!.leaseToken, status: 'dead_letter', error: 'boom' }]);
     const { rows } = await sql.query<{ status: string; n: number }>('SELECT status::text, count(*)::int AS n FROM q_jobs_all GROUP BY 1');
@@ -370,9 +373,9 @@ describe('failure policies', () => {
 
 describe('getFlow and list({ flowId })', () => {
   it('reads a flow: its nodes by ref with their statuses, its edges, and when it finished', async () => {
-    const other = await store.flow(DIAMOND);
-    const { flowId, jobs } = await store.flow({ ...DIAMOND, name: 'read me', idempotencyKey: 'read-me' });
-    const before = await store.getFlow(flowId);
+    const other = await store.flows.insert(DIAMOND);
+    const { flowId, jobs } = await store.flows.insert({ ...DIAMOND, name: 'read me', idempotencyKey: 'read-me' });
+    const before = await store.flows.get(flowId);
     expect(before).toMatchObject({ id: flowId, name: 'read me', idempotencyKey: 'read-me', finishedAt: null });
     expect(before!.createdAt).toBeInstanceOf(Date);
     expect(Object.fromEntries(Object.entries(before!.nodes).map(([r, j]) => [r, [j.uuid, j.status]]))).toEqual({
@@ -389,12 +392,12 @@ describe('getFlow and list({ flowId })', () => {
     ]);
     // Run it to the end: a, then b and c, then d (each claim takes the other flow's node too).
     for (const q of ['fa', 'fb', 'fd']) await succeed(store, await claimOf(store, q));
-    const after = await store.getFlow(flowId);
+    const after = await store.flows.get(flowId);
     expect(Object.values(after!.nodes).map((j) => j.status)).toEqual(['succeeded', 'succeeded', 'succeeded', 'succeeded']);
     expect(after!.nodes.d!.result).toEqual({ from: 'join' });
     expect(after!.finishedAt!.getTime()).toBe(Math.max(...Object.values(after!.nodes).map((j) => j.finishedAt!.getTime())));
-    expect(await store.getFlow('00000000-0000-4000-8000-000000000000')).toBeNull();
-    await expectInvalid(store.getFlow('nope'), /^getFlow: flowId must be a UUID string$/);
+    expect(await store.flows.get('00000000-0000-4000-8000-000000000000')).toBeNull();
+    await expectInvalid(store.flows.get('nope'), /^getFlow: flowId must be a UUID string$/);
 
     // list({ flowId }): only that flow's nodes, live or archived, newest first, paged.
     const page1 = await store.list({ flowId, limit: 3 });
@@ -408,7 +411,7 @@ describe('getFlow and list({ flowId })', () => {
 
 describe('purgeFinished and flows', () => {
   it('keeps a finished parent while a child of it waits, and purges a finished flow with its edges and its row', async () => {
-    const { flowId, jobs } = await store.flow({
+    const { flowId, jobs } = await store.flows.insert({
       idempotencyKey: 'purge-me',
       nodes: [
         { ref: 'a', type: 'p', queue: 'fa' },
@@ -420,23 +423,23 @@ describe('purgeFinished and flows', () => {
     expect(await store.purgeFinished(0)).toBe(0); // a is b's parent, and b waits
     await succeed(store, await claimOf(store, 'fz'));
     const [b] = await claimOf(store, 'fb');
-    expect(await store.flowParents(b!.id)).toEqual({
+    expect(await store.flows.parents(b!.id)).toEqual({
       a: { status: 'succeeded', result: { from: 'p' }, error: null },
       z: { status: 'succeeded', result: { from: 'p' }, error: null },
     });
     await succeed(store, [b!]);
     expect(await store.purgeFinished(0)).toBe(3);
     expect(await counts()).toEqual({ flows: 0, jobs: 0, edges: 0 });
-    expect(await store.getFlow(flowId)).toBeNull();
+    expect(await store.flows.get(flowId)).toBeNull();
     expect(await store.get(jobs.a!.uuid)).toBeNull();
     // The key is free again.
-    expect((await store.flow({ idempotencyKey: 'purge-me', nodes: [{ ref: 'a', type: 'p', queue: 'fa' }] })).created).toBe(true);
+    expect((await store.flows.insert({ idempotencyKey: 'purge-me', nodes: [{ ref: 'a', type: 'p', queue: 'fa' }] })).created).toBe(true);
   });
 });
 
 describe('node ids', () => {
   it('numbers the nodes parents first, whatever order they are listed in', async () => {
-    const { jobs } = await store.flow({
+    const { jobs } = await store.flows.insert({
       nodes: [
         { ref: 'd', type: 't', dependsOn: ['b', 'c'] },
         { ref: 'c', type: 't', dependsOn: ['a'] },
@@ -467,7 +470,7 @@ describe('retryFlow', () => {
   const deadLetter = (s: JobStore, j: LeasedJob) => s.complete([{ id: j.id, leaseToken: j.leaseToken, status: 'dead_letter', error: 'boom' }]);
 
   it("mode 'failed' runs the failed nodes again in place, waiting on their parents; succeeded nodes stay", async () => {
-    const { flowId, jobs } = await store.flow({
+    const { flowId, jobs } = await store.flows.insert({
       nodes: [
         { ref: 'a', type: 'root', queue: 'fa', idempotencyKey: 'root-key' },
         { ref: 'b', type: 'child', queue: 'fb', dependsOn: ['a'] },
@@ -479,7 +482,7 @@ describe('retryFlow', () => {
     await succeed(store, await claimOf(store, 'fb')); // c runs with a's failure
     expect(await statuses()).toEqual({ a: 'dead_letter', b: 'dead_letter', c: 'succeeded', d: 'dead_letter' });
 
-    expect(await store.retryFlow(flowId, { mode: 'failed' })).toEqual({ retried: 3 });
+    expect(await store.flows.retry(flowId, { mode: 'failed' })).toEqual({ retried: 3 });
     expect(await statuses()).toEqual({ a: 'queued', b: 'waiting', c: 'succeeded', d: 'waiting' });
     expect(await statusOf('d')).toMatchObject({ parents_left: 1, last_error: null });
     const a = await store.get(jobs.a!.uuid);
@@ -489,11 +492,11 @@ describe('retryFlow', () => {
     // It runs to the end.
     for (const q of ['fa', 'fb', 'fd']) await succeed(store, await claimOf(store, q));
     expect(Object.values(await statuses())).toEqual(['succeeded', 'succeeded', 'succeeded', 'succeeded']);
-    expect(await store.retryFlow(flowId, { mode: 'failed' })).toEqual({ retried: 0 });
+    expect(await store.flows.retry(flowId, { mode: 'failed' })).toEqual({ retried: 0 });
   });
 
   it("mode 'failed-and-downstream' also runs again what finished below a failure", async () => {
-    const { flowId } = await store.flow({
+    const { flowId } = await store.flows.insert({
       nodes: [
         { ref: 'a', type: 'root', queue: 'fa' },
         { ref: 'c', type: 'child', queue: 'fb', dependsOn: [{ ref: 'a', onFailure: 'continue' }] },
@@ -505,17 +508,17 @@ describe('retryFlow', () => {
     await succeed(store, await claimOf(store, 'fb'));
     expect(await statuses()).toEqual({ a: 'dead_letter', c: 'succeeded', w: 'queued', x: 'waiting' });
     expect(await statusOf('x')).toMatchObject({ parents_left: 1 });
-    expect(await store.retryFlow(flowId, { mode: 'failed-and-downstream' })).toEqual({ retried: 2 });
+    expect(await store.flows.retry(flowId, { mode: 'failed-and-downstream' })).toEqual({ retried: 2 });
     // c runs again after a; x, still waiting on w, waits for a again too.
     expect(await statuses()).toEqual({ a: 'queued', c: 'waiting', w: 'queued', x: 'waiting' });
     expect(await statusOf('x')).toMatchObject({ parents_left: 2 });
-    await expectInvalid(store.retryFlow(flowId, { mode: 'all' as 'failed' }), /^retryFlow: mode must be failed or failed-and-downstream$/);
+    await expectInvalid(store.flows.retry(flowId, { mode: 'all' as 'failed' }), /^retryFlow: mode must be failed or failed-and-downstream$/);
   });
 });
 
 describe('addFlowNodes (fan-out at run time)', () => {
   it('adds nodes to the running node’s flow, depending on new and existing nodes; the fan-in waits for them all', async () => {
-    const { flowId } = await store.flow({
+    const { flowId } = await store.flows.insert({
       nodes: [
         { ref: 'first', type: 'first', queue: 'fa' },
         { ref: 'split', type: 'split', queue: 'fb', dependsOn: ['first'] },
@@ -524,7 +527,7 @@ describe('addFlowNodes (fan-out at run time)', () => {
     });
     await succeed(store, await claimOf(store, 'fa'));
     const [split] = await claimOf(store, 'fb');
-    const added = await store.addFlowNodes(split!, [
+    const added = await store.flows.addNodes(split!, [
       { ref: 'page1', type: 'page', queue: 'fc', payload: { n: 1 } },
       { ref: 'page2', type: 'page', queue: 'fc', payload: { n: 2 }, dependsOn: ['first'] },
       { ref: 'sum', type: 'sum', queue: 'fd', dependsOn: ['page1', 'page2', 'slow', 'split'] },
@@ -534,7 +537,7 @@ describe('addFlowNodes (fan-out at run time)', () => {
     expect(await statuses()).toMatchObject({ page1: 'queued', page2: 'queued', sum: 'waiting' });
     expect(await statusOf('sum')).toMatchObject({ parents_left: 4 });
     expect(added!.sum!.status).toBe('waiting');
-    expect((await store.getFlow(flowId))!.edges).toContainEqual({ parent: 'slow', child: 'sum', onFailure: 'fail' });
+    expect((await store.flows.get(flowId))!.edges).toContainEqual({ parent: 'slow', child: 'sum', onFailure: 'fail' });
     await succeed(store, [split!]);
     await succeed(store, await claimOf(store, 'fc'));
     expect(await statusOf('sum')).toMatchObject({ status: 'waiting', parents_left: 1 });
@@ -543,7 +546,7 @@ describe('addFlowNodes (fan-out at run time)', () => {
   });
 
   it('adds nothing for a stale run, and refuses a ref the flow has, a job outside flows, and a failed parent', async () => {
-    await store.flow({
+    await store.flows.insert({
       nodes: [
         { ref: 'a', type: 'a', queue: 'fa' },
         { ref: 'dead', type: 'd', queue: 'fz' },
@@ -552,12 +555,12 @@ describe('addFlowNodes (fan-out at run time)', () => {
     const [dead] = await claimOf(store, 'fz');
     await store.complete([{ id: dead!.id, leaseToken: dead!.leaseToken, status: 'dead_letter', error: 'x' }]);
     const [a] = await claimOf(store, 'fa');
-    await expectInvalid(store.addFlowNodes(a!, [{ ref: 'a', type: 'again' }]), /^addFlowNodes: node "a" ref must be new in its flow$/);
+    await expectInvalid(store.flows.addNodes(a!, [{ ref: 'a', type: 'again' }]), /^addFlowNodes: node "a" ref must be new in its flow$/);
     await expectInvalid(
-      store.addFlowNodes(a!, [{ ref: 'n', type: 't', dependsOn: ['nope'] }]),
+      store.flows.addNodes(a!, [{ ref: 'n', type: 't', dependsOn: ['nope'] }]),
       /node "n" must depend on nodes of the flow, "nope" is not one/,
     );
-    const failed = await store.addFlowNodes(a!, [{ ref: 'n', type: 't', dependsOn: ['dead'] }]).catch((e: unknown) => e);
+    const failed = await store.flows.addNodes(a!, [{ ref: 'n', type: 't', dependsOn: ['dead'] }]).catch((e: unknown) => e);
     expect(isQError(failed) && failed.code === QErrorCode.INVALID_STATE, String(failed)).toBe(true);
     // The lease lapses and the job is claimed again: the old run is fenced.
     await sql.query("UPDATE q_jobs SET lease_expires_at = now() - interval '1 second' WHERE flow_ref = 'a'");
@@ -565,13 +568,13 @@ describe('addFlowNodes (fan-out at run time)', () => {
     await sql.query("UPDATE q_jobs SET status = 'queued' WHERE flow_ref = 'a'");
     const [again] = await claimOf(store, 'fa');
     expect(again!.uuid).toBe(a!.uuid);
-    expect(await store.addFlowNodes(a!, [{ ref: 'late', type: 't' }])).toBeNull();
+    expect(await store.flows.addNodes(a!, [{ ref: 'late', type: 't' }])).toBeNull();
     expect(Object.keys(await statuses())).toEqual(['a', 'dead']);
-    expect(Object.keys((await store.addFlowNodes(again!, [{ ref: 'late', type: 't' }]))!)).toEqual(['late']);
+    expect(Object.keys((await store.flows.addNodes(again!, [{ ref: 'late', type: 't' }]))!)).toEqual(['late']);
     // A job outside flows.
     await store.enqueue([{ queue: 'plain', type: 'p' }]);
     const [plain] = await claimOf(store, 'plain');
-    const outside = await store.addFlowNodes(plain!, [{ ref: 'x', type: 't' }]).catch((e: unknown) => e);
+    const outside = await store.flows.addNodes(plain!, [{ ref: 'x', type: 't' }]).catch((e: unknown) => e);
     expect(isQError(outside) && outside.code === QErrorCode.INVALID_STATE, String(outside)).toBe(true);
   });
 });

@@ -249,7 +249,7 @@ export const jobRateSlots = pgTable(
 );
 
 /**
- * Flows (migration 0014): one row per job graph inserted by `JobStore.flow`. Its nodes are the
+ * Flows (migration 0014): one row per job graph inserted by `JobStore.flows.insert`. Its nodes are the
  * jobs whose `flow_id` names it; an idempotency key, when given, is unique among flows.
  */
 export const flows = pgTable(

@@ -12,6 +12,7 @@ export {
 export { MAINTENANCE_LEADERSHIP, type LeaderLease, type LeaderMaintenanceResult } from './leadership.js';
 export type { MaintenanceFailure } from './ops/maintenance.js';
 export type { FlowCancelled } from './sql/cancel-flow.js';
+export { FlowStore } from './flow-store.js';
 export type { JobStoreFromPoolOptions, JobStoreOpenOptions, JobStoreSchemaOptions } from './options.js';
 export { JobListener, type JobListenerHandlers, type JobNotification } from './listener.js';
 export { FINISHED_STATUSES, type WaitForOptions } from './finish-waiters.js';

@@ -78,17 +78,7 @@ import type { MaintenanceResult } from './ops/maintenance.js';
 import * as maintenance from './ops/maintenance.js';
 import * as schedules from './ops/schedules.js';
 import type { DueSchedules, FireResult, ScheduleFire, ScheduleInput, StoredSchedule } from './ops/schedules.js';
-import * as flowOps from './ops/flows.js';
-import type { FlowInfo, FlowParent, FlowResult, NewFlow } from './types.js';
-import { getFlowParents } from './sql/get-flow-parents.js';
-import { splitErrorText } from './error-text.js';
-import { cancelFlow, type FlowCancelled } from './sql/cancel-flow.js';
-import { QError, QErrorCode } from '@q/schema';
-import { FINISHED_STATUSES } from './finish-waiters.js';
-import { retryFlow } from './sql/retry-flow.js';
-import type { FlowNode } from './types.js';
-import { withTransaction } from '@q/schema/internal';
-import { invalidArgument } from '@q/schema';
+import { FlowStore } from './flow-store.js';
 
 /** Crashes a job survives before the reaper dead-letters it (the 4th crash). */
 export const DEFAULT_MAX_RESUMES = 3;
@@ -120,6 +110,12 @@ export class JobStore {
   readonly finishedChannel: string;
   /** The schema holding the job table (`schema` option, else `current_schema()` at open). */
   readonly schema: string;
+  /**
+   * The flows of this job table (job graphs: insert, read, wait, cancel, retry, run-time fan-out),
+   * see {@link FlowStore}.
+   */
+  readonly flows: FlowStore;
+
   readonly #dsn: string | pg.ClientConfig;
   /** How this store runs its operations (span prefix `q.jobs`, its `CLOSED` error). */
   readonly #operations: OperationOwner;
@@ -183,6 +179,7 @@ export class JobStore {
         }
       },
     );
+    this.flows = new FlowStore(this.#ctx, (uuid, opts) => this.waitFor(uuid, opts));
     this.#waiters = new FinishWaiters({
       read: (uuids) => this.#op('wait_for', () => getJobsByUuids(this.#scope, this.pool, uuids)),
       listen: (handlers) => this.#listenOn(this.finishedChannel, handlers),
@@ -277,128 +274,6 @@ export class JobStore {
    */
   async enqueueResults(jobs: readonly NewJob[], tx?: InTransaction): Promise<EnqueueResult[]> {
     return enqueueOps.enqueueResults(this.#ctx, jobs, tx);
-  }
-
-  /**
-   * Inserts a job graph (a flow) atomically: the flow, one job per node and the edges between
-   * them. A node without parents is `queued` at once (its queue notified at commit); the others
-   * are `waiting`, and each is queued in the transaction that records the success of its last
-   * parent (or dead-lettered or cancelled by a parent's failure, per the edge's
-   * {@link FlowFailurePolicy}): see migration 0014 and docs/design/jobs.md. Returns the flow's id
-   * and each node's job by its ref. With an `idempotencyKey` held by an existing flow, that flow
-   * is returned (`created: false`) and nothing is written; of concurrent calls with one key,
-   * exactly one inserts.
-   *
-   * Rejected with `INVALID_ARGUMENT` naming the node, before any statement: no nodes or more than
-   * {@link MAX_FLOW_NODES}, a ref given twice, a parent that is not a node of the flow, a node
-   * depending on itself, a cycle, a node with both a `type` and a `request`, and anything
-   * {@link JobStore.enqueue} refuses in a job. A node whose `idempotencyKey` another job holds is
-   * `DUPLICATE`, and nothing is written.
-   *
-   * With `{ client }`, everything is written through the caller's connection, in its
-   * transaction, behind a savepoint (as {@link JobStore.enqueue}): the flow exists iff it commits.
-   */
-  async flow(input: NewFlow, tx?: InTransaction): Promise<FlowResult> {
-    return flowOps.flow(this.#ctx, input, tx);
-  }
-
-  /**
-   * The parents of the flow node whose job id is `jobId`, by their refs, each with its status,
-   * result and (unless it succeeded: an earlier attempt's error is not its outcome) last error
-   * message, in one read: what `ctx.parents` of `@q/job-worker` returns.
-   * Empty for a job outside flows, a root, and parents whose edge the `ignore` policy dropped.
-   */
-  /**
-   * The flow `flowId` (`JobStore.flow`'s `flowId`): its name, key and creation time, each node's
-   * job by ref (status, result, error and timestamps), its edges with their policies, and when it
-   * finished (every node done); `null` for an unknown id. A bad UUID is `INVALID_ARGUMENT`.
-   */
-  async getFlow(flowId: string): Promise<FlowInfo | null> {
-    checkUuid(flowId, 'getFlow: flowId');
-    return flowOps.getFlow(this.#ctx, flowId);
-  }
-
-  /**
-   * Cancels every live node of the flow: waiting, queued and scheduled nodes (and those waiting
-   * for a retry) at once, and running ones by a cancel request their worker is told of (their
-   * signal aborts, and they end `cancelled`; a prefetched one never starts). Nodes already
-   * finished stay as they are. Returns how many of each; both 0 for an unknown or finished flow.
-   */
-  async cancelFlow(flowId: string): Promise<FlowCancelled> {
-    checkUuid(flowId, 'cancelFlow: flowId');
-    return this.#op('cancelFlow', () => cancelFlow(this.#scope, this.pool, flowId, this.channel));
-  }
-
-  /**
-   * Resolves with the flow (as {@link JobStore.getFlow}) once every node of it has finished
-   * (at once if it has): it waits for the flow's live nodes as {@link JobStore.waitFor} does (one
-   * shared LISTEN, polling while it cannot listen), then reads the flow again. Rejects with a
-   * `QError` `NOT_FOUND` for an unknown flow, `TIMEOUT` after `timeoutMs` in all, or the signal's
-   * reason when `signal` aborts.
-   */
-  async waitForFlow(flowId: string, opts: WaitForOptions = {}): Promise<FlowInfo> {
-    checkUuid(flowId, 'waitForFlow: flowId');
-    const deadline = opts.timeoutMs === undefined ? undefined : Date.now() + opts.timeoutMs;
-    for (;;) {
-      const flow = await this.getFlow(flowId);
-      if (!flow) throw new QError(QErrorCode.NOT_FOUND, `waitForFlow: no flow has the id ${flowId}`);
-      if (flow.finishedAt !== null) return flow;
-      const timeoutMs = deadline === undefined ? undefined : deadline - Date.now();
-      if (timeoutMs !== undefined && timeoutMs <= 0)
-        throw new QError(QErrorCode.TIMEOUT, `waitForFlow: the flow did not finish within ${opts.timeoutMs} ms`);
-      const live = Object.values(flow.nodes).filter((j) => !FINISHED_STATUSES.includes(j.status));
-      await Promise.all(live.map((j) => this.waitFor(j.uuid, { signal: opts.signal, timeoutMs })));
-    }
-  }
-
-  /**
-   * Runs the flow's failed nodes again, in place (same job ids and uuids, so their edges hold):
-   * with `mode: 'failed'`, every node in the dead letter or cancelled; with
-   * `'failed-and-downstream'`, also every finished node below one of them (children that ran
-   * with a parent's failure under `continue`, or succeeded before). Each starts afresh (attempt
-   * 0, no error or result) `waiting` on its parents that are not succeeded, else `queued`; a
-   * waiting node that depends on one of them waits for it again. Returns how many nodes were
-   * retried (0 for an unknown flow or one without failures). Live nodes are left as they are.
-   */
-  async retryFlow(flowId: string, opts: { mode: 'failed' | 'failed-and-downstream' } = { mode: 'failed' }): Promise<{ retried: number }> {
-    checkUuid(flowId, 'retryFlow: flowId');
-    const mode = (opts as { mode?: unknown } | null)?.mode;
-    if (mode !== 'failed' && mode !== 'failed-and-downstream') {
-      throw invalidArgument('retryFlow: mode must be failed or failed-and-downstream');
-    }
-    const ids = await this.#op('retryFlow', () =>
-      withTransaction(this.pool, (c) => retryFlow(this.#scope, c, flowId, mode === 'failed-and-downstream', this.channel)),
-    );
-    return { retried: ids.length };
-  }
-
-  /**
-   * Fan-out at run time: the running flow node holding `lease` adds `nodes` to its own flow
-   * (`ctx.flow.add` of `@q/job-worker`). A node may depend on the other new nodes and on nodes
-   * already in the flow (a succeeded one counts as done; a live one cannot finish before the
-   * add commits, so its release sees the new edge); existing nodes do not gain parents. Returns
-   * the new nodes' jobs by ref, or `null` when the lease is no longer held (nothing is written:
-   * a stale run cannot add). `INVALID_ARGUMENT` as {@link JobStore.flow} for a bad graph and
-   * for a ref the flow already has; `INVALID_STATE` for a job outside flows and for a parent that
-   * ended in the dead letter or cancelled. Adds to one flow are made one at a time.
-   */
-  async addFlowNodes(lease: JobLease, nodes: readonly FlowNode[]): Promise<Record<string, Job> | null> {
-    return flowOps.addNodes(this.#ctx, lease, nodes);
-  }
-
-  async flowParents(jobId: number): Promise<Record<string, FlowParent>> {
-    checkJobId(jobId);
-    const rows = await this.#op('flowParents', () => getFlowParents(this.#scope, this.pool, jobId));
-    const out: Record<string, FlowParent> = {};
-    for (const r of rows) {
-      if (r.flow_ref === null) continue;
-      out[r.flow_ref] = {
-        status: r.status,
-        result: r.result ?? null,
-        error: r.status === 'succeeded' || r.last_error === null ? null : splitErrorText(r.last_error).message,
-      };
-    }
-    return out;
   }
 
   /** The job with this uuid, or `null`. */

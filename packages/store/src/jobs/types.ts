@@ -218,7 +218,7 @@ export interface JobListFilter {
   queue?: string;
   type?: string;
   teamId?: number;
-  /** Only the nodes of this flow (`JobStore.flow`'s `flowId`, a UUID). */
+  /** Only the nodes of this flow (`JobStore.flows.insert`'s `flowId`, a UUID). */
   flowId?: string;
   /** Opaque cursor from a previous page's `nextCursor`. */
   cursor?: string;
@@ -348,7 +348,7 @@ export interface FlowNode {
   dependsOn?: ReadonlyArray<string | FlowDependency>;
 }
 
-/** A job graph for {@link JobStore.flow}. */
+/** A job graph for `JobStore.flows.insert`. */
 export interface NewFlow {
   /** A name shown with the flow (any text). */
   name?: string;
@@ -361,7 +361,7 @@ export interface NewFlow {
 /** The most nodes one flow may have. */
 export const MAX_FLOW_NODES = 100_000;
 
-/** What {@link JobStore.flow} inserted (or found, by the flow's idempotency key). */
+/** What `JobStore.flows.insert` inserted (or found, by the flow's idempotency key). */
 export interface FlowResult {
   /** The flow's id (a UUID). */
   flowId: string;
@@ -388,7 +388,7 @@ export interface FlowEdge {
   onFailure: FlowFailurePolicy;
 }
 
-/** A flow as {@link JobStore.getFlow} reads it. */
+/** A flow as `JobStore.flows.get` reads it. */
 export interface FlowInfo {
   /** The flow's id (a UUID). */
   id: string;

@@ -489,7 +489,7 @@ export function toFlowBatch(input: NewFlow, opts: { external?: boolean } = {}): 
       if (typeof parentRef !== 'string') throw invalidArgument(`flow: node ${named} dependsOn must be an array of refs or { ref, onFailure }`);
       const p = index.get(parentRef);
       if (p === undefined && opts.external) {
-        // A node already in the flow (JobStore.addFlowNodes): checked once the flow is read.
+        // A node already in the flow (JobStore.flows.addNodes): checked once the flow is read.
         if (!(FLOW_FAILURE_POLICIES as readonly unknown[]).includes(policy)) {
           throw invalidArgument(`flow: node ${named} onFailure must be one of ${FLOW_FAILURE_POLICIES.join(', ')}`);
         }

@@ -5,7 +5,7 @@ import { MAX_NOTIFY_QUEUE_BYTES, type Queryable } from './db.js';
 import { NEXT_JOB_ID } from './draw-job-ids.js';
 import type { FlowBatch, FlowNodeRow } from './insert-flow.js';
 
-// Fan-out at run time (JobStore.addFlowNodes): a running node adds nodes to its own flow. In one
+// Fan-out at run time (JobStore.flows.addNodes): a running node adds nodes to its own flow. In one
 // transaction, each statement below in turn:
 //
 // 1. CALLER: the fence. The caller's row is read by its lease token and locked FOR SHARE, so a

@@ -25,7 +25,7 @@ export interface FlowBatch {
   edgeChildren: number[];
   edgePolicies: FlowFailurePolicy[];
   /**
-   * Edges from nodes already in the flow (JobStore.addFlowNodes only; empty for a new flow): the
+   * Edges from nodes already in the flow (JobStore.flows.addNodes only; empty for a new flow): the
    * parent's ref, the child's position (1-based) and the policy.
    */
   externalParents: string[];
