@@ -3,7 +3,7 @@ import { jobColumns } from '../row.js';
 import type { JobStatus } from '../types.js';
 import { MAX_NOTIFY_QUEUE_BYTES, type Queryable } from './db.js';
 import { NEXT_JOB_ID } from './draw-job-ids.js';
-import type { FlowBatch, FlowNodeRow } from './insert-flow.js';
+import { nodeParams, type FlowBatch, type FlowNodeRow } from './insert-flow.js';
 
 // Fan-out at run time (JobStore.flows.addNodes): a running node adds nodes to its own flow. In one
 // transaction, each statement below in turn:
@@ -94,18 +94,7 @@ export async function addFlowNodes(
 ): Promise<FlowNodeRow[]> {
   const { rows } = await scope.run<FlowNodeRow>(db, INSERT_STMT, [
     flowId,
-    textArrayLiteral(b.refs),
-    plainArrayLiteral(b.uuids),
-    textArrayLiteral(b.queues),
-    textArrayLiteral(b.types),
-    textArrayLiteral(b.payloads),
-    plainArrayLiteral(b.priorities),
-    plainArrayLiteral(b.maxAttempts),
-    textArrayLiteral(b.idempotencyKeys),
-    plainArrayLiteral(b.parents),
-    plainArrayLiteral(b.edgeParents),
-    plainArrayLiteral(b.edgeChildren),
-    plainArrayLiteral(b.edgePolicies),
+    ...nodeParams(b),
     plainArrayLiteral(externalIds),
     plainArrayLiteral(b.externalChildren),
     plainArrayLiteral(b.externalPolicies),

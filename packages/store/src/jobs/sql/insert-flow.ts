@@ -89,11 +89,13 @@ export interface InsertedFlow {
   rows: FlowNodeRow[];
 }
 
-/** Inserts the flow, its nodes and its edges in one statement (see above); notifies `channel`. */
-export async function insertFlow(scope: StatementScope, db: Queryable, b: FlowBatch, channel: string): Promise<InsertedFlow> {
-  const { rows } = await scope.run<FlowNodeRow & { flow_id: string | null }>(db, TEXT_STMT, [
-    b.name,
-    b.idempotencyKey,
+/**
+ * The node and edge arrays of a flow batch, in the order both node inserts (this one and
+ * add-flow-nodes.ts) take them: refs, uuids, queues, types, payloads, priorities, max attempts,
+ * idempotency keys, parent counts, then the edges' parents, children and policies.
+ */
+export function nodeParams(b: FlowBatch): string[] {
+  return [
     textArrayLiteral(b.refs),
     plainArrayLiteral(b.uuids),
     textArrayLiteral(b.queues),
@@ -106,6 +108,15 @@ export async function insertFlow(scope: StatementScope, db: Queryable, b: FlowBa
     plainArrayLiteral(b.edgeParents),
     plainArrayLiteral(b.edgeChildren),
     plainArrayLiteral(b.edgePolicies),
+  ];
+}
+
+/** Inserts the flow, its nodes and its edges in one statement (see above); notifies `channel`. */
+export async function insertFlow(scope: StatementScope, db: Queryable, b: FlowBatch, channel: string): Promise<InsertedFlow> {
+  const { rows } = await scope.run<FlowNodeRow & { flow_id: string | null }>(db, TEXT_STMT, [
+    b.name,
+    b.idempotencyKey,
+    ...nodeParams(b),
     channel,
   ]);
   return { flowId: rows[0]?.flow_id ?? null, rows };
