@@ -1,0 +1,54 @@
+import { QError, QErrorCode, invalidArgument } from '@q/schema';
+import type { JobStore } from '@q/store';
+
+/** The actions a dashboard can run. */
+export const ACTIONS = ['cancel', 'retry', 'forget'] as const;
+/** One of {@link ACTIONS}. */
+export type ActionName = (typeof ACTIONS)[number];
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** What an action did, as shown to the user. */
+export interface ActionResult {
+  message: string;
+  /** The job the user should look at next (the new job of a retry). */
+  uuid?: string;
+}
+
+/** Runs `action` on the job `uuid`; a bad uuid is `INVALID_ARGUMENT`, a job in the wrong state `INVALID_STATE`. */
+export async function runAction(store: JobStore, action: ActionName, uuid: unknown): Promise<ActionResult> {
+  if (typeof uuid !== 'string' || !UUID.test(uuid)) throw invalidArgument('uuid must be a job uuid');
+  switch (action) {
+    case 'cancel': {
+      const outcome = await store.cancel(uuid);
+      if (outcome === 'cancelled') return { message: 'cancelled', uuid };
+      if (outcome === 'cancel_requested') return { message: 'cancel requested: the worker stops the handler', uuid };
+      throw new QError(QErrorCode.INVALID_STATE, 'nothing to cancel: the job is missing or finished');
+    }
+    case 'forget': {
+      if (await store.forgetDeadLetter(uuid)) return { message: 'forgotten: the dead letter is now cancelled', uuid };
+      throw new QError(QErrorCode.INVALID_STATE, 'only a dead-letter job can be forgotten');
+    }
+    case 'retry': {
+      // As JobQueue.retryDeadLetter does: the dead letter stays, a new job carries retryOfId.
+      const job = await store.get(uuid);
+      if (!job) throw new QError(QErrorCode.NOT_FOUND, 'job not found');
+      if (job.status !== 'dead_letter') throw new QError(QErrorCode.INVALID_STATE, `only dead-letter jobs can be retried (job is ${job.status})`);
+      const [created] = await store.enqueue([
+        {
+          queue: job.queue,
+          type: job.type,
+          payload: job.payload,
+          priority: job.priority,
+          maxAttempts: job.maxAttempts,
+          ...(job.lockKey !== null ? { lockKey: job.lockKey } : {}),
+          ...(job.group !== null ? { group: job.group } : {}),
+          ...(job.teamId !== null ? { teamId: job.teamId } : {}),
+          ...(job.resourceId !== null ? { resourceId: job.resourceId } : {}),
+          retryOfId: job.id,
+        },
+      ]);
+      return { message: `retried as job ${created!.id}`, uuid: created!.uuid };
+    }
+  }
+}
