@@ -1,4 +1,5 @@
 import { QError, QErrorCode, invalidArgument } from '@q/schema';
+import { onlyRow } from '@q/schema/internal';
 import type { JobStore } from '@q/store';
 
 /** The actions a dashboard can run. */
@@ -34,21 +35,24 @@ export async function runAction(store: JobStore, action: ActionName, uuid: unkno
       const job = await store.get(uuid);
       if (!job) throw new QError(QErrorCode.NOT_FOUND, 'job not found');
       if (job.status !== 'dead_letter') throw new QError(QErrorCode.INVALID_STATE, `only dead-letter jobs can be retried (job is ${job.status})`);
-      const [created] = await store.enqueue([
-        {
-          queue: job.queue,
-          type: job.type,
-          payload: job.payload,
-          priority: job.priority,
-          maxAttempts: job.maxAttempts,
-          ...(job.lockKey !== null ? { lockKey: job.lockKey } : {}),
-          ...(job.group !== null ? { group: job.group } : {}),
-          ...(job.teamId !== null ? { teamId: job.teamId } : {}),
-          ...(job.resourceId !== null ? { resourceId: job.resourceId } : {}),
-          retryOfId: job.id,
-        },
-      ]);
-      return { message: `retried as job ${created!.id}`, uuid: created!.uuid };
+      const created = onlyRow(
+        await store.enqueue([
+          {
+            queue: job.queue,
+            type: job.type,
+            payload: job.payload,
+            priority: job.priority,
+            maxAttempts: job.maxAttempts,
+            ...(job.lockKey !== null ? { lockKey: job.lockKey } : {}),
+            ...(job.group !== null ? { group: job.group } : {}),
+            ...(job.teamId !== null ? { teamId: job.teamId } : {}),
+            ...(job.resourceId !== null ? { resourceId: job.resourceId } : {}),
+            retryOfId: job.id,
+          },
+        ]),
+        'retry',
+      );
+      return { message: `retried as job ${created.id}`, uuid: created.uuid };
     }
   }
 }

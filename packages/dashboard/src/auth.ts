@@ -40,6 +40,7 @@ export async function refusal(req: IncomingMessage, actions: DashboardActions | 
   }
   const header = req.headers.authorization ?? '';
   const m = /^Bearer (.+)$/.exec(header);
-  if (!m || !actions.token) return { status: 401, reason: 'a bearer token is required' };
-  return timingSafeEqual(digest(m[1]!), digest(actions.token)) ? null : { status: 401, reason: 'wrong token' };
+  const presented = m?.[1];
+  if (presented === undefined || !actions.token) return { status: 401, reason: 'a bearer token is required' };
+  return timingSafeEqual(digest(presented), digest(actions.token)) ? null : { status: 401, reason: 'wrong token' };
 }

@@ -67,7 +67,8 @@ async function main(argv: string[]): Promise<number> {
     server.listen(port, values.host, resolve);
   });
   const addr = server.address();
-  const shown = typeof addr === 'object' && addr ? `${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}` : String(addr);
+  const shown =
+    typeof addr === 'object' && addr ? `${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}` : String(addr);
   process.stdout.write(`q dashboard on http://${shown}/ (schema ${d.schema}${token ? ', actions on' : ', read-only'})\n`);
   await new Promise<void>((resolve) => {
     const stop = () => resolve();

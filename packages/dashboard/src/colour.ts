@@ -8,5 +8,5 @@ export const UNOWNED = '#e5e7eb';
 /** Each owner's colour (the palette in name order, repeating past ten owners); unowned is grey. */
 export function ownerColours(owners: Iterable<string>): Map<string, string> {
   const names = [...new Set(owners)].filter((o) => o !== '').sort();
-  return new Map(names.map((o, i) => [o, PALETTE[i % PALETTE.length]!]));
+  return new Map(names.map((o, i) => [o, PALETTE[i % PALETTE.length] ?? UNOWNED]));
 }

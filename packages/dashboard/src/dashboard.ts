@@ -31,7 +31,7 @@ export interface Dashboard {
 export async function createDashboard(options: DashboardOptions): Promise<Dashboard> {
   const opts = resolveOptions(options);
   const ownsPool = options.pool === undefined;
-  const pool: pg.Pool = options.pool ?? (await openPool(options.dsn!, { maxConns: 2, applicationName: 'q-dashboard' }));
+  const pool: pg.Pool = options.pool ?? (await openPool(options.dsn ?? '', { maxConns: 2, applicationName: 'q-dashboard' }));
   try {
     const store = await JobStore.fromPool(pool, { migrate: false, ...(opts.schema !== null ? { schema: opts.schema } : {}) });
     const deps = { pool, store, schema: store.schema, opts };

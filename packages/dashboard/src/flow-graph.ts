@@ -57,12 +57,37 @@ export function flowGraph(flow: FlowInfo, link: (path: string) => string): Html 
     const a = pos.get(e.parent);
     const b = pos.get(e.child);
     if (!a || !b) return html``;
-    return html`<path class="edge" d="M${a.x + nw},${a.y + nh / 2} C${a.x + nw + gx / 2},${a.y + nh / 2} ${b.x - gx / 2},${b.y + nh / 2} ${b.x},${b.y + nh / 2}" fill="none" stroke="#6b7280" marker-end="url(#arrow)"><title>${e.parent} → ${e.child} (on failure: ${e.onFailure})</title></path>`;
+    return html`<path
+      class="edge"
+      d="M${a.x + nw},${a.y + nh / 2} C${a.x + nw + gx / 2},${a.y + nh / 2} ${b.x - gx / 2},${b.y + nh / 2} ${b.x},${b.y + nh / 2}"
+      fill="none"
+      stroke="#6b7280"
+      marker-end="url(#arrow)"
+      ><title>${e.parent} → ${e.child} (on failure: ${e.onFailure})</title></path
+    >`;
   });
   const nodes = refs.map((r) => {
-    const j = flow.nodes[r]!;
-    const p = pos.get(r)!;
-    return html`<a href="${link(`/jobs/${j.uuid}`)}"><g class="flow-node" data-ref="${r}" data-status="${j.status}"><rect x="${p.x}" y="${p.y}" width="${nw}" height="${nh}" rx="6" fill="${NODE_COLOURS[j.status] ?? '#f5f5f4'}" stroke="#6b7280"/><text x="${p.x + 8}" y="${p.y + 18}" font-size="12" font-weight="600">${r}</text><text x="${p.x + 8}" y="${p.y + 36}" font-size="11">${j.status} ${duration(j.createdAt, j.finishedAt)}</text></g></a>`;
+    const j = flow.nodes[r];
+    const p = pos.get(r);
+    if (!j || !p) return html``;
+    return html`<a href="${link(`/jobs/${j.uuid}`)}"
+      ><g class="flow-node" data-ref="${r}" data-status="${j.status}"
+        ><rect x="${p.x}" y="${p.y}" width="${nw}" height="${nh}" rx="6" fill="${NODE_COLOURS[j.status] ?? '#f5f5f4'}" stroke="#6b7280" /><text
+          x="${p.x + 8}"
+          y="${p.y + 18}"
+          font-size="12"
+          font-weight="600"
+          >${r}</text
+        ><text x="${p.x + 8}" y="${p.y + 36}" font-size="11">${j.status} ${duration(j.createdAt, j.finishedAt)}</text></g
+      ></a
+    >`;
   });
-  return html`<svg class="flow" viewBox="0 0 ${width} ${height}" width="${width}" height="${height}" role="img" aria-label="flow graph"><defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" markerHeight="6" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#6b7280"/></marker></defs>${edges}${nodes}</svg>`;
+  return html`<svg class="flow" viewBox="0 0 ${width} ${height}" width="${width}" height="${height}" role="img" aria-label="flow graph">
+    <defs>
+      <marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" markerHeight="6" orient="auto">
+        <path d="M0,0 L10,5 L0,10 z" fill="#6b7280" />
+      </marker>
+    </defs>
+    ${edges}${nodes}
+  </svg>`;
 }

@@ -121,18 +121,29 @@ export async function serve(deps: HandlerDeps, req: IncomingMessage, res: Server
 
   let page: Page | null;
   try {
-    let m: RegExpExecArray | null;
+    const job = /^\/jobs\/([^/]+)$/.exec(path)?.[1];
+    const flow = /^\/flows\/([^/]+)$/.exec(path)?.[1];
     if (path === '/jobs') page = await jobsPage(ctx);
-    else if ((m = /^\/jobs\/([^/]+)$/.exec(path))) page = UUID.test(m[1]!) ? await jobPage(ctx, m[1]!) : null;
+    else if (job !== undefined) page = UUID.test(job) ? await jobPage(ctx, job) : null;
     else if (path === '/flows') page = await flowsPage(ctx);
-    else if ((m = /^\/flows\/([^/]+)$/.exec(path))) page = UUID.test(m[1]!) ? await flowPage(ctx, m[1]!) : null;
+    else if (flow !== undefined) page = UUID.test(flow) ? await flowPage(ctx, flow) : null;
     else if (path === '/schedules') page = await schedulesPage(ctx);
     else if (path === '/requests') page = await requestsPage(ctx);
     else if (path === '/quotas') page = await quotasPage(ctx);
     else return false;
   } catch (err) {
     if (isQError(err) && err.code === QErrorCode.INVALID_ARGUMENT) {
-      send(res, 400, 'text/html; charset=utf-8', layout(ctx, { title: 'Bad request', nav: 'jobs', body: html`<h1>Bad request</h1><p>${err.message}</p>` }));
+      send(
+        res,
+        400,
+        'text/html; charset=utf-8',
+        layout(ctx, {
+          title: 'Bad request',
+          nav: 'jobs',
+          body: html`<h1>Bad request</h1>
+            <p>${err.message}</p>`,
+        }),
+      );
       return true;
     }
     throw err;

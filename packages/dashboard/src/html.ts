@@ -15,20 +15,25 @@ const ENTITIES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;
 export function esc(value: unknown): string {
   if (value instanceof Html) return value.text;
   if (value === null || value === undefined) return '';
-  return String(value).replace(/[&<>"']/g, (c) => ENTITIES[c]!);
+  return String(value).replace(/[&<>"']/g, (c) => ENTITIES[c] ?? c);
 }
 
 /** A template tag escaping every interpolated value (arrays are joined, each element escaped). */
 export function html(strings: TemplateStringsArray, ...values: unknown[]): Html {
-  let out = strings[0]!;
+  let out = strings[0] ?? '';
   values.forEach((v, i) => {
     out += Array.isArray(v) ? v.map(esc).join('') : esc(v);
-    out += strings[i + 1]!;
+    out += strings[i + 1] ?? '';
   });
   return new Html(out);
 }
 
 /** An instant as ISO text in UTC (empty for null). */
 export function time(d: Date | null | undefined): string {
-  return d ? d.toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z') : '';
+  return d
+    ? d
+        .toISOString()
+        .replace('T', ' ')
+        .replace(/\.\d+Z$/, 'Z')
+    : '';
 }

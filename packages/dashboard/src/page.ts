@@ -35,18 +35,34 @@ export type NavKey = (typeof NAV)[number][0];
 
 /** The whole document around a page's body. */
 export function layout(ctx: PageContext, page: Page): string {
-  const nav = NAV.map(([key, label, path]) => html`<a href="${ctx.link(path)}"${key === page.nav ? html` class="current" aria-current="page"` : ''}>${label}</a>`);
-  const token = ctx.opts.actions?.token !== undefined ? html`<input id="token" type="password" placeholder="action token" autocomplete="off" aria-label="action token">` : '';
+  const nav = NAV.map(
+    ([key, label, path]) => html`<a href="${ctx.link(path)}" ${key === page.nav ? html` class="current" aria-current="page"` : ''}>${label}</a>`,
+  );
+  const token =
+    ctx.opts.actions?.token !== undefined
+      ? html`<input id="token" type="password" placeholder="action token" autocomplete="off" aria-label="action token" />`
+      : '';
   return html`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${page.title} · q dashboard</title>
-<link rel="stylesheet" href="${ctx.link('/assets/app.css')}">
-<link rel="icon" href="data:,">
-<script src="${ctx.link('/assets/app.js')}" defer></script></head>
-<body data-refresh-ms="${ctx.opts.refreshMs}">
-<header><span class="brand">q</span>${nav}<span class="spacer"></span><span class="muted">schema ${ctx.schema}${ctx.opts.actions ? '' : ' · read-only'}</span>${token}</header>
-<main><div id="action-result" role="status"></div><div id="live">${page.body}</div></main>
-</body></html>`.text;
+    <html lang="en">
+      <head>
+        <meta charset="utf-8" />
+        <meta name="viewport" content="width=device-width, initial-scale=1" />
+        <title>${page.title} · q dashboard</title>
+        <link rel="stylesheet" href="${ctx.link('/assets/app.css')}" />
+        <link rel="icon" href="data:," />
+        <script src="${ctx.link('/assets/app.js')}" defer></script>
+      </head>
+      <body data-refresh-ms="${ctx.opts.refreshMs}">
+        <header>
+          <span class="brand">q</span>${nav}<span class="spacer"></span
+          ><span class="muted">schema ${ctx.schema}${ctx.opts.actions ? '' : ' · read-only'}</span>${token}
+        </header>
+        <main>
+          <div id="action-result" role="status"></div>
+          <div id="live">${page.body}</div>
+        </main>
+      </body>
+    </html>`.text;
 }
 
 /** A count of a bigint column, as a number. */

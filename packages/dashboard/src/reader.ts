@@ -39,7 +39,17 @@ export interface JobFilter {
 }
 
 /** The job statuses a filter may name. */
-export const JOB_STATUSES = ['scheduled', 'queued', 'leased', 'running', 'retry_wait', 'succeeded', 'cancelled', 'dead_letter', 'waiting'] as const;
+export const JOB_STATUSES = [
+  'scheduled',
+  'queued',
+  'leased',
+  'running',
+  'retry_wait',
+  'succeeded',
+  'cancelled',
+  'dead_letter',
+  'waiting',
+] as const;
 
 // 42P01: undefined_table — the module (requests, quota, flows) is not installed in this schema.
 function missingTable(err: unknown): boolean {
@@ -83,9 +93,15 @@ export class Reader {
   }
 
   partitions() {
-    return this.#optional<{ queue: string; partition_id: number; owner: string; epoch: string; draining: boolean; lease_expires_ms: string; in_flight: string }>(
-      PARTITIONS,
-    );
+    return this.#optional<{
+      queue: string;
+      partition_id: number;
+      owner: string;
+      epoch: string;
+      draining: boolean;
+      lease_expires_ms: string;
+      in_flight: string;
+    }>(PARTITIONS);
   }
 
   dispatchers() {
@@ -93,7 +109,9 @@ export class Reader {
   }
 
   pendingDepth() {
-    return this.#optional<{ queue: string; pending: string; expired: string; within_1m: string; within_10m: string; later: string }>(PENDING_DEPTH);
+    return this.#optional<{ queue: string; pending: string; expired: string; within_1m: string; within_10m: string; later: string }>(
+      PENDING_DEPTH,
+    );
   }
 
   resultRoutes() {
@@ -101,9 +119,16 @@ export class Reader {
   }
 
   batches(limit: number) {
-    return this.#optional<{ id: string; tenant: string; queue: string; status: string; total: number; completed: number; failed: number; created_at: string }>(BATCHES, [
-      limit,
-    ]);
+    return this.#optional<{
+      id: string;
+      tenant: string;
+      queue: string;
+      status: string;
+      total: number;
+      completed: number;
+      failed: number;
+      created_at: string;
+    }>(BATCHES, [limit]);
   }
 
   quotaKeys() {
@@ -123,6 +148,14 @@ export class Reader {
   }
 
   schedules() {
-    return this.#optional<{ name: string; cron: string; timezone: string; queue: string; job_type: string; next_fire_at: Date; last_slot: Date | null }>(SCHEDULES);
+    return this.#optional<{
+      name: string;
+      cron: string;
+      timezone: string;
+      queue: string;
+      job_type: string;
+      next_fire_at: Date;
+      last_slot: Date | null;
+    }>(SCHEDULES);
   }
 }

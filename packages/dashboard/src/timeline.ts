@@ -26,7 +26,17 @@ export function stepTimeline(steps: readonly Step[], now: Date): Html {
     const x0 = Number.isNaN(start) ? label : scale(start);
     const x1 = Number.isNaN(end) ? (Number.isNaN(start) ? label : scale(now.getTime())) : scale(end);
     const ms = !Number.isNaN(start) && !Number.isNaN(end) ? `${end - start} ms` : s.status;
-    return html`<g class="step" data-step="${s.name}"><text x="0" y="${y + 14}" font-size="12">${s.name}</text><rect x="${x0.toFixed(1)}" y="${y}" width="${Math.max(2, x1 - x0).toFixed(1)}" height="${rowH - 8}" fill="${STEP_COLOURS[s.status] ?? '#a78bfa'}"><title>${s.name}: ${s.status}, ${ms}${s.message ? ` — ${s.message}` : ''}</title></rect><text x="${(Math.max(x1, x0 + 2) + 4).toFixed(1)}" y="${y + 12}" font-size="11" fill="#6b7280">${ms}</text></g>`;
+    return html`<g class="step" data-step="${s.name}"
+      ><text x="0" y="${y + 14}" font-size="12">${s.name}</text
+      ><rect
+        x="${x0.toFixed(1)}"
+        y="${y}"
+        width="${Math.max(2, x1 - x0).toFixed(1)}"
+        height="${rowH - 8}"
+        fill="${STEP_COLOURS[s.status] ?? '#a78bfa'}"
+        ><title>${s.name}: ${s.status}, ${ms}${s.message ? ` — ${s.message}` : ''}</title></rect
+      ><text x="${(Math.max(x1, x0 + 2) + 4).toFixed(1)}" y="${y + 12}" font-size="11" fill="#6b7280">${ms}</text></g
+    >`;
   });
   const h = steps.length * rowH + 8;
   return html`<svg class="timeline" viewBox="0 0 ${w} ${h}" width="${w}" height="${h}" role="img" aria-label="step timeline">${rows}</svg>`;

@@ -14,7 +14,10 @@ import { createDashboard, type Dashboard } from '../src/index.js';
 import { launch, watchedPage } from './browser.js';
 
 // The README's screenshots are refreshed with Q_DASHBOARD_SCREENSHOTS=1; other runs write them to a scratch folder.
-const SHOTS = process.env.Q_DASHBOARD_SCREENSHOTS === '1' ? path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'docs') : fs.mkdtempSync(path.join(os.tmpdir(), 'q-dashboard-'));
+const SHOTS =
+  process.env.Q_DASHBOARD_SCREENSHOTS === '1'
+    ? path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'docs')
+    : fs.mkdtempSync(path.join(os.tmpdir(), 'q-dashboard-'));
 const TOKEN = 'test-token-0123456789abcdef';
 
 let schema: TestSchema;
@@ -77,7 +80,14 @@ beforeAll(async () => {
   flowId = flow.flowId;
   const [fetchJob] = await store.claim({ queues: ['flow'], workerId: 'worker-f', limit: 1, leaseMs: 60_000, start: true });
   await store.succeed(fetchJob!, { bytes: 1024 });
-  await store.upsertSchedule({ name: 'nightly-report', cron: '0 3 * * *', timezone: 'UTC', queue: 'mail', type: 'report', nextFireAt: new Date(Date.now() + 3_600_000) });
+  await store.upsertSchedule({
+    name: 'nightly-report',
+    cron: '0 3 * * *',
+    timezone: 'UTC',
+    queue: 'mail',
+    type: 'report',
+    nextFireAt: new Date(Date.now() + 3_600_000),
+  });
   const [script] = await enqueue('img', 'resize', 1, { caption: '<script>window.__pwned = 1</script><b>bold</b>' });
   scriptUuid = script!.uuid;
 
@@ -139,7 +149,7 @@ describe('dashboard in a browser', () => {
     }
     // Stay long enough for a live refresh to run.
     await page.goto(`${base}/dashboard/jobs`);
-    await page.waitForFunction(() => document.body.dataset.updated !== undefined, undefined, { timeout: 10_000 });
+    await page.waitForFunction('document.body.dataset.updated !== undefined', undefined, { timeout: 10_000 });
     expect(errors).toEqual([]);
     for (const [name] of pages) expect(fs.statSync(path.join(SHOTS, `${name}.png`)).size).toBeGreaterThan(5000);
     await page.close();
@@ -149,9 +159,9 @@ describe('dashboard in a browser', () => {
     const page = await browser.newPage();
     await page.goto(`${base}/dashboard/jobs`);
     const cell = (queue: string, status: string) => page.locator(`#counts tr[data-queue="${queue}"] td[data-status="${status}"]`).innerText();
-    const { rows } = await schema.pool().query<{ queue: string; status: string; n: string }>(
-      `SELECT queue, status::text AS status, count(*) AS n FROM q_jobs_all GROUP BY 1, 2`,
-    );
+    const { rows } = await schema
+      .pool()
+      .query<{ queue: string; status: string; n: string }>(`SELECT queue, status::text AS status, count(*) AS n FROM q_jobs_all GROUP BY 1, 2`);
     expect(rows.length).toBeGreaterThan(3);
     for (const r of rows) expect(await cell(r.queue, r.status), `${r.queue} ${r.status}`).toBe(r.n);
     expect(await cell('mail', 'queued')).toBe('5');
@@ -160,7 +170,9 @@ describe('dashboard in a browser', () => {
     expect(await cell('img', 'succeeded')).toBe('1');
     expect(await cell('flow', 'waiting')).toBe('1');
     // The chart counts the finished jobs of the last hour.
-    const done = await schema.pool().query<{ n: string }>(`SELECT count(*) AS n FROM q_jobs_archive WHERE status = 'succeeded' AND finished_at > now() - interval '1 hour'`);
+    const done = await schema
+      .pool()
+      .query<{ n: string }>(`SELECT count(*) AS n FROM q_jobs_archive WHERE status = 'succeeded' AND finished_at > now() - interval '1 hour'`);
     expect(done.rows[0]!.n).toBe('2'); // the img job and the flow's first node
     expect(await page.locator('figure.chart figcaption').innerText()).toContain('succeeded 2');
     // The list filters by queue and status.
@@ -184,7 +196,9 @@ describe('dashboard in a browser', () => {
   it('draws the partition grid with both dispatchers sharing the queue after a rebalance', async () => {
     const page = await browser.newPage();
     await page.goto(`${base}/dashboard/requests`);
-    const owners = await page.locator('svg.partitions[data-queue="chat"] g.partition').evaluateAll((gs) => gs.map((g) => g.getAttribute('data-owner')));
+    const owners = await page
+      .locator('svg.partitions[data-queue="chat"] g.partition')
+      .evaluateAll((gs) => gs.map((g) => g.getAttribute('data-owner')));
     expect(owners).toHaveLength(64);
     const held = (o: string) => owners.filter((x) => x === o).length;
     expect(held('dispatcher-a')).toBe(32);
@@ -197,7 +211,9 @@ describe('dashboard in a browser', () => {
   it('draws a flow as a graph with node statuses and edges', async () => {
     const page = await browser.newPage();
     await page.goto(`${base}/dashboard/flows/${flowId}`);
-    const nodes = await page.locator('svg.flow g.flow-node').evaluateAll((gs) => gs.map((g) => `${g.getAttribute('data-ref')}:${g.getAttribute('data-status')}`));
+    const nodes = await page
+      .locator('svg.flow g.flow-node')
+      .evaluateAll((gs) => gs.map((g) => `${g.getAttribute('data-ref')}:${g.getAttribute('data-status')}`));
     expect(nodes.sort()).toEqual(['fetch:succeeded', 'large:queued', 'publish:waiting', 'small:queued']);
     expect(await page.locator('svg.flow path.edge').count()).toBe(4);
     await page.goto(`${base}/dashboard/schedules`);
@@ -219,7 +235,7 @@ describe('dashboard in a browser', () => {
     const text = await page.locator('#payload pre').innerText();
     expect(text).toContain('<script>window.__pwned = 1</script><b>bold</b>');
     expect(await page.locator('#payload b').count()).toBe(0);
-    expect(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned)).toBeUndefined();
+    expect(await page.evaluate('window.__pwned')).toBeUndefined();
     await page.close();
   });
 
@@ -231,11 +247,17 @@ describe('dashboard in a browser', () => {
     expect(await page.locator('#action-result').innerText()).toContain('bearer token');
     await page.close();
     const post = (url: string, headers: Record<string, string>) =>
-      fetch(base + url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify({ uuid: deadUuid }) });
+      fetch(base + url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+        body: JSON.stringify({ uuid: deadUuid }),
+      });
     expect((await post('/dashboard/actions/retry', { 'x-q-dashboard': '1', authorization: 'Bearer wrong-token-0123456789' })).status).toBe(401);
     // The token alone is not enough: a cross-site form cannot send the custom header.
     expect((await post('/dashboard/actions/retry', { authorization: `Bearer ${TOKEN}` })).status).toBe(403);
-    expect((await post('/dashboard/actions/retry', { 'x-q-dashboard': '1', authorization: `Bearer ${TOKEN}`, origin: 'http://evil.example' })).status).toBe(403);
+    expect(
+      (await post('/dashboard/actions/retry', { 'x-q-dashboard': '1', authorization: `Bearer ${TOKEN}`, origin: 'http://evil.example' })).status,
+    ).toBe(403);
     expect((await post('/ro/actions/retry', { 'x-q-dashboard': '1', authorization: `Bearer ${TOKEN}` })).status).toBe(403);
     const { rows } = await schema.pool().query(`SELECT count(*)::int AS n FROM q_jobs WHERE retry_of_id IS NOT NULL`);
     expect(rows[0].n).toBe(0);
@@ -253,10 +275,12 @@ describe('dashboard in a browser', () => {
     await page.click('#job-actions form[data-action="retry"] button');
     await page.waitForSelector('#action-result.ok');
     expect(await page.locator('#action-result').innerText()).toMatch(/retried as job \d+/);
-    const { rows } = await schema.pool().query<{ uuid: string; status: string }>(
-      `SELECT uuid::text AS uuid, status::text AS status FROM q_jobs WHERE retry_of_id = (SELECT id FROM q_jobs_all WHERE uuid = $1)`,
-      [deadUuid],
-    );
+    const { rows } = await schema
+      .pool()
+      .query<{ uuid: string; status: string }>(
+        `SELECT uuid::text AS uuid, status::text AS status FROM q_jobs WHERE retry_of_id = (SELECT id FROM q_jobs_all WHERE uuid = $1)`,
+        [deadUuid],
+      );
     expect(rows).toEqual([{ uuid: expect.any(String), status: 'queued' }]);
     await page.goto(`${base}/dashboard/jobs?queue=img&status=queued`);
     expect(await page.locator(`#jobs tr[data-uuid="${rows[0]!.uuid}"]`).count()).toBe(1);

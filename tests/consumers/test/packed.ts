@@ -12,7 +12,7 @@ export const run = promisify(execFile);
 export const here = path.dirname(fileURLToPath(import.meta.url));
 export const repo = path.resolve(here, '..', '..', '..');
 /** The publishable packages, dependencies first, so a stale dist is rebuilt before its dependants. */
-export const PUBLISHED = ['schema', 'otel', 'store', 'quota', 'partition-consumer', 'job-worker'] as const;
+export const PUBLISHED = ['schema', 'otel', 'store', 'quota', 'partition-consumer', 'job-worker', 'dashboard'] as const;
 
 export interface Packed {
   /** A scratch folder holding the tarballs; remove it with `dispose`. */

@@ -25,7 +25,11 @@ const COUNT_COLUMNS = ['queued', 'scheduled', 'waiting', 'leased', 'running', 'r
 /** The Jobs page: counts by queue and status, the last hour's chart, the filtered list. */
 export async function jobsPage(ctx: PageContext): Promise<Page> {
   const filter = jobFilter(ctx.url);
-  const [counts, throughput, rows] = await Promise.all([ctx.reader.jobCounts(), ctx.reader.throughput(), ctx.reader.listJobs(filter, PAGE_SIZE + 1)]);
+  const [counts, throughput, rows] = await Promise.all([
+    ctx.reader.jobCounts(),
+    ctx.reader.throughput(),
+    ctx.reader.listJobs(filter, PAGE_SIZE + 1),
+  ]);
   if (counts === null || throughput === null || rows === null) return { title: 'Jobs', nav: 'jobs', body: notInstalled('jobs') };
 
   const byQueue = new Map<string, Map<string, number>>();
@@ -36,9 +40,10 @@ export async function jobsPage(ctx: PageContext): Promise<Page> {
   }
   const countRows = [...byQueue].map(
     ([queue, m]) =>
-      html`<tr data-queue="${queue}"><th><a href="${ctx.link(`/jobs?queue=${encodeURIComponent(queue)}`)}">${queue}</a></th>${COUNT_COLUMNS.map(
-        (s) => html`<td class="n" data-status="${s}">${m.get(s) ?? 0}</td>`,
-      )}</tr>`,
+      html`<tr data-queue="${queue}">
+        <th><a href="${ctx.link(`/jobs?queue=${encodeURIComponent(queue)}`)}">${queue}</a></th>
+        ${COUNT_COLUMNS.map((s) => html`<td class="n" data-status="${s}">${m.get(s) ?? 0}</td>`)}
+      </tr>`,
   );
 
   const succeeded = new Array<number>(60).fill(0);
@@ -47,7 +52,7 @@ export async function jobsPage(ctx: PageContext): Promise<Page> {
   for (const t of throughput) {
     const i = 59 - Math.min(59, Math.max(0, t.ago));
     const target = t.status === 'succeeded' ? succeeded : t.status === 'dead_letter' ? failed : cancelled;
-    target[i]! += num(t.n);
+    target[i] = (target[i] ?? 0) + num(t.n);
   }
   const chart = barChart(
     'Finished per minute, last hour',
@@ -63,7 +68,17 @@ export async function jobsPage(ctx: PageContext): Promise<Page> {
   const shown = rows.slice(0, PAGE_SIZE);
   const list = shown.map(
     (r) =>
-      html`<tr data-uuid="${r.uuid}"><td class="n">${r.id}</td><td><a href="${ctx.link(`/jobs/${r.uuid}`)}">${r.uuid}</a></td><td>${r.queue}</td><td>${r.job_type}</td><td>${badge(r.status)}</td><td class="n">${r.attempt}/${r.max_attempts}</td><td>${r.job_group ?? ''}</td><td>${time(r.created_at)}</td><td>${time(r.finished_at)}</td></tr>`,
+      html`<tr data-uuid="${r.uuid}">
+        <td class="n">${r.id}</td>
+        <td><a href="${ctx.link(`/jobs/${r.uuid}`)}">${r.uuid}</a></td>
+        <td>${r.queue}</td>
+        <td>${r.job_type}</td>
+        <td>${badge(r.status)}</td>
+        <td class="n">${r.attempt}/${r.max_attempts}</td>
+        <td>${r.job_group ?? ''}</td>
+        <td>${time(r.created_at)}</td>
+        <td>${time(r.finished_at)}</td>
+      </tr>`,
   );
   const params = new URLSearchParams();
   for (const k of ['queue', 'type', 'status', 'group'] as const) {
@@ -71,20 +86,59 @@ export async function jobsPage(ctx: PageContext): Promise<Page> {
     if (v !== null) params.set(k, v);
   }
   const last = shown.at(-1);
-  const next = more && last ? html`<a rel="next" href="${ctx.link(`/jobs?${new URLSearchParams([...params, ['before', last.id]]).toString()}`)}">Older →</a>` : '';
+  const next =
+    more && last
+      ? html`<a rel="next" href="${ctx.link(`/jobs?${new URLSearchParams([...params, ['before', last.id]]).toString()}`)}">Older →</a>`
+      : '';
   const first = filter.beforeId !== null ? html`<a href="${ctx.link(`/jobs?${params.toString()}`)}">← Newest</a> ` : '';
-  const statusOptions = ['', ...JOB_STATUSES].map((s) => html`<option value="${s}"${s === (filter.status ?? '') ? html` selected` : ''}>${s === '' ? 'any' : s}</option>`);
-  const input = (k: 'queue' | 'type' | 'group'): Html => html`<label>${k}<input name="${k}" value="${filter[k] ?? ''}"></label>`;
+  const statusOptions = ['', ...JOB_STATUSES].map(
+    (s) => html`<option value="${s}" ${s === (filter.status ?? '') ? html` selected` : ''}>${s === '' ? 'any' : s}</option>`,
+  );
+  const input = (k: 'queue' | 'type' | 'group'): Html => html`<label>${k}<input name="${k}" value="${filter[k] ?? ''}" /></label>`;
 
   const body = html`<h1>Jobs</h1>
-<h2>By queue and status</h2>
-<p class="muted">Live statuses and the whole dead letter; succeeded and cancelled over the last hour.</p>
-<table id="counts"><thead><tr><th>queue</th>${COUNT_COLUMNS.map((s) => html`<th>${s}</th>`)}</tr></thead><tbody>${countRows}</tbody></table>
-<h2>Throughput</h2>${chart}
-<h2>Jobs</h2>
-<form class="filters" method="get" action="${ctx.link('/jobs')}">${input('queue')}${input('type')}<label>status<select name="status">${statusOptions}</select></label>${input('group')}<button type="submit">Filter</button></form>
-<table id="jobs"><thead><tr><th>id</th><th>uuid</th><th>queue</th><th>type</th><th>status</th><th>attempt</th><th>group</th><th>created</th><th>finished</th></tr></thead><tbody>${list}</tbody></table>
-${shown.length === 0 ? html`<p class="muted">No jobs match.</p>` : ''}
-<nav class="pager">${first}${next}</nav>`;
+    <h2>By queue and status</h2>
+    <p class="muted">Live statuses and the whole dead letter; succeeded and cancelled over the last hour.</p>
+    <table id="counts">
+      <thead>
+        <tr>
+          <th>queue</th>
+          ${COUNT_COLUMNS.map((s) => html`<th>${s}</th>`)}
+        </tr>
+      </thead>
+      <tbody>
+        ${countRows}
+      </tbody>
+    </table>
+    <h2>Throughput</h2>
+    ${chart}
+    <h2>Jobs</h2>
+    <form class="filters" method="get" action="${ctx.link('/jobs')}">
+      ${input('queue')}${input('type')}<label
+        >status<select name="status">
+          ${statusOptions}
+        </select></label
+      >${input('group')}<button type="submit">Filter</button>
+    </form>
+    <table id="jobs">
+      <thead>
+        <tr>
+          <th>id</th>
+          <th>uuid</th>
+          <th>queue</th>
+          <th>type</th>
+          <th>status</th>
+          <th>attempt</th>
+          <th>group</th>
+          <th>created</th>
+          <th>finished</th>
+        </tr>
+      </thead>
+      <tbody>
+        ${list}
+      </tbody>
+    </table>
+    ${shown.length === 0 ? html`<p class="muted">No jobs match.</p>` : ''}
+    <nav class="pager">${first}${next}</nav>`;
   return { title: 'Jobs', nav: 'jobs', body };
 }
