@@ -18,6 +18,12 @@ const SHOTS =
   process.env.Q_DASHBOARD_SCREENSHOTS === '1'
     ? path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'docs')
     : fs.mkdtempSync(path.join(os.tmpdir(), 'q-dashboard-'));
+/** The page globals the tests read (the test files are compiled without the DOM library). */
+interface Browserish {
+  document: { body: { dataset: Record<string, string | undefined> } };
+  __pwned?: number;
+}
+
 const TOKEN = 'test-token-0123456789abcdef';
 
 let schema: TestSchema;
@@ -149,7 +155,9 @@ describe('dashboard in a browser', () => {
     }
     // Stay long enough for a live refresh to run.
     await page.goto(`${base}/dashboard/jobs`);
-    await page.waitForFunction('document.body.dataset.updated !== undefined', undefined, { timeout: 10_000 });
+    await page.waitForFunction(() => (globalThis as unknown as Browserish).document.body.dataset.updated !== undefined, undefined, {
+      timeout: 10_000,
+    });
     expect(errors).toEqual([]);
     for (const [name] of pages) expect(fs.statSync(path.join(SHOTS, `${name}.png`)).size).toBeGreaterThan(5000);
     await page.close();
@@ -235,7 +243,7 @@ describe('dashboard in a browser', () => {
     const text = await page.locator('#payload pre').innerText();
     expect(text).toContain('<script>window.__pwned = 1</script><b>bold</b>');
     expect(await page.locator('#payload b').count()).toBe(0);
-    expect(await page.evaluate('window.__pwned')).toBeUndefined();
+    expect(await page.evaluate(() => (globalThis as unknown as Browserish).__pwned)).toBeUndefined();
     await page.close();
   });
 
