@@ -3,7 +3,8 @@ import { StatementScope, type Statement } from '@q/schema/internal';
 import { BATCHES } from './sql/batches.js';
 import { DISPATCHERS } from './sql/dispatchers.js';
 import { JOB_COUNTS } from './sql/job-counts.js';
-import { LIST_JOBS } from './sql/list-jobs.js';
+import { listStatement } from './sql/list-jobs.js';
+import { MAX_JOB_ID } from './sql/max-job-id.js';
 import { PARTITIONS } from './sql/partitions.js';
 import { PENDING_DEPTH } from './sql/pending-depth.js';
 import { QUOTA_HOLDERS } from './sql/quota-holders.js';
@@ -36,6 +37,8 @@ export interface JobFilter {
   type: string | null;
   group: string | null;
   beforeId: string | null;
+  /** The lowest id searched (null: no bound). */
+  lowestId: string | null;
 }
 
 /** The job statuses a filter may name. */
@@ -89,7 +92,12 @@ export class Reader {
   }
 
   listJobs(f: JobFilter, limit: number) {
-    return this.#optional<JobListRow>(LIST_JOBS, [f.status, f.queue, f.type, f.group, f.beforeId, limit]);
+    return this.#optional<JobListRow>(listStatement(f.status), [f.status, f.queue, f.type, f.group, f.beforeId, limit, f.lowestId]);
+  }
+
+  async maxJobId(): Promise<string | null> {
+    const rows = await this.#optional<{ id: string | null }>(MAX_JOB_ID);
+    return rows?.[0]?.id ?? null;
   }
 
   partitions() {
