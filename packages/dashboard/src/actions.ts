@@ -18,7 +18,7 @@ export interface ActionResult {
 
 /** Runs `action` on the job `uuid`; a bad uuid is `INVALID_ARGUMENT`, a job in the wrong state `INVALID_STATE`. */
 export async function runAction(store: JobStore, action: ActionName, uuid: unknown): Promise<ActionResult> {
-  if (typeof uuid !== 'string' || !UUID.test(uuid)) throw invalidArgument('uuid must be a job uuid');
+  if (typeof uuid !== 'string' || !UUID.test(uuid)) throw invalidArgument(`${action}: uuid must be a job uuid`);
   switch (action) {
     case 'cancel': {
       const outcome = await store.cancel(uuid);

@@ -47,7 +47,7 @@ const OP = 'createDashboard';
 /** Checks `opts` (throws `INVALID_ARGUMENT` before anything is opened) and fills in defaults. */
 export function resolveOptions(opts: DashboardOptions): ResolvedOptions {
   if (typeof opts !== 'object' || opts === null) throw invalidArgument(`${OP}: options must be an object`);
-  if ((opts.dsn === undefined) === (opts.pool === undefined)) throw invalidArgument(`${OP}: give exactly one of dsn and pool`);
+  if ((opts.dsn === undefined) === (opts.pool === undefined)) throw invalidArgument(`${OP}: options must have exactly one of dsn and pool`);
   if (opts.dsn !== undefined && typeof opts.dsn !== 'string') throw invalidArgument(`${OP}: dsn must be a string`);
   const schema = opts.schema === undefined ? null : checkSchemaName(OP, opts.schema);
   let basePath = opts.basePath ?? '';
@@ -62,7 +62,7 @@ export function resolveOptions(opts: DashboardOptions): ResolvedOptions {
   if (opts.actions !== undefined) {
     const a = opts.actions;
     if (typeof a !== 'object' || a === null) throw invalidArgument(`${OP}: actions must be an object`);
-    if (a.token === undefined && a.authorize === undefined) throw invalidArgument(`${OP}: actions need a token or an authorize function`);
+    if (a.token === undefined && a.authorize === undefined) throw invalidArgument(`${OP}: actions must have a token or an authorize function`);
     if (a.token !== undefined && (typeof a.token !== 'string' || a.token.length < 16)) {
       throw invalidArgument(`${OP}: actions.token must be a string of at least 16 characters`);
     }
