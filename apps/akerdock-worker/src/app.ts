@@ -3,7 +3,8 @@ import { JobQueue, Worker } from '@q/job-worker';
 import { jobMetrics, qTracer } from '@q/otel';
 import type { Telemetry } from '@q/otel/sdk';
 import { JobStore } from '@q/store';
-import { buildAdminServer } from './api/server.js';
+import { createDashboard } from '@q/dashboard';
+import { buildAdminServer, DASHBOARD_PATH } from './api/server.js';
 import { KNOWN_QUEUES, type WorkerConfig } from './config.js';
 import { builtinHandlers, type HandlerMap } from './handlers/index.js';
 import { childLogger, silentLogger, type Logger } from './logger.js';
@@ -89,7 +90,18 @@ export async function startWorkerApp(config: WorkerConfig, opts: WorkerAppOption
       ...opts.handlers,
     };
     let draining = false;
+    // Read-only pages at /dashboard; its actions take the admin token (none with --insecure-local).
+    const dashboard = config.dashboard
+      ? await createDashboard({
+          pool: store.pool,
+          schema: store.schema,
+          basePath: DASHBOARD_PATH,
+          ...(config.adminToken !== undefined ? { actions: { token: config.adminToken } } : {}),
+        })
+      : undefined;
+    if (dashboard) cleanups.push(() => dashboard.close());
     const api = buildAdminServer({
+      ...(dashboard ? { dashboard } : {}),
       jobs: queue,
       token: config.adminToken,
       host: config.host,

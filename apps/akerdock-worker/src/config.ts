@@ -27,6 +27,11 @@ export interface WorkerConfig {
   adminToken: string | undefined;
   /** Serve the admin API without a token (refused unless bound to loopback). */
   insecureLocal: boolean;
+  /**
+   * Serve the `@q/dashboard` web pages at `/dashboard` on the admin port: read without the token
+   * (a browser cannot send one when it opens a page), actions (cancel, retry, forget) with it.
+   */
+  dashboard: boolean;
   /** `Host` names the admin API answers to besides {@link WorkerConfig.host} (DNS-rebinding guard). */
   allowedHosts: string[];
   /** Largest accepted request body (bytes). */
@@ -80,6 +85,7 @@ const OPTIONS = {
   listen: { type: 'string' },
   'admin-token': { type: 'string' },
   'insecure-local': { type: 'boolean' },
+  dashboard: { type: 'boolean' },
   'allowed-hosts': { type: 'string' },
   'body-limit': { type: 'string' },
   'webhook-secret': { type: 'string' },
@@ -110,6 +116,8 @@ export const USAGE = `usage: akerdock-worker [flags]
   --listen HOST:PORT      AKERDOCK_LISTEN                       (127.0.0.1:8080)
   --admin-token TOKEN     AKERDOCK_ADMIN_TOKEN                  (required unless --insecure-local)
   --insecure-local        no token; only allowed on a loopback address
+  --dashboard             AKERDOCK_DASHBOARD=1                  (off; web pages at /dashboard, read
+                          without the token, actions with it)
   --allowed-hosts A,B     AKERDOCK_ALLOWED_HOSTS                (Host names the API answers to besides
                           the --listen address; see DNS rebinding in docs/akerdock-worker.md)
   --body-limit BYTES      AKERDOCK_BODY_LIMIT                   (65536)
@@ -263,6 +271,7 @@ export function parseConfig(argv: string[], env: NodeJS.ProcessEnv = process.env
       port,
       adminToken,
       insecureLocal: adminToken === undefined,
+      dashboard: values.dashboard === true || ['1', 'true', 'on'].includes(env.AKERDOCK_DASHBOARD ?? ''),
       allowedHosts,
       bodyLimit: integer('body-limit', 'AKERDOCK_BODY_LIMIT', 65_536, 1_024, 16 * 1024 * 1024),
       webhookSecret: pick('webhook-secret', 'AKERDOCK_WEBHOOK_SECRET'),

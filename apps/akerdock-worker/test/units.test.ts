@@ -30,6 +30,12 @@ describe('config', () => {
     expect(configError(() => cfg(['--webhook-host-concurrency', '-1'], { AKERDOCK_ADMIN_TOKEN: TOKEN }))).toMatch(/webhook-host-concurrency/);
   });
 
+  it('serves the dashboard with --dashboard or AKERDOCK_DASHBOARD=1', () => {
+    expect(cfg(['--dashboard'], { AKERDOCK_ADMIN_TOKEN: TOKEN }).dashboard).toBe(true);
+    expect(cfg([], { AKERDOCK_ADMIN_TOKEN: TOKEN, AKERDOCK_DASHBOARD: '1' }).dashboard).toBe(true);
+    expect(cfg([], { AKERDOCK_ADMIN_TOKEN: TOKEN, AKERDOCK_DASHBOARD: '0' }).dashboard).toBe(false);
+  });
+
   it('has the documented defaults (docs/akerdock-worker.md#process)', () => {
     const c = cfg([], { AKERDOCK_ADMIN_TOKEN: TOKEN });
     expect(c).toMatchObject({
@@ -42,6 +48,7 @@ describe('config', () => {
       port: 8080,
       adminToken: TOKEN,
       insecureLocal: false,
+      dashboard: false,
       bodyLimit: 65_536,
       webhookHostConcurrency: 4,
       purgeAfterMs: 30 * 86_400_000,

@@ -1,4 +1,5 @@
-import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { JobQueueLike, JobStatus } from '../job-types.js';
 import { silentLogger, type Logger } from '../logger.js';
 import { bearerChecker } from './auth.js';
@@ -44,7 +45,20 @@ export interface AdminServerOptions {
    * `unknown_queue` (`POST /jobs` gets the same answer from the queue itself). Absent: any queue.
    */
   queues?: readonly string[];
+  /**
+   * The web dashboard (`createDashboard` of `@q/dashboard` with `basePath: '/dashboard'`), served
+   * at `/dashboard`: its pages without the token, its actions only with it.
+   */
+  dashboard?: DashboardMount;
 }
+
+/** What the admin server needs of a dashboard: its Node request handler. */
+export interface DashboardMount {
+  handle(req: IncomingMessage, res: ServerResponse): Promise<void>;
+}
+
+/** The path the dashboard is mounted at. */
+export const DASHBOARD_PATH = '/dashboard';
 
 interface EnqueueBody {
   type: string;
@@ -86,12 +100,20 @@ interface ScheduleBody {
   backfill_ms?: number;
 }
 
+/** Hands a request to the dashboard, taking it out of Fastify's hands. */
+async function serveDashboard(dashboard: DashboardMount, req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  reply.hijack();
+  await dashboard.handle(req.raw, reply.raw);
+  return reply;
+}
+
 /**
  * The admin HTTP API: jobs (enqueue, list, get, retry, forget, cancel), schedules (list, put,
  * delete), flows (get, cancel, retry), groups, /healthz, /readyz and /openapi.json. Every job, schedule, flow and group route needs `Authorization: Bearer <token>` (401 without one, 403 with
  * a wrong one); every route refuses a `Host` that does not name the server and every write a
  * cross-origin `Origin` / `Sec-Fetch-Site` (403); errors are `{ error: { code, message } }`. Not
- * listening yet: call `listen()`.
+ * listening yet: call `listen()`. With `dashboard`, `/dashboard` serves the web dashboard (its pages
+ * without the token).
  */
 export function buildAdminServer(opts: AdminServerOptions): FastifyInstance {
   const log = opts.logger ?? silentLogger;
@@ -114,12 +136,20 @@ export function buildAdminServer(opts: AdminServerOptions): FastifyInstance {
     const refused = guard(req.method, req.headers);
     if (refused) return sendError(reply, refused.status, refused.code, refused.message);
     if (publicUrls.has(req.routeOptions.url ?? '')) return;
+    const dashboard = opts.dashboard;
+    const path = req.url.split('?')[0] ?? '';
+    const toDashboard = dashboard !== undefined && (path === DASHBOARD_PATH || path.startsWith(`${DASHBOARD_PATH}/`));
+    // A browser opening a page sends no token: the dashboard's pages are read without it; its
+    // actions (POST) need it here and again in the dashboard itself.
+    if (toDashboard && (req.method === 'GET' || req.method === 'HEAD')) return serveDashboard(dashboard, req, reply);
     const verdict = check(req.headers.authorization);
     if (verdict === 'missing') {
       reply.header('www-authenticate', 'Bearer realm="q"');
       return sendError(reply, 401, 'unauthorized', 'send Authorization: Bearer <token>');
     }
     if (verdict === 'wrong') return sendError(reply, 403, 'forbidden', 'the bearer token is not valid');
+    // Served here, before Fastify reads the body: the dashboard reads its own.
+    if (toDashboard) return serveDashboard(dashboard, req, reply);
   });
   app.addHook('onResponse', async (req, reply) => {
     log.debug({ method: req.method, route: req.routeOptions.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'http');
