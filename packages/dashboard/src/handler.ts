@@ -115,7 +115,7 @@ export async function serve(deps: HandlerDeps, req: IncomingMessage, res: Server
     return true;
   }
   if (path === '/') {
-    send(res, 302, 'text/plain; charset=utf-8', '', { location: ctx.link('/jobs') });
+    send(res, 302, 'text/plain; charset=utf-8', '', { location: ctx.link(`/${deps.opts.home}`) });
     return true;
   }
 

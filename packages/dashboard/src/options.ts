@@ -31,6 +31,8 @@ export interface DashboardOptions {
   actions?: DashboardActions;
   /** How often a page refreshes its live part, in ms (default 3000, at least 500). */
   refreshMs?: number;
+  /** The page the root path opens (default `jobs`; a request-queue service would pick `requests`). */
+  home?: 'jobs' | 'flows' | 'schedules' | 'requests' | 'quotas';
 }
 
 /** Options after checking, with defaults. */
@@ -40,6 +42,7 @@ export interface ResolvedOptions {
   actions: DashboardActions | null;
   refreshMs: number;
   schema: string | null;
+  home: string;
 }
 
 const OP = 'createDashboard';
@@ -69,5 +72,8 @@ export function resolveOptions(opts: DashboardOptions): ResolvedOptions {
     if (a.authorize !== undefined && typeof a.authorize !== 'function') throw invalidArgument(`${OP}: actions.authorize must be a function`);
     actions = a;
   }
-  return { basePath, showPayloads: opts.showPayloads ?? false, actions, refreshMs, schema };
+  const home = opts.home ?? 'jobs';
+  if (!['jobs', 'flows', 'schedules', 'requests', 'quotas'].includes(home))
+    throw invalidArgument(`${OP}: home must be jobs, flows, schedules, requests or quotas`);
+  return { basePath, showPayloads: opts.showPayloads ?? false, actions, refreshMs, schema, home };
 }

@@ -164,6 +164,16 @@ export interface DispatcherConfig {
   queues: QueueConfig[];
   /** The Batch API; absent: not served. */
   batch_api?: BatchApiConfig;
+  /** The web dashboard (`@q/dashboard`, read-only) on its own port; absent: not served. */
+  dashboard?: DashboardConfig;
+}
+
+/** The `dashboard` section: where `q-dispatcher run` serves the read-only web dashboard. */
+export interface DashboardConfig {
+  /** 0 = any free port. */
+  port: number;
+  /** Bind address (default 127.0.0.1). */
+  host: string;
 }
 
 // Timers take at most 2^31 − 1 ms; a longer delay makes Node fire them every millisecond.
@@ -260,6 +270,15 @@ export const CONFIG_SCHEMA = {
     tls_key_file: { type: 'string', minLength: 1 },
     tls_server_name: { type: 'string', minLength: 1 },
     tls_insecure_skip_verify: { type: 'boolean', default: false },
+    dashboard: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['port'],
+      properties: {
+        port: { type: 'integer', minimum: 0, maximum: 65535 },
+        host: { type: 'string', minLength: 1, default: '127.0.0.1' },
+      },
+    },
     batch_api: {
       type: 'object',
       additionalProperties: false,

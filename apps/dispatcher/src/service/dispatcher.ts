@@ -2,12 +2,15 @@
 // Quota, one keep-alive inference client, health/readiness/metrics endpoints, graceful stop.
 import { randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { hostname } from 'node:os';
 import type { MeterProvider, TracerProvider } from '@opentelemetry/api';
 import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { MeterProvider as SdkMeterProvider } from '@opentelemetry/sdk-metrics';
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
+import { createDashboard, type Dashboard } from '@q/dashboard';
 import { runPartitionWorker, type PartitionWorkerStats } from '@q/partition-consumer';
 import { createQuota, type Quota } from '@q/quota';
 import { QError, QErrorCode } from '@q/schema';
@@ -75,6 +78,8 @@ export class Dispatcher {
   metricsPort: number | undefined;
   /** Bound port of the Batch API (undefined when `batch_api` is not configured). */
   batchApiPort: number | undefined;
+  /** Bound port of the web dashboard (undefined when `dashboard` is not configured). */
+  dashboardPort: number | undefined;
 
   #ready = false;
   readonly #stopCtl = new AbortController();
@@ -83,6 +88,7 @@ export class Dispatcher {
   readonly #endpoints: Endpoint[] = [];
   #stopping: Promise<PartitionWorkerStats[]> | undefined;
   #batchApi: { driver: BatchDriver; server: BatchApiServer } | undefined;
+  #dashboard: { dashboard: Dashboard; server: http.Server } | undefined;
   #meterOwned: SdkMeterProvider | undefined;
   #failure: Error | undefined;
   #failed: (err: Error) => void = () => undefined;
@@ -190,6 +196,7 @@ export class Dispatcher {
     }
     try {
       await d.#startBatchApi(meterProvider);
+      await d.#startDashboard();
     } catch (err) {
       await d.stop();
       throw err;
@@ -232,6 +239,26 @@ export class Dispatcher {
     this.batchApiPort = server.port;
     driver.start();
     this.#logger.info({ port: server.port, queue: queue.queue_name, keys: api.api_keys.length }, 'batch api listening');
+  }
+
+  /** The read-only web dashboard (`dashboard`) on the store's pool, opening on the request queues. */
+  async #startDashboard(): Promise<void> {
+    const cfg = this.#config.dashboard;
+    if (cfg === undefined) return;
+    const dashboard = await createDashboard({ pool: this.store.pool, schema: this.store.schema, home: 'requests' });
+    const server = http.createServer((req, res) => void dashboard.handle(req, res));
+    try {
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(cfg.port, cfg.host, () => resolve());
+      });
+    } catch (err) {
+      await dashboard.close();
+      throw new QError(QErrorCode.CONFIG, `dashboard: cannot listen on ${cfg.host}:${cfg.port}: ${(err as Error).message}`, { cause: err });
+    }
+    this.#dashboard = { dashboard, server };
+    this.dashboardPort = (server.address() as AddressInfo).port;
+    this.#logger.info({ port: this.dashboardPort }, 'dashboard listening');
   }
 
   async #startEndpoints(prometheus: PrometheusExporter | undefined): Promise<void> {
@@ -453,6 +480,13 @@ export class Dispatcher {
       this.#stopCtl.abort();
       clearTimeout(this.#backlogTimer);
       await this.#batchApi?.server.close().catch(() => undefined);
+      if (this.#dashboard) {
+        const { dashboard, server } = this.#dashboard;
+        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+        server.closeAllConnections();
+        await closed;
+        await dashboard.close().catch(() => undefined);
+      }
       await this.#batchApi?.driver.stop();
       // Requests held back by admission go back to pending while the partitions are still ours.
       await Promise.all(this.#admissions.map((a) => a.close()));

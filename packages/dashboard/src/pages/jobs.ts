@@ -21,7 +21,8 @@ export function jobFilter(url: URL): JobFilter {
     return v === null || v === '' ? null : v;
   };
   const status = get('status');
-  if (status !== null && !(JOB_STATUSES as readonly string[]).includes(status)) throw invalidArgument(`jobs: status must be one of ${JOB_STATUSES.join(', ')}`);
+  if (status !== null && !(JOB_STATUSES as readonly string[]).includes(status))
+    throw invalidArgument(`jobs: status must be one of ${JOB_STATUSES.join(', ')}`);
   const before = get('before');
   if (before !== null && !/^[1-9][0-9]{0,18}$/.test(before)) throw invalidArgument('jobs: before must be a job id');
   return { status, queue: get('queue'), type: get('type'), group: get('group'), beforeId: before, lowestId: null };
