@@ -48,7 +48,7 @@ exports.run = async function run(q) {
   }
   out.loaded = {
     metric: q.METRIC.jobsDuration,
-    classes: [q.RequestStore, q.Consumer, q.runPartitionWorker].map((x) => typeof x),
+    classes: [q.RequestStore, q.Consumer, q.runPartitionWorker, q.createDashboard].map((x) => typeof x),
   };
   return out;
 };

@@ -53,6 +53,7 @@ it('a CommonJS project and an ESM project install the packed packages and run jo
   const installMs = Date.now() - t0;
   for (const dir of [cjs, esm]) {
     expect(fs.readdirSync(path.join(dir, 'node_modules', '@q')).sort()).toEqual([
+      'dashboard',
       'job-worker',
       'otel',
       'partition-consumer',
@@ -77,7 +78,7 @@ it('a CommonJS project and an ESM project install the packed packages and run jo
       job: { status: 'succeeded', result: { n: 42 } },
       badDsn: 'QError UNSUPPORTED_DSN',
       sdk: 'QError CONFIG with install line',
-      loaded: { metric: 'q.jobs.duration.seconds', classes: ['function', 'function', 'function'] },
+      loaded: { metric: 'q.jobs.duration.seconds', classes: ['function', 'function', 'function', 'function'] },
     });
     // require(esm) is not experimental any more on this Node: no warning for the user.
     expect(stderr).not.toMatch(/ExperimentalWarning/);

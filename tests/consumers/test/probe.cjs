@@ -8,6 +8,7 @@ const { JobStore, RequestStore } = require('@q/store');
 const { JobQueue, Worker } = require('@q/job-worker');
 const { Consumer, runPartitionWorker } = require('@q/partition-consumer');
 const { startTelemetry } = require('@q/otel/sdk');
+const { createDashboard } = require('@q/dashboard');
 
 require('./calls.cjs')
   .run({
@@ -22,6 +23,7 @@ require('./calls.cjs')
     Worker,
     Consumer,
     runPartitionWorker,
+    createDashboard,
     startTelemetry,
   })
   .then(

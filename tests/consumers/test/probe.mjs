@@ -7,6 +7,7 @@ import { JobStore, RequestStore } from '@q/store';
 import { JobQueue, Worker } from '@q/job-worker';
 import { Consumer, runPartitionWorker } from '@q/partition-consumer';
 import { startTelemetry } from '@q/otel/sdk';
+import { createDashboard } from '@q/dashboard';
 import calls from './calls.cjs';
 
 const out = await calls.run({
@@ -21,6 +22,7 @@ const out = await calls.run({
   Worker,
   Consumer,
   runPartitionWorker,
+  createDashboard,
   startTelemetry,
 });
 console.log(JSON.stringify({ kind: 'esm', ...out }));
