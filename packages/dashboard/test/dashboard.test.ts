@@ -305,6 +305,52 @@ describe('dashboard in a browser', () => {
   });
 });
 
+describe('actions over HTTP', () => {
+  const act = (url: string, action: string, uuid: string, headers: Record<string, string>) =>
+    fetch(`${url}/actions/${action}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-q-dashboard': '1', ...headers },
+      body: JSON.stringify({ uuid }),
+    });
+  const status = async (uuid: string) => (await store.get(uuid))?.status;
+
+  it('cancels a queued job and forgets a dead letter with the token; refuses a job in the wrong state', async () => {
+    const [queued] = await enqueue('mail', 'send', 1);
+    expect((await act(`${base}/dashboard`, 'forget', queued!.uuid, { authorization: `Bearer ${TOKEN}` })).status).toBe(409);
+    expect((await act(`${base}/dashboard`, 'cancel', queued!.uuid, { authorization: `Bearer ${TOKEN}` })).status).toBe(200);
+    expect(await status(queued!.uuid)).toBe('cancelled');
+    const [doomed] = await enqueue('doomed', 'x', 1);
+    const [lease] = await store.claim({ queues: ['doomed'], workerId: 'w', limit: 1, leaseMs: 60_000, start: true });
+    await store.fail(lease!, 'no', null);
+    expect((await act(`${base}/dashboard`, 'forget', doomed!.uuid, { authorization: `Bearer ${TOKEN}` })).status).toBe(200);
+    expect(await status(doomed!.uuid)).toBe('cancelled');
+    expect((await act(`${base}/dashboard`, 'cancel', 'not-a-uuid', { authorization: `Bearer ${TOKEN}` })).status).toBe(400);
+  });
+
+  it('lets an authorize function decide instead of a token', async () => {
+    const hooked = await createDashboard({ pool: schema.pool(), actions: { authorize: (req) => req.headers['x-user'] === 'operator' } });
+    const srv = http.createServer((req, res) => void hooked.handle(req, res));
+    await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(srv.address() as { port: number }).port}`;
+    try {
+      const [job] = await enqueue('mail', 'send', 1);
+      expect((await act(url, 'cancel', job!.uuid, { 'x-user': 'someone' })).status).toBe(403);
+      expect(await status(job!.uuid)).toBe('queued');
+      expect((await act(url, 'cancel', job!.uuid, { 'x-user': 'operator' })).status).toBe(200);
+      expect(await status(job!.uuid)).toBe('cancelled');
+    } finally {
+      await new Promise<void>((r) => srv.close(() => r()));
+      await hooked.close();
+    }
+  });
+
+  it('answers a bad filter with 400 and an unknown job with 404', async () => {
+    expect((await fetch(`${base}/dashboard/jobs?status=bogus`)).status).toBe(400);
+    expect((await fetch(`${base}/dashboard/jobs?before=abc`)).status).toBe(400);
+    expect((await fetch(`${base}/dashboard/jobs/00000000-0000-4000-8000-000000000000`)).status).toBe(404);
+  });
+});
+
 describe('createDashboard options', () => {
   it('refuses bad options with INVALID_ARGUMENT before opening anything', async () => {
     await expect(createDashboard({})).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
