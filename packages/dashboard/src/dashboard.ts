@@ -3,6 +3,7 @@ import type pg from 'pg';
 import { openPool } from '@q/schema';
 import { JobStore } from '@q/store';
 import { serve } from './handler.js';
+import { Reader } from './reader.js';
 import { resolveOptions, type DashboardOptions } from './options.js';
 
 /** A mounted dashboard: a Node request handler and what it holds open. */
@@ -34,7 +35,7 @@ export async function createDashboard(options: DashboardOptions): Promise<Dashbo
   const pool: pg.Pool = options.pool ?? (await openPool(options.dsn ?? '', { maxConns: 2, applicationName: 'q-dashboard' }));
   try {
     const store = await JobStore.fromPool(pool, { migrate: false, ...(opts.schema !== null ? { schema: opts.schema } : {}) });
-    const deps = { pool, store, schema: store.schema, opts };
+    const deps = { reader: new Reader(pool, store.schema), store, schema: store.schema, opts };
     return {
       schema: store.schema,
       async handle(req, res, next) {

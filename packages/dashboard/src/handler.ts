@@ -1,5 +1,4 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type pg from 'pg';
 import { isQError, QErrorCode } from '@q/schema';
 import type { JobStore } from '@q/store';
 import { ACTIONS, runAction, type ActionName } from './actions.js';
@@ -14,7 +13,7 @@ import { jobsPage } from './pages/jobs.js';
 import { quotasPage } from './pages/quotas.js';
 import { requestsPage } from './pages/requests.js';
 import { schedulesPage } from './pages/schedules.js';
-import { Reader } from './reader.js';
+import type { Reader } from './reader.js';
 
 // Scripts and styles from the dashboard's own origin only: a value that slipped past escaping
 // still could not run. No framing, forms post only to the dashboard.
@@ -48,7 +47,7 @@ async function readBody(req: IncomingMessage): Promise<string> {
 
 /** The parts a request is served from. */
 export interface HandlerDeps {
-  pool: pg.Pool;
+  reader: Reader;
   store: JobStore;
   schema: string;
   opts: ResolvedOptions;
@@ -62,7 +61,7 @@ export async function serve(deps: HandlerDeps, req: IncomingMessage, res: Server
   if (base !== '' && (path === base || path.startsWith(`${base}/`))) path = path.slice(base.length);
   if (path === '') path = '/';
   const ctx: PageContext = {
-    reader: new Reader(deps.pool, deps.schema),
+    reader: deps.reader,
     store: deps.store,
     opts: deps.opts,
     url,
