@@ -132,6 +132,7 @@ afterAll(async () => {
   await requests?.close();
   await store?.close();
   await schema?.drop();
+  if (process.env.Q_DASHBOARD_SCREENSHOTS !== '1') fs.rmSync(SHOTS, { recursive: true, force: true });
 });
 
 describe('dashboard in a browser', () => {
