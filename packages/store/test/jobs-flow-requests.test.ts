@@ -171,6 +171,24 @@ describe('inference steps', () => {
     expect(await count('q_results')).toBe(0);
   });
 
+  it('retryFlow leaves a failed inference step and the nodes below it as they are, and retries the others', async () => {
+    const { flowId } = await jobs.flows.insert({
+      nodes: [
+        step('ask'),
+        { ref: 'below', type: 't', queue: 'fq', dependsOn: ['ask'] },
+        { ref: 'other', type: 't', queue: 'fq', maxAttempts: 1 },
+      ],
+    });
+    const [r] = await dispatchAll();
+    await answer(r!, { payload: '{}', error_code: 'INFERENCE_ERROR' });
+    const [other] = await jobs.claim({ queues: ['fq'], workerId: 'w', limit: 10, leaseMs: 60_000 });
+    await jobs.complete([{ id: other!.id, leaseToken: other!.leaseToken, status: 'dead_letter', error: 'boom' }]);
+    expect(await statuses()).toEqual({ ask: 'dead_letter', below: 'dead_letter', other: 'dead_letter' });
+    expect(await jobs.flows.retry(flowId, { mode: 'failed-and-downstream' })).toEqual({ retried: 1 });
+    expect(await statuses()).toEqual({ ask: 'dead_letter', below: 'dead_letter', other: 'queued' });
+    expect(await count('q_requests')).toBe(0);
+  });
+
   it('leaves results of other routes alone', async () => {
     await requests.enqueue([{ id: 'plain', token: 't1', queue: 'llm', deadline: nowSec() + 60, envelope: '{}', payload: Buffer.from('x') }]);
     const [r] = await dispatchAll();

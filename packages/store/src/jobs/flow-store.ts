@@ -111,7 +111,9 @@ export class FlowStore {
    * with a parent's failure under `continue`, or succeeded before). Each starts afresh (attempt
    * 0, no error or result) `waiting` on its parents that are not succeeded, else `queued`; a
    * waiting node that depends on one of them waits for it again. Returns how many nodes were
-   * retried (0 for an unknown flow or one without failures). Live nodes are left as they are.
+   * retried (0 for an unknown flow or one without failures). Live nodes are left as they are,
+   * and so are a failed inference step (its request is sent once, with the flow) and every node
+   * below it.
    */
   async retry(flowId: string, opts: { mode: 'failed' | 'failed-and-downstream' } = { mode: 'failed' }): Promise<{ retried: number }> {
     checkUuid(flowId, 'retryFlow: flowId');
