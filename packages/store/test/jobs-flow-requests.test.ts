@@ -216,16 +216,16 @@ describe('inference steps', () => {
     await expectInvalid(bad({ ref: 'a', request: null }), /^flow: node "a" request must be an object/);
     await expectInvalid(bad({ ref: 'a', request: 'x' }), /^flow: node "a" request must be an object/);
     await expectInvalid(bad({ ref: 'a', request: { payload: {}, deadline: nowSec() + 60 } }), /^flow: node "a" request\.queue must be a non-empty string$/);
-    await expectInvalid(bad({ ref: 'a', request: { queue: 'llm', deadline: nowSec() + 60 } }), /^flow: node "a" request\.payload is required/);
-    await expectInvalid(bad({ ref: 'a', request: { queue: 'llm', payload: 1n, deadline: nowSec() + 60 } }), /^flow: node "a" request\.payload/);
+    await expectInvalid(bad({ ref: 'a', request: { queue: 'llm', deadline: nowSec() + 60 } }), /^flow: node "a" request\.payload must be given/);
+    await expectInvalid(bad({ ref: 'a', request: { queue: 'llm', payload: 1n, deadline: nowSec() + 60 } }), /^flow: node "a" request\.payload must be storable JSON: /);
     await expectInvalid(bad({ ref: 'a', request: { queue: 'llm', payload: {}, deadline: 1.5 } }), /^flow: node "a" request\.deadline must be whole Unix seconds$/);
-    await expectInvalid(bad({ ref: 'a', request: { queue: 'llm', payload: {}, deadline: nowSec() - 10 } }), /^flow: node "a" request\.deadline is already past$/);
+    await expectInvalid(bad({ ref: 'a', request: { queue: 'llm', payload: {}, deadline: nowSec() - 10 } }), /^flow: node "a" request\.deadline must not be past$/);
     await expectInvalid(
       bad({ ref: 'a', request: { queue: 'llm', payload: {}, deadline: nowSec() + 60, tenant: '' } }),
       /^flow: node "a" request\.tenant must be a non-empty string$/,
     );
-    await expectInvalid(bad({ ...step('a'), dependsOn: ['ok'] }), /^flow: node "a" is an inference step, which takes no dependsOn/);
-    await expectInvalid(bad({ ...step('a'), payload: {} }), /^flow: node "a" is an inference step, which takes no payload/);
+    await expectInvalid(bad({ ...step('a'), dependsOn: ['ok'] }), /^flow: node "a" must have no dependsOn: an inference step takes a ref and a request only$/);
+    await expectInvalid(bad({ ...step('a'), payload: {} }), /^flow: node "a" must have no payload: /);
     expect(await count('q_flows')).toBe(0);
     expect(await count('q_jobs_all')).toBe(0);
     expect(await count('q_requests')).toBe(0);
@@ -234,7 +234,7 @@ describe('inference steps', () => {
   it('refuses an inference step added at run time', async () => {
     await jobs.flows.insert({ nodes: [{ ref: 'root', type: 'r', queue: 'fq' }] });
     const [root] = await jobs.claim({ queues: ['fq'], workerId: 'w', limit: 1, leaseMs: 60_000, start: true });
-    await expectInvalid(jobs.flows.addNodes(root!, [step('late')]), /^flow: node "late" is an inference step, which a running node cannot add$/);
+    await expectInvalid(jobs.flows.addNodes(root!, [step('late')]), /^flow: node "late" must be a job: a running node cannot add an inference step$/);
   });
 });
 

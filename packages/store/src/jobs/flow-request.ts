@@ -31,15 +31,15 @@ export function checkFlowRequest(named: string, request: unknown, nowSeconds = D
   }
   const r = request as Partial<FlowRequest>;
   const queue = checkName('flow', `node ${named} request.queue`, r.queue);
-  if (!('payload' in r) || r.payload === undefined) throw invalidArgument(`flow: node ${named} request.payload is required (any JSON value)`);
-  const json = jsonText(r.payload, 'request.payload', 'strict');
-  if ('problem' in json) throw invalidArgument(`flow: node ${named} ${json.problem}`);
+  if (!('payload' in r) || r.payload === undefined) throw invalidArgument(`flow: node ${named} request.payload must be given (any JSON value)`);
+  const json = jsonText(r.payload, 'it', 'strict');
+  if ('problem' in json) throw invalidArgument(`flow: node ${named} request.payload must be storable JSON: ${json.problem}`);
   const body = json.text ?? 'null';
   const deadline = r.deadline;
   if (typeof deadline !== 'number' || !Number.isSafeInteger(deadline) || deadline <= 0) {
     throw invalidArgument(`flow: node ${named} request.deadline must be whole Unix seconds`);
   }
-  if (deadline < Math.floor(nowSeconds)) throw invalidArgument(`flow: node ${named} request.deadline is already past`);
+  if (deadline < Math.floor(nowSeconds)) throw invalidArgument(`flow: node ${named} request.deadline must not be past`);
   const tenant = r.tenant === undefined || r.tenant === null ? null : checkName('flow', `node ${named} request.tenant`, r.tenant);
   return { id: randomUUID(), queue, deadline, body, tenant };
 }

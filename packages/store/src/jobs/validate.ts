@@ -461,11 +461,11 @@ export function toFlowBatch(input: NewFlow, opts: { external?: boolean } = {}): 
     let request: CheckedFlowRequest | null = null;
     if ('request' in node && node.request !== undefined) {
       if (node.type !== undefined) throw invalidArgument(`flow: node ${named} must have either a type or a request, not both`);
-      if (opts.external) throw invalidArgument(`flow: node ${named} is an inference step, which a running node cannot add`);
+      if (opts.external) throw invalidArgument(`flow: node ${named} must be a job: a running node cannot add an inference step`);
       const extra = (['payload', 'queue', 'priority', 'maxAttempts', 'idempotencyKey', 'dependsOn'] as const).find(
         (k) => (node as unknown as Record<string, unknown>)[k] !== undefined,
       );
-      if (extra) throw invalidArgument(`flow: node ${named} is an inference step, which takes no ${extra} (it is sent with the flow)`);
+      if (extra) throw invalidArgument(`flow: node ${named} must have no ${extra}: an inference step takes a ref and a request only`);
       request = checkFlowRequest(named, node.request);
     }
     let one: EnqueueBatch;
