@@ -4,7 +4,7 @@
 // An error result and a missed deadline each apply the edge policies; a partition owner SIGKILLed
 // while the request is in flight still ends with one result and one release.
 import { runPartitionWorker, type PartitionWorkerStats } from '@q/partition-consumer';
-import { RequestStore, type JobStore } from '@q/store';
+import { RequestStore } from '@q/store';
 import { waitFor, type TestSchema } from '@q/testing';
 import { afterEach, beforeAll, afterAll, expect, it } from 'vitest';
 import { FLOW_REQUEST_TYPE, type FlowParent, type JobQueue } from '../src/index.js';
@@ -12,12 +12,15 @@ import { spawnWorker, useWorkerTests, type WorkerProcess } from './helpers.js';
 import { modelHandler } from './fixtures/model.js';
 
 let schema: TestSchema;
-let store: JobStore;
 let queue: JobQueue;
 let requests: RequestStore;
 const children: WorkerProcess[] = [];
 const models: Array<{ ac: AbortController; run: Promise<PartitionWorkerStats> }> = [];
-const { startWorker } = useWorkerTests('jwinfer', { concurrency: 2, pollIntervalMs: 50, maintenanceIntervalMs: 100 }, (t) => ({ schema, store, queue } = t));
+const { startWorker } = useWorkerTests(
+  'jwinfer',
+  { concurrency: 2, pollIntervalMs: 50, maintenanceIntervalMs: 100 },
+  (t) => ({ schema, queue } = t),
+);
 
 // The job store was installed first (useWorkerTests); opening the request queue now adds the
 // result trigger (requests migration 0005).
@@ -96,7 +99,9 @@ it('an error result fails the node, and the edge policies apply', async () => {
   expect(flow.nodes.strict!.status).toBe('dead_letter');
   expect(flow.nodes.lenient!.status).toBe('succeeded');
   expect(seen.has(jobs.strict!.uuid)).toBe(false);
-  expect(seen.get(jobs.lenient!.uuid)).toEqual({ ask: { status: 'dead_letter', result: null, error: 'request: INFERENCE_ERROR (model failed)' } });
+  expect(seen.get(jobs.lenient!.uuid)).toEqual({
+    ask: { status: 'dead_letter', result: null, error: 'request: INFERENCE_ERROR (model failed)' },
+  });
 });
 
 it('a missed deadline fails the node in a maintenance round, and the edge policies apply', async () => {
@@ -117,7 +122,10 @@ it('a missed deadline fails the node in a maintenance round, and the edge polici
 });
 
 it('a partition owner SIGKILLed with the request in flight: one result, one release', async () => {
-  const victim = await spawnWorker({ Q_DSN: schema.dsn, Q_QUEUE: 'llm-kill', Q_OWNER: 'victim', Q_LEASE_MS: '1000', Q_HOLD_MS: '600000' }, 'model-process.ts');
+  const victim = await spawnWorker(
+    { Q_DSN: schema.dsn, Q_QUEUE: 'llm-kill', Q_OWNER: 'victim', Q_LEASE_MS: '1000', Q_HOLD_MS: '600000' },
+    'model-process.ts',
+  );
   children.push(victim);
   const seen = serveChildren();
   const { flowId, jobs } = await queue.flow({

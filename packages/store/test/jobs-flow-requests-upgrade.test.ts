@@ -28,16 +28,25 @@ describe('migrations 0016 (jobs) and 0005 (requests) on a database of the previo
         { queue: 'f', type: 'live', payload: { n: 1 } },
         { queue: 'f', type: 'done', payload: { n: 2 } },
       ]);
-      await before.flows.insert({ nodes: [{ ref: 'p', type: 'parent', queue: 'f' }, { ref: 'c', type: 'child', queue: 'f', dependsOn: ['p'] }] });
+      await before.flows.insert({
+        nodes: [
+          { ref: 'p', type: 'parent', queue: 'f' },
+          { ref: 'c', type: 'child', queue: 'f', dependsOn: ['p'] },
+        ],
+      });
     } finally {
       await before.close();
     }
-    await scratch.admin.query(`UPDATE ${q}.q_jobs SET status = 'succeeded', result = '{"ok": true}', finished_at = now() WHERE job_type = 'done'`);
+    await scratch.admin.query(
+      `UPDATE ${q}.q_jobs SET status = 'succeeded', result = '{"ok": true}', finished_at = now() WHERE job_type = 'done'`,
+    );
     await scratch.admin.query(
       `INSERT INTO ${q}.q_requests (id, request_token, queue, partition_id, deadline, envelope, payload, created_at)
        VALUES ('r1', 't1', 'llm', 3, 2000000000, '{}', '\\x01'::bytea, 1)`,
     );
-    await scratch.admin.query(`INSERT INTO ${q}.q_results (route, id, request_token, payload, created_at) VALUES ('out', 'r0', 't0', 'answer', 1)`);
+    await scratch.admin.query(
+      `INSERT INTO ${q}.q_results (route, id, request_token, payload, created_at) VALUES ('out', 'r0', 't0', 'answer', 1)`,
+    );
     const snapshot = async (): Promise<unknown[]> =>
       (
         await scratch.admin.query<{ j: unknown }>(
@@ -74,7 +83,13 @@ describe('migrations 0016 (jobs) and 0005 (requests) on a database of the previo
       await requests.acquirePartitions('llm2', 'o', new Date(), 600_000, 64);
       const [req] = await requests.dispatch('llm2', 'o', new Date(), 10);
       await requests.ack('o', [
-        { id: req!.id, token: req!.token, attempt: req!.attempt, route: `q:flow:${flowId}`, payload: JSON.stringify({ id: req!.id, payload: '"yes"' }) },
+        {
+          id: req!.id,
+          token: req!.token,
+          attempt: req!.attempt,
+          route: `q:flow:${flowId}`,
+          payload: JSON.stringify({ id: req!.id, payload: '"yes"' }),
+        },
       ]);
       expect((await jobs.flows.get(flowId))?.nodes.ask).toMatchObject({ status: 'succeeded', result: 'yes' });
     } finally {

@@ -52,13 +52,18 @@ const routeOf = (r: Request): string => (JSON.parse(r.envelope) as { internal: {
 
 /** Acks `r` with a result message as the dispatcher writes it. */
 async function answer(r: Request, message: Record<string, unknown>, route = routeOf(r)): Promise<boolean> {
-  const [ok] = await requests.ack(OWNER, [{ id: r.id, token: r.token, attempt: r.attempt, route, payload: JSON.stringify({ id: r.id, ...message }) }]);
+  const [ok] = await requests.ack(OWNER, [
+    { id: r.id, token: r.token, attempt: r.attempt, route, payload: JSON.stringify({ id: r.id, ...message }) },
+  ]);
   return ok!;
 }
 
 const statuses = async (): Promise<Record<string, string>> =>
   Object.fromEntries(
-    (await sql.query<{ r: string; s: string }>('SELECT flow_ref AS r, status::text AS s FROM q_jobs_all ORDER BY id')).rows.map((r) => [r.r, r.s]),
+    (await sql.query<{ r: string; s: string }>('SELECT flow_ref AS r, status::text AS s FROM q_jobs_all ORDER BY id')).rows.map((r) => [
+      r.r,
+      r.s,
+    ]),
   );
 const count = async (table: string): Promise<number> => (await sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table}`)).rows[0]!.n;
 
@@ -74,7 +79,10 @@ async function expectInvalid(p: Promise<unknown>, message: RegExp): Promise<void
 describe('inference steps', () => {
   it('sends the request with the flow; its result finishes the node in the ack, and the child sees the body', async () => {
     const flow: NewFlow = {
-      nodes: [step('ask', { payload: { messages: [{ role: 'user', content: 'hi' }] } }), { ref: 'use', type: 'summarise', queue: 'fq', dependsOn: ['ask'] }],
+      nodes: [
+        step('ask', { payload: { messages: [{ role: 'user', content: 'hi' }] } }),
+        { ref: 'use', type: 'summarise', queue: 'fq', dependsOn: ['ask'] },
+      ],
     };
     const { flowId, jobs: nodes } = await jobs.flows.insert(flow);
     const ask = nodes.ask!;
@@ -119,7 +127,11 @@ describe('inference steps', () => {
       ],
     });
     const [r] = await dispatchAll();
-    await answer(r!, { payload: JSON.stringify({ error: 'deadline exceeded' }), error_code: 'DEADLINE_EXCEEDED', error_message: 'deadline exceeded' });
+    await answer(r!, {
+      payload: JSON.stringify({ error: 'deadline exceeded' }),
+      error_code: 'DEADLINE_EXCEEDED',
+      error_message: 'deadline exceeded',
+    });
     expect(await statuses()).toEqual({ ask: 'dead_letter', strict: 'dead_letter', lenient: 'queued', dropped: 'cancelled' });
     const [lenient] = await jobs.claim({ queues: ['fq'], workerId: 'w', limit: 10, leaseMs: 60_000 });
     expect(await jobs.flows.parents(lenient!.id)).toEqual({
@@ -212,19 +224,37 @@ describe('inference steps', () => {
 
   it('refuses bad inference steps with INVALID_ARGUMENT naming the node, writing nothing', async () => {
     const bad = (node: unknown): Promise<unknown> => jobs.flows.insert({ nodes: [{ ref: 'ok', type: 't' }, node as FlowNode] });
-    await expectInvalid(bad({ ref: 'a', type: 't', request: step('a').request }), /^flow: node "a" must have either a type or a request, not both$/);
+    await expectInvalid(
+      bad({ ref: 'a', type: 't', request: step('a').request }),
+      /^flow: node "a" must have either a type or a request, not both$/,
+    );
     await expectInvalid(bad({ ref: 'a', request: null }), /^flow: node "a" request must be an object/);
     await expectInvalid(bad({ ref: 'a', request: 'x' }), /^flow: node "a" request must be an object/);
-    await expectInvalid(bad({ ref: 'a', request: { payload: {}, deadline: nowSec() + 60 } }), /^flow: node "a" request\.queue must be a non-empty string$/);
+    await expectInvalid(
+      bad({ ref: 'a', request: { payload: {}, deadline: nowSec() + 60 } }),
+      /^flow: node "a" request\.queue must be a non-empty string$/,
+    );
     await expectInvalid(bad({ ref: 'a', request: { queue: 'llm', deadline: nowSec() + 60 } }), /^flow: node "a" request\.payload must be given/);
-    await expectInvalid(bad({ ref: 'a', request: { queue: 'llm', payload: 1n, deadline: nowSec() + 60 } }), /^flow: node "a" request\.payload must be storable JSON: /);
-    await expectInvalid(bad({ ref: 'a', request: { queue: 'llm', payload: {}, deadline: 1.5 } }), /^flow: node "a" request\.deadline must be whole Unix seconds$/);
-    await expectInvalid(bad({ ref: 'a', request: { queue: 'llm', payload: {}, deadline: nowSec() - 10 } }), /^flow: node "a" request\.deadline must not be past$/);
+    await expectInvalid(
+      bad({ ref: 'a', request: { queue: 'llm', payload: 1n, deadline: nowSec() + 60 } }),
+      /^flow: node "a" request\.payload must be storable JSON: /,
+    );
+    await expectInvalid(
+      bad({ ref: 'a', request: { queue: 'llm', payload: {}, deadline: 1.5 } }),
+      /^flow: node "a" request\.deadline must be whole Unix seconds$/,
+    );
+    await expectInvalid(
+      bad({ ref: 'a', request: { queue: 'llm', payload: {}, deadline: nowSec() - 10 } }),
+      /^flow: node "a" request\.deadline must not be past$/,
+    );
     await expectInvalid(
       bad({ ref: 'a', request: { queue: 'llm', payload: {}, deadline: nowSec() + 60, tenant: '' } }),
       /^flow: node "a" request\.tenant must be a non-empty string$/,
     );
-    await expectInvalid(bad({ ...step('a'), dependsOn: ['ok'] }), /^flow: node "a" must have no dependsOn: an inference step takes a ref and a request only$/);
+    await expectInvalid(
+      bad({ ...step('a'), dependsOn: ['ok'] }),
+      /^flow: node "a" must have no dependsOn: an inference step takes a ref and a request only$/,
+    );
     await expectInvalid(bad({ ...step('a'), payload: {} }), /^flow: node "a" must have no payload: /);
     expect(await count('q_flows')).toBe(0);
     expect(await count('q_jobs_all')).toBe(0);
@@ -234,7 +264,10 @@ describe('inference steps', () => {
   it('refuses an inference step added at run time', async () => {
     await jobs.flows.insert({ nodes: [{ ref: 'root', type: 'r', queue: 'fq' }] });
     const [root] = await jobs.claim({ queues: ['fq'], workerId: 'w', limit: 1, leaseMs: 60_000, start: true });
-    await expectInvalid(jobs.flows.addNodes(root!, [step('late')]), /^flow: node "late" must be a job: a running node cannot add an inference step$/);
+    await expectInvalid(
+      jobs.flows.addNodes(root!, [step('late')]),
+      /^flow: node "late" must be a job: a running node cannot add an inference step$/,
+    );
   });
 });
 
@@ -256,7 +289,13 @@ describe('inference steps and install order', () => {
         await r.acquirePartitions('llm', OWNER, new Date(), 600_000, 64);
         const [req] = await r.dispatch('llm', OWNER, new Date(), 10);
         await r.ack(OWNER, [
-          { id: req!.id, token: req!.token, attempt: req!.attempt, route: routeOf(req!), payload: JSON.stringify({ id: req!.id, status_code: 200, payload: '"ok"' }) },
+          {
+            id: req!.id,
+            token: req!.token,
+            attempt: req!.attempt,
+            route: routeOf(req!),
+            payload: JSON.stringify({ id: req!.id, status_code: 200, payload: '"ok"' }),
+          },
         ]);
         const { rows } = await p.query<{ r: string; s: string }>('SELECT flow_ref AS r, status::text AS s FROM q_jobs_all ORDER BY id');
         expect(rows).toEqual([

@@ -204,7 +204,17 @@ async function insert(ctx: JobStoreContext, db: Queryable, batch: FlowBatch): Pr
 async function sendRequests(ctx: JobStoreContext, db: Queryable, flowId: string, batch: FlowBatch, rows: readonly FlowNodeRow[]): Promise<void> {
   const [{ partitionOf }, { submissionClock }] = await Promise.all([import('../requests/partition.js'), import('../requests/clock.js')]);
   const idOf = new Map(rows.map((r) => [r.flow_ref, Number(r.id)]));
-  const out: FlowRequestRows = { ids: [], tokens: [], queues: [], partitions: [], deadlines: [], envelopes: [], payloads: [], createdAt: [], jobIds: [] };
+  const out: FlowRequestRows = {
+    ids: [],
+    tokens: [],
+    queues: [],
+    partitions: [],
+    deadlines: [],
+    envelopes: [],
+    payloads: [],
+    createdAt: [],
+    jobIds: [],
+  };
   batch.requests.forEach((r, i) => {
     if (r === null) return;
     const row = flowRequestRow(flowId, r);
@@ -225,7 +235,7 @@ async function sendRequests(ctx: JobStoreContext, db: Queryable, flowId: string,
     if ((err as { code?: unknown } | null)?.code === '42P01') {
       throw new QError(
         QErrorCode.INVALID_STATE,
-        'flow: inference steps need the request queue in the job store\'s schema (RequestStore.open on it installs its tables)',
+        "flow: inference steps need the request queue in the job store's schema (RequestStore.open on it installs its tables)",
         { cause: err },
       );
     }

@@ -472,7 +472,12 @@ export function toFlowBatch(input: NewFlow, opts: { external?: boolean } = {}): 
     try {
       one = toEnqueueBatch([
         request
-          ? { queue: request.queue, type: FLOW_REQUEST_TYPE, payload: { request: { id: request.id, queue: request.queue, deadline: request.deadline } }, maxAttempts: 1 }
+          ? {
+              queue: request.queue,
+              type: FLOW_REQUEST_TYPE,
+              payload: { request: { id: request.id, queue: request.queue, deadline: request.deadline } },
+              maxAttempts: 1,
+            }
           : {
               queue: asJob.queue ?? 'default',
               type: asJob.type,
