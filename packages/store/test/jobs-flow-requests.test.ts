@@ -201,6 +201,28 @@ describe('inference steps', () => {
     expect(await count('q_requests')).toBe(0);
   });
 
+  it('finishes the node whatever route the writer picks (a dispatcher queue may configure its own)', async () => {
+    await jobs.flows.insert({ nodes: [step('a'), { ref: 'b', type: 't', queue: 'fq', dependsOn: ['a'] }] });
+    const [r] = await dispatchAll();
+    await requests.enqueue([{ id: 'plain', token: 't1', queue: 'llm', deadline: nowSec() + 60, envelope: '{}', payload: Buffer.from('x') }]);
+    const [plain] = await dispatchAll();
+    // One ack batch: the flow's result and another request's, both on the queue's own route.
+    expect(
+      await requests.ack(OWNER, [
+        {
+          id: r!.id,
+          token: r!.token,
+          attempt: r!.attempt,
+          route: 'chat-out',
+          payload: JSON.stringify({ id: r!.id, status_code: 200, payload: '7' }),
+        },
+        { id: plain!.id, token: plain!.token, attempt: plain!.attempt, route: 'chat-out', payload: 'answer' },
+      ]),
+    ).toEqual([true, true]);
+    expect(await statuses()).toEqual({ a: 'succeeded', b: 'queued' });
+    expect((await requests.popResults('chat-out', nowSec(), 10)).map((x) => x.payload)).toEqual(['answer']);
+  });
+
   it('leaves results of other routes alone', async () => {
     await requests.enqueue([{ id: 'plain', token: 't1', queue: 'llm', deadline: nowSec() + 60, envelope: '{}', payload: Buffer.from('x') }]);
     const [r] = await dispatchAll();

@@ -8,14 +8,17 @@
 -- while the model runs. Its request is inserted by the flow insert, in the same transaction; the
 -- link between them is a row of q_flow_requests (node job id, request id and token, deadline).
 --
--- Results are written by q_ack (requests module) into q_results; the result route of a flow's
--- requests is `q:flow:<flow id>`. The row trigger q_flow_request_result, BEFORE INSERT ON q_results
--- for those routes only, takes the result instead of storing it: it finishes the node, `succeeded`
--- with the model's body as its result (the result message's `payload`, parsed as JSON when it is
--- JSON), or `dead_letter` when the result is an error (an `error_code`, a status outside 2xx, a
--- message that is not a result message). The node's status change moves it to the archive, whose
--- trigger q_jobs_flow_finished (0014) releases or dooms its children: all in the ack's
--- transaction. A result whose node no longer awaits it (cancelled, deadline passed) is dropped.
+-- Results are written by q_ack (requests module) into q_results. A flow's requests name the
+-- route `q:flow:<flow id>` in their envelope, but the writer picks the route (a dispatcher queue's
+-- configured route wins over the envelope's), so results are matched by request key, not route:
+-- the statement trigger q_flow_request_result, AFTER INSERT ON q_results, probes the links once
+-- per new result and takes each result of a flow's request off its route: it finishes the node,
+-- `succeeded` with the model's body as its result (the result message's `payload`, parsed as JSON
+-- when it is JSON), or `dead_letter` when the result is an error (an `error_code`, a status
+-- outside 2xx, a text that is not a result message). The node's status change moves it to the
+-- archive, whose trigger q_jobs_flow_finished (0014) releases or dooms its children: all in the
+-- ack's transaction. A result whose node no longer awaits it (cancelled, deadline passed) has no
+-- link any more: on a flow's route it is dropped (no one reads those), elsewhere it stays.
 --
 -- Whatever finishes a request node (its result, its deadline passing in a maintenance round, a
 -- cancel) lands in q_jobs_archive; q_flow_request_finished then deletes the link and the request
@@ -39,44 +42,59 @@ CREATE INDEX "q_flow_requests_deadline_idx" ON "q_flow_requests" (deadline, job_
 CREATE FUNCTION q_flow_request_result() RETURNS trigger
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
-  v_job BIGINT;
+  v RECORD;
   v_msg JSONB;
-  v_status TEXT;
   v_result JSONB;
   v_error TEXT;
 BEGIN
-  SELECT l.job_id INTO v_job FROM q_flow_requests l WHERE l.request_id = NEW.id AND l.request_token = NEW.request_token;
-  IF v_job IS NULL THEN
-    RETURN NULL;
-  END IF;
-  BEGIN
-    v_msg := NEW.payload::jsonb;
-  EXCEPTION WHEN others THEN
-    v_msg := NULL;
-  END;
-  IF v_msg IS NULL OR jsonb_typeof(v_msg) <> 'object' OR jsonb_typeof(v_msg -> 'payload') IS DISTINCT FROM 'string' THEN
-    v_error := 'request: unparsable result';
-  ELSIF coalesce(v_msg ->> 'error_code', '') <> '' THEN
-    -- The code and the dispatcher's fixed message; never the body, which may hold a prompt.
-    v_error := 'request: ' || left(v_msg ->> 'error_code', 100)
-      || CASE WHEN jsonb_typeof(v_msg -> 'error_message') = 'string' THEN ' (' || left(v_msg ->> 'error_message', 200) || ')' ELSE '' END;
-  ELSIF jsonb_typeof(v_msg -> 'status_code') = 'number' AND (v_msg ->> 'status_code')::numeric NOT BETWEEN 200 AND 299 THEN
-    v_error := 'request: the model answered HTTP ' || left(v_msg ->> 'status_code', 20);
-  ELSE
+  -- One index probe per new result (LATERAL ... LIMIT 1: never a scan of the links, whatever
+  -- the statistics say); the nodes in id order, as everything that locks several does.
+  FOR v IN
+    SELECT n.seq, n.payload, l.job_id
+      FROM q_flow_results_new n
+     CROSS JOIN LATERAL (
+       SELECT x.job_id FROM q_flow_requests x WHERE x.request_id = n.id AND x.request_token = n.request_token LIMIT 1
+     ) l
+     ORDER BY l.job_id
+  LOOP
+    v_result := NULL;
+    v_error := NULL;
     BEGIN
-      v_result := (v_msg ->> 'payload')::jsonb;
+      v_msg := v.payload::jsonb;
     EXCEPTION WHEN others THEN
-      v_result := to_jsonb(v_msg ->> 'payload');
+      v_msg := NULL;
     END;
-  END IF;
-  -- The job first (see the lock order above); a node finished meanwhile is left as it is.
-  UPDATE q_jobs j SET
-    status = CASE WHEN v_error IS NULL THEN 'succeeded'::q_job_status ELSE 'dead_letter'::q_job_status END,
-    result = v_result,
-    last_error = v_error,
-    dead_lettered_at = CASE WHEN v_error IS NULL THEN NULL ELSE now() END,
-    finished_at = now(), updated_at = now()
-  WHERE j.id = v_job AND j.status = 'waiting';
+    IF v_msg IS NULL OR jsonb_typeof(v_msg) <> 'object' OR jsonb_typeof(v_msg -> 'payload') IS DISTINCT FROM 'string' THEN
+      v_error := 'request: unparsable result';
+    ELSIF coalesce(v_msg ->> 'error_code', '') <> '' THEN
+      -- The code and the dispatcher's fixed message; never the body, which may hold a prompt.
+      v_error := 'request: ' || left(v_msg ->> 'error_code', 100)
+        || CASE WHEN jsonb_typeof(v_msg -> 'error_message') = 'string' THEN ' (' || left(v_msg ->> 'error_message', 200) || ')' ELSE '' END;
+    ELSIF jsonb_typeof(v_msg -> 'status_code') = 'number' AND (v_msg ->> 'status_code')::numeric NOT BETWEEN 200 AND 299 THEN
+      v_error := 'request: the model answered HTTP ' || left(v_msg ->> 'status_code', 20);
+    ELSE
+      BEGIN
+        v_result := (v_msg ->> 'payload')::jsonb;
+      EXCEPTION WHEN others THEN
+        v_result := to_jsonb(v_msg ->> 'payload');
+      END;
+    END IF;
+    -- The job first (see the lock order above); a node finished meanwhile is left as it is. Its
+    -- archive trigger deletes the link; a link whose job is gone (TRUNCATE) goes here.
+    UPDATE q_jobs j SET
+      status = CASE WHEN v_error IS NULL THEN 'succeeded'::q_job_status ELSE 'dead_letter'::q_job_status END,
+      result = v_result,
+      last_error = v_error,
+      dead_lettered_at = CASE WHEN v_error IS NULL THEN NULL ELSE now() END,
+      finished_at = now(), updated_at = now()
+    WHERE j.id = v.job_id AND j.status = 'waiting';
+    DELETE FROM q_flow_requests x WHERE x.job_id = v.job_id;
+    -- The result belongs to the node: it is not left on a route.
+    DELETE FROM q_results r WHERE r.seq = v.seq;
+  END LOOP;
+  -- A late result on a flow's route (its node was cancelled or failed by its deadline) has no
+  -- reader: dropped rather than kept for ever.
+  DELETE FROM q_results r WHERE r.seq = ANY (ARRAY(SELECT n.seq FROM q_flow_results_new n WHERE left(n.route, 7) = 'q:flow:'));
   RETURN NULL;
 END
 $$;--> statement-breakpoint
@@ -106,8 +124,8 @@ BEGIN
   IF to_regclass(quote_ident(current_schema()) || '.q_results') IS NOT NULL AND NOT EXISTS (
     SELECT 1 FROM pg_trigger WHERE tgname = 'q_flow_request_result'
        AND tgrelid = to_regclass(quote_ident(current_schema()) || '.q_results')) THEN
-    CREATE TRIGGER q_flow_request_result BEFORE INSERT ON q_results
-      FOR EACH ROW WHEN (left(NEW.route, 7) = 'q:flow:')
+    CREATE TRIGGER q_flow_request_result AFTER INSERT ON q_results
+      REFERENCING NEW TABLE AS q_flow_results_new FOR EACH STATEMENT
       EXECUTE FUNCTION q_flow_request_result();
   END IF;
 END

@@ -387,7 +387,11 @@ export interface FlowRequest {
 /** The job type of an inference step's node ({@link FlowRequestNode}): reserved, never claimed. */
 export const FLOW_REQUEST_TYPE = 'q:request';
 
-/** The result route prefix of flows' requests: a result written to `q:flow:<flow id>` finishes its node. */
+/**
+ * The result route prefix of flows' requests: their envelope names `q:flow:<flow id>`. A result of
+ * a flow's request finishes its node on whatever route it is written; a late one on such a route
+ * (its node already finished) is dropped.
+ */
 export const FLOW_ROUTE_PREFIX = 'q:flow:';
 
 /** A job graph for `JobStore.flows.insert`. */

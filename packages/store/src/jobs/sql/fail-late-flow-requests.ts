@@ -7,11 +7,13 @@ export const LATE_FLOW_REQUESTS_PER_ROUND = 1_000;
 // Inference steps whose request's deadline (Unix seconds) passed with no result written: the node
 // goes to the dead letter, and its archive triggers apply its edges' policies and withdraw the
 // request (migrations 0014, 0016). The job is locked first, as everything but an ack does; a node
-// an ack finishes meanwhile is left as the ack wrote it.
+// an ack finishes meanwhile is left as the ack wrote it. Links whose job is not waiting (its table
+// truncated) are passed over, so they cannot hold the live ones back.
 const TEXT = `
 WITH late AS (
   SELECT l.job_id FROM __q_schema__.q_flow_requests l
   WHERE l.deadline < extract(epoch FROM now())
+    AND EXISTS (SELECT 1 FROM __q_schema__.q_jobs j WHERE j.id = l.job_id AND j.status = 'waiting')
   ORDER BY l.deadline, l.job_id
   LIMIT $1
 ), failed AS (
