@@ -223,6 +223,56 @@ describe('inference steps', () => {
     expect((await requests.popResults('chat-out', nowSec(), 10)).map((x) => x.payload)).toEqual(['answer']);
   });
 
+  it('acks racing cancelFlow and maintenance neither deadlock nor finish a node twice', async () => {
+    const flows = await Promise.all(
+      Array.from({ length: 40 }, (_, k) =>
+        jobs.flows.insert({ nodes: [step(`ask${k}`), { ref: `use${k}`, type: 't', queue: 'fq', dependsOn: [`ask${k}`] }] }),
+      ),
+    );
+    const dispatched = await dispatchAll();
+    expect(dispatched).toHaveLength(40);
+    const other = await JobStore.open(schema.dsn, { maxConns: 4, migrate: false });
+    try {
+      const batches = Array.from({ length: 8 }, (_, b) => dispatched.slice(b * 5, b * 5 + 5));
+      const results = await Promise.allSettled([
+        ...batches.map((rs) =>
+          requests.ack(
+            OWNER,
+            rs.map((r) => ({
+              id: r.id,
+              token: r.token,
+              attempt: r.attempt,
+              route: routeOf(r),
+              payload: JSON.stringify({ id: r.id, payload: '1' }),
+            })),
+          ),
+        ),
+        ...flows.filter((_, k) => k % 2 === 0).map((f) => other.flows.cancel(f.flowId)),
+        jobs.maintain(),
+        other.maintain(),
+      ]);
+      expect(results.filter((r) => r.status === 'rejected')).toEqual([]);
+    } finally {
+      await other.close();
+    }
+    const st = await statuses();
+    for (let k = 0; k < 40; k++) {
+      // A cancelled flow's step ended either way (the ack or the cancel came first); its child is
+      // cancelled with the flow. The others' steps succeeded and released their child.
+      if (k % 2 === 0) {
+        expect(['succeeded', 'cancelled']).toContain(st[`ask${k}`]);
+        expect(st[`use${k}`]).toBe('cancelled');
+      } else {
+        expect([st[`ask${k}`], st[`use${k}`]]).toEqual(['succeeded', 'queued']);
+      }
+    }
+    expect(await count('q_flow_requests')).toBe(0);
+    expect(await count('q_requests')).toBe(0);
+    expect(await count('q_results')).toBe(0);
+    // Each node finished once: one archive row per step and per cancelled child.
+    expect(await count('q_jobs_archive')).toBe(60);
+  });
+
   it('leaves results of other routes alone', async () => {
     await requests.enqueue([{ id: 'plain', token: 't1', queue: 'llm', deadline: nowSec() + 60, envelope: '{}', payload: Buffer.from('x') }]);
     const [r] = await dispatchAll();
