@@ -61,10 +61,13 @@ export type {
   FlowInfo,
   FlowFailurePolicy,
   FlowNode,
+  FlowJobNode,
+  FlowRequestNode,
+  FlowRequest,
   FlowParent,
   FlowResult,
   NewFlow,
 } from '@q/store/jobs';
-export { drizzleClient } from '@q/store/jobs';
+export { drizzleClient, FLOW_REQUEST_TYPE, FLOW_ROUTE_PREFIX } from '@q/store/jobs';
 export { DEFAULT_SCHEDULE_TIMEZONE, scheduledFor, type ScheduleInfo, type ScheduleOptions } from './schedules.js';
 export { Scheduler, SCHEDULER_MAX_IDLE_MS, type SchedulerOptions, type TickResult, type WorkerSchedulerOptions } from './scheduler.js';

@@ -2,6 +2,7 @@ import { currentTraceparent, jobMetrics, qMeter, qTracer } from '@q/otel';
 import { QError, QErrorCode, invalidArgument } from '@q/schema';
 import {
   JobStore,
+  FLOW_REQUEST_TYPE,
   type EnqueueResult,
   type FlowCancelled,
   type FlowInfo,
@@ -239,17 +240,22 @@ export class JobQueue {
    * node ref. A node's queue must be known, as for {@link JobQueue.enqueue} (`UNKNOWN_QUEUE`);
    * a bad graph is `INVALID_ARGUMENT` naming the node; nothing is written then. An
    * `idempotencyKey` held by a flow returns that flow. `{ client }` as for {@link JobQueue.enqueue}.
+   * A node `{ ref, request: { queue, payload, deadline, tenant? } }` is an inference step: a
+   * request on the request queue (`RequestStore` of `@q/store`, in the same schema), whose result
+   * finishes the node (its children read the model's response as `ctx.parents[ref].result`).
    */
   async flow(input: NewFlow, tx?: InTransaction): Promise<FlowResult> {
     if (!input || typeof input !== 'object' || !Array.isArray(input.nodes)) throw invalidArgument('flow: the flow must be an object with nodes');
     for (const node of input.nodes) {
+      // An inference step's queue is a request queue, served outside this job queue.
+      if (node && typeof node === 'object' && node.request !== undefined) continue;
       const queue = node && typeof node === 'object' && typeof node.queue === 'string' && node.queue !== '' ? node.queue : 'default';
       if (!this.#managed && !this.#known.includes(queue)) {
         throw new QError(QErrorCode.UNKNOWN_QUEUE, `queue: "${queue}" is not consumed by any worker (known: [${this.#known.join(' ')}])`);
       }
     }
     const out = await (tx === undefined ? this.#store.flows.insert(input) : this.#store.flows.insert(input, tx));
-    if (out.created) for (const j of Object.values(out.jobs)) this.#managed?.enqueued(j.queue, 1);
+    if (out.created) for (const j of Object.values(out.jobs)) if (j.type !== FLOW_REQUEST_TYPE) this.#managed?.enqueued(j.queue, 1);
     return out;
   }
 

@@ -15,6 +15,7 @@ const REQUEST_TABLES = [
 ];
 const QUOTA_TABLES = ['q_quota_admits', 'q_quota_holders', 'q_quota_keys', 'q_quota_slots', 'q_quota_windows'];
 const JOB_TABLES = [
+  'q_flow_requests',
   'q_job_edges',
   'q_job_rate_slots',
   'q_flows',
@@ -65,6 +66,20 @@ describe('migrate', () => {
       [[...REQUEST_TABLES, ...QUOTA_TABLES]],
     );
     expect(pub.rows[0].n).toBe(0);
+  });
+
+  it('puts the flow-result trigger on q_results once, whichever of jobs and requests is installed first (jobs 0016, requests 0005)', async () => {
+    const orders: MigrationModule[][][] = [[['requests'], ['jobs']], [['jobs'], ['requests']], [['jobs', 'requests']], [['requests', 'jobs']]];
+    for (const calls of orders) {
+      const { schema, pool } = await fresh();
+      for (const modules of calls) await migrate(pool, { modules });
+      const { rows } = await pool.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+          WHERE n.nspname = $1 AND c.relname = 'q_results' AND t.tgname = 'q_flow_request_result'`,
+        [schema.name],
+      );
+      expect(rows[0]!.n, JSON.stringify(calls)).toBe(1);
+    }
   });
 
   it('8 concurrent callers on a fresh schema all succeed and create each object once', async () => {

@@ -5,7 +5,7 @@ import { QErrorCode, isQError } from '@q/schema';
 import { useJobStore, withClient, type TestSchema } from '@q/testing';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { JobStore, type FlowNode, type LeasedJob, type NewFlow } from '../src/index.js';
+import { JobStore, type FlowJobNode, type FlowNode, type LeasedJob, type NewFlow } from '../src/index.js';
 
 let schema: TestSchema;
 let store: JobStore;
@@ -143,7 +143,7 @@ describe('JobStore.flows.insert', () => {
   });
 
   it('refuses a bad graph with INVALID_ARGUMENT naming the node, writing nothing', async () => {
-    const n = (ref: string, dependsOn?: FlowNode['dependsOn']): FlowNode => ({ ref, type: 't', dependsOn });
+    const n = (ref: string, dependsOn?: FlowJobNode['dependsOn']): FlowNode => ({ ref, type: 't', dependsOn });
     await expectInvalid(
       store.flows.insert({ nodes: [n('a', ['c']), n('b', ['a']), n('c', ['b'])] }),
       /^flow: nodes must not form a cycle, node "[abc]" is on one$/,
@@ -160,7 +160,7 @@ describe('JobStore.flows.insert', () => {
       /^flow: node "b" onFailure must be one of fail, continue, ignore, cancel$/,
     );
     await expectInvalid(
-      store.flows.insert({ nodes: [{ ref: 'a', type: 't', request: { queue: 'llm', payload: {} } } as FlowNode] }),
+      store.flows.insert({ nodes: [{ ref: 'a', type: 't', request: { queue: 'llm', payload: {} } } as unknown as FlowNode] }),
       /^flow: node "a" must have either a type or a request, not both$/,
     );
     await expectInvalid(store.flows.insert({ nodes: [{ ref: 'a', type: '' }] }), /^flow: node "a": type must be a non-empty string$/);

@@ -2,6 +2,15 @@ import type { FlowJson, JobJson } from '../api/job-json.js';
 import type { ScheduleJson } from '../api/schedule-json.js';
 import { escapeField } from './escape.js';
 
+/** `FLOW_REQUEST_TYPE` of `@q/job-worker`, the job type of an inference step: a literal, so the CLI loads no job store. */
+const FLOW_REQUEST_TYPE = 'q:request';
+
+/** The request an inference step's node names in its payload (`{ request: { id, queue } }`), if it does. */
+function requestOf(payload: unknown): { id: string; queue: string } | undefined {
+  const r = (payload as { request?: { id?: unknown; queue?: unknown } } | null)?.request;
+  return typeof r?.id === 'string' && typeof r.queue === 'string' ? { id: r.id, queue: r.queue } : undefined;
+}
+
 /** Renders rows as a left-aligned text table with a header line. */
 export function table(headers: string[], rawRows: string[][]): string {
   const rows = rawRows.map((r) => r.map(escapeField));
@@ -99,7 +108,8 @@ export function schedulesTable(schedules: ScheduleJson[]): string {
  * The `q-jobs flow show` view: the flow's header, then its graph as a text tree from its roots.
  * A node with several parents is drawn in full under the first of them (by job id) and named again
  * under the others (`↑ shown above`), so every node is drawn once and every edge is shown. An edge
- * whose failure policy is not the default `fail` says it.
+ * whose failure policy is not the default `fail` says it. An inference step shows its request
+ * queue and request id instead of a job type and attempts.
  */
 export function flowTree(flow: FlowJson): string {
   const byRef = new Map(flow.nodes.map((n) => [n.ref, n.job]));
@@ -122,6 +132,9 @@ export function flowTree(flow: FlowJson): string {
     const job = byRef.get(ref);
     if (!job) return `${ref}  (gone)`;
     const error = job.error ? `  ${clip(job.error.message, 60)}` : '';
+    const request = job.type === FLOW_REQUEST_TYPE ? requestOf(job.payload) : undefined;
+    // An inference step runs on the request queue, not as attempts: its queue and request id say more.
+    if (request) return `${ref}  ${job.status}  request ${request.queue} ${request.id}${error}`;
     return `${ref}  ${job.status}  ${job.type}  ${job.attempt}/${job.max_attempts}${error}`;
   };
   const drawn = new Set<string>();

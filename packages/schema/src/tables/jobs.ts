@@ -286,3 +286,19 @@ export const jobEdges = pgTable(
     check('q_job_edges_no_self_check', sql`parent_id <> child_id`),
   ],
 );
+
+/**
+ * Inference steps of flows (migration 0016): the flow node `job_id` (of type `q:request`) awaits
+ * the request-queue request `(request_id, request_token)`, whose result finishes it (trigger
+ * `q_flow_request_result` on `q_results`), or whose `deadline` (Unix seconds) passing fails it.
+ */
+export const flowRequests = pgTable(
+  'q_flow_requests',
+  {
+    jobId: bigint('job_id', { mode: 'number' }).primaryKey(),
+    requestId: text('request_id').notNull(),
+    requestToken: text('request_token').notNull(),
+    deadline: bigint('deadline', { mode: 'number' }).notNull(),
+  },
+  (t) => [uniqueIndex('q_flow_requests_key').on(t.requestId, t.requestToken), index('q_flow_requests_deadline_idx').on(t.deadline, t.jobId)],
+);

@@ -18,6 +18,8 @@ import { cancelFlow, type FlowCancelled } from './sql/cancel-flow.js';
 import { getFlowParents } from './sql/get-flow-parents.js';
 import { retryFlow } from './sql/retry-flow.js';
 import { splitErrorText } from './error-text.js';
+import { flowRequestRow } from './flow-request.js';
+import { insertFlowRequests, type FlowRequestRows } from './sql/insert-flow-requests.js';
 
 /**
  * The flows of one job table, as `JobStore.flows`: every operation on job graphs. `JobQueue`'s
@@ -109,7 +111,9 @@ export class FlowStore {
    * with a parent's failure under `continue`, or succeeded before). Each starts afresh (attempt
    * 0, no error or result) `waiting` on its parents that are not succeeded, else `queued`; a
    * waiting node that depends on one of them waits for it again. Returns how many nodes were
-   * retried (0 for an unknown flow or one without failures). Live nodes are left as they are.
+   * retried (0 for an unknown flow or one without failures). Live nodes are left as they are,
+   * and so are a failed inference step (its request is sent once, with the flow) and every node
+   * below it.
    */
   async retry(flowId: string, opts: { mode: 'failed' | 'failed-and-downstream' } = { mode: 'failed' }): Promise<{ retried: number }> {
     checkUuid(flowId, 'retryFlow: flowId');
@@ -187,7 +191,56 @@ async function insert(ctx: JobStoreContext, db: Queryable, batch: FlowBatch): Pr
     const ref = batch.refs.find((r) => !got.has(r));
     throw new QError(QErrorCode.DUPLICATE, `flow: node ${JSON.stringify(ref)} has an idempotencyKey another job holds in its queue and type`);
   }
+  if (batch.requests.some((r) => r !== null)) await sendRequests(ctx, db, inserted.flowId, batch, inserted.rows);
   return { flowId: inserted.flowId, created: true, jobs: byRef(inserted.rows) };
+}
+
+/**
+ * The requests of the flow's inference steps, inserted on the request queue's table in the flow's
+ * transaction (see sql/insert-flow-requests.ts). The request queue's partition and submission clock
+ * are loaded only here, so `@q/store/jobs` alone still loads no request-queue module. A schema
+ * without the request queue's tables is `INVALID_STATE` (the transaction rolls back).
+ */
+async function sendRequests(ctx: JobStoreContext, db: Queryable, flowId: string, batch: FlowBatch, rows: readonly FlowNodeRow[]): Promise<void> {
+  const [{ partitionOf }, { submissionClock }] = await Promise.all([import('../requests/partition.js'), import('../requests/clock.js')]);
+  const idOf = new Map(rows.map((r) => [r.flow_ref, Number(r.id)]));
+  const out: FlowRequestRows = {
+    ids: [],
+    tokens: [],
+    queues: [],
+    partitions: [],
+    deadlines: [],
+    envelopes: [],
+    payloads: [],
+    createdAt: [],
+    jobIds: [],
+  };
+  batch.requests.forEach((r, i) => {
+    if (r === null) return;
+    const row = flowRequestRow(flowId, r);
+    out.ids.push(row.id);
+    out.tokens.push(row.token);
+    out.queues.push(row.queue);
+    out.partitions.push(partitionOf(row.id));
+    out.deadlines.push(row.deadline);
+    out.envelopes.push(row.envelope);
+    out.payloads.push(row.payload);
+    out.jobIds.push(idOf.get(batch.refs[i] ?? '') ?? 0);
+  });
+  const first = submissionClock.reserve(out.ids.length);
+  out.createdAt = out.ids.map((_, k) => first + k);
+  try {
+    await insertFlowRequests(ctx.scope, db, out);
+  } catch (err) {
+    if ((err as { code?: unknown } | null)?.code === '42P01') {
+      throw new QError(
+        QErrorCode.INVALID_STATE,
+        "flow: inference steps need the request queue in the job store's schema (RequestStore.open on it installs its tables)",
+        { cause: err },
+      );
+    }
+    throw err;
+  }
 }
 
 /** The nodes' jobs by their ref. */

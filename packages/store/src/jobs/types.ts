@@ -329,7 +329,11 @@ export interface FlowDependency {
 }
 
 /** One node of a new flow: a job, queued once every parent it depends on has succeeded. */
-export interface FlowNode {
+/** A node of a flow: a job for a worker ({@link FlowJobNode}) or an inference step ({@link FlowRequestNode}). */
+export type FlowNode = FlowJobNode | FlowRequestNode;
+
+/** A flow node run by a worker: a job of its own type. */
+export interface FlowJobNode {
   /** The node's name, unique in its flow: children name their parents by it, and the result is keyed by it. */
   ref: string;
   /** The job type (as {@link NewJob.type}). */
@@ -346,7 +350,49 @@ export interface FlowNode {
   idempotencyKey?: string;
   /** The parents, by `ref` (policy `fail`) or with a policy each. A node without parents is queued at once. */
   dependsOn?: ReadonlyArray<string | FlowDependency>;
+  /** Only an inference step has a request. */
+  request?: undefined;
 }
+
+/**
+ * An inference step: a flow node that is a request on the request queue (`RequestStore` of
+ * `@q/store`, in the same schema), inserted with the flow and answered by whatever serves that
+ * queue (the dispatcher, `runPartitionWorker`). The result written for it finishes the node in
+ * the same transaction: `succeeded` with the model's response body as its result (JSON when it
+ * is JSON, else the text), or in the dead letter for an error result; its deadline passing fails
+ * it too. No worker slot is held while the model runs. Its job has the type {@link FLOW_REQUEST_TYPE}.
+ * An inference step has no parents (it is sent when the flow is inserted).
+ */
+export interface FlowRequestNode {
+  /** As {@link FlowJobNode.ref}. */
+  ref: string;
+  /** The request. */
+  request: FlowRequest;
+  /** Only a job node has a type. */
+  type?: undefined;
+}
+
+/** The request of an inference step ({@link FlowRequestNode}). */
+export interface FlowRequest {
+  /** The request queue that serves it. */
+  queue: string;
+  /** The body sent to the model (any JSON value). */
+  payload: unknown;
+  /** Unix seconds, in the future: the node fails if no result is written by then. */
+  deadline: number;
+  /** The tenant the request is accounted to (the dispatcher's quota and fairness attributes). */
+  tenant?: string;
+}
+
+/** The job type of an inference step's node ({@link FlowRequestNode}): reserved, never claimed. */
+export const FLOW_REQUEST_TYPE = 'q:request';
+
+/**
+ * The result route prefix of flows' requests: their envelope names `q:flow:<flow id>`. A result of
+ * a flow's request finishes its node on whatever route it is written; a late one on such a route
+ * (its node already finished) is dropped.
+ */
+export const FLOW_ROUTE_PREFIX = 'q:flow:';
 
 /** A job graph for `JobStore.flows.insert`. */
 export interface NewFlow {

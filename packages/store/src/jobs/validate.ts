@@ -4,10 +4,12 @@ import { checkName, checkText } from '@q/schema/internal';
 import { jsonText, overLimit, repairJson, sizeProblem, tryStringify } from './json.js';
 import {
   FLOW_FAILURE_POLICIES,
+  FLOW_REQUEST_TYPE,
   JOB_STATUSES,
   MAX_FLOW_NODES,
   type ClaimOptions,
   type FlowFailurePolicy,
+  type FlowJobNode,
   type NewFlow,
   type JobLease,
   type JobListFilter,
@@ -20,6 +22,7 @@ import type { EnqueueBatch, JobKeyed } from './sql/enqueue-jobs.js';
 import type { ListParams } from './sql/list-jobs.js';
 import type { FlowBatch } from './sql/insert-flow.js';
 import { decodeCursor } from './cursor.js';
+import { checkFlowRequest, type CheckedFlowRequest } from './flow-request.js';
 import { checkGroupOptions, type CheckedGroups } from './group-claims.js';
 
 const INT32_MIN = -2_147_483_648;
@@ -409,8 +412,9 @@ export function outcomeRow(o: JobOutcome): { result: string | null; error: strin
 /**
  * A flow checked and flattened into the column arrays of its insert (see sql/insert-flow.ts),
  * or `INVALID_ARGUMENT` naming the node, before anything is written: no nodes or more than
- * {@link MAX_FLOW_NODES}, a bad ref, a ref given twice, a node with a `request` (inference steps
- * are not supported yet) or without a valid type, payload, queue, priority, attempt limit or key,
+ * {@link MAX_FLOW_NODES}, a bad ref, a ref given twice, a node with both a `type` and a `request`,
+ * an inference step with a bad request (see checkFlowRequest) or job fields, or (`external`: added
+ * at run time) at all, a job node without a valid type, payload, queue, priority, attempt limit or key,
  * a parent that is not a node of the flow, a node depending on itself or on one parent twice, a
  * policy that is none of {@link FLOW_FAILURE_POLICIES}, and edges that form a cycle.
  */
@@ -448,25 +452,40 @@ export function toFlowBatch(input: NewFlow, opts: { external?: boolean } = {}): 
     externalParents: [],
     externalChildren: [],
     externalPolicies: [],
+    requests: [],
   };
   const children: number[][] = list.map(() => []);
   list.forEach((node, i) => {
     const named = JSON.stringify(node.ref);
-    if ('request' in node && (node as { request?: unknown }).request !== undefined) {
+    const asJob = node as FlowJobNode;
+    let request: CheckedFlowRequest | null = null;
+    if ('request' in node && node.request !== undefined) {
       if (node.type !== undefined) throw invalidArgument(`flow: node ${named} must have either a type or a request, not both`);
-      throw invalidArgument(`flow: node ${named} must have a type (inference steps, request, are not supported yet)`);
+      if (opts.external) throw invalidArgument(`flow: node ${named} must be a job: a running node cannot add an inference step`);
+      const extra = (['payload', 'queue', 'priority', 'maxAttempts', 'idempotencyKey', 'dependsOn'] as const).find(
+        (k) => (node as unknown as Record<string, unknown>)[k] !== undefined,
+      );
+      if (extra) throw invalidArgument(`flow: node ${named} must have no ${extra}: an inference step takes a ref and a request only`);
+      request = checkFlowRequest(named, node.request);
     }
     let one: EnqueueBatch;
     try {
       one = toEnqueueBatch([
-        {
-          queue: node.queue ?? 'default',
-          type: node.type,
-          payload: node.payload,
-          priority: node.priority,
-          maxAttempts: node.maxAttempts,
-          idempotencyKey: node.idempotencyKey,
-        },
+        request
+          ? {
+              queue: request.queue,
+              type: FLOW_REQUEST_TYPE,
+              payload: { request: { id: request.id, queue: request.queue, deadline: request.deadline } },
+              maxAttempts: 1,
+            }
+          : {
+              queue: asJob.queue ?? 'default',
+              type: asJob.type,
+              payload: asJob.payload,
+              priority: asJob.priority,
+              maxAttempts: asJob.maxAttempts,
+              idempotencyKey: asJob.idempotencyKey,
+            },
       ]);
     } catch (err) {
       if (err instanceof QError) throw new QError(err.code, `flow: node ${named}: ${err.message.replace(/^enqueue: /, '')}`, { cause: err });
@@ -480,7 +499,8 @@ export function toFlowBatch(input: NewFlow, opts: { external?: boolean } = {}): 
     b.priorities.push(at0(one.priorities));
     b.maxAttempts.push(at0(one.maxAttempts));
     b.idempotencyKeys.push(one.idempotencyKeys[0] ?? null);
-    const deps: unknown = node.dependsOn ?? [];
+    b.requests.push(request);
+    const deps: unknown = asJob.dependsOn ?? [];
     if (!Array.isArray(deps)) throw invalidArgument(`flow: node ${named} dependsOn must be an array of refs or { ref, onFailure }`);
     const seen = new Set<number>();
     for (const dep of deps as unknown[]) {
@@ -556,6 +576,7 @@ function inTopologicalOrder(b: FlowBatch, children: readonly number[][]): FlowBa
     priorities: pick(b.priorities),
     maxAttempts: pick(b.maxAttempts),
     idempotencyKeys: pick(b.idempotencyKeys),
+    requests: pick(b.requests),
     parents: pick(b.parents),
     edgeParents: b.edgeParents.map((p) => (pos[p - 1] ?? 0) + 1),
     edgeChildren: b.edgeChildren.map((c) => (pos[c - 1] ?? 0) + 1),

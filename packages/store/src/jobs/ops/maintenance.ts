@@ -1,7 +1,8 @@
 // The job table's maintenance, by role: the reaper (`reapExpired`: jobs whose lease lapsed go
 // back to retry_wait, or to the dead letter after maxResumes crashes), the promoter (`promoteDue`:
 // scheduled and retry_wait jobs whose run_at came become queued), and both as one round under a
-// lock (`maintain`; a maintenance leader's fenced round: `maintainFenced` in leadership.ts). Pruning
+// lock, which also fails the flows' inference steps whose request deadline passed with no result
+// (sql/fail-late-flow-requests.ts) (`maintain`; a maintenance leader's fenced round: `maintainFenced` in leadership.ts). Pruning
 // finished jobs (`JobStore.purgeFinished`) is the store's own, run by applications on a schedule.
 //
 // A round is not stopped by one row. Each step is one statement over every row it concerns: cheap,
@@ -19,6 +20,7 @@ import { withTransaction, type StatementScope } from '@q/schema/internal';
 import type pg from 'pg';
 import { tryMaintenanceXactLock } from '../sql/maintenance-lock.js';
 import { promoteDueJobs } from '../sql/promote-due-jobs.js';
+import { failLateFlowRequests } from '../sql/fail-late-flow-requests.js';
 import { reapExpiredLeases, type ReapedRow } from '../sql/reap-expired-leases.js';
 import { deadLetterStuck, stepCandidates, type MaintenanceStep } from '../sql/stuck-rows.js';
 import type { ReapedJob } from '../types.js';
@@ -134,6 +136,7 @@ export async function roundSteps(
   if (!careful && only === undefined) {
     const reaped = await reapExpiredLeases(scope, client, maxResumes);
     const promoted = await promoteDueJobs(scope, client, channel);
+    await failLateFlowRequests(scope, client);
     return { reaped: reaped.map(reapedJob), promoted, failed: [] };
   }
   const failed: MaintenanceFailure[] = [];
@@ -161,6 +164,7 @@ export async function roundSteps(
           0,
           (a, b) => a + b,
         );
+  if (only === undefined) await failLateFlowRequests(scope, client);
   return { reaped: reaped.map(reapedJob), promoted, failed };
 }
 

@@ -1,4 +1,5 @@
 import { statement, type StatementScope } from '@q/schema/internal';
+import { FLOW_REQUEST_TYPE } from '../types.js';
 import { MAX_NOTIFY_QUEUE_BYTES, type Queryable } from './db.js';
 
 // Runs a flow's failed nodes again, in place: each node in the dead letter or cancelled (with
@@ -8,14 +9,22 @@ import { MAX_NOTIFY_QUEUE_BYTES, type Queryable } from './db.js';
 // it), else `queued` now (its queue notified, $3). A waiting node outside the retry that depends
 // on a retried one (its edge `continue`: any other would have failed or cancelled it) waits for
 // it again. The archive's delete trigger frees each moved node's idempotency key at the end of
-// the statement; RECLAIM_KEYS, run next in the same transaction, holds them again.
+// the statement; RECLAIM_KEYS, run next in the same transaction, holds them again. A failed
+// inference step (migration 0016) is not run again, its request being sent once, with the flow:
+// it and every node below it (`sent`) stay as they are, so none waits for it for ever.
 const TEXT = `
 WITH RECURSIVE down(id) AS (
   SELECT a.id FROM __q_schema__.q_jobs_archive a WHERE a.flow_id = $1::uuid AND a.status IN ('dead_letter', 'cancelled')
   UNION
   SELECT e.child_id FROM down d JOIN __q_schema__.q_job_edges e ON e.parent_id = d.id WHERE $2::bool
+), sent(id) AS (
+  SELECT a.id FROM __q_schema__.q_jobs_archive a
+  WHERE a.flow_id = $1::uuid AND a.status IN ('dead_letter', 'cancelled') AND a.job_type = '${FLOW_REQUEST_TYPE}'
+  UNION
+  SELECT e.child_id FROM sent s JOIN __q_schema__.q_job_edges e ON e.parent_id = s.id
 ), target AS (
-  SELECT a.id FROM __q_schema__.q_jobs_archive a WHERE a.id IN (SELECT id FROM down) AND a.flow_id = $1::uuid
+  SELECT a.id FROM __q_schema__.q_jobs_archive a
+  WHERE a.id IN (SELECT id FROM down) AND a.id NOT IN (SELECT id FROM sent) AND a.flow_id = $1::uuid
 ), moved AS (
   DELETE FROM __q_schema__.q_jobs_archive a WHERE a.id IN (SELECT id FROM target) RETURNING a.*
 ), ins AS (
