@@ -270,7 +270,7 @@ export const flows = pgTable(
 /**
  * The edges of flows (migration 0014): the child job waits for the parent job. `on_failure` is
  * what the parent's dead letter or cancel does to the child: `fail`, `continue`, `ignore` or
- * `cancel` (trigger `q_jobs_flow_finished`).
+ * `cancel` (trigger `q_jobs_flow_finished`, per statement since migration 0015).
  */
 export const jobEdges = pgTable(
   'q_job_edges',

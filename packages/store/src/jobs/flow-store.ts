@@ -1,7 +1,7 @@
 // The flows of a job table (#41): job graphs inserted in one call (through the pool or the
 // caller's transaction), read, waited for, cancelled, retried, and grown at run time by a running
 // node. The release of children and the failure policies are not here: the trigger of migration
-// 0014 (q_jobs_flow_finished) applies them in the transaction that finishes each parent.
+// 0015 (q_jobs_flow_finished) applies them in the statement that finishes the parents.
 import { QError, QErrorCode, invalidArgument } from '@q/schema';
 import { withTransaction } from '@q/schema/internal';
 import { checkInTransaction, inCallerTransaction, type InTransaction } from '../transaction.js';
