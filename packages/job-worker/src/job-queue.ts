@@ -1,4 +1,4 @@
-import { currentTraceparent, jobMetrics, qMeter, qTracer } from '@q/otel';
+import { currentTraceparent, flowMetrics, jobMetrics, qMeter, qTracer, type FlowMetrics, type MeterProvider } from '@q/otel';
 import { QError, QErrorCode, invalidArgument } from '@q/schema';
 import {
   JobStore,
@@ -46,6 +46,8 @@ export type EnqueueOptions = Omit<NewJob, 'queue'> & { queue?: string };
 export interface JobQueueOptions {
   /** The queues some worker consumes: enqueueing anywhere else is refused with `UNKNOWN_QUEUE`. */
   knownQueues: string[];
+  /** Where `q.flows.started` is recorded. Default: the global meter provider (a no-op until an app registers an SDK). */
+  meterProvider?: MeterProvider;
 }
 
 /**
@@ -60,6 +62,7 @@ export class JobQueue {
 
   readonly #store: JobStore;
   readonly #known: readonly string[];
+  readonly #flowMetrics: FlowMetrics;
   /** Set by {@link JobQueue.open}: the queue owns its store and workers. */
   #managed: ManagedWorkers | undefined;
 
@@ -71,6 +74,7 @@ export class JobQueue {
     }
     this.#store = store;
     this.#known = Object.freeze([...known]);
+    this.#flowMetrics = flowMetrics(opts.meterProvider);
   }
 
   /**
@@ -90,7 +94,7 @@ export class JobQueue {
     checkOpenOptions(opts);
     const { queues, logger, worker, onWorkerStopped, closeTimeoutMs: _closeTimeoutMs, startWorkers, ...storeOptions } = opts;
     const store = await JobStore.open(dsn, storeOptions);
-    const queue = new JobQueue(store, { knownQueues: ['default'] });
+    const queue = new JobQueue(store, { knownQueues: ['default'], ...(opts.meterProvider ? { meterProvider: opts.meterProvider } : {}) });
     queue.#managed = new ManagedWorkers(store, {
       logger: logger ?? defaultLogger(),
       onWorkerStopped,
@@ -248,8 +252,20 @@ export class JobQueue {
         throw new QError(QErrorCode.UNKNOWN_QUEUE, `queue: "${queue}" is not consumed by any worker (known: [${this.#known.join(' ')}])`);
       }
     }
-    const out = await (tx === undefined ? this.#store.flows.insert(input) : this.#store.flows.insert(input, tx));
-    if (out.created) for (const j of Object.values(out.jobs)) this.#managed?.enqueued(j.queue, 1);
+    // As enqueue: each node's payload carries the producer's traceparent, so its span links back.
+    const traceparent = currentTraceparent();
+    const flow: NewFlow =
+      traceparent === undefined
+        ? input
+        : {
+            ...input,
+            nodes: input.nodes.map((n) => (n && typeof n === 'object' ? { ...n, payload: withTraceparent(n.payload, traceparent) } : n)),
+          };
+    const out = await (tx === undefined ? this.#store.flows.insert(flow) : this.#store.flows.insert(flow, tx));
+    if (out.created) {
+      this.#flowMetrics.started.add(1);
+      for (const j of Object.values(out.jobs)) this.#managed?.enqueued(j.queue, 1);
+    }
     return out;
   }
 

@@ -1,4 +1,4 @@
-import { ROOT_CONTEXT, SpanKind, context, trace, type Link, type Span, type Tracer } from '@opentelemetry/api';
+import { ROOT_CONTEXT, SpanKind, TraceFlags, context, trace, type Context, type Link, type Span, type Tracer } from '@opentelemetry/api';
 import { firstLine, linksFromTraceparent, recordError } from '@q/otel';
 import type { Job } from '@q/store/jobs';
 import type { HandlerContext, HandlerFunc } from './options.js';
@@ -15,15 +15,31 @@ import type { HandlerContext, HandlerFunc } from './options.js';
 export function startProcessSpan(tracer: Tracer, job: Job): Span {
   const tp = payloadTraceparent(job.payload);
   const links: Link[] | undefined = tp === undefined ? undefined : linksFromTraceparent(tp);
+  const flow = job.flow;
   return tracer.startSpan(
     'q.jobs.process',
     {
       kind: SpanKind.CONSUMER,
-      attributes: { 'job.type': job.type, 'job.queue': job.queue, 'job.attempt': job.attempt },
+      attributes:
+        flow === undefined
+          ? { 'job.type': job.type, 'job.queue': job.queue, 'job.attempt': job.attempt }
+          : { 'job.type': job.type, 'job.queue': job.queue, 'job.attempt': job.attempt, 'q.flow.id': flow.id, 'q.flow.ref': flow.ref },
       ...(links !== undefined && links.length > 0 ? { links } : {}),
     },
-    ROOT_CONTEXT,
+    flow === undefined ? ROOT_CONTEXT : flowContext(flow.id),
   );
+}
+
+/**
+ * The context every node of flow `flowId` starts its span under, so that a flow is one trace:
+ * trace id the flow's id (its 32 hex digits), parent span id its last 16 (a span no process
+ * records: the flow's root), sampled. Derived from the id alone, so any worker finds it without
+ * a read.
+ */
+export function flowContext(flowId: string): Context {
+  const hex = flowId.replace(/-/g, '').toLowerCase();
+  const spanId = /^0+$/.test(hex.slice(16)) ? '0000000000000001' : hex.slice(16);
+  return trace.setSpanContext(ROOT_CONTEXT, { traceId: hex, spanId, traceFlags: TraceFlags.SAMPLED, isRemote: true });
 }
 
 /**

@@ -1,0 +1,93 @@
+// Telemetry of flows, with the SDK's in-memory exporters: a flow is one trace (every node's
+// q.jobs.process span under the flow's id), flows started are counted, and a released node's wait
+// from its release to its claim is recorded.
+import { AggregationTemporality, InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { METRIC, jobMetrics } from '@q/otel';
+import { JobStore } from '@q/store';
+import { createTestSchema, runWorkerUntil, type TestSchema } from '@q/testing';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { JobQueue, Worker } from '../src/index.js';
+
+let schema: TestSchema;
+let store: JobStore;
+const spans = new InMemorySpanExporter();
+const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(spans)] });
+const metricExporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
+const reader = new PeriodicExportingMetricReader({ exporter: metricExporter, exportIntervalMillis: 3_600_000 });
+const meterProvider = new MeterProvider({ readers: [reader] });
+
+beforeAll(async () => {
+  schema = await createTestSchema('jw_flowtel');
+  store = await JobStore.open(schema.dsn, { maxConns: 4 });
+});
+afterAll(async () => {
+  await store?.close();
+  await schema?.drop();
+  await tracerProvider.shutdown();
+  await meterProvider.shutdown();
+});
+
+const points = async (name: string) => {
+  await reader.forceFlush();
+  const all = metricExporter.getMetrics().flatMap((r) => r.scopeMetrics.flatMap((s) => s.metrics));
+  return all.find((m) => m.descriptor.name === name)?.dataPoints ?? [];
+};
+
+it('a flow is one trace, counted once when started; each released node records its wait from release to claim', async () => {
+  const queue = new JobQueue(store, { knownQueues: ['ft'], meterProvider });
+  const input = {
+    idempotencyKey: 'tel-1',
+    nodes: [
+      { ref: 'a', type: 'root', queue: 'ft' },
+      { ref: 'b', type: 'mid', queue: 'ft', dependsOn: ['a'] },
+      { ref: 'c', type: 'mid', queue: 'ft', dependsOn: ['a'] },
+      { ref: 'd', type: 'join', queue: 'ft', dependsOn: ['b', 'c'] },
+    ],
+  };
+  const { flowId, created } = await queue.flow(input);
+  expect(created).toBe(true);
+  // Found again by its key: not a second start.
+  expect((await queue.flow(input)).created).toBe(false);
+  expect(await points(METRIC.flowsStarted)).toEqual([expect.objectContaining({ value: 1 })]);
+
+  await store.enqueue([{ queue: 'ft', type: 'plain' }]);
+  const worker = new Worker(store, {
+    queues: ['ft'],
+    concurrency: 2,
+    tracer: tracerProvider.getTracer('test'),
+    metrics: jobMetrics(meterProvider, { deprecatedNames: false }),
+    pollIntervalMs: 50,
+  });
+  for (const type of ['root', 'mid', 'join', 'plain']) worker.register(type, async () => type);
+  await runWorkerUntil(
+    worker,
+    async () => {
+      const { rows } = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM q_jobs_all WHERE status = 'succeeded'`);
+      return rows[0]!.n === 5;
+    },
+    { timeoutMs: 30_000, drainMs: 5_000 },
+  );
+
+  const processed = spans.getFinishedSpans().filter((s) => s.name === 'q.jobs.process');
+  expect(processed).toHaveLength(5);
+  const flowTrace = flowId.replace(/-/g, '');
+  const nodes = processed.filter((s) => s.attributes['q.flow.id'] === flowId);
+  expect(nodes.map((s) => s.attributes['q.flow.ref']).sort()).toEqual(['a', 'b', 'c', 'd']);
+  for (const s of nodes) {
+    expect(s.spanContext().traceId).toBe(flowTrace);
+    expect(s.parentSpanContext).toMatchObject({ traceId: flowTrace, spanId: flowTrace.slice(16), isRemote: true });
+  }
+  // A job outside flows keeps a trace of its own.
+  const plain = processed.find((s) => s.attributes['job.type'] === 'plain')!;
+  expect(plain.spanContext().traceId).not.toBe(flowTrace);
+  expect(plain.attributes['q.flow.id']).toBeUndefined();
+
+  // Released nodes only (b, c, d: not the root a, nor the plain job), by type, never negative.
+  const waits = await points(METRIC.flowsReleaseLatency);
+  const byType = Object.fromEntries(waits.map((p) => [p.attributes['job.type'], p.value as { count: number; min?: number }]));
+  expect(Object.keys(byType).sort()).toEqual(['join', 'mid']);
+  expect(byType.mid!.count).toBe(2);
+  expect(byType.join!.count).toBe(1);
+  expect(byType.join!.min).toBeGreaterThanOrEqual(0);
+});
