@@ -1,6 +1,7 @@
 import { ROOT_CONTEXT, SpanKind, TraceFlags, context, trace, type Context, type Link, type Span, type Tracer } from '@opentelemetry/api';
-import { firstLine, linksFromTraceparent, recordError } from '@q/otel';
-import type { Job } from '@q/store/jobs';
+import { firstLine, formatTraceparent, linksFromTraceparent, recordError } from '@q/otel';
+import type { Job, JobLease } from '@q/store/jobs';
+import { errorFields, type Logger } from './logger.js';
 import type { HandlerContext, HandlerFunc } from './options.js';
 
 /**
@@ -40,6 +41,27 @@ export function flowContext(flowId: string): Context {
   const hex = flowId.replace(/-/g, '').toLowerCase();
   const spanId = /^0+$/.test(hex.slice(16)) ? '0000000000000001' : hex.slice(16);
   return trace.setSpanContext(ROOT_CONTEXT, { traceId: hex, spanId, traceFlags: TraceFlags.SAMPLED, isRemote: true });
+}
+
+/**
+ * Records a flow node's span (so its children link to it) and adds links to its parents' spans,
+ * before the handler runs: one statement, only for flow nodes of a traced worker. A failure is
+ * logged and the attempt runs without those links: telemetry never fails a job.
+ */
+export async function linkFlowParents(
+  span: Span,
+  lease: JobLease,
+  record: (lease: JobLease, traceparent: string) => Promise<string[]>,
+  logger: Logger,
+): Promise<void> {
+  const own = formatTraceparent(span.spanContext());
+  if (own === undefined) return;
+  try {
+    const links = (await record(lease, own)).flatMap((tp) => linksFromTraceparent(tp));
+    if (links.length > 0) span.addLinks(links);
+  } catch (err) {
+    logger.warn(errorFields(err), 'could not record a flow node span');
+  }
 }
 
 /**

@@ -144,6 +144,7 @@ export class Worker implements WorkerEventSource {
         maxSnoozes,
         parents: (job) => store.flows.parents(job.id),
         addFlowNodes: (lease, nodes) => store.flows.addNodes(lease, nodes),
+        recordFlowSpan: (lease, traceparent) => store.flows.recordSpan(lease, traceparent),
       },
       {
         free: (e) => this.#free(e),

@@ -1,6 +1,6 @@
 // Telemetry of flows, with the SDK's in-memory exporters: a flow is one trace (every node's
-// q.jobs.process span under the flow's id), flows started are counted, and a released node's wait
-// from its release to its claim is recorded.
+// q.jobs.process span under the flow's id, linked to its parents' spans), flows started are
+// counted, and a released node's wait from its release to its claim is recorded.
 import { AggregationTemporality, InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { METRIC, jobMetrics } from '@q/otel';
@@ -34,7 +34,7 @@ const points = async (name: string) => {
   return all.find((m) => m.descriptor.name === name)?.dataPoints ?? [];
 };
 
-it('a flow is one trace, counted once when started; each released node records its wait from release to claim', async () => {
+it('a flow is one trace whose node spans link to their parents, counted once when started; each released node records its wait from release to claim', async () => {
   const queue = new JobQueue(store, { knownQueues: ['ft'], meterProvider });
   const input = {
     idempotencyKey: 'tel-1',
@@ -78,6 +78,14 @@ it('a flow is one trace, counted once when started; each released node records i
     expect(s.spanContext().traceId).toBe(flowTrace);
     expect(s.parentSpanContext).toMatchObject({ traceId: flowTrace, spanId: flowTrace.slice(16), isRemote: true });
   }
+  // Each node's span links to its parents' spans (recorded as they ran), and to nothing else.
+  const byRef = Object.fromEntries(nodes.map((s) => [s.attributes['q.flow.ref'] as string, s]));
+  const linked = (ref: string) => byRef[ref]!.links.map((l) => l.context.spanId).sort();
+  const spanOf = (...refs: string[]) => refs.map((r) => byRef[r]!.spanContext().spanId).sort();
+  expect(linked('a')).toEqual([]);
+  expect(linked('b')).toEqual(spanOf('a'));
+  expect(linked('c')).toEqual(spanOf('a'));
+  expect(linked('d')).toEqual(spanOf('b', 'c'));
   // A job outside flows keeps a trace of its own.
   const plain = processed.find((s) => s.attributes['job.type'] === 'plain')!;
   expect(plain.spanContext().traceId).not.toBe(flowTrace);

@@ -17,6 +17,7 @@ const QUOTA_TABLES = ['q_quota_admits', 'q_quota_holders', 'q_quota_keys', 'q_qu
 const JOB_TABLES = [
   'q_job_edges',
   'q_job_rate_slots',
+  'q_flow_spans',
   'q_flows',
   'q_jobs',
   'q_jobs_all',

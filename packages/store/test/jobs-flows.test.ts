@@ -14,7 +14,11 @@ const LEASE = 60_000;
 
 useJobStore(
   JobStore,
-  { prefix: 'jobflows', maxConns: 12, truncate: ['q_jobs', 'q_jobs_archive', 'q_jobs_idempotency_keys', 'q_job_edges', 'q_flows'] },
+  {
+    prefix: 'jobflows',
+    maxConns: 12,
+    truncate: ['q_jobs', 'q_jobs_archive', 'q_jobs_idempotency_keys', 'q_job_edges', 'q_flows', 'q_flow_spans'],
+  },
   (t) => {
     ({ schema, store } = t);
     sql = schema.pool();
@@ -393,6 +397,40 @@ describe('release per statement (migration 0015)', () => {
     });
     expect(await statusOf('c1')).toEqual({ status: 'queued', parents_left: 0, last_error: null });
     expect(await statusOf('c2')).toEqual({ status: 'queued', parents_left: 0, last_error: null });
+  });
+});
+
+describe('flows.recordSpan (migration 0015)', () => {
+  const TP = (n: number) => `00-${'a'.repeat(32)}-${String(n).padStart(16, '0')}-01`;
+
+  it("records a node's span under its lease and returns its parents' spans; a stale lease or a job outside flows records nothing; purge takes it", async () => {
+    await store.flows.insert({
+      nodes: [
+        { ref: 'a', type: 'p', queue: 'spa' },
+        { ref: 'b', type: 'p', queue: 'spa' },
+        { ref: 'c', type: 'c', queue: 'spc', dependsOn: ['a', 'b'] },
+      ],
+    });
+    const held = await claimOf(store, 'spa');
+    const [a, b] = [held.find((j) => j.flow?.ref === 'a')!, held.find((j) => j.flow?.ref === 'b')!];
+    expect(await store.flows.recordSpan(a, TP(1))).toEqual([]);
+    // A stale run (its token no longer held) records nothing.
+    expect(await store.flows.recordSpan({ id: b.id, leaseToken: '00000000-0000-4000-8000-000000000000' }, TP(9))).toEqual([]);
+    expect(await store.flows.recordSpan(b, TP(2))).toEqual([]);
+    await succeed(store, held);
+    const [c] = await claimOf(store, 'spc');
+    expect(c!.flow).toEqual({ id: expect.any(String), ref: 'c', released: true });
+    expect((await store.flows.recordSpan(c!, TP(3))).sort()).toEqual([TP(1), TP(2)]);
+    // A job outside flows: nothing recorded.
+    await store.enqueue([{ queue: 'spx', type: 'plain' }]);
+    const [plain] = await claimOf(store, 'spx');
+    expect(plain!.flow).toBeUndefined();
+    expect(await store.flows.recordSpan(plain!, TP(4))).toEqual([]);
+    const spans = async () => (await sql.query<{ n: number }>('SELECT count(*)::int AS n FROM q_flow_spans')).rows[0]!.n;
+    expect(await spans()).toBe(3);
+    await succeed(store, [c!, plain!]);
+    await store.purgeFinished(0);
+    expect(await spans()).toBe(0);
   });
 });
 

@@ -103,3 +103,13 @@ $$;--> statement-breakpoint
 CREATE TRIGGER q_jobs_flow_finished AFTER INSERT ON "q_jobs_archive"
   REFERENCING NEW TABLE AS q_finished
   FOR EACH STATEMENT EXECUTE FUNCTION q_jobs_flow_finished();
+--> statement-breakpoint
+-- The span of each flow node's latest traced attempt (its W3C traceparent), written by a worker with
+-- tracing when the attempt starts, and read by the node's children to link their spans to their
+-- parents'. Kept apart from the job tables (nothing is added to the rows every claim and completion
+-- moves); a row goes with its node when purge deletes the node.
+CREATE TABLE "q_flow_spans" (
+  "job_id" bigint PRIMARY KEY NOT NULL,
+  "flow_id" uuid NOT NULL,
+  "traceparent" text NOT NULL
+);

@@ -286,3 +286,14 @@ export const jobEdges = pgTable(
     check('q_job_edges_no_self_check', sql`parent_id <> child_id`),
   ],
 );
+
+/**
+ * The span of each flow node's latest traced attempt (migration 0015): its W3C `traceparent`,
+ * written when a worker with a tracer starts the attempt, read by the node's children to link
+ * their spans to it. Deleted with its node by purge.
+ */
+export const flowSpans = pgTable('q_flow_spans', {
+  jobId: bigint('job_id', { mode: 'number' }).primaryKey(),
+  flowId: uuid('flow_id').notNull(),
+  traceparent: text('traceparent').notNull(),
+});

@@ -15,6 +15,7 @@ import { checkJobId, checkLease, checkUuid, toFlowBatch } from './validate.js';
 import { addFlowNodes, lockFlowNodes, lockFlowOfLease } from './sql/add-flow-nodes.js';
 import type { JobStoreContext } from './ops/context.js';
 import { cancelFlow, type FlowCancelled } from './sql/cancel-flow.js';
+import { recordFlowSpan } from './sql/flow-span.js';
 import { getFlowParents } from './sql/get-flow-parents.js';
 import { retryFlow } from './sql/retry-flow.js';
 import { splitErrorText } from './error-text.js';
@@ -158,6 +159,19 @@ export class FlowStore {
       };
     }
     return out;
+  }
+
+  /**
+   * Records `traceparent` (a W3C traceparent) as the span of the flow node's attempt holding
+   * `lease`, and returns the spans its parents' attempts recorded, to link to: what a `Worker`
+   * with a tracer does as a flow node's attempt starts. Nothing is recorded for a lease no longer
+   * held or a job outside flows.
+   */
+  async recordSpan(lease: JobLease, traceparent: string): Promise<string[]> {
+    checkLease(lease);
+    if (typeof traceparent !== 'string' || traceparent === '') throw invalidArgument('flows.recordSpan: traceparent must be a non-empty string');
+    const ctx = this.#ctx;
+    return ctx.op('flowSpan', () => recordFlowSpan(ctx.scope, ctx.pool, lease.id, lease.leaseToken, traceparent));
   }
 }
 
