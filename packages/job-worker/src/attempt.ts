@@ -17,7 +17,8 @@ import type { WorkerEvents } from './events.js';
 import type { Execution } from './execution.js';
 import { errorFields, firstLine, logsAt, type Logger } from './logger.js';
 import type { HandlerContext, HandlerFunc } from './options.js';
-import { endFailed, endSnoozed, runInSpan, startProcessSpan } from './process-span.js';
+import { payloadTraceparent, withTraceparent } from './payload-traceparent.js';
+import { endFailed, endSnoozed, linkFlowParents, runInSpan, startProcessSpan } from './process-span.js';
 import type { StepRecorder } from './step-recorder.js';
 import { failureOutcome, failureStack, refusedOutcome, storableOutcome, storableText } from './retry-policy.js';
 
@@ -54,6 +55,11 @@ export interface AttemptConfig {
   parents: (job: Job) => Promise<Record<string, FlowParent>>;
   /** Adds nodes to the flow of the job holding the lease (the store's `flows.addNodes`; null: fenced), for `ctx.flow.add`. */
   addFlowNodes: (lease: JobLease, nodes: readonly FlowNode[]) => Promise<Record<string, Job> | null>;
+  /**
+   * Records a traced flow node's span and reads its parents' (the store's `flows.recordSpan`), so
+   * the span links to its parents' spans. Optional: without it a flow node's span has no such links.
+   */
+  recordFlowSpan?: (lease: JobLease, traceparent: string) => Promise<string[]>;
 }
 
 /**
@@ -76,7 +82,15 @@ class AttemptContext implements HandlerContext {
     const { job } = this.#e;
     return {
       add: async (nodes) => {
-        const added = await this.#c.addFlowNodes(job, nodes);
+        // Added nodes continue the flow's trace, as the nodes inserted with it (JobQueue.flow).
+        const tp = payloadTraceparent(job.payload);
+        const withTrace =
+          tp === undefined || !Array.isArray(nodes)
+            ? nodes
+            : nodes.map((n: FlowNode) =>
+                n && typeof n === 'object' && n.request === undefined ? { ...n, payload: withTraceparent(n.payload, tp) } : n,
+              );
+        const added = await this.#c.addFlowNodes(job, withTrace);
         if (added === null) throw new JobAbortedError('lease_lost');
         return added;
       },
@@ -178,6 +192,7 @@ export class AttemptRunner {
       if (c.tracer === undefined) result = await handler(job, ctx);
       else {
         span = startProcessSpan(c.tracer, job);
+        if (job.flow !== undefined && c.recordFlowSpan !== undefined) await linkFlowParents(span, e.lease, c.recordFlowSpan, c.logger);
         result = await runInSpan(span, handler, job, ctx);
         if (e.snoozeMs !== undefined) endSnoozed(span, e.snoozeMs);
         else span.end();

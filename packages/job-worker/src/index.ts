@@ -44,6 +44,7 @@ export type { JobMetrics } from '@q/otel';
 export type {
   EnqueueResult,
   Job,
+  JobFlowNode,
   JobStatus,
   WaitForOptions,
   Step,

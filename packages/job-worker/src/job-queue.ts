@@ -1,4 +1,15 @@
-import { currentTraceparent, jobMetrics, qMeter, qTracer } from '@q/otel';
+import { SpanKind, type Tracer, type TracerProvider } from '@opentelemetry/api';
+import {
+  currentTraceparent,
+  flowMetrics,
+  formatTraceparent,
+  jobMetrics,
+  qMeter,
+  qTracer,
+  recordError,
+  type FlowMetrics,
+  type MeterProvider,
+} from '@q/otel';
 import { QError, QErrorCode, invalidArgument } from '@q/schema';
 import {
   JobStore,
@@ -20,6 +31,7 @@ import type { WorkerEventSource } from './events.js';
 import { defaultLogger } from './logger.js';
 import { ManagedWorkers, type WorkOptions, type WorkerHealth } from './managed-workers.js';
 import { DEFAULT_CLOSE_TIMEOUT_MS, METRIC_UNSERVED_ENQUEUES, checkOpenOptions, type JobQueueOpenOptions } from './open-options.js';
+import { withTraceparent } from './payload-traceparent.js';
 import type { HandlerFunc } from './worker.js';
 import { batchHandler, checkBatchOptions, type BatchHandlerFunc, type BatchOptions } from './work-many.js';
 import { upsertSchedule, type ScheduleInfo, type ScheduleOptions } from './schedules.js';
@@ -47,6 +59,14 @@ export type EnqueueOptions = Omit<NewJob, 'queue'> & { queue?: string };
 export interface JobQueueOptions {
   /** The queues some worker consumes: enqueueing anywhere else is refused with `UNKNOWN_QUEUE`. */
   knownQueues: string[];
+  /** Where `q.flows.started` is recorded. Default: the global meter provider (a no-op until an app registers an SDK). */
+  meterProvider?: MeterProvider;
+  /**
+   * Where `flow` records its `q.flows.create` span, the root of the flow's trace (every node's
+   * `q.jobs.process` span is its child). Default: none; a flow inserted under an active span is
+   * then part of that span's trace.
+   */
+  tracerProvider?: TracerProvider;
 }
 
 /**
@@ -61,6 +81,8 @@ export class JobQueue {
 
   readonly #store: JobStore;
   readonly #known: readonly string[];
+  readonly #flowMetrics: FlowMetrics;
+  readonly #tracer: Tracer | undefined;
   /** Set by {@link JobQueue.open}: the queue owns its store and workers. */
   #managed: ManagedWorkers | undefined;
 
@@ -72,6 +94,8 @@ export class JobQueue {
     }
     this.#store = store;
     this.#known = Object.freeze([...known]);
+    this.#flowMetrics = flowMetrics(opts.meterProvider);
+    this.#tracer = qTracer(opts.tracerProvider);
   }
 
   /**
@@ -91,7 +115,11 @@ export class JobQueue {
     checkOpenOptions(opts);
     const { queues, logger, worker, onWorkerStopped, closeTimeoutMs: _closeTimeoutMs, startWorkers, ...storeOptions } = opts;
     const store = await JobStore.open(dsn, storeOptions);
-    const queue = new JobQueue(store, { knownQueues: ['default'] });
+    const queue = new JobQueue(store, {
+      knownQueues: ['default'],
+      ...(opts.meterProvider ? { meterProvider: opts.meterProvider } : {}),
+      ...(opts.tracerProvider ? { tracerProvider: opts.tracerProvider } : {}),
+    });
     queue.#managed = new ManagedWorkers(store, {
       logger: logger ?? defaultLogger(),
       onWorkerStopped,
@@ -254,8 +282,41 @@ export class JobQueue {
         throw new QError(QErrorCode.UNKNOWN_QUEUE, `queue: "${queue}" is not consumed by any worker (known: [${this.#known.join(' ')}])`);
       }
     }
-    const out = await (tx === undefined ? this.#store.flows.insert(input) : this.#store.flows.insert(input, tx));
-    if (out.created) for (const j of Object.values(out.jobs)) if (j.type !== FLOW_REQUEST_TYPE) this.#managed?.enqueued(j.queue, 1);
+    // The flow's trace: under a q.flows.create span when this queue has a tracer, else under the
+    // caller's active span. Its traceparent goes into each job node's payload, and each node's
+    // span is its child, so the flow is one trace sampled once, by the sampler of its root.
+    const span = this.#tracer?.startSpan('q.flows.create', {
+      kind: SpanKind.PRODUCER,
+      attributes: { 'q.flow.nodes': input.nodes.length, ...(typeof input.name === 'string' ? { 'q.flow.name': input.name } : {}) },
+    });
+    const traceparent = (span && formatTraceparent(span.spanContext())) ?? currentTraceparent();
+    const flow: NewFlow =
+      traceparent === undefined
+        ? input
+        : {
+            ...input,
+            nodes: input.nodes.map((n) =>
+              n && typeof n === 'object' && n.request === undefined ? { ...n, payload: withTraceparent(n.payload, traceparent) } : n,
+            ),
+          };
+    let out: FlowResult;
+    try {
+      out = await (tx === undefined ? this.#store.flows.insert(flow) : this.#store.flows.insert(flow, tx));
+    } catch (err) {
+      if (span) {
+        recordError(span, err);
+        span.end();
+      }
+      throw err;
+    }
+    if (span) {
+      span.setAttributes({ 'q.flow.id': out.flowId, 'q.flow.created': out.created });
+      span.end();
+    }
+    if (out.created) {
+      this.#flowMetrics.started.add(1);
+      for (const j of Object.values(out.jobs)) if (j.type !== FLOW_REQUEST_TYPE) this.#managed?.enqueued(j.queue, 1);
+    }
     return out;
   }
 
@@ -444,19 +505,4 @@ export class JobQueue {
       retryOfId: opts.retryOfId,
     };
   }
-}
-
-/**
- * The payload with the producer's `traceparent` added, when it is a plain object (or absent:
- * stored as `{}`) without a `traceparent` of its own; anything else is returned as it is. The
- * caller's object is never modified.
- */
-function withTraceparent(payload: unknown, traceparent: string): unknown {
-  if (payload === undefined || payload === null) return { traceparent };
-  if (typeof payload !== 'object' || Array.isArray(payload)) return payload;
-  const proto = Object.getPrototypeOf(payload) as unknown;
-  if (proto !== Object.prototype && proto !== null) return payload;
-  // Own `traceparent` wins; a `toJSON` would decide the stored shape itself.
-  if (Object.hasOwn(payload, 'traceparent') || typeof (payload as { toJSON?: unknown }).toJSON === 'function') return payload;
-  return { ...(payload as Record<string, unknown>), traceparent };
 }

@@ -225,6 +225,7 @@ export function checkWorkerObjects(op: string, opts: Partial<WorkerOptions>): vo
   for (const key of ['completed', 'claimed', 'leaseLost'] as const) checkOptionalMethods(op, `metrics.${key}`, m[key] ?? null, ['add']);
   for (const key of ['workerFailures', 'idleRounds'] as const) checkOptionalMethods(op, `metrics.${key}`, m[key], ['add']);
   checkOptionalMethods(op, 'metrics.duration', m.duration ?? null, ['record']);
+  checkOptionalMethods(op, 'metrics.flowReleaseLatency', m.flowReleaseLatency, ['record']);
 }
 
 /** Checks and defaults a worker's options. */

@@ -1,11 +1,14 @@
 import { ROOT_CONTEXT, SpanKind, context, trace, type Link, type Span, type Tracer } from '@opentelemetry/api';
-import { firstLine, linksFromTraceparent, recordError } from '@q/otel';
-import type { Job } from '@q/store/jobs';
+import { contextFromTraceparent, firstLine, formatTraceparent, linksFromTraceparent, recordError } from '@q/otel';
+import type { Job, JobLease } from '@q/store/jobs';
+import { errorFields, type Logger } from './logger.js';
 import type { HandlerContext, HandlerFunc } from './options.js';
+import { payloadTraceparent } from './payload-traceparent.js';
 
 /**
  * Starts one attempt's `q.jobs.process` span (kind CONSUMER): a trace of its own, linked to the
- * producer's span through the payload's `traceparent`. The attempt runs the handler with
+ * producer's span through the payload's `traceparent`; for a flow node, a child of its flow's
+ * root (that `traceparent`), so a flow is one trace. The attempt runs the handler with
  * {@link runInSpan} and ends the span with `span.end()` or {@link endFailed}.
  *
  * This is the whole per-job cost of tracing that q adds to the SDK's own span: no copy of the
@@ -14,16 +17,45 @@ import type { HandlerContext, HandlerFunc } from './options.js';
  */
 export function startProcessSpan(tracer: Tracer, job: Job): Span {
   const tp = payloadTraceparent(job.payload);
-  const links: Link[] | undefined = tp === undefined ? undefined : linksFromTraceparent(tp);
+  const flow = job.flow;
+  // A flow node continues its flow's trace (the traceparent its producer wrote, see
+  // JobQueue.flow); any other job is a trace of its own, linked to its producer's span.
+  const parent = flow !== undefined && tp !== undefined ? contextFromTraceparent(tp, undefined, ROOT_CONTEXT) : ROOT_CONTEXT;
+  const links: Link[] | undefined = tp === undefined || parent !== ROOT_CONTEXT ? undefined : linksFromTraceparent(tp);
   return tracer.startSpan(
     'q.jobs.process',
     {
       kind: SpanKind.CONSUMER,
-      attributes: { 'job.type': job.type, 'job.queue': job.queue, 'job.attempt': job.attempt },
+      attributes:
+        flow === undefined
+          ? { 'job.type': job.type, 'job.queue': job.queue, 'job.attempt': job.attempt }
+          : { 'job.type': job.type, 'job.queue': job.queue, 'job.attempt': job.attempt, 'q.flow.id': flow.id, 'q.flow.ref': flow.ref },
       ...(links !== undefined && links.length > 0 ? { links } : {}),
     },
-    ROOT_CONTEXT,
+    parent,
   );
+}
+
+/**
+ * Records a flow node's span (so its children link to it) and adds links to its parents' spans,
+ * before the handler runs: one statement, only for flow nodes of a traced worker. A failure is
+ * logged and the attempt runs without those links: telemetry never fails a job.
+ */
+export async function linkFlowParents(
+  span: Span,
+  lease: JobLease,
+  record: (lease: JobLease, traceparent: string) => Promise<string[]>,
+  logger: Logger,
+): Promise<void> {
+  // A node its flow's sampler left out records nothing, so nothing is linked to it.
+  const own = span.isRecording() ? formatTraceparent(span.spanContext()) : undefined;
+  if (own === undefined) return;
+  try {
+    const links = (await record(lease, own)).flatMap((tp) => linksFromTraceparent(tp));
+    if (links.length > 0) span.addLinks(links);
+  } catch (err) {
+    logger.warn(errorFields(err), 'could not record a flow node span');
+  }
 }
 
 /**
@@ -42,13 +74,6 @@ export function endFailed(span: Span, err: unknown): void {
   const message = err instanceof Error ? err.message : String(err);
   recordError(span, new Error(firstLine(message) || 'job failed'));
   span.end();
-}
-
-/** The payload's `traceparent` when it is an object carrying a string one. */
-function payloadTraceparent(payload: unknown): string | undefined {
-  if (payload === null || typeof payload !== 'object' || Array.isArray(payload)) return undefined;
-  const tp = (payload as { traceparent?: unknown }).traceparent;
-  return typeof tp === 'string' ? tp : undefined;
 }
 
 /**

@@ -144,6 +144,7 @@ export class Worker implements WorkerEventSource {
         maxSnoozes,
         parents: (job) => store.flows.parents(job.id),
         addFlowNodes: (lease, nodes) => store.flows.addNodes(lease, nodes),
+        recordFlowSpan: (lease, traceparent) => store.flows.recordSpan(lease, traceparent),
       },
       {
         free: (e) => this.#free(e),
@@ -287,13 +288,26 @@ export class Worker implements WorkerEventSource {
     return this.#state !== 'running';
   }
 
+  /**
+   * Records a released flow node's wait from its release to this claim, both on the database
+   * clock (runAt is the release, updatedAt the claim), on its first run only: a retry, a resume or
+   * a snooze moved runAt since.
+   */
+  #releaseLatency(job: LeasedJob): void {
+    if (job.attempt !== 1 || job.resumeCount !== 0 || job.snoozes !== 0) return;
+    this.#metrics?.flowReleaseLatency?.record(Math.max(0, job.updatedAt.getTime() - job.runAt.getTime()) / 1000, { 'job.type': job.type });
+  }
+
   async #start(jobs: LeasedJob[], sentAt: number): Promise<void> {
     if (this.#stopping) {
       const leases = jobs.map((j) => ({ id: j.id, leaseToken: j.leaseToken }));
       await this.#store.release(leases).catch((err: unknown) => this.#logger.warn(errorFields(err), 'could not give back jobs'));
       return;
     }
-    for (const job of jobs) this.#metrics?.claimed.add(1, { 'job.queue': job.queue });
+    for (const job of jobs) {
+      this.#metrics?.claimed.add(1, { 'job.queue': job.queue });
+      if (job.flow?.released === true) this.#releaseLatency(job);
+    }
     this.#buffer.push(jobs.map((job) => this.#track(job, sentAt)));
     this.#startBuffered();
   }

@@ -21,6 +21,10 @@ export const METRIC = {
   jobsGroupRefusals: 'q.jobs.group_refusals',
   /** How long a job leased under a per-group limit waited, from its `runAt` to the claim, by the limit. */
   jobsGroupWait: 'q.jobs.group_wait.seconds',
+  /** Flows inserted (`JobQueue.flow` that created one; a flow found by its idempotency key is not counted again). */
+  flowsStarted: 'q.flows.started',
+  /** How long a flow node waited from its release (its last parent done) to its claim, by `job.type`. */
+  flowsReleaseLatency: 'q.flows.release_latency.seconds',
   requestsEnqueued: 'q.requests.enqueued',
   requestsDispatched: 'q.requests.dispatched',
   requestsAcked: 'q.requests.acked',
@@ -105,6 +109,11 @@ export interface JobMetrics {
    * worker records no span, only this. Optional: instruments built elsewhere may lack it.
    */
   idleRounds?: Counter;
+  /**
+   * Seconds from a flow node's release (its last parent done) to its claim, both on the database
+   * clock; attributes: `job.type`. Optional: instruments built elsewhere may lack it.
+   */
+  flowReleaseLatency?: Histogram;
 }
 
 /** Bucket boundaries (seconds) of {@link METRIC.jobsDuration}. */
@@ -142,6 +151,11 @@ export function jobMetrics(meterProvider?: MeterProvider, opts: JobMetricsOption
     workerFailures: [METRIC.jobsWorkerFailures, '{failure}', 'Database failures of worker loops (claim, maintenance), by kind'],
     idleRounds: [METRIC.jobsIdleRounds, '{round}', 'Worker rounds that found no work (empty claims, idle maintenance rounds)'],
   });
+  const flowReleaseLatency = m.createHistogram(METRIC.flowsReleaseLatency, {
+    unit: 's',
+    description: 'Time from a flow node release (its last parent done) to its claim',
+    advice: { explicitBucketBoundaries: [...JOB_DURATION_BUCKETS_S] },
+  });
   return {
     completed,
     duration: legacy
@@ -156,7 +170,21 @@ export function jobMetrics(meterProvider?: MeterProvider, opts: JobMetricsOption
     leaseLost,
     workerFailures,
     idleRounds,
+    flowReleaseLatency,
   };
+}
+
+/** Instruments of flows recorded where flows are inserted (`JobQueue.flow`). */
+export interface FlowMetrics {
+  /** Flows created; no attributes (flow names are the application's, unbounded). */
+  started: Counter;
+}
+
+/** Creates the flow instruments. */
+export function flowMetrics(meterProvider?: MeterProvider): FlowMetrics {
+  return counters(qMeter(meterProvider), {
+    started: [METRIC.flowsStarted, '{flow}', 'Flows inserted (created, not found by their idempotency key)'],
+  });
 }
 
 /**

@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { context, propagation, trace } from '@opentelemetry/api';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
+  flowMetrics,
   jobGroupMetrics,
   jobMetrics,
   quotaMetrics,
@@ -62,6 +63,8 @@ describe('startTelemetry', () => {
     groups.grants.add(1, limit);
     groups.refusals.add(2, { ...limit, 'q.limit.kind': 'concurrency' });
     groups.wait.record(0.3, limit);
+    flowMetrics(t.meterProvider).started.add(1);
+    jobs.flowReleaseLatency?.record(0.01, { 'job.type': 'join' });
     const stopBacklog = observeGauge(t.meterProvider, METRIC.requestsBacklog, { unit: '{request}', description: 'Pending requests' }, () => [
       { value: 42, attributes: { queue: 'q1' } },
     ]);

@@ -18,6 +18,7 @@ const JOB_TABLES = [
   'q_flow_requests',
   'q_job_edges',
   'q_job_rate_slots',
+  'q_flow_spans',
   'q_flows',
   'q_jobs',
   'q_jobs_all',

@@ -14,19 +14,13 @@ describe('migration 0014 (flows) on a database through 0013', () => {
   it('keeps every job as it was, and completes a lease taken before the upgrade', async () => {
     const db = await scratch.olderBuild('jobflowsup', bundledMigrations('jobs'), '0014');
     const q = db.quoted;
-    const before = await JobStore.open(db.dsn, { maxConns: 2, migrate: false });
-    let uuids: string[];
-    try {
-      const jobs = await before.enqueue([
-        { queue: 'f', type: 'queued', payload: { n: 1 }, idempotencyKey: 'k1' },
-        { queue: 'f', type: 'running', payload: { n: 2 } },
-        { queue: 'f', type: 'done', payload: { n: 3 } },
-        { queue: 'f', type: 'dead', payload: { n: 4 } },
-      ]);
-      uuids = jobs.map((j) => j.uuid);
-    } finally {
-      await before.close();
-    }
+    // Written by SQL: this build's store reads the flow columns, which the schema lacks before 0014.
+    const { rows: inserted } = await scratch.admin.query<{ uuid: string }>(
+      `INSERT INTO ${q}.q_jobs (queue, job_type, payload, idempotency_key)
+       VALUES ('f', 'queued', '{"n": 1}', 'k1'), ('f', 'running', '{"n": 2}', NULL), ('f', 'done', '{"n": 3}', NULL), ('f', 'dead', '{"n": 4}', NULL)
+       RETURNING uuid::text`,
+    );
+    const uuids = inserted.map((r) => r.uuid);
     // As the previous build's worker and completions left them.
     await scratch.admin.query(
       `UPDATE ${q}.q_jobs SET status = 'running', leased_by = 'old', lease_token = '${TOKEN}', attempt = 1,

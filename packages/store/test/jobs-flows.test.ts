@@ -14,7 +14,11 @@ const LEASE = 60_000;
 
 useJobStore(
   JobStore,
-  { prefix: 'jobflows', maxConns: 12, truncate: ['q_jobs', 'q_jobs_archive', 'q_jobs_idempotency_keys', 'q_job_edges', 'q_flows'] },
+  {
+    prefix: 'jobflows',
+    maxConns: 12,
+    truncate: ['q_jobs', 'q_jobs_archive', 'q_jobs_idempotency_keys', 'q_job_edges', 'q_flows', 'q_flow_spans'],
+  },
   (t) => {
     ({ schema, store } = t);
     sql = schema.pool();
@@ -274,6 +278,159 @@ describe('release in the completing transaction', () => {
     } finally {
       await Promise.all(stores.map((s) => s.close()));
     }
+  });
+});
+
+describe('release per statement (migration 0015)', () => {
+  // Archives the given live jobs as succeeded in one INSERT, in the order given: what the
+  // completion statement does, with the row order chosen by the test.
+  const ARCHIVE_IN_ORDER = `WITH gone AS (DELETE FROM q_jobs WHERE id = ANY($1::int8[]) RETURNING *)
+    INSERT INTO q_jobs_archive
+    SELECT (jsonb_populate_record(NULL::q_jobs, to_jsonb(g) || '{"status": "succeeded", "lease_token": null}'::jsonb)).*
+    FROM gone g ORDER BY array_position($1::int8[], g.id)`;
+
+  it('writes each child once per statement with the count of its parents that statement finished', async () => {
+    const nodes: FlowNode[] = Array.from({ length: 6 }, (_, i) => ({ ref: `p${i}`, type: 'part', queue: 'aggp' }));
+    nodes.push({ ref: 'j', type: 'join', queue: 'aggc', dependsOn: nodes.map((n) => n.ref) });
+    await store.flows.insert({ nodes });
+    const held = await claimOf(store, 'aggp');
+    // Every write of the join's row is logged, by a trigger of this test.
+    await sql.query(`CREATE TABLE agg_log (parents_left int);
+      CREATE FUNCTION agg_log_write() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN INSERT INTO agg_log VALUES (NEW.parents_left); RETURN NEW; END $$;
+      CREATE TRIGGER agg_log_write BEFORE UPDATE ON q_jobs FOR EACH ROW WHEN (OLD.flow_ref = 'j') EXECUTE FUNCTION agg_log_write()`);
+    try {
+      await succeed(store, held.slice(0, 4));
+      // One statement finished four parents: one write of the join, counting the four.
+      expect(await statusOf('j')).toEqual({ status: 'waiting', parents_left: 2, last_error: null });
+      expect((await sql.query<{ parents_left: number }>('SELECT parents_left FROM agg_log')).rows).toEqual([{ parents_left: 2 }]);
+    } finally {
+      await sql.query('DROP TRIGGER agg_log_write ON q_jobs; DROP FUNCTION agg_log_write(); DROP TABLE agg_log');
+    }
+    await succeed(store, held.slice(4));
+    expect(await statusOf('j')).toEqual({ status: 'queued', parents_left: 0, last_error: null });
+  });
+
+  it('applies a failure before the successes of the same statement: the child is doomed, not released', async () => {
+    await store.flows.insert({
+      nodes: [
+        { ref: 'ok', type: 'p', queue: 'mixp' },
+        { ref: 'bad', type: 'p', queue: 'mixp' },
+        { ref: 'soft', type: 'p', queue: 'mixp' },
+        { ref: 'child', type: 'c', queue: 'mixc', dependsOn: ['ok', 'bad'] },
+        { ref: 'tolerant', type: 'c', queue: 'mixc', dependsOn: ['ok', { ref: 'soft', onFailure: 'continue' }] },
+      ],
+    });
+    const held = await claimOf(store, 'mixp');
+    const ids = Object.fromEntries(
+      (await sql.query<{ r: string; id: string }>("SELECT flow_ref AS r, id::text FROM q_jobs WHERE queue = 'mixp'")).rows.map((r) => [
+        r.r,
+        r.id,
+      ]),
+    );
+    const lease = (ref: string) => held.find((j) => String(j.id) === ids[ref])!;
+    await store.complete([
+      { id: lease('ok').id, leaseToken: lease('ok').leaseToken, status: 'succeeded', result: 1 },
+      { id: lease('bad').id, leaseToken: lease('bad').leaseToken, status: 'dead_letter', error: 'no' },
+      { id: lease('soft').id, leaseToken: lease('soft').leaseToken, status: 'dead_letter', error: 'no' },
+    ]);
+    expect(await statusOf('child')).toMatchObject({ status: 'dead_letter', last_error: 'flow: parent bad ended dead_letter' });
+    expect(await statusOf('tolerant')).toEqual({ status: 'queued', parents_left: 0, last_error: null });
+  });
+
+  /** Waits until every backend of `pids` waits on a lock. */
+  const waitForLocks = async (pids: readonly number[]): Promise<void> => {
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const { rows } = await sql.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = ANY($1::int[]) AND wait_event_type = 'Lock'",
+        [pids],
+      );
+      if (rows[0]!.n === pids.length) return;
+      if (Date.now() > deadline) throw new Error(`backends ${pids.join(', ')} never all waited on a lock`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  };
+
+  it('locks the children of one statement in id order: two statements finishing parents of two children in opposite orders do not deadlock', async () => {
+    await store.flows.insert({
+      nodes: [
+        { ref: 'p1', type: 'p', queue: 'dlp' },
+        { ref: 'p2', type: 'p', queue: 'dlp' },
+        { ref: 'p3', type: 'p', queue: 'dlp' },
+        { ref: 'p4', type: 'p', queue: 'dlp' },
+        { ref: 'c1', type: 'c', queue: 'dlc', dependsOn: ['p1', 'p4'] },
+        { ref: 'c2', type: 'c', queue: 'dlc', dependsOn: ['p2', 'p3'] },
+      ],
+    });
+    const id = Object.fromEntries(
+      (await sql.query<{ r: string; id: string }>('SELECT flow_ref AS r, id::text FROM q_jobs')).rows.map((r) => [r.r, r.id]),
+    );
+    // lo/hi: the child with the lower/higher id, and a parent of each for either statement.
+    const [lo, hi] = Number(id.c1) < Number(id.c2) ? (['c1', 'c2'] as const) : (['c2', 'c1'] as const);
+    const parentsOf = { c1: ['p1', 'p4'], c2: ['p2', 'p3'] } as const;
+    const first = [id[parentsOf[lo][0]]!, id[parentsOf[hi][0]]!]; // archives lo's parent, then hi's
+    const second = [id[parentsOf[hi][1]]!, id[parentsOf[lo][1]]!]; // archives hi's parent, then lo's
+    await withClient(schema.dsn, async (locker) => {
+      await withClient(schema.dsn, async (a) => {
+        await withClient(schema.dsn, async (b) => {
+          // The locker holds the lower child. A statement locking its rows' children in its own row
+          // order: the first waits for it; the second takes the higher child, then waits for the
+          // lower behind the first, which then wants the higher (a deadlock, 40P01). In id order
+          // both wait for the lower child and hold nothing meanwhile.
+          await locker.query('BEGIN');
+          await locker.query('SELECT id FROM q_jobs WHERE id = $1::int8 FOR UPDATE', [id[lo]]);
+          const pids = await Promise.all([a, b].map(async (c) => (await c.query<{ p: number }>('SELECT pg_backend_pid() AS p')).rows[0]!.p));
+          const settle = (p: Promise<unknown>) =>
+            p.then(
+              () => 'ok',
+              (e: { code?: string }) => e.code ?? 'error',
+            );
+          const runs = [settle(a.query(ARCHIVE_IN_ORDER, [first]))];
+          await waitForLocks(pids.slice(0, 1));
+          runs.push(settle(b.query(ARCHIVE_IN_ORDER, [second])));
+          await waitForLocks(pids);
+          await locker.query('COMMIT');
+          expect(await Promise.all(runs)).toEqual(['ok', 'ok']);
+        });
+      });
+    });
+    expect(await statusOf('c1')).toEqual({ status: 'queued', parents_left: 0, last_error: null });
+    expect(await statusOf('c2')).toEqual({ status: 'queued', parents_left: 0, last_error: null });
+  });
+});
+
+describe('flows.recordSpan (migration 0015)', () => {
+  const TP = (n: number) => `00-${'a'.repeat(32)}-${String(n).padStart(16, '0')}-01`;
+
+  it("records a node's span under its lease and returns its parents' spans; a stale lease or a job outside flows records nothing; purge takes it", async () => {
+    await store.flows.insert({
+      nodes: [
+        { ref: 'a', type: 'p', queue: 'spa' },
+        { ref: 'b', type: 'p', queue: 'spa' },
+        { ref: 'c', type: 'c', queue: 'spc', dependsOn: ['a', 'b'] },
+      ],
+    });
+    const held = await claimOf(store, 'spa');
+    const [a, b] = [held.find((j) => j.flow?.ref === 'a')!, held.find((j) => j.flow?.ref === 'b')!];
+    expect(await store.flows.recordSpan(a, TP(1))).toEqual([]);
+    // A stale run (its token no longer held) records nothing.
+    expect(await store.flows.recordSpan({ id: b.id, leaseToken: '00000000-0000-4000-8000-000000000000' }, TP(9))).toEqual([]);
+    expect(await store.flows.recordSpan(b, TP(2))).toEqual([]);
+    await succeed(store, held);
+    const [c] = await claimOf(store, 'spc');
+    expect(c!.flow).toEqual({ id: expect.any(String), ref: 'c', released: true });
+    expect((await store.flows.recordSpan(c!, TP(3))).sort()).toEqual([TP(1), TP(2)]);
+    // A job outside flows: nothing recorded.
+    await store.enqueue([{ queue: 'spx', type: 'plain' }]);
+    const [plain] = await claimOf(store, 'spx');
+    expect(plain!.flow).toBeUndefined();
+    expect(await store.flows.recordSpan(plain!, TP(4))).toEqual([]);
+    const spans = async () => (await sql.query<{ n: number }>('SELECT count(*)::int AS n FROM q_flow_spans')).rows[0]!.n;
+    expect(await spans()).toBe(3);
+    await succeed(store, [c!, plain!]);
+    await store.purgeFinished(0);
+    expect(await spans()).toBe(0);
   });
 });
 

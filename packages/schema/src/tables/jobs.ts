@@ -270,7 +270,7 @@ export const flows = pgTable(
 /**
  * The edges of flows (migration 0014): the child job waits for the parent job. `on_failure` is
  * what the parent's dead letter or cancel does to the child: `fail`, `continue`, `ignore` or
- * `cancel` (trigger `q_jobs_flow_finished`).
+ * `cancel` (trigger `q_jobs_flow_finished`, per statement since migration 0015).
  */
 export const jobEdges = pgTable(
   'q_job_edges',
@@ -302,3 +302,14 @@ export const flowRequests = pgTable(
   },
   (t) => [uniqueIndex('q_flow_requests_key').on(t.requestId, t.requestToken), index('q_flow_requests_deadline_idx').on(t.deadline, t.jobId)],
 );
+
+/**
+ * The span of each flow node's latest traced attempt (migration 0015): its W3C `traceparent`,
+ * written when a worker with a tracer starts the attempt, read by the node's children to link
+ * their spans to it. Deleted with its node by purge.
+ */
+export const flowSpans = pgTable('q_flow_spans', {
+  jobId: bigint('job_id', { mode: 'number' }).primaryKey(),
+  flowId: uuid('flow_id').notNull(),
+  traceparent: text('traceparent').notNull(),
+});

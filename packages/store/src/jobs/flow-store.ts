@@ -1,7 +1,7 @@
 // The flows of a job table (#41): job graphs inserted in one call (through the pool or the
 // caller's transaction), read, waited for, cancelled, retried, and grown at run time by a running
 // node. The release of children and the failure policies are not here: the trigger of migration
-// 0014 (q_jobs_flow_finished) applies them in the transaction that finishes each parent.
+// 0015 (q_jobs_flow_finished) applies them in the statement that finishes the parents.
 import { QError, QErrorCode, invalidArgument } from '@q/schema';
 import { withTransaction } from '@q/schema/internal';
 import { checkInTransaction, inCallerTransaction, type InTransaction } from '../transaction.js';
@@ -15,6 +15,7 @@ import { checkJobId, checkLease, checkUuid, toFlowBatch } from './validate.js';
 import { addFlowNodes, lockFlowNodes, lockFlowOfLease } from './sql/add-flow-nodes.js';
 import type { JobStoreContext } from './ops/context.js';
 import { cancelFlow, type FlowCancelled } from './sql/cancel-flow.js';
+import { recordFlowSpan } from './sql/flow-span.js';
 import { getFlowParents } from './sql/get-flow-parents.js';
 import { retryFlow } from './sql/retry-flow.js';
 import { splitErrorText } from './error-text.js';
@@ -162,6 +163,19 @@ export class FlowStore {
       };
     }
     return out;
+  }
+
+  /**
+   * Records `traceparent` (a W3C traceparent) as the span of the flow node's attempt holding
+   * `lease`, and returns the spans its parents' attempts recorded, to link to: what a `Worker`
+   * with a tracer does as a flow node's attempt starts. Nothing is recorded for a lease no longer
+   * held or a job outside flows.
+   */
+  async recordSpan(lease: JobLease, traceparent: string): Promise<string[]> {
+    checkLease(lease);
+    if (typeof traceparent !== 'string' || traceparent === '') throw invalidArgument('flows.recordSpan: traceparent must be a non-empty string');
+    const ctx = this.#ctx;
+    return ctx.op('flowSpan', () => recordFlowSpan(ctx.scope, ctx.pool, lease.id, lease.leaseToken, traceparent));
   }
 }
 

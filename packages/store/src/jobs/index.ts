@@ -43,6 +43,7 @@ export {
   MAX_FLOW_NODES,
   type NewFlow,
   type Job,
+  type JobFlowNode,
   type JobLease,
   type JobKeyMode,
   type JobListFilter,

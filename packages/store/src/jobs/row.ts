@@ -1,4 +1,4 @@
-import type { Job, JobStatus, LeasedJob, Step } from './types.js';
+import type { Job, JobFlowNode, JobStatus, LeasedJob, Step } from './types.js';
 import { splitErrorText } from './error-text.js';
 
 const COLUMNS = [
@@ -32,6 +32,9 @@ const COLUMNS = [
   'progress',
   'job_key',
   'job_group',
+  'flow_id',
+  'flow_ref',
+  'parents_left',
 ] as const;
 
 /** The job columns every statement returns, in order. */
@@ -89,6 +92,9 @@ export interface JobRow {
   progress: unknown;
   job_key: string | null;
   job_group: string | null;
+  flow_id: string | null;
+  flow_ref: string | null;
+  parents_left: number | null;
 }
 
 /**
@@ -166,7 +172,16 @@ function jobOf(v: readonly unknown[], at: number): Job {
     progress: v[at + AT.progress] ?? null,
     jobKey: throttled(key) ? throttledJobKey(key) : ((v[at + AT.job_key] as string | null | undefined) ?? null),
     group: (v[at + AT.job_group] as string | null | undefined) ?? null,
+    ...flowOf(v, at),
   };
+}
+
+/** `{ flow }` for a flow node (only then: a job outside flows has no such key), else `{}`. */
+function flowOf(v: readonly unknown[], at: number): { flow?: JobFlowNode } {
+  const id = v[at + AT.flow_id] as string | null | undefined;
+  if (id === null || id === undefined) return {};
+  const ref = v[at + AT.flow_ref] as string | null;
+  return { flow: { id, ref: ref ?? String(v[at + AT.id] as string), released: v[at + AT.parents_left] === 0 } };
 }
 
 /** What a claimer knows of the jobs it leased without reading them back (see claim-jobs.ts). */

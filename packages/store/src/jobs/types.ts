@@ -95,6 +95,21 @@ export interface Job {
   jobKey: string | null;
   /** The group it was enqueued in ({@link NewJob.group}), or `null`. */
   group: string | null;
+  /** The flow the job is a node of (`JobStore.flows.insert`); absent for a job outside flows. */
+  flow?: JobFlowNode;
+}
+
+/** Where a job sits in its flow ({@link Job.flow}). */
+export interface JobFlowNode {
+  /** The flow's id (`FlowResult.flowId`). */
+  id: string;
+  /** The node's name in its flow. */
+  ref: string;
+  /**
+   * The node waited for parents and was released by the last of them: its `runAt` is the instant
+   * of that release (database clock), until it is retried.
+   */
+  released: boolean;
 }
 
 /** A claimed job with the fencing token of its lease. Every outcome write must present the token. */

@@ -44,8 +44,8 @@ export interface FlowBatch {
 // another job holds is skipped by the insert trigger (q_jobs_before_insert): the caller finds a
 // node missing and rolls the transaction back. Nodes without parents are queued at the
 // database's now, and their queues are notified (delivered at commit); the others wait for
-// their parents (migration 0014, q_jobs_flow_finished), and inference steps ($16) for their
-// request's result (migration 0016).
+// their parents (migrations 0014 and 0015, q_jobs_flow_finished), and inference steps ($16) for
+// their request's result (migration 0016).
 const TEXT = `
 WITH f AS (
   INSERT INTO __q_schema__.q_flows AS f (name, idempotency_key) VALUES ($1::text, $2::text)

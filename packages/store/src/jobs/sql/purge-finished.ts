@@ -8,7 +8,8 @@ import type { Queryable } from './db.js';
 //
 // A flow node (migration 0014) is kept while a child of it is live: the child reads its result
 // (ctx.parents) once it runs. A purged node takes its edges with it, and a flow whose last node
-// is purged goes too (its idempotency key free again, as a job's is).
+// is purged goes too (its idempotency key free again, as a job's is). A purged node's span
+// (q_flow_spans, migration 0015) goes with it.
 const TEXT = `
 WITH slots AS (
   DELETE FROM __q_schema__.q_job_rate_slots WHERE started_at < now() - window_ms * interval '1 millisecond'
@@ -24,6 +25,8 @@ WITH slots AS (
   DELETE FROM __q_schema__.q_job_edges e WHERE e.parent_id IN (SELECT id FROM nodes)
 ), in_edges AS (
   DELETE FROM __q_schema__.q_job_edges e WHERE e.child_id IN (SELECT id FROM nodes)
+), spans AS (
+  DELETE FROM __q_schema__.q_flow_spans s WHERE s.job_id IN (SELECT id FROM nodes)
 ), flows AS (
   DELETE FROM __q_schema__.q_flows f
   WHERE f.id IN (SELECT flow_id FROM nodes)
