@@ -16,9 +16,16 @@ const PAGE = 500;
 /** Results of a batch's route (`q_results`) are kept this long when nobody collects them (a finished batch). */
 const RESULT_TTL_SECONDS = 7 * 86_400;
 
+const BATCH_ROUTE_PREFIX = 'batch:';
+
 /** The route a batch's results are written to. */
 export function batchRoute(batchId: string): string {
-  return `batch:${batchId}`;
+  return `${BATCH_ROUTE_PREFIX}${batchId}`;
+}
+
+/** Whether results on `route` go to a batch (the request is batch traffic). */
+export function isBatchRoute(route: string): boolean {
+  return route.startsWith(BATCH_ROUTE_PREFIX);
 }
 
 /** The request-queue id of a batch's line. */
@@ -211,11 +218,11 @@ export class BatchDriver {
   /** Moves the results waiting on the batch's route into its files, each line once. */
   async #collect(b: Batch): Promise<void> {
     const route = batchRoute(b.id);
-    const customIds = new Map<number, string>();
     for (;;) {
       const got = await this.#o.store.peekResults(route, Math.floor(Date.now() / 1000), PAGE);
       if (got.length === 0) return;
-      if (customIds.size === 0) for (const p of await this.#o.store.batches.pendingRequests(b.id)) customIds.set(p.lineNo, p.customId);
+      const lineNos = got.map((r) => Number(r.id.slice(b.id.length + 1))).filter((n) => Number.isInteger(n) && n > 0 && n <= 2_147_483_647);
+      const customIds = new Map((await this.#o.store.batches.pendingLines(b.id, lineNos)).map((p) => [p.lineNo, p.customId]));
       const results = [];
       for (const r of got) {
         const lineNo = Number(r.id.slice(b.id.length + 1));

@@ -21,6 +21,7 @@ import { leaseBatches } from './sql/lease-batches.js';
 import { listBatches } from './sql/list-batches.js';
 import { listBatchFiles } from './sql/list-batch-files.js';
 import { markBatchFinalizing } from './sql/mark-batch-finalizing.js';
+import { pendingBatchLines } from './sql/pending-batch-lines.js';
 import { pendingBatchRequests } from './sql/pending-batch-requests.js';
 import { readBatchFileLines } from './sql/read-batch-file-lines.js';
 import { recordBatchLines } from './sql/record-batch-lines.js';
@@ -331,6 +332,16 @@ export class BatchStore {
   async pendingRequests(batchId: string): Promise<BatchRequestLine[]> {
     v.text('pendingRequests', 'batchId', batchId);
     return this.#ctx.op('pendingRequests', undefined, () => pendingBatchRequests(this.#ctx.scope, this.#ctx.pool, batchId));
+  }
+
+  /** Driver: of a batch's lines `lineNos`, those without a result yet (a page of results to record: its custom ids). */
+  async pendingLines(batchId: string, lineNos: number[]): Promise<BatchRequestLine[]> {
+    const op = 'pendingLines';
+    v.text(op, 'batchId', batchId);
+    v.list(op, 'lineNos', lineNos);
+    for (const n of lineNos) v.between(op, 'lineNos[]', n, 1, 2_147_483_647);
+    if (lineNos.length === 0) return [];
+    return this.#ctx.op(op, { 'q.batch': lineNos.length }, () => pendingBatchLines(this.#ctx.scope, this.#ctx.pool, batchId, lineNos));
   }
 
   /**
