@@ -207,6 +207,11 @@ describe('RequestStore.batches: batches', () => {
     await b.enqueueLines(batch.id, 'd1', 0, 2, lines, reqs);
     expect((await b.cancelBatch('acme', batch.id))!.status).toBe('cancelling');
     expect(await b.pendingRequests(batch.id)).toEqual(lines);
+    // A page of results looks up only its own lines (unknown and other batches' numbers: nothing).
+    expect(await b.pendingLines(batch.id, [2, 7])).toEqual([lines[1]]);
+    expect(await b.pendingLines(batch.id, [])).toEqual([]);
+    expect(await b.pendingLines('batch_other', [1, 2])).toEqual([]);
+    await expect(b.pendingLines(batch.id, [0])).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
     expect(await b.finishBatch(batch.id, 'd1', 'cancelled')).toBeUndefined(); // lines still pending
     await t.store.acquirePartitions('q', 'o', at(100), 60_000, 64);
     const inFlight = await t.store.dispatch('q', 'o', at(100), 1);
@@ -214,6 +219,8 @@ describe('RequestStore.batches: batches', () => {
     // A cancel spares the line in flight: its answer is still to come.
     expect(await b.settleLeftovers(batch.id, 'cancelled', 'batch_cancelled', 'the batch was cancelled', true)).toBe(1);
     expect((await b.pendingRequests(batch.id)).map((p) => p.requestId)).toEqual([inFlight[0]!.id]);
+    const spared = Number(inFlight[0]!.id.split(':')[1]);
+    expect((await b.pendingLines(batch.id, [1, 2])).map((p) => p.lineNo)).toEqual([spared]); // the settled line is no longer pending
     expect(await b.settleLeftovers(batch.id, 'cancelled', 'batch_cancelled', 'the batch was cancelled')).toBe(1);
     const done = await b.finishBatch(batch.id, 'd1', 'cancelled');
     expect(done).toMatchObject({ status: 'cancelled', failed: 2, outputFileId: null });
