@@ -295,6 +295,8 @@ export class BatchStore {
    * Driver: in one transaction, records the request lines of input lines `from + 1 … to` and
    * enqueues their requests, moving the batch's enqueue cursor from `from` to `to`. False (and
    * nothing written) when the cursor was not at `from` or `owner` no longer holds the batch.
+   * `requests` is one per line, or empty: the lines of a `cancelling` batch are recorded without
+   * running, to be settled as cancelled.
    */
   async enqueueLines(id: string, owner: string, from: number, to: number, lines: BatchRequestLine[], requests: NewRequest[]): Promise<boolean> {
     const op = 'enqueueLines';
@@ -304,7 +306,7 @@ export class BatchStore {
     if (b < a) throw invalidArgument(`${op}: to must be at least from`);
     v.list(op, 'lines', lines);
     v.list(op, 'requests', requests);
-    if (lines.length !== requests.length) throw invalidArgument(`${op}: requests must have one request per line`);
+    if (requests.length > 0 && lines.length !== requests.length) throw invalidArgument(`${op}: requests must have one request per line, or none`);
     const ctx = this.#ctx;
     return ctx.op(op, { 'q.batch': lines.length }, () =>
       withTransaction(ctx.pool, async (client) => {
