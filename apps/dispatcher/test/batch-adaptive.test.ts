@@ -84,7 +84,9 @@ afterAll(async () => {
 /** The endpoint's current window, read from `/metrics`. */
 async function windowNow(): Promise<number> {
   const text = await (await fetch(`http://127.0.0.1:${d.metricsPort}/metrics`)).text();
-  const line = text.split('\n').find((l) => l.startsWith('q_dispatcher_adaptive_concurrency_limit{') && l.includes(`endpoint="${modelUrl}/v1/chat/completions"`));
+  const line = text
+    .split('\n')
+    .find((l) => l.startsWith('q_dispatcher_adaptive_concurrency_limit{') && l.includes(`endpoint="${modelUrl}/v1/chat/completions"`));
   return Number(line?.split(' ').at(-1) ?? NaN);
 }
 
@@ -93,7 +95,12 @@ describe('adaptive concurrency of batch traffic', () => {
     const base = `http://127.0.0.1:${d.batchApiPort}/v1`;
     const auth = { authorization: `Bearer ${KEY}` };
     const jsonl = Array.from({ length: LINES }, (_, i) =>
-      JSON.stringify({ custom_id: `a-${i}`, method: 'POST', url: '/v1/chat/completions', body: { model: 'm', messages: [{ role: 'user', content: `n${i}` }] } }),
+      JSON.stringify({
+        custom_id: `a-${i}`,
+        method: 'POST',
+        url: '/v1/chat/completions',
+        body: { model: 'm', messages: [{ role: 'user', content: `n${i}` }] },
+      }),
     ).join('\n');
     const form = new FormData();
     form.set('purpose', 'batch');

@@ -12,6 +12,9 @@ export const pendingBatchLinesStatement = statement(
 
 /** Of lines `lineNos` of a batch, those without a result yet, with their custom ids and request-queue ids. */
 export async function pendingBatchLines(scope: StatementScope, db: Db, batchId: string, lineNos: number[]): Promise<BatchRequestLine[]> {
-  const { rows } = await scope.run<{ line_no: number; custom_id: string; request_id: string }>(db, pendingBatchLinesStatement, [batchId, lineNos]);
+  const { rows } = await scope.run<{ line_no: number; custom_id: string; request_id: string }>(db, pendingBatchLinesStatement, [
+    batchId,
+    lineNos,
+  ]);
   return rows.map((r) => ({ lineNo: r.line_no, customId: r.custom_id, requestId: r.request_id }));
 }
