@@ -76,3 +76,42 @@ describe('config', () => {
     expect(configError(() => loadConfig({ file: '/nonexistent/q.yaml', env: {} })).message).toContain('cannot read /nonexistent/q.yaml');
   });
 });
+
+describe('batch_api.adaptive_concurrency', () => {
+  const KEYS = [{ sha256: 'a'.repeat(64), tenant: 't' }];
+  const load = (adaptive?: Record<string, unknown>, top: Record<string, unknown> = {}) =>
+    loadConfig({
+      env: {},
+      document: { ...top, queues: [queue], batch_api: { port: 0, api_keys: KEYS, ...(adaptive ? { adaptive_concurrency: adaptive } : {}) } },
+    });
+
+  it('is on by default: initial 16, min 1, max = concurrency, 30 s latency target, step 1, factor 0.5', () => {
+    expect(load(undefined, { concurrency: 64 }).batch_api?.adaptive_concurrency).toEqual({
+      enabled: true,
+      initial: 16,
+      min: 1,
+      max: 64,
+      latency_target_ms: 30_000,
+      increase_step: 1,
+      decrease_factor: 0.5,
+    });
+    // A small concurrency bounds the defaults too.
+    expect(load(undefined, { concurrency: 4 }).batch_api?.adaptive_concurrency).toMatchObject({ initial: 4, max: 4 });
+  });
+
+  it.each([
+    [{ max: 65 }, { concurrency: 64 }, 'max (65) must be at most concurrency (64)'],
+    [{ min: 9, max: 8 }, {}, 'min (9) must be at most max (8)'],
+    [{ initial: 20, max: 10 }, {}, 'initial (20) must be between min (1) and max (10)'],
+    [{ decrease_factor: 1 }, {}, 'decrease_factor'],
+    [{ decrease_factor: 0 }, {}, 'decrease_factor'],
+    [{ increase_step: 0 }, {}, 'increase_step'],
+    [{ latency_target_ms: 0 }, {}, 'latency_target_ms'],
+    [{ min: 0 }, {}, 'min'],
+    [{ window: 3 }, {}, 'window'],
+  ])('%j is refused before anything starts (CONFIG)', (adaptive, top, message) => {
+    const err = configError(() => load(adaptive, top));
+    expect(err.code).toBe('CONFIG');
+    expect(err.message).toContain(message);
+  });
+});

@@ -187,6 +187,25 @@ describe('RequestStore.batches: batches', () => {
     expect(await b.leaseBatches('d1', 60_000, 10)).toEqual([]); // finished: nobody drives it
   });
 
+  it('a cancelling batch records its lines not enqueued yet without their requests, and settles them cancelled', async () => {
+    const { batch } = await newBatch();
+    const b = t.store.batches;
+    await b.leaseBatches('d1', 60_000, 10);
+    await b.startBatch(batch.id, 'd1', 2);
+    const lines = [
+      { lineNo: 1, customId: 'a', requestId: `${batch.id}:1` },
+      { lineNo: 2, customId: 'b', requestId: `${batch.id}:2` },
+    ];
+    const req = { id: lines[0]!.requestId, token: 't', queue: 'q', deadline: batch.deadline, envelope: '{}', payload: new Uint8Array() };
+    await expect(b.enqueueLines(batch.id, 'd1', 0, 2, lines, [req])).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' }); // one per line, or none
+    expect(await b.enqueueLines(batch.id, 'd1', 0, 1, lines.slice(0, 1), [req])).toBe(true);
+    await b.cancelBatch('acme', batch.id);
+    expect(await b.enqueueLines(batch.id, 'd1', 1, 2, lines.slice(1), [])).toBe(true);
+    expect((await t.store.backlog('q', 0, [])).depth).toBe(1); // the second line's request was never enqueued
+    expect(await b.settleLeftovers(batch.id, 'cancelled', 'batch_cancelled', 'cancelled', true)).toBe(2);
+    expect(await b.finishBatch(batch.id, 'd1', 'cancelled')).toMatchObject({ status: 'cancelled', failed: 2 });
+  });
+
   it('cancel: pending lines settled as cancelled in the error file; no output file when nothing completed', async () => {
     const { batch } = await newBatch();
     const b = t.store.batches;
@@ -207,6 +226,11 @@ describe('RequestStore.batches: batches', () => {
     await b.enqueueLines(batch.id, 'd1', 0, 2, lines, reqs);
     expect((await b.cancelBatch('acme', batch.id))!.status).toBe('cancelling');
     expect(await b.pendingRequests(batch.id)).toEqual(lines);
+    // A page of results looks up only its own lines (unknown and other batches' numbers: nothing).
+    expect(await b.pendingLines(batch.id, [2, 7])).toEqual([lines[1]]);
+    expect(await b.pendingLines(batch.id, [])).toEqual([]);
+    expect(await b.pendingLines('batch_other', [1, 2])).toEqual([]);
+    await expect(b.pendingLines(batch.id, [0])).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
     expect(await b.finishBatch(batch.id, 'd1', 'cancelled')).toBeUndefined(); // lines still pending
     await t.store.acquirePartitions('q', 'o', at(100), 60_000, 64);
     const inFlight = await t.store.dispatch('q', 'o', at(100), 1);
@@ -214,6 +238,8 @@ describe('RequestStore.batches: batches', () => {
     // A cancel spares the line in flight: its answer is still to come.
     expect(await b.settleLeftovers(batch.id, 'cancelled', 'batch_cancelled', 'the batch was cancelled', true)).toBe(1);
     expect((await b.pendingRequests(batch.id)).map((p) => p.requestId)).toEqual([inFlight[0]!.id]);
+    const spared = Number(inFlight[0]!.id.split(':')[1]);
+    expect((await b.pendingLines(batch.id, [1, 2])).map((p) => p.lineNo)).toEqual([spared]); // the settled line is no longer pending
     expect(await b.settleLeftovers(batch.id, 'cancelled', 'batch_cancelled', 'the batch was cancelled')).toBe(1);
     const done = await b.finishBatch(batch.id, 'd1', 'cancelled');
     expect(done).toMatchObject({ status: 'cancelled', failed: 2, outputFileId: null });

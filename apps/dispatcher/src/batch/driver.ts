@@ -13,12 +13,27 @@ import { resultLine } from './result-line.js';
 
 /** Lines read (and enqueued) per page. */
 const PAGE = 500;
+/**
+ * Lines of a batch on the request queue without a result at most (about; whole pages): a
+ * 50,000-line batch enqueued at once is a backlog of one tenant that admission can hold only in
+ * part, and the rest is dispatched, parked and dispatched again, several writes per line. Kept
+ * within what admission holds in memory for a key, the backlog is dispatched once per line,
+ * and other work of the queue is not behind a whole batch.
+ */
+const AHEAD = 2000;
 /** Results of a batch's route (`q_results`) are kept this long when nobody collects them (a finished batch). */
 const RESULT_TTL_SECONDS = 7 * 86_400;
 
+const BATCH_ROUTE_PREFIX = 'batch:';
+
 /** The route a batch's results are written to. */
 export function batchRoute(batchId: string): string {
-  return `batch:${batchId}`;
+  return `${BATCH_ROUTE_PREFIX}${batchId}`;
+}
+
+/** Whether results on `route` go to a batch (the request is batch traffic). */
+export function isBatchRoute(route: string): boolean {
+  return route.startsWith(BATCH_ROUTE_PREFIX);
 }
 
 /** The request-queue id of a batch's line. */
@@ -38,6 +53,8 @@ export interface BatchDriverOptions {
   leaseMs: number;
   logger: Logger;
   metrics: BatchMetrics;
+  /** Lines of a batch enqueued ahead of its results at most (default {@link AHEAD}; tests set fewer). */
+  ahead?: number;
 }
 
 /** Drives the batches of the database, one round every `intervalMs`, until stopped. */
@@ -91,9 +108,10 @@ export class BatchDriver {
       return;
     }
     if (b.status === 'in_progress' || b.status === 'finalizing') {
-      const enqueued = await this.#enqueue(b);
-      await this.#collect(b);
+      const settled = b.completed + b.failed + (await this.#collect(b));
       if (now >= b.deadline) {
+        // Every line is recorded (its request cancelled at once) so that each gets its error line.
+        if (!(await this.#enqueue(b, Infinity))) return;
         await this.#cancelPending(b);
         await this.#collect(b);
         const expired = await this.#o.store.batches.settleLeftovers(
@@ -106,12 +124,15 @@ export class BatchDriver {
         await this.#o.store.batches.finishBatch(b.id, this.#o.owner, 'expired');
         return;
       }
-      if (!enqueued) return;
+      if (!(await this.#enqueue(b, settled + (this.#o.ahead ?? AHEAD)))) return;
       await this.#o.store.batches.markFinalizing(b.id, this.#o.owner);
       await this.#o.store.batches.finishBatch(b.id, this.#o.owner, 'completed');
       return;
     }
     if (b.status === 'cancelling') {
+      // The lines of a started batch not enqueued yet are recorded without their requests, so
+      // that each gets its `batch_cancelled` line below.
+      if (b.total > 0 && !(await this.#enqueue(b, Infinity, false))) return;
       await this.#cancelPending(b);
       await this.#collect(b);
       const cancelled = await this.#o.store.batches.settleLeftovers(
@@ -167,13 +188,18 @@ export class BatchDriver {
     await this.#o.store.batches.startBatch(b.id, this.#o.owner, total);
   }
 
-  /** Enqueues the lines not enqueued yet, a page per transaction; true once every line is. */
-  async #enqueue(b: Batch): Promise<boolean> {
+  /**
+   * Enqueues the lines not enqueued yet up to line `upTo` (and the page it falls in), a page per
+   * transaction; without `withRequests`, records them only (a cancelled batch's). True once every
+   * line is.
+   */
+  async #enqueue(b: Batch, upTo: number, withRequests = true): Promise<boolean> {
     const file = await this.#o.store.batches.getFile(b.tenant, b.inputFileId);
     const lines = file?.lines ?? b.enqueuedLines;
     let from = b.enqueuedLines;
     const lease = { at: Date.now() };
     while (from < lines) {
+      if (from >= upTo) return false;
       if (!(await this.#keep(b, lease))) return false;
       const page = await this.#o.store.batches.readLines(b.inputFileId, from, PAGE);
       const last = page.at(-1);
@@ -185,7 +211,7 @@ export class BatchDriver {
         if (r === null || 'code' in r) continue; // validated already: only blank lines are skipped here
         const id = batchRequestId(b.id, l.lineNo);
         rows.push({ lineNo: l.lineNo, customId: r.customId, requestId: id });
-        reqs.push(this.#request(b, id, r.url, r.body));
+        if (withRequests) reqs.push(this.#request(b, id, r.url, r.body));
       }
       if (!(await this.#o.store.batches.enqueueLines(b.id, this.#o.owner, from, last.lineNo, rows, reqs))) return false;
       from = last.lineNo;
@@ -208,14 +234,15 @@ export class BatchDriver {
     return { id, token, queue: q.queue_name, deadline: b.deadline, envelope, payload };
   }
 
-  /** Moves the results waiting on the batch's route into its files, each line once. */
-  async #collect(b: Batch): Promise<void> {
+  /** Moves the results waiting on the batch's route into its files, each line once; how many lines moved. */
+  async #collect(b: Batch): Promise<number> {
     const route = batchRoute(b.id);
-    const customIds = new Map<number, string>();
+    let total = 0;
     for (;;) {
       const got = await this.#o.store.peekResults(route, Math.floor(Date.now() / 1000), PAGE);
-      if (got.length === 0) return;
-      if (customIds.size === 0) for (const p of await this.#o.store.batches.pendingRequests(b.id)) customIds.set(p.lineNo, p.customId);
+      if (got.length === 0) return total;
+      const lineNos = got.map((r) => Number(r.id.slice(b.id.length + 1))).filter((n) => Number.isInteger(n) && n > 0 && n <= 2_147_483_647);
+      const customIds = new Map((await this.#o.store.batches.pendingLines(b.id, lineNos)).map((p) => [p.lineNo, p.customId]));
       const results = [];
       for (const r of got) {
         const lineNo = Number(r.id.slice(b.id.length + 1));
@@ -229,7 +256,8 @@ export class BatchDriver {
         got.map((r) => r.seq),
       );
       this.#o.metrics.results(b.tenant, results, moved);
-      if (got.length < PAGE) return;
+      total += moved.length;
+      if (got.length < PAGE) return total;
     }
   }
 

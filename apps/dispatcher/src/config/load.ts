@@ -12,7 +12,7 @@ import { routeProblem } from '../formats.js';
 import type { TlsClientOptions } from '../http/client.js';
 import { createGate } from '../gates/gates.js';
 import { MetricSources } from '../gates/sources.js';
-import { CONFIG_SCHEMA, secondsToMs, TOP_DEFAULTS, type DispatcherConfig } from './schema.js';
+import { CONFIG_SCHEMA, secondsToMs, TOP_DEFAULTS, type AdaptiveConcurrencyConfig, type DispatcherConfig } from './schema.js';
 
 /** Top-level fields that may be overridden by `--kebab-name` flags and `Q_UPPER_NAME` env vars. */
 export const OVERRIDABLE = [
@@ -332,5 +332,17 @@ export function loadConfig(opts: LoadOptions = {}): DispatcherConfig {
     if (hashes.has(k.sha256)) throw configError(`batch_api.api_keys[${i}].sha256 is a duplicate`);
     hashes.add(k.sha256);
   });
+  if (api) resolveAdaptive(api.adaptive_concurrency as Partial<AdaptiveConcurrencyConfig>, cfg.concurrency);
   return cfg;
+}
+
+/** Fills the defaults of `batch_api.adaptive_concurrency` that depend on `concurrency` and checks the bounds' order. */
+function resolveAdaptive(a: Partial<AdaptiveConcurrencyConfig>, concurrency: number): void {
+  const where = 'batch_api.adaptive_concurrency';
+  a.max ??= concurrency;
+  if (a.max > concurrency) throw configError(`${where}.max (${a.max}) must be at most concurrency (${concurrency})`);
+  const min = a.min ?? 1;
+  if (min > a.max) throw configError(`${where}.min (${min}) must be at most max (${a.max})`);
+  a.initial ??= Math.min(a.max, Math.max(min, 16));
+  if (a.initial < min || a.initial > a.max) throw configError(`${where}.initial (${a.initial}) must be between min (${min}) and max (${a.max})`);
 }

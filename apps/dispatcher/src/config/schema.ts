@@ -98,6 +98,26 @@ export interface BatchApiConfig {
   driver_interval_ms: number;
   /** Lease of a batch to the process driving it, ms; another process takes it over once it lapses. */
   driver_lease_ms: number;
+  /** Adaptive concurrency of batch traffic per endpoint (AIMD); on by default. */
+  adaptive_concurrency: AdaptiveConcurrencyConfig;
+}
+
+/** `batch_api.adaptive_concurrency`: the AIMD window of batch calls in flight per endpoint. */
+export interface AdaptiveConcurrencyConfig {
+  /** Off: batch calls are bounded by `concurrency`, the pools and the gates only. */
+  enabled: boolean;
+  /** Window of an endpoint when it is first called (default 16, at most `max`). */
+  initial: number;
+  /** Smallest window (default 1). */
+  min: number;
+  /** Largest window (default `concurrency`; at most `concurrency`). */
+  max: number;
+  /** A call slower than this, ms, shrinks the window like a 429 (default 30,000). */
+  latency_target_ms: number;
+  /** Window growth per window's worth of calls that went well (default 1). */
+  increase_step: number;
+  /** Window multiplier on a 429, a 5xx or a slow call, in (0, 1) (default 0.5). */
+  decrease_factor: number;
 }
 
 /** The whole configuration, defaults applied. */
@@ -301,6 +321,20 @@ export const CONFIG_SCHEMA = {
         completion_window_seconds: { type: 'integer', minimum: 1, maximum: 86_400, default: 86_400 },
         driver_interval_ms: { ...posInt, default: 250 },
         driver_lease_ms: { ...posInt, default: 30_000 },
+        adaptive_concurrency: {
+          type: 'object',
+          additionalProperties: false,
+          default: {},
+          properties: {
+            enabled: { type: 'boolean', default: true },
+            initial: { type: 'integer', minimum: 1, maximum: 1_000_000 },
+            min: { type: 'integer', minimum: 1, maximum: 1_000_000, default: 1 },
+            max: { type: 'integer', minimum: 1, maximum: 1_000_000 },
+            latency_target_ms: { ...posInt, default: 30_000 },
+            increase_step: { type: 'number', exclusiveMinimum: 0, maximum: 1_000_000, default: 1 },
+            decrease_factor: { type: 'number', exclusiveMinimum: 0, exclusiveMaximum: 1, default: 0.5 },
+          },
+        },
       },
     },
     pools: {

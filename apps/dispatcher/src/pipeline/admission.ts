@@ -459,7 +459,15 @@ class QueueAdmission implements Admission {
           continue;
         }
         if (admitted.length >= n) {
-          surplus.push(r);
+          // Admissible, but beyond this poll: a request of a concurrency key is held for the
+          // next polls like a saturated key's (it is handed over as soon as a slot is free).
+          // Put back, it would cost two more writes — this scan's dispatch was undone and the
+          // next poll's repeated, for most of the rows of a round reading 4× ahead — and its
+          // key's finished slots would go back to the shared quota for want of a request here.
+          const conc = keys.filter((k) => k.gate.kind === 'concurrency');
+          const first = conc[0];
+          if (first) for (const p of this.#hold(r, conc, first.key, first.gate)) park(first.key, first.gate, p);
+          else surplus.push(r);
           continue;
         }
         admitted.push(r);
@@ -469,7 +477,7 @@ class QueueAdmission implements Admission {
         // One statement per return second, sent together: in sequence they held up the poll
         // (and with it every admission) for as many round trips as there were seconds.
         await Promise.all([...parked].map(([at, list]) => this.#base.defer(owner, list, at)));
-        // Admissible rows beyond this poll go back at once, keeping their deadline order.
+        // Admissible rows beyond this poll without a concurrency key go back at once, keeping their deadline order.
         if (surplus.length > 0) await this.#base.undispatch(owner, surplus);
       } catch (err) {
         opts.logger.warn({ queue, ...errInfo(err) }, 'admission: putting requests back failed; reconciling');

@@ -6,6 +6,8 @@ import { cancelledResult, errorResult, httpResult, type Envelope } from '../form
 import { buildHeaders, joinUrl } from '../http/headers.js';
 import { retryBackoffSeconds } from '../http/retry.js';
 import { CANCEL_CHECK_THROTTLE_MS, fits, nowSec, type HandlerContext, type HandlerDeps } from './handler-context.js';
+import type { AttemptOutcome } from '../http/client.js';
+import type { AdaptiveConcurrency, AdaptiveSlot, CallSignal } from './adaptive-concurrency.js';
 import { laneOf } from './pool.js';
 import type { Outcome, QueuedRequest } from './ports.js';
 
@@ -18,6 +20,33 @@ export async function attempt(
   retryCount: number,
   pulledAt: number,
   signal: AbortSignal | undefined,
+  span?: Span,
+): Promise<Outcome> {
+  const { deps, atDeadline, backToPending } = ctx;
+  const { queue } = deps;
+  const url = joinUrl(queue.igw_base_url, env.data.endpoint || queue.request_path_url);
+  let slot: AdaptiveSlot | undefined;
+  if (deps.adaptive?.applies(ctx.routeOf(env))) {
+    slot = await waitForSlot(deps.adaptive.limiter, url, req.deadline * 1000, signal, deps.stopping);
+    if (slot === undefined) return Date.now() >= req.deadline * 1000 ? atDeadline(env, req) : backToPending();
+  }
+  try {
+    return await send(ctx, req, env, url, labels, retryCount, pulledAt, signal, slot, span);
+  } finally {
+    slot?.done('neutral', 0); // a no-op once the call gave it back with its signal
+  }
+}
+
+async function send(
+  ctx: HandlerContext,
+  req: QueuedRequest,
+  env: Envelope,
+  url: string,
+  labels: Record<string, string>,
+  retryCount: number,
+  pulledAt: number,
+  signal: AbortSignal | undefined,
+  slot: AdaptiveSlot | undefined,
   span?: Span,
 ): Promise<Outcome> {
   const { deps, finish, atDeadline, backToPending, checkCancelled } = ctx;
@@ -35,7 +64,6 @@ export async function attempt(
     if (c) return finish(env, req, cancelledResult(req.id));
   }
 
-  const url = joinUrl(queue.igw_base_url, env.data.endpoint || queue.request_path_url);
   const headers = buildHeaders({
     objective: queue.inference_objective,
     headers: env.data.headers,
@@ -52,7 +80,9 @@ export async function attempt(
   } finally {
     metrics.inflight(-1);
   }
-  metrics.attempt(performance.now() - t0);
+  const took = performance.now() - t0;
+  metrics.attempt(took);
+  slot?.done(callSignal(out), took);
 
   switch (out.kind) {
     case 'success':
@@ -98,6 +128,50 @@ export async function attempt(
       logger.debug({ queue: queue.queue_name, id: req.id, backoff, category: out.category }, 'retry scheduled');
       return { retryAt: Math.ceil(now + backoff), envelope };
     }
+  }
+}
+
+/** What a call's outcome says of its endpoint's load: a 429 or a 5xx is congestion; no answer says nothing. */
+function callSignal(out: AttemptOutcome): CallSignal {
+  if (out.kind === 'success') return 'ok';
+  if (out.kind === 'retryable') return out.incomplete ? 'neutral' : 'congested';
+  if (out.kind === 'fatal' && out.status !== undefined) return out.status === 429 || out.status >= 500 ? 'congested' : 'ok';
+  return 'neutral';
+}
+
+/**
+ * A slot of `url`'s adaptive window, waited for until the request's deadline, its abort or the
+ * dispatcher's stop (then `undefined`: the request goes back to pending or ends at its deadline).
+ */
+async function waitForSlot(
+  limiter: AdaptiveConcurrency,
+  url: string,
+  deadlineMs: number,
+  signal: AbortSignal | undefined,
+  stopping: AbortSignal | undefined,
+): Promise<AdaptiveSlot | undefined> {
+  const ac = new AbortController();
+  const onAbort = (): void => ac.abort();
+  signal?.addEventListener('abort', onAbort, { once: true });
+  stopping?.addEventListener('abort', onAbort, { once: true });
+  if (signal?.aborted || stopping?.aborted) onAbort();
+  const timer = setTimeout(onAbort, Math.max(0, Math.min(deadlineMs - Date.now(), 2_147_483_647)));
+  try {
+    return await limiter.acquire(endpointKey(url), ac.signal);
+  } finally {
+    clearTimeout(timer);
+    signal?.removeEventListener('abort', onAbort);
+    stopping?.removeEventListener('abort', onAbort);
+  }
+}
+
+/** An endpoint's key (and metric label): the URL without credentials, query or fragment. */
+export function endpointKey(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.origin}${u.pathname}`;
+  } catch {
+    return 'invalid-url';
   }
 }
 

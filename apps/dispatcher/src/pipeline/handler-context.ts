@@ -9,6 +9,7 @@ import type { Gate, Verdict } from '../gates/gates.js';
 import type { InferenceClient } from '../http/client.js';
 import { errInfo, type Logger } from '../logger.js';
 import type { DispatcherMetrics } from '../metrics.js';
+import type { AdaptiveConcurrency } from './adaptive-concurrency.js';
 import type { KeyLoad } from './admission.js';
 import type { CancelBatcher } from './cancel-batcher.js';
 import { isResultTtl } from './envelope-check.js';
@@ -47,6 +48,11 @@ export interface HandlerDeps {
   gateWaitTimeoutMs?: number;
   /** Pool metrics (pool-gate decisions). Default: `metrics`. */
   poolMetrics?: DispatcherMetrics;
+  /**
+   * Adaptive concurrency per endpoint: the calls of requests whose result route `applies` wait
+   * for a slot of their endpoint's AIMD window (batch traffic, `batch_api.adaptive_concurrency`).
+   */
+  adaptive?: { limiter: AdaptiveConcurrency; applies(route: string): boolean };
   /** Called with every final result (the demo's live tallies). */
   onResult?: (result: ResultMessage, metadata: Record<string, string> | undefined) => void;
 }

@@ -32,7 +32,8 @@ import { createFailureAnswer, createHandler, type HandlerDeps } from '../pipelin
 import type { QuotaPort } from '../pipeline/ports.js';
 import { startEndpoint, type Endpoint } from './http-endpoints.js';
 import { BatchMetrics } from '../batch/batch-metrics.js';
-import { BatchDriver } from '../batch/driver.js';
+import { BatchDriver, isBatchRoute } from '../batch/driver.js';
+import { AdaptiveConcurrency } from '../pipeline/adaptive-concurrency.js';
 import { startBatchApi, type BatchApiServer } from '../batch/server.js';
 
 /** Deadline-proximity windows of the backlog poll, seconds (docs/design/dispatcher.md#loops): 0, 1 s, … 24 h. */
@@ -282,6 +283,7 @@ export class Dispatcher {
     const cancels = new CancelBatcher(this.store, cfg.cancel_check_batch_size, cfg.cancel_check_linger_ms);
     const quota: QuotaPort | undefined = this.#quota;
     const load = new KeyLoad();
+    const adaptive = adaptiveOf(cfg, meterProvider);
     const hasPrometheus = cfg.prometheus_url !== undefined;
     type TierPriority = { header: string; laneObjectives: Record<string, string> };
     const pools = new Map<string, { pool: WorkerPool; gate?: Gate; metrics: DispatcherMetrics; tierPriority?: TierPriority }>();
@@ -324,6 +326,7 @@ export class Dispatcher {
         queueGate,
         pool: poolEntry?.pool,
         poolGate: poolEntry?.gate,
+        ...(adaptive ? { adaptive } : {}),
         ...(poolEntry?.tierPriority ? { tierPriority: poolEntry.tierPriority } : {}),
         poolMetrics: poolEntry?.metrics,
         gateWaitTimeoutMs: cfg.gate_wait_timeout_ms,
@@ -502,4 +505,22 @@ export class Dispatcher {
     })();
     return this.#stopping;
   }
+}
+
+/** Batch traffic's adaptive concurrency per endpoint (one set of windows for every queue), or `undefined` when off. */
+function adaptiveOf(cfg: DispatcherConfig, meterProvider: MeterProvider): HandlerDeps['adaptive'] {
+  const a = cfg.batch_api?.adaptive_concurrency;
+  if (a === undefined || !a.enabled) return undefined;
+  const limiter = new AdaptiveConcurrency(
+    {
+      initial: a.initial,
+      min: a.min,
+      max: a.max,
+      latencyTargetMs: a.latency_target_ms,
+      increaseStep: a.increase_step,
+      decreaseFactor: a.decrease_factor,
+    },
+    meterProvider,
+  );
+  return { limiter, applies: isBatchRoute };
 }

@@ -21,6 +21,7 @@ import { leaseBatches } from './sql/lease-batches.js';
 import { listBatches } from './sql/list-batches.js';
 import { listBatchFiles } from './sql/list-batch-files.js';
 import { markBatchFinalizing } from './sql/mark-batch-finalizing.js';
+import { pendingBatchLines } from './sql/pending-batch-lines.js';
 import { pendingBatchRequests } from './sql/pending-batch-requests.js';
 import { readBatchFileLines } from './sql/read-batch-file-lines.js';
 import { recordBatchLines } from './sql/record-batch-lines.js';
@@ -294,6 +295,8 @@ export class BatchStore {
    * Driver: in one transaction, records the request lines of input lines `from + 1 … to` and
    * enqueues their requests, moving the batch's enqueue cursor from `from` to `to`. False (and
    * nothing written) when the cursor was not at `from` or `owner` no longer holds the batch.
+   * `requests` is one per line, or empty: the lines of a `cancelling` batch are recorded without
+   * running, to be settled as cancelled.
    */
   async enqueueLines(id: string, owner: string, from: number, to: number, lines: BatchRequestLine[], requests: NewRequest[]): Promise<boolean> {
     const op = 'enqueueLines';
@@ -303,7 +306,7 @@ export class BatchStore {
     if (b < a) throw invalidArgument(`${op}: to must be at least from`);
     v.list(op, 'lines', lines);
     v.list(op, 'requests', requests);
-    if (lines.length !== requests.length) throw invalidArgument(`${op}: requests must have one request per line`);
+    if (requests.length > 0 && lines.length !== requests.length) throw invalidArgument(`${op}: requests must have one request per line, or none`);
     const ctx = this.#ctx;
     return ctx.op(op, { 'q.batch': lines.length }, () =>
       withTransaction(ctx.pool, async (client) => {
@@ -331,6 +334,16 @@ export class BatchStore {
   async pendingRequests(batchId: string): Promise<BatchRequestLine[]> {
     v.text('pendingRequests', 'batchId', batchId);
     return this.#ctx.op('pendingRequests', undefined, () => pendingBatchRequests(this.#ctx.scope, this.#ctx.pool, batchId));
+  }
+
+  /** Driver: of a batch's lines `lineNos`, those without a result yet (a page of results to record: its custom ids). */
+  async pendingLines(batchId: string, lineNos: number[]): Promise<BatchRequestLine[]> {
+    const op = 'pendingLines';
+    v.text(op, 'batchId', batchId);
+    v.list(op, 'lineNos', lineNos);
+    for (const n of lineNos) v.between(op, 'lineNos[]', n, 1, 2_147_483_647);
+    if (lineNos.length === 0) return [];
+    return this.#ctx.op(op, { 'q.batch': lineNos.length }, () => pendingBatchLines(this.#ctx.scope, this.#ctx.pool, batchId, lineNos));
   }
 
   /**

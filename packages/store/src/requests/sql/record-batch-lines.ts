@@ -6,7 +6,7 @@ export const recordBatchLinesStatement = statement(
   'q_store_record_batch_lines',
   `WITH b AS (
      UPDATE __q_schema__.q_batches SET enqueued_lines = $4
-      WHERE id = $1 AND lease_owner = $2 AND enqueued_lines = $3 AND status = 'in_progress'
+      WHERE id = $1 AND lease_owner = $2 AND enqueued_lines = $3 AND status IN ('in_progress', 'cancelling')
      RETURNING id
    ), ins AS (
      INSERT INTO __q_schema__.q_batch_requests (batch_id, line_no, custom_id, request_id)
@@ -16,7 +16,7 @@ export const recordBatchLinesStatement = statement(
 );
 
 /**
- * Records the request lines of input lines `from + 1 … to` of a running batch `owner` holds,
+ * Records the request lines of input lines `from + 1 … to` of a running (or cancelling) batch `owner` holds,
  * moving its enqueue cursor from `from` to `to` (compare and set). Run in the transaction that
  * enqueues their requests; false (the caller rolls back) when the cursor was elsewhere.
  */
