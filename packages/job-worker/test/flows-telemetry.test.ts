@@ -151,3 +151,28 @@ it("a flow its root's sampler leaves out is traced nowhere: its nodes run, and r
   expect(rows[0]!.n).toBe(0);
   await off.shutdown();
 });
+
+it("nodes a running node adds (ctx.flow.add) are in the flow's trace too", async () => {
+  const queue = new JobQueue(store, { knownQueues: ['fa'], tracerProvider });
+  const { flowId } = await queue.flow({ nodes: [{ ref: 'pages', type: 'split', queue: 'fa' }] });
+  const worker = new Worker(store, { queues: ['fa'], concurrency: 2, tracer: tracerProvider.getTracer('test'), pollIntervalMs: 50 });
+  worker.register('split', async (_job, ctx) => {
+    await ctx.flow.add([{ ref: 'page-1', type: 'page', queue: 'fa', dependsOn: ['pages'] }]);
+  });
+  worker.register('page', async () => 'read');
+  await runWorkerUntil(
+    worker,
+    async () => {
+      const { rows } = await store.pool.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM q_jobs_all WHERE flow_id = $1 AND status = 'succeeded'`,
+        [flowId],
+      );
+      return rows[0]!.n === 2;
+    },
+    { timeoutMs: 30_000, drainMs: 5_000 },
+  );
+  const root = spans.getFinishedSpans().find((s) => s.name === 'q.flows.create' && s.attributes['q.flow.id'] === flowId)!;
+  const nodes = spans.getFinishedSpans().filter((s) => s.name === 'q.jobs.process' && s.attributes['q.flow.id'] === flowId);
+  expect(nodes.map((s) => s.attributes['q.flow.ref']).sort()).toEqual(['page-1', 'pages']);
+  for (const s of nodes) expect(s.parentSpanContext?.spanId).toBe(root.spanContext().spanId);
+});
