@@ -556,9 +556,11 @@ export class JobStore {
   }
 
   /**
-   * Resumes the paused schedule `name` at `firstSlot(cron, timezone)` (its pattern's first slot
-   * after now, computed by the caller): the slots of the paused time are not enqueued. A
-   * schedule that is not paused is returned as it is. Null: no such schedule.
+   * Resumes the paused schedule `name` at `firstSlot(cron, timezone)`: its pattern's first slot
+   * after now (what `JobQueue.resumeSchedule` passes), or now itself for a caller without a cron
+   * parser (the next tick then enqueues no slot before it and moves it to the next slot). Either
+   * way the slots of the paused time are not enqueued. A schedule that is not paused is returned
+   * as it is. Null: no such schedule.
    */
   resumeSchedule(name: string, firstSlot: (cron: string, timezone: string) => Date): Promise<StoredSchedule | null> {
     return schedules.resumeSchedule(this.#ctx, name, firstSlot);
