@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { isQError } from '@q/schema';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import type { JobQueueLike, JobStatus } from '../job-types.js';
+import type { JobQueueLike, JobStatus, ScheduleInfo } from '../job-types.js';
 import { silentLogger, type Logger } from '../logger.js';
 import { bearerChecker } from './auth.js';
 import { ApiError, sendError, toApiError } from './errors.js';
@@ -109,7 +110,7 @@ async function serveDashboard(dashboard: DashboardMount, req: FastifyRequest, re
 
 /**
  * The admin HTTP API: jobs (enqueue, list, get, retry, forget, cancel), schedules (list, put,
- * delete), flows (get, cancel, retry), groups, /healthz, /readyz and /openapi.json. Every job, schedule, flow and group route needs `Authorization: Bearer <token>` (401 without one, 403 with
+ * delete, pause, resume), flows (get, cancel, retry), groups, /healthz, /readyz and /openapi.json. Every job, schedule, flow and group route needs `Authorization: Bearer <token>` (401 without one, 403 with
  * a wrong one); every route refuses a `Host` that does not name the server and every write a
  * cross-origin `Origin` / `Sec-Fetch-Site` (403); errors are `{ error: { code, message } }`. Not
  * listening yet: call `listen()`. With `dashboard`, `/dashboard` serves the web dashboard (its pages
@@ -300,6 +301,25 @@ export function buildAdminServer(opts: AdminServerOptions): FastifyInstance {
       if (!(await opts.jobs.unschedule(req.params.name))) throw new ApiError(404, 'not_found', 'no such schedule');
       return reply.code(204).send();
     },
+  });
+
+  const scheduleOr404 = async (p: Promise<ScheduleInfo>) => {
+    try {
+      return scheduleToJson(await p);
+    } catch (err) {
+      if (isQError(err) && err.code === 'NOT_FOUND') throw new ApiError(404, 'not_found', 'no such schedule');
+      throw err;
+    }
+  };
+
+  app.route<{ Params: NameParams }>({
+    ...route(ROUTES.pauseSchedule),
+    handler: (req) => scheduleOr404(opts.jobs.pauseSchedule(req.params.name)),
+  });
+
+  app.route<{ Params: NameParams }>({
+    ...route(ROUTES.resumeSchedule),
+    handler: (req) => scheduleOr404(opts.jobs.resumeSchedule(req.params.name)),
   });
 
   const flowOr404 = async (id: string) => {
