@@ -283,11 +283,13 @@ describe('q-jobs schedules', () => {
       ['schedules', 'add', 'n', '--cron', '0 3 * * *', '--type', 'x', '--payload-file', '/nonexistent/p.json'],
       ['schedules', 'add', 'n', '--cron', '0 3 * * *', '--type', 'x', '--backfill-ms', 'soon'],
       ['schedules', 'remove'],
+      ['schedules', 'pause'],
+      ['schedules', 'resume', 'a', 'b'],
       ['schedules', 'list', 'extra'],
     ]) {
       const r = await cli(args);
       expect(r.code, args.join(' ')).toBe(2);
-      expect(r.stderr, args.join(' ')).toContain('usage: q-jobs schedules list|add|remove');
+      expect(r.stderr, args.join(' ')).toContain('usage: q-jobs schedules list|add|pause|resume|remove');
     }
     const badCron = await cli(['schedules', 'add', 'n', '--cron', '61 * * * *', '--type', 'x']);
     expect(badCron.code).toBe(1);
