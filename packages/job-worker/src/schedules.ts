@@ -88,7 +88,7 @@ export function scheduledFor(job: { payload: unknown; idempotencyKey: string | n
 export function resumeStoredSchedule(store: JobStore, name: string, now: Date = new Date()): Promise<ScheduleInfo | null> {
   return store.resumeSchedule(name, (cron, timezone) => {
     const next = compileCron('resumeSchedule', cron, timezone).after(now);
-    if (next === null) throw invalidArgument('resumeSchedule: the cron pattern has no slot after now');
+    if (next === null) throw invalidArgument('resumeSchedule: cron must have a slot after now');
     return next;
   });
 }
