@@ -141,7 +141,7 @@ export class Reader {
   }
 
   quotaKeys() {
-    return this.#optional<{ key: string; used: string; holders: string }>(QUOTA_KEYS);
+    return this.#optional<{ key: string; used: string; holders: string; last_limit: number | null }>(QUOTA_KEYS);
   }
 
   quotaHolders() {

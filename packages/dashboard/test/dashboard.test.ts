@@ -234,6 +234,8 @@ describe('dashboard in a browser', () => {
     const page = await browser.newPage();
     await page.goto(`${base}/dashboard/quotas`);
     expect(await page.locator('#quota-keys tr[data-key="tenant:acme"] td[data-used]').innerText()).toBe('2');
+    // The limit of the latest acquire (3), stored by q_quota_acquire.
+    expect(await page.locator('#quota-keys tr[data-key="tenant:acme"] td[data-limit]').innerText()).toBe('3');
     expect(await page.locator('#quota-windows tr[data-key="tenant:acme:rate"] td[data-admitted]').innerText()).toBe('1');
     await page.close();
   });
