@@ -90,7 +90,8 @@ export async function startWorkerApp(config: WorkerConfig, opts: WorkerAppOption
       ...opts.handlers,
     };
     let draining = false;
-    // Read-only pages at /dashboard; its actions take the admin token (none with --insecure-local).
+    // Pages at /dashboard behind HTTP Basic (the admin token as the password); its actions take
+    // the admin token as a bearer token (neither with --insecure-local).
     const dashboard = config.dashboard
       ? await createDashboard({
           pool: store.pool,

@@ -28,8 +28,9 @@ export interface WorkerConfig {
   /** Serve the admin API without a token (refused unless bound to loopback). */
   insecureLocal: boolean;
   /**
-   * Serve the `@q/dashboard` web pages at `/dashboard` on the admin port: read without the token
-   * (a browser cannot send one when it opens a page), actions (cancel, retry, forget) with it.
+   * Serve the `@q/dashboard` web pages at `/dashboard` on the admin port: the pages ask for the
+   * admin token as an HTTP Basic password (a browser sends no bearer token when it opens a page),
+   * the actions need it as a bearer token; neither with `--insecure-local`.
    */
   dashboard: boolean;
   /** `Host` names the admin API answers to besides {@link WorkerConfig.host} (DNS-rebinding guard). */
@@ -116,8 +117,8 @@ export const USAGE = `usage: akerdock-worker [flags]
   --listen HOST:PORT      AKERDOCK_LISTEN                       (127.0.0.1:8080)
   --admin-token TOKEN     AKERDOCK_ADMIN_TOKEN                  (required unless --insecure-local)
   --insecure-local        no token; only allowed on a loopback address
-  --dashboard             AKERDOCK_DASHBOARD=1                  (off; web pages at /dashboard, read
-                          without the token, actions with it)
+  --dashboard             AKERDOCK_DASHBOARD=1                  (off; web pages at /dashboard, the
+                          admin token as the HTTP Basic password)
   --allowed-hosts A,B     AKERDOCK_ALLOWED_HOSTS                (Host names the API answers to besides
                           the --listen address; see DNS rebinding in docs/akerdock-worker.md)
   --body-limit BYTES      AKERDOCK_BODY_LIMIT                   (65536)

@@ -27,6 +27,8 @@ export type JobQueueLike = Pick<
   | 'schedule'
   | 'unschedule'
   | 'schedules'
+  | 'pauseSchedule'
+  | 'resumeSchedule'
   | 'runningGroups'
   | 'getFlow'
   | 'cancelFlow'

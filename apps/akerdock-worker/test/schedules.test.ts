@@ -106,6 +106,20 @@ describe('admin API /schedules', () => {
     expect(new Date((moved.json as ScheduleJson).next_fire_at).getUTCHours()).toBe(4);
     expect(await names()).toEqual(['nightly.report']);
 
+    // Paused: shown with paused_at; resumed: at the first slot after now, paused_at null again.
+    const paused = await api(app.url, 'POST', '/schedules/nightly.report/pause');
+    expect(paused.status, JSON.stringify(paused.json)).toBe(200);
+    expect((paused.json as ScheduleJson).paused_at).toMatch(/^\d{4}-\d\d-\d\dT/);
+    expect(((await api(app.url, 'GET', '/schedules')).json as { data: ScheduleJson[] }).data[0]!.paused_at).toBe(
+      (paused.json as ScheduleJson).paused_at,
+    );
+    const resumed = await api(app.url, 'POST', '/schedules/nightly.report/resume');
+    expect(resumed.status).toBe(200);
+    expect(resumed.json).toMatchObject({ paused_at: null });
+    expect(new Date((resumed.json as ScheduleJson).next_fire_at).getUTCHours()).toBe(4);
+    expect((await api(app.url, 'POST', '/schedules/no.such/pause')).status).toBe(404);
+    expect((await api(app.url, 'POST', '/schedules/no.such/resume')).status).toBe(404);
+
     const del = await api(app.url, 'DELETE', '/schedules/nightly.report');
     expect(del.status).toBe(204);
     expect(await names()).toEqual([]);
@@ -235,8 +249,17 @@ describe('q-jobs schedules', () => {
     const table = await cli(['schedules', 'list']);
     expect(table.code).toBe(0);
     const [head, row] = table.stdout.split('\n');
-    expect(head).toMatch(/^NAME\s+CRON\s+TIMEZONE\s+TYPE\s+QUEUE\s+NEXT\s+LAST SLOT$/);
-    expect(row).toMatch(/^weekly\.digest\s+0 9 \* \* 1\s+America\/New_York\s+report\.build\s+default\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ\s+-$/);
+    expect(head).toMatch(/^NAME\s+CRON\s+TIMEZONE\s+TYPE\s+QUEUE\s+NEXT\s+LAST SLOT\s+PAUSED$/);
+    expect(row).toMatch(/^weekly\.digest\s+0 9 \* \* 1\s+America\/New_York\s+report\.build\s+default\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ\s+-\s+-$/);
+
+    const pause = await cli(['schedules', 'pause', 'weekly.digest']);
+    expect(pause.code, pause.stderr).toBe(0);
+    expect(pause.stdout).toBe('paused schedule weekly.digest\n');
+    expect((await cli(['schedules', 'list'])).stdout.split('\n')[1]).toMatch(/\d\dZ\s+-\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ$/);
+    const resume = await cli(['schedules', 'resume', 'weekly.digest']);
+    expect(resume.code, resume.stderr).toBe(0);
+    expect(resume.stdout).toMatch(/^resumed schedule weekly\.digest, next fire \d{4}-/);
+    expect((await cli(['schedules', 'pause', 'no.such'])).code).toBe(1);
 
     const removed = await cli(['schedules', 'remove', 'weekly.digest']);
     expect(removed.code, removed.stderr).toBe(0);
@@ -260,11 +283,13 @@ describe('q-jobs schedules', () => {
       ['schedules', 'add', 'n', '--cron', '0 3 * * *', '--type', 'x', '--payload-file', '/nonexistent/p.json'],
       ['schedules', 'add', 'n', '--cron', '0 3 * * *', '--type', 'x', '--backfill-ms', 'soon'],
       ['schedules', 'remove'],
+      ['schedules', 'pause'],
+      ['schedules', 'resume', 'a', 'b'],
       ['schedules', 'list', 'extra'],
     ]) {
       const r = await cli(args);
       expect(r.code, args.join(' ')).toBe(2);
-      expect(r.stderr, args.join(' ')).toContain('usage: q-jobs schedules list|add|remove');
+      expect(r.stderr, args.join(' ')).toContain('usage: q-jobs schedules list|add|pause|resume|remove');
     }
     const badCron = await cli(['schedules', 'add', 'n', '--cron', '61 * * * *', '--type', 'x']);
     expect(badCron.code).toBe(1);

@@ -45,7 +45,7 @@ try {
 
   const scope = new StatementScope(SCHEMA);
   const cases: Array<[string, Statement, unknown[]]> = [
-    ['overview: counts by queue and status', JOB_COUNTS, []],
+    ['overview: counts by queue and status, each up to 10,000', JOB_COUNTS, [10_000]],
     ['overview: finished per minute, last hour', THROUGHPUT, []],
     ['list: newest 51, no filter', listStatement(null), [null, null, null, null, null, 51, null]],
     ['list: queue-3, queued', listStatement('queued'), ['queued', 'queue-3', null, null, null, 51, null]],

@@ -2,8 +2,8 @@ import { QError, QErrorCode, invalidArgument } from '@q/schema';
 import { onlyRow } from '@q/schema/internal';
 import type { JobStore } from '@q/store';
 
-/** The actions a dashboard can run. */
-export const ACTIONS = ['cancel', 'retry', 'forget'] as const;
+/** The actions a dashboard can run: on a job (by `uuid`), or on a schedule (by `name`). */
+export const ACTIONS = ['cancel', 'retry', 'forget', 'pause-schedule', 'resume-schedule'] as const;
 /** One of {@link ACTIONS}. */
 export type ActionName = (typeof ACTIONS)[number];
 
@@ -16,8 +16,29 @@ export interface ActionResult {
   uuid?: string;
 }
 
-/** Runs `action` on the job `uuid`; a bad uuid is `INVALID_ARGUMENT`, a job in the wrong state `INVALID_STATE`. */
-export async function runAction(store: JobStore, action: ActionName, uuid: unknown): Promise<ActionResult> {
+/** What an action request's JSON body may carry. */
+export interface ActionBody {
+  uuid?: unknown;
+  name?: unknown;
+}
+
+/** Pauses or resumes the schedule `name`; an unknown one is `NOT_FOUND`. */
+async function scheduleAction(store: JobStore, action: 'pause-schedule' | 'resume-schedule', name: unknown): Promise<ActionResult> {
+  if (typeof name !== 'string' || name === '') throw invalidArgument(`${action}: name must be a schedule name`);
+  // The dashboard has no cron parser: it resumes at now, and the next scheduler tick enqueues no
+  // slot before that and moves the schedule to its pattern's next slot.
+  const s = action === 'pause-schedule' ? await store.pauseSchedule(name) : await store.resumeSchedule(name, () => new Date());
+  if (s === null) throw new QError(QErrorCode.NOT_FOUND, 'schedule not found');
+  return { message: action === 'pause-schedule' ? `paused ${s.name}` : `resumed ${s.name}` };
+}
+
+/**
+ * Runs `action`: on the job `body.uuid` (a bad uuid is `INVALID_ARGUMENT`, a job in the wrong
+ * state `INVALID_STATE`) or on the schedule `body.name`.
+ */
+export async function runAction(store: JobStore, action: ActionName, body: ActionBody): Promise<ActionResult> {
+  if (action === 'pause-schedule' || action === 'resume-schedule') return scheduleAction(store, action, body.name);
+  const uuid = body.uuid;
   if (typeof uuid !== 'string' || !UUID.test(uuid)) throw invalidArgument(`${action}: uuid must be a job uuid`);
   switch (action) {
     case 'cancel': {

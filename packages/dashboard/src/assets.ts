@@ -87,7 +87,7 @@ button { font: inherit; padding: .2rem .7rem; cursor: pointer; }
 .status { padding: 0 .35rem; border-radius: 3px; background: #e5e7eb; font-size: .8rem; }
 .status-succeeded { background: #bbf7d0; } .status-dead_letter { background: #fecaca; } .status-running, .status-leased { background: #bfdbfe; }
 .status-retry_wait { background: #fde68a; } .status-cancelled { background: #e5e7eb; } .status-queued { background: #ddd6fe; }
-.status-waiting, .status-scheduled { background: #f5f5f4; }
+.status-waiting, .status-scheduled { background: #f5f5f4; } .status-paused { background: #fde68a; }
 .chart { margin: 0 0 1rem; background: #fff; border: 1px solid #e5e7eb; padding: .5rem; max-width: 760px; }
 .chart figcaption { font-size: .85rem; margin-bottom: .3rem; display: flex; gap: 1rem; }
 .legend svg { vertical-align: middle; }

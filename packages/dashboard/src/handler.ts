@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isQError, QErrorCode } from '@q/schema';
 import type { JobStore } from '@q/store';
-import { ACTIONS, runAction, type ActionName } from './actions.js';
+import { ACTIONS, runAction, type ActionBody, type ActionName } from './actions.js';
 import { APP_CSS, APP_JS } from './assets.js';
 import { refusal } from './auth.js';
 import { html } from './html.js';
@@ -90,8 +90,8 @@ export async function serve(deps: HandlerDeps, req: IncomingMessage, res: Server
       return true;
     }
     try {
-      const body = JSON.parse(await readBody(req)) as { uuid?: unknown };
-      const result = await runAction(deps.store, action as ActionName, body?.uuid);
+      const body = JSON.parse(await readBody(req)) as ActionBody | null;
+      const result = await runAction(deps.store, action as ActionName, body ?? {});
       send(res, 200, 'application/json', JSON.stringify(result));
     } catch (err) {
       const status = isQError(err) ? (err.code === QErrorCode.NOT_FOUND ? 404 : err.code === QErrorCode.INVALID_STATE ? 409 : 400) : 400;

@@ -83,8 +83,9 @@ export class Reader {
     }
   }
 
-  jobCounts() {
-    return this.#optional<{ queue: string; status: string; n: string }>(JOB_COUNTS);
+  /** Jobs per queue and status, each counted up to `cap` (see the statement). */
+  jobCounts(cap: number) {
+    return this.#optional<{ queue: string; status: string; n: string; capped: boolean }>(JOB_COUNTS, [cap]);
   }
 
   throughput() {
@@ -140,7 +141,7 @@ export class Reader {
   }
 
   quotaKeys() {
-    return this.#optional<{ key: string; used: string; holders: string }>(QUOTA_KEYS);
+    return this.#optional<{ key: string; used: string; holders: string; last_limit: number | null }>(QUOTA_KEYS);
   }
 
   quotaHolders() {
@@ -164,6 +165,7 @@ export class Reader {
       job_type: string;
       next_fire_at: Date;
       last_slot: Date | null;
+      paused_at: Date | null;
     }>(SCHEDULES);
   }
 }

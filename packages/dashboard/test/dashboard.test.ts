@@ -234,6 +234,8 @@ describe('dashboard in a browser', () => {
     const page = await browser.newPage();
     await page.goto(`${base}/dashboard/quotas`);
     expect(await page.locator('#quota-keys tr[data-key="tenant:acme"] td[data-used]').innerText()).toBe('2');
+    // The limit of the latest acquire (3), stored by q_quota_acquire.
+    expect(await page.locator('#quota-keys tr[data-key="tenant:acme"] td[data-limit]').innerText()).toBe('3');
     expect(await page.locator('#quota-windows tr[data-key="tenant:acme:rate"] td[data-admitted]').innerText()).toBe('1');
     await page.close();
   });
@@ -294,6 +296,53 @@ describe('dashboard in a browser', () => {
     await page.goto(`${base}/dashboard/jobs?queue=img&status=queued`);
     expect(await page.locator(`#jobs tr[data-uuid="${rows[0]!.uuid}"]`).count()).toBe(1);
     await page.close();
+  });
+
+  it('pauses and resumes a schedule from the Schedules page with the token', async () => {
+    const state = async () =>
+      (
+        await schema
+          .pool()
+          .query<{ paused: boolean; next_fire_at: Date }>(
+            `SELECT paused_at IS NOT NULL AS paused, next_fire_at FROM q_schedules WHERE name = 'nightly-report'`,
+          )
+      ).rows[0]!;
+    const page = await browser.newPage();
+    await page.goto(`${base}/dashboard/schedules`);
+    const row = page.locator('#schedules tr[data-schedule="nightly-report"]');
+    expect(await row.locator('td[data-paused]').getAttribute('data-paused')).toBe('no');
+    // Without the token: refused, nothing changed.
+    await row.locator('form[data-action="pause-schedule"] button').click();
+    await page.waitForSelector('#action-result.refused');
+    expect((await state()).paused).toBe(false);
+    await page.fill('#token', TOKEN);
+    await row.locator('form[data-action="pause-schedule"] button').click();
+    await page.waitForSelector('#action-result.ok');
+    expect(await page.locator('#action-result').innerText()).toBe('paused nightly-report');
+    expect((await state()).paused).toBe(true);
+    await page.waitForSelector('#schedules tr[data-schedule="nightly-report"] td[data-paused="yes"]');
+    const before = Date.now();
+    await row.locator('form[data-action="resume-schedule"] button').click();
+    await page.waitForSelector('#schedules tr[data-schedule="nightly-report"] td[data-paused="no"]');
+    const resumed = await state();
+    expect(resumed.paused).toBe(false);
+    // Resumed at now: the next tick enqueues no slot of the paused time.
+    expect(Math.abs(resumed.next_fire_at.getTime() - before)).toBeLessThan(60_000);
+    await page.close();
+    const post = (name: unknown) =>
+      fetch(`${base}/dashboard/actions/pause-schedule`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-q-dashboard': '1', authorization: `Bearer ${TOKEN}` },
+        body: JSON.stringify({ name }),
+      });
+    expect((await post('no-such-schedule')).status).toBe(404);
+    expect((await post(7)).status).toBe(400);
+    expect((await state()).paused).toBe(false);
+    // The read-only dashboard shows no pause button.
+    const ro = await browser.newPage();
+    await ro.goto(`${base}/ro/schedules`);
+    expect(await ro.locator('form[data-action]').count()).toBe(0);
+    await ro.close();
   });
 
   it('never shows the DSN password and hides payloads unless asked', async () => {

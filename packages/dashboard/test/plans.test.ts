@@ -48,7 +48,7 @@ describe('plans of the Jobs page', () => {
   });
 
   it.each([
-    ['counts', JOB_COUNTS, []],
+    ['counts', JOB_COUNTS, [10_000]],
     ['throughput', THROUGHPUT, []],
     ['list, no filter', LIST_JOBS, [null, null, null, null, null, 51, null]],
     ['list, a queue', LIST_JOBS, [null, 'q1', null, null, null, 51, null]],
@@ -62,8 +62,38 @@ describe('plans of the Jobs page', () => {
   });
 
   it('counts the dead letter through its partial index and the last hour through the BRIN index', async () => {
-    const p = await plan(JOB_COUNTS, []);
+    const p = await plan(JOB_COUNTS, [10_000]);
     expect(p).toContain('q_jobs_archive_status_id_idx');
     expect(p).toContain('q_jobs_archive_finished_at_idx');
+    expect(p).not.toMatch(/Seq Scan on q_jobs\b/);
+  });
+
+  it('caps the counts: the queued per queue, another status as a whole', async () => {
+    const run = async (cap: number) =>
+      (
+        await schema
+          .pool()
+          .query<{ queue: string; status: string; n: string; capped: boolean }>({ text: scope.bind(JOB_COUNTS).text, values: [cap] })
+      ).rows;
+    // 2,700 queued (900 per queue), 300 retry_wait (100 per queue), 600 dead letters: all exact under a cap of 1,000.
+    const exact = await run(1_000);
+    expect(exact.filter((r) => r.status === 'queued').map((r) => [r.queue, r.n, r.capped])).toEqual([
+      ['q0', '900', false],
+      ['q1', '900', false],
+      ['q2', '900', false],
+    ]);
+    expect(exact.filter((r) => r.status === 'dead_letter').reduce((a, r) => a + Number(r.n), 0)).toBe(600);
+    expect(exact.some((r) => r.capped)).toBe(false);
+    // A cap of 250: each queue's backlog reads 251 rows and is marked; retry_wait (300) is read as 251 rows in all.
+    const capped = await run(250);
+    expect(capped.filter((r) => r.status === 'queued').map((r) => [r.queue, r.n, r.capped])).toEqual([
+      ['q0', '251', true],
+      ['q1', '251', true],
+      ['q2', '251', true],
+    ]);
+    const retry = capped.filter((r) => r.status === 'retry_wait');
+    expect(retry.every((r) => r.capped)).toBe(true);
+    expect(retry.reduce((a, r) => a + Number(r.n), 0)).toBe(251);
+    expect(capped.filter((r) => r.status === 'dead_letter').every((r) => r.capped)).toBe(true);
   });
 });

@@ -34,7 +34,7 @@ import { DEFAULT_CLOSE_TIMEOUT_MS, METRIC_UNSERVED_ENQUEUES, checkOpenOptions, t
 import { withTraceparent } from './payload-traceparent.js';
 import type { HandlerFunc } from './worker.js';
 import { batchHandler, checkBatchOptions, type BatchHandlerFunc, type BatchOptions } from './work-many.js';
-import { upsertSchedule, type ScheduleInfo, type ScheduleOptions } from './schedules.js';
+import { resumeStoredSchedule, upsertSchedule, type ScheduleInfo, type ScheduleOptions } from './schedules.js';
 
 /** What `@q/job-worker/testing` reaches inside a queue (not exported from the package root). */
 export interface QueueInternals {
@@ -469,7 +469,28 @@ export class JobQueue {
     return this.#store.deleteSchedule(name);
   }
 
-  /** Every schedule, by name, with its next fire time and last slot. */
+  /**
+   * Pauses the schedule `name`: no worker enqueues a slot of it until {@link JobQueue.resumeSchedule}
+   * (jobs already enqueued stay). Pausing a paused schedule changes nothing. Unknown name → `NOT_FOUND`.
+   */
+  async pauseSchedule(name: string): Promise<ScheduleInfo> {
+    const s = await this.#store.pauseSchedule(name);
+    if (s === null) throw new QError(QErrorCode.NOT_FOUND, 'pauseSchedule: schedule not found');
+    return s;
+  }
+
+  /**
+   * Resumes the paused schedule `name` at its pattern's first slot after now: the slots of the
+   * paused time are not enqueued, whatever its `backfill`. Resuming a running schedule changes
+   * nothing. Unknown name → `NOT_FOUND`.
+   */
+  async resumeSchedule(name: string): Promise<ScheduleInfo> {
+    const s = await resumeStoredSchedule(this.#store, name);
+    if (s === null) throw new QError(QErrorCode.NOT_FOUND, 'resumeSchedule: schedule not found');
+    return s;
+  }
+
+  /** Every schedule, by name, with its next fire time, last slot and whether it is paused (`pausedAt`). */
   schedules(): Promise<ScheduleInfo[]> {
     return this.#store.listSchedules();
   }

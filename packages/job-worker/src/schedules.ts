@@ -83,3 +83,12 @@ export function scheduledFor(job: { payload: unknown; idempotencyKey: string | n
   const d = new Date(p.scheduledFor);
   return Number.isNaN(d.getTime()) ? null : d;
 }
+
+/** `JobQueue.resumeSchedule`: the first slot after `now` of the pattern as stored; null: no such schedule. */
+export function resumeStoredSchedule(store: JobStore, name: string, now: Date = new Date()): Promise<ScheduleInfo | null> {
+  return store.resumeSchedule(name, (cron, timezone) => {
+    const next = compileCron('resumeSchedule', cron, timezone).after(now);
+    if (next === null) throw invalidArgument('resumeSchedule: cron must have a slot after now');
+    return next;
+  });
+}

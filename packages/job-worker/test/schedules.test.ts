@@ -7,7 +7,7 @@ import { JobStore } from '@q/store';
 import { createTestSchema, useScratchSchemas, type TestSchema } from '@q/testing';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { JobQueue, KNOWN_QUEUES, Scheduler, scheduledFor } from '../src/index.js';
-import { upsertSchedule } from '../src/schedules.js';
+import { resumeStoredSchedule, upsertSchedule } from '../src/schedules.js';
 
 let schema: TestSchema;
 let store: JobStore;
@@ -263,6 +263,87 @@ describe('migration 0012 (schedule groups) on a database through 0011', () => {
       now = at('2026-06-01T10:00:02.500Z');
       expect(await s.tick()).toMatchObject({ fired: ['old'], enqueued: 1 });
       expect((await q.list({})).jobs.map((j) => j.group).sort()).toEqual(['g', null]);
+    } finally {
+      await upgraded.close();
+    }
+  });
+});
+
+describe('pause and resume', () => {
+  it('a paused schedule enqueues nothing and is not due; resuming starts at the first slot after now, without backfill', async () => {
+    const start = at('2026-06-01T10:00:00.000Z');
+    let now = at('2026-06-01T10:00:01.100Z');
+    const s = new Scheduler(store, { now: () => now });
+    await upsertSchedule(store, { name: 'p', cron: '* * * * * *', type: 't', payload: { name: 'p' }, backfill: { maxMs: 3_600_000 } }, start);
+    await upsertSchedule(store, { name: 'other', cron: '0 0 * * *', type: 't', payload: { name: 'other' } }, start);
+    await s.tick();
+    const paused = await queue.pauseSchedule('p');
+    expect(paused.pausedAt).toBeInstanceOf(Date);
+    // Pausing again keeps when it was first paused.
+    expect((await queue.pauseSchedule('p')).pausedAt).toEqual(paused.pausedAt);
+    expect((await queue.schedules()).map((x) => [x.name, x.pausedAt !== null])).toEqual([
+      ['other', false],
+      ['p', true],
+    ]);
+    now = at('2026-06-01T10:00:09.300Z');
+    // Not due, and not the earliest next fire time: the other schedule's is.
+    expect(await s.tick()).toMatchObject({ fired: [], enqueued: 0, nextAt: at('2026-06-02T00:00:00Z') });
+    const resumed = await resumeStoredSchedule(store, 'p', at('2026-06-01T10:00:09.300Z'));
+    expect(resumed).toMatchObject({ pausedAt: null, nextFireAt: at('2026-06-01T10:00:10Z') });
+    // Resuming a running schedule changes nothing.
+    expect(await queue.resumeSchedule('p')).toMatchObject({ pausedAt: null, nextFireAt: at('2026-06-01T10:00:10Z') });
+    now = at('2026-06-01T10:00:10.200Z');
+    await s.tick();
+    // Slots 02–09 fell in the paused time: not enqueued, though the backfill window covers them.
+    expect((await slots()).map((x) => x.slot.slice(17, 19))).toEqual(['01', '10']);
+  });
+
+  it('a tick that read the schedule as due before the pause does not fire it', async () => {
+    await upsertSchedule(store, { name: 'r', cron: '* * * * * *', type: 't', payload: { name: 'r' } }, at('2026-06-01T10:00:00Z'));
+    const read = await store.dueSchedules(at('2026-06-01T10:00:01.500Z'));
+    const due = read.due[0]!;
+    await queue.pauseSchedule('r');
+    const fired = await store.fireSchedules([
+      {
+        name: 'r',
+        expectedNextFireAt: due.nextFireAt,
+        cron: due.cron,
+        timezone: due.timezone,
+        backfillMs: null,
+        nextFireAt: at('2026-06-01T10:00:02Z'),
+        slots: [due.nextFireAt],
+      },
+    ]);
+    expect(fired).toEqual({ fired: [], enqueued: 0 });
+    expect(await slots()).toEqual([]);
+  });
+
+  it('unknown name → NOT_FOUND; bad name → INVALID_ARGUMENT', async () => {
+    expect(await rejection(queue.pauseSchedule('nope'))).toMatchObject({ code: 'NOT_FOUND' });
+    expect(await rejection(queue.resumeSchedule('nope'))).toMatchObject({ code: 'NOT_FOUND' });
+    expect(await rejection(queue.pauseSchedule(''))).toMatchObject({ code: 'INVALID_ARGUMENT' });
+    expect(await rejection(queue.resumeSchedule(7 as never))).toMatchObject({ code: 'INVALID_ARGUMENT' });
+  });
+});
+
+describe('migration 0017 (schedule pause) on a database through 0014', () => {
+  const scratch = useScratchSchemas({ quoteIdent, journalTable: JOURNAL_TABLE });
+
+  it('keeps every schedule running and firing; it can then be paused', async () => {
+    const older = await scratch.olderBuild('jwschedpause', bundledMigrations('jobs'), '0017');
+    await scratch.admin.query(
+      `INSERT INTO ${older.quoted}.q_schedules (name, cron, timezone, queue, job_type, payload, next_fire_at)
+       VALUES ('old', '* * * * * *', 'UTC', 'default', 't', '{"name": "old"}', '2026-06-01T10:00:01Z')`,
+    );
+    const upgraded = await JobStore.open(older.dsn, { maxConns: 2 }); // applies 0017
+    try {
+      const q = new JobQueue(upgraded, { knownQueues: [...KNOWN_QUEUES] });
+      expect(await q.schedules()).toMatchObject([{ name: 'old', pausedAt: null }]);
+      const s = new Scheduler(upgraded, { now: () => at('2026-06-01T10:00:01.500Z') });
+      expect(await s.tick()).toMatchObject({ fired: ['old'], enqueued: 1 });
+      await q.pauseSchedule('old');
+      const s2 = new Scheduler(upgraded, { now: () => at('2026-06-01T10:00:05.500Z') });
+      expect(await s2.tick()).toMatchObject({ fired: [], enqueued: 0, nextAt: null });
     } finally {
       await upgraded.close();
     }

@@ -40,6 +40,25 @@ describe('QuotaStore slots', () => {
     expect(await liveSlots(schema.pool(), 'k1')).toBe(7);
   });
 
+  it('keeps the limit of the latest acquire per key, rewriting the key row only when it changes', async () => {
+    const a = await holder();
+    const row = async (key: string) =>
+      (
+        await schema
+          .pool()
+          .query<{ last_limit: number | null; xmin: string }>(`SELECT last_limit, xmin::text FROM q_quota_keys WHERE key = $1`, [key])
+      ).rows[0];
+    await store.acquireQuotaSlots(a, 'lim', 1, 4);
+    const first = await row('lim');
+    expect(first?.last_limit).toBe(4);
+    // The same limit again (a grant of 0 too): no new row version.
+    await store.acquireQuotaSlots(a, 'lim', 1, 4);
+    await store.acquireQuotaSlots(a, 'lim', 9, 4);
+    expect((await row('lim'))?.xmin).toBe(first?.xmin);
+    await store.acquireQuotaSlots(a, 'lim', 1, 10);
+    expect((await row('lim'))?.last_limit).toBe(10);
+  });
+
   it('release never goes negative and touches only the holder’s own slots', async () => {
     const [a, b] = [await holder(), await holder()];
     expect(await store.acquireQuotaSlots(a, 'r1', 3, 10)).toBe(3);

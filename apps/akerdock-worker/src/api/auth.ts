@@ -19,3 +19,27 @@ export function bearerChecker(token: string | undefined): (authorization: string
     return timingSafeEqual(want, got) ? 'ok' : 'wrong';
   };
 }
+
+/** The realm a browser shows when it asks for the dashboard's password. */
+export const DASHBOARD_REALM = 'q dashboard';
+
+/**
+ * HTTP Basic check of the dashboard's pages, which a browser opens without a bearer token: any
+ * user name, the admin token as the password (hashed and compared in constant time, as above).
+ * `token === undefined` (`--insecure-local`): everything passes.
+ */
+export function basicChecker(token: string | undefined): (authorization: string | undefined) => AuthVerdict {
+  if (token === undefined) return () => 'ok';
+  const want = createHash('sha256').update(token).digest();
+  return (authorization) => {
+    const m = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(authorization ?? '');
+    if (!m) return 'missing';
+    const decoded = Buffer.from(m[1] as string, 'base64').toString('utf8');
+    const colon = decoded.indexOf(':');
+    if (colon < 0) return 'wrong';
+    const got = createHash('sha256')
+      .update(decoded.slice(colon + 1))
+      .digest();
+    return timingSafeEqual(want, got) ? 'ok' : 'wrong';
+  };
+}

@@ -19,6 +19,8 @@ export interface ScheduleJson {
   next_fire_at: string;
   /** The latest slot enqueued, or null before the first. */
   last_slot: string | null;
+  /** When it was paused (no job is enqueued until it is resumed), or null while it runs. */
+  paused_at: string | null;
   created_at: string;
   updated_at: string;
 }
@@ -38,6 +40,7 @@ export function scheduleToJson(s: ScheduleInfo): ScheduleJson {
     backfill_ms: s.backfillMs,
     next_fire_at: s.nextFireAt.toISOString(),
     last_slot: s.lastSlot === null ? null : s.lastSlot.toISOString(),
+    paused_at: s.pausedAt === null ? null : s.pausedAt.toISOString(),
     created_at: s.createdAt.toISOString(),
     updated_at: s.updatedAt.toISOString(),
   };

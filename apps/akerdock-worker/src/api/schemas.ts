@@ -200,6 +200,7 @@ export const scheduleSchema = {
     'backfill_ms',
     'next_fire_at',
     'last_slot',
+    'paused_at',
   ],
   properties: {
     name: { type: 'string' },
@@ -218,6 +219,7 @@ export const scheduleSchema = {
     backfill_ms: { ...nullableInt, description: 'null: after downtime only the latest missed slot is enqueued; else every slot of this window' },
     next_fire_at: { type: 'string', format: 'date-time', description: 'When the next job is enqueued (the first slot not yet enqueued)' },
     last_slot: { ...nullableDate, description: 'The latest slot enqueued, null before the first' },
+    paused_at: { ...nullableDate, description: 'When it was paused (nothing is enqueued until it is resumed), null while it runs' },
     created_at: { type: 'string', format: 'date-time' },
     updated_at: { type: 'string', format: 'date-time' },
   },
@@ -350,6 +352,20 @@ export const ROUTES = {
     summary: 'Delete a recurring job: no job is enqueued for it from then on (jobs already enqueued stay)',
     operationId: 'deleteSchedule',
     schema: { params: nameParams, response: { 204: { type: 'null', description: 'Deleted' }, ...errors(400, 401, 403, 404) } },
+  },
+  pauseSchedule: {
+    method: 'POST',
+    url: '/schedules/:name/pause',
+    summary: 'Pause a recurring job: no job is enqueued for it until it is resumed (pausing a paused one changes nothing)',
+    operationId: 'pauseSchedule',
+    schema: { params: nameParams, response: { 200: scheduleSchema, ...errors(400, 401, 403, 404) } },
+  },
+  resumeSchedule: {
+    method: 'POST',
+    url: '/schedules/:name/resume',
+    summary: "Resume a paused recurring job at its pattern's first slot after now: the slots of the paused time are not enqueued",
+    operationId: 'resumeSchedule',
+    schema: { params: nameParams, response: { 200: scheduleSchema, ...errors(400, 401, 403, 404) } },
   },
   getFlow: {
     method: 'GET',

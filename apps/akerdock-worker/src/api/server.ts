@@ -1,8 +1,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { isQError } from '@q/schema';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import type { JobQueueLike, JobStatus } from '../job-types.js';
+import type { JobQueueLike, JobStatus, ScheduleInfo } from '../job-types.js';
 import { silentLogger, type Logger } from '../logger.js';
-import { bearerChecker } from './auth.js';
+import { DASHBOARD_REALM, basicChecker, bearerChecker } from './auth.js';
 import { ApiError, sendError, toApiError } from './errors.js';
 import { flowToJson, jobToJson } from './job-json.js';
 import { scheduleToJson } from './schedule-json.js';
@@ -47,7 +48,8 @@ export interface AdminServerOptions {
   queues?: readonly string[];
   /**
    * The web dashboard (`createDashboard` of `@q/dashboard` with `basePath: '/dashboard'`), served
-   * at `/dashboard`: its pages without the token, its actions only with it.
+   * at `/dashboard`: its pages with the token as an HTTP Basic password, its actions with it as a
+   * bearer token (neither with `--insecure-local`).
    */
   dashboard?: DashboardMount;
 }
@@ -109,11 +111,11 @@ async function serveDashboard(dashboard: DashboardMount, req: FastifyRequest, re
 
 /**
  * The admin HTTP API: jobs (enqueue, list, get, retry, forget, cancel), schedules (list, put,
- * delete), flows (get, cancel, retry), groups, /healthz, /readyz and /openapi.json. Every job, schedule, flow and group route needs `Authorization: Bearer <token>` (401 without one, 403 with
+ * delete, pause, resume), flows (get, cancel, retry), groups, /healthz, /readyz and /openapi.json. Every job, schedule, flow and group route needs `Authorization: Bearer <token>` (401 without one, 403 with
  * a wrong one); every route refuses a `Host` that does not name the server and every write a
  * cross-origin `Origin` / `Sec-Fetch-Site` (403); errors are `{ error: { code, message } }`. Not
  * listening yet: call `listen()`. With `dashboard`, `/dashboard` serves the web dashboard (its pages
- * without the token).
+ * with the token as an HTTP Basic password).
  */
 export function buildAdminServer(opts: AdminServerOptions): FastifyInstance {
   const log = opts.logger ?? silentLogger;
@@ -126,6 +128,7 @@ export function buildAdminServer(opts: AdminServerOptions): FastifyInstance {
     return503OnClosing: true,
   });
   const check = bearerChecker(opts.token);
+  const checkBasic = basicChecker(opts.token);
   const publicUrls = new Set<string>([ROUTES.healthz.url, ROUTES.readyz.url, '/openapi.json']);
 
   const guard = originGuard({ host: opts.host ?? '127.0.0.1', ...(opts.allowedHosts ? { allowedHosts: opts.allowedHosts } : {}) });
@@ -139,9 +142,17 @@ export function buildAdminServer(opts: AdminServerOptions): FastifyInstance {
     const dashboard = opts.dashboard;
     const path = req.url.split('?')[0] ?? '';
     const toDashboard = dashboard !== undefined && (path === DASHBOARD_PATH || path.startsWith(`${DASHBOARD_PATH}/`));
-    // A browser opening a page sends no token: the dashboard's pages are read without it; its
-    // actions (POST) need it here and again in the dashboard itself.
-    if (toDashboard && (req.method === 'GET' || req.method === 'HEAD')) return serveDashboard(dashboard, req, reply);
+    // A browser opening a page sends no bearer token: the pages ask for the admin token through
+    // HTTP Basic (the browser prompts, then sends it with every page and refresh); a wrong one is
+    // answered 401 too, so the browser asks again. The actions (POST) need the bearer token, here
+    // and again in the dashboard itself.
+    if (toDashboard && (req.method === 'GET' || req.method === 'HEAD')) {
+      if (checkBasic(req.headers.authorization) !== 'ok') {
+        reply.header('www-authenticate', `Basic realm="${DASHBOARD_REALM}", charset="UTF-8"`);
+        return sendError(reply, 401, 'unauthorized', 'the dashboard asks for the admin token as the password (HTTP Basic, any user name)');
+      }
+      return serveDashboard(dashboard, req, reply);
+    }
     const verdict = check(req.headers.authorization);
     if (verdict === 'missing') {
       reply.header('www-authenticate', 'Bearer realm="q"');
@@ -300,6 +311,25 @@ export function buildAdminServer(opts: AdminServerOptions): FastifyInstance {
       if (!(await opts.jobs.unschedule(req.params.name))) throw new ApiError(404, 'not_found', 'no such schedule');
       return reply.code(204).send();
     },
+  });
+
+  const scheduleOr404 = async (p: Promise<ScheduleInfo>) => {
+    try {
+      return scheduleToJson(await p);
+    } catch (err) {
+      if (isQError(err) && err.code === 'NOT_FOUND') throw new ApiError(404, 'not_found', 'no such schedule');
+      throw err;
+    }
+  };
+
+  app.route<{ Params: NameParams }>({
+    ...route(ROUTES.pauseSchedule),
+    handler: (req) => scheduleOr404(opts.jobs.pauseSchedule(req.params.name)),
+  });
+
+  app.route<{ Params: NameParams }>({
+    ...route(ROUTES.resumeSchedule),
+    handler: (req) => scheduleOr404(opts.jobs.resumeSchedule(req.params.name)),
   });
 
   const flowOr404 = async (id: string) => {

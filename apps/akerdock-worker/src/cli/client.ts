@@ -102,6 +102,10 @@ export class AdminClient {
   putSchedule(name: string, body: Record<string, unknown>): Promise<ScheduleJson> {
     return this.#call('PUT', `/schedules/${encodeURIComponent(name)}`, body);
   }
+  /** `POST /schedules/{name}/pause` or `/resume`: an `ApiCallError` 404 when there is none. */
+  setSchedulePaused(name: string, paused: boolean): Promise<ScheduleJson> {
+    return this.#call('POST', `/schedules/${encodeURIComponent(name)}/${paused ? 'pause' : 'resume'}`);
+  }
   /** `DELETE /schedules/{name}`: an `ApiCallError` 404 when there is none. */
   async removeSchedule(name: string): Promise<void> {
     await this.#call('DELETE', `/schedules/${encodeURIComponent(name)}`);

@@ -22,6 +22,7 @@ export const CLI_USAGE = `usage: q-jobs <command> [args] [--json] [--url URL] [-
   schedules list                     the recurring jobs, with their next fire time and last slot
   schedules add NAME --cron EXPR --type T [--timezone Z] [--payload JSON | --payload-file FILE]
                 [--queue Q] [--priority N] [--max-attempts N] [--group G] [--backfill-ms N]
+  schedules pause NAME | resume NAME
   schedules remove NAME
 
   --url    admin API (AKERDOCK_API_URL, default http://127.0.0.1:8080)
@@ -83,11 +84,14 @@ Flows: job graphs inserted with JobQueue.flow, each node a job run once its pare
   retry ID    runs the nodes in the dead letter or cancelled again, in place; each waits again
               for its parents that did not succeed (POST /flows/ID/retry)
     --downstream  also the nodes that finished below them (mode failed-and-downstream)`,
-  schedules: `usage: q-jobs schedules list|add|remove [args] [flags]
+  schedules: `usage: q-jobs schedules list|add|pause|resume|remove [args] [flags]
 
 Recurring jobs: every worker enqueues one job per slot of a schedule, fleet-wide.
   list                 every schedule with its next fire time and last slot (GET /schedules)
   add NAME [flags]     creates the schedule NAME, or replaces it (PUT /schedules/NAME)
+  pause NAME           enqueues nothing for it until it is resumed (POST /schedules/NAME/pause)
+  resume NAME          starts it again at its next slot; the paused time's slots are not
+                       enqueued (POST /schedules/NAME/resume)
   remove NAME          deletes it; jobs already enqueued stay (DELETE /schedules/NAME)
 Flags of add:
   --cron EXPR          cron pattern: 5 fields (minute first), or 6 with seconds first (required)
@@ -320,6 +324,12 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv, io: CliIo):
           print(page, () => schedulesTable(page.data));
           return 0;
         }
+        if (sub === 'pause' || sub === 'resume') {
+          if (args.length !== 1) throw new UsageError(`schedules ${sub} needs exactly one schedule NAME`);
+          const s = await client.setSchedulePaused(args[0] as string, sub === 'pause');
+          print(s, () => escapeField(sub === 'pause' ? `paused schedule ${s.name}` : `resumed schedule ${s.name}, next fire ${s.next_fire_at}`));
+          return 0;
+        }
         if (sub === 'remove') {
           if (args.length !== 1) throw new UsageError('schedules remove needs exactly one schedule NAME');
           const name = args[0] as string;
@@ -327,7 +337,8 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv, io: CliIo):
           print({ removed: name }, () => escapeField(`removed schedule ${name}`));
           return 0;
         }
-        if (sub !== 'add') throw new UsageError(sub === undefined ? 'schedules needs list, add or remove' : `unknown schedules command "${sub}"`);
+        if (sub !== 'add')
+          throw new UsageError(sub === undefined ? 'schedules needs list, add, pause, resume or remove' : `unknown schedules command "${sub}"`);
         if (args.length !== 1) throw new UsageError('schedules add needs exactly one schedule NAME');
         const name = args[0] as string;
         const cron = str('cron');

@@ -99,8 +99,17 @@ export function jobDetail(job: JobJson): string {
 export function schedulesTable(schedules: ScheduleJson[]): string {
   if (schedules.length === 0) return 'no schedules';
   return table(
-    ['NAME', 'CRON', 'TIMEZONE', 'TYPE', 'QUEUE', 'NEXT', 'LAST SLOT'],
-    schedules.map((s) => [s.name, s.cron, s.timezone, s.type, s.queue, when(s.next_fire_at), when(s.last_slot)]),
+    ['NAME', 'CRON', 'TIMEZONE', 'TYPE', 'QUEUE', 'NEXT', 'LAST SLOT', 'PAUSED'],
+    schedules.map((s) => [
+      s.name,
+      s.cron,
+      s.timezone,
+      s.type,
+      s.queue,
+      when(s.next_fire_at),
+      when(s.last_slot),
+      s.paused_at === null ? '-' : when(s.paused_at),
+    ]),
   );
 }
 

@@ -9,9 +9,9 @@ export function jsonValue(ctx: PageContext, value: unknown): Html {
 }
 
 /** An action button: a form the page script posts with the token (a plain post is refused). */
-export function actionForm(ctx: PageContext, action: string, uuid: string, label: string): Html {
+export function actionForm(ctx: PageContext, action: string, uuid: string, label: string, field: 'uuid' | 'name' = 'uuid'): Html {
   return html`<form data-action="${action}" method="post" action="${ctx.link(`/actions/${action}`)}">
-    <input type="hidden" name="uuid" value="${uuid}" /><button type="submit">${label}</button>
+    <input type="hidden" name="${field}" value="${uuid}" /><button type="submit">${label}</button>
   </form> `;
 }
 

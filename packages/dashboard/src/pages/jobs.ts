@@ -28,6 +28,12 @@ export function jobFilter(url: URL): JobFilter {
   return { status, queue: get('queue'), type: get('type'), group: get('group'), beforeId: before, lowestId: null };
 }
 
+/**
+ * How far the Jobs page counts each queue × status: above it a figure reads `10,000+`, so a page
+ * of a queue with a backlog of millions costs what one of 10,000 does.
+ */
+export const COUNT_CAP = 10_000;
+
 const COUNT_COLUMNS = ['queued', 'scheduled', 'waiting', 'leased', 'running', 'retry_wait', 'dead_letter', 'succeeded', 'cancelled'] as const;
 
 /** The Jobs page: counts by queue and status, the last hour's chart, the filtered list. */
@@ -38,23 +44,24 @@ export async function jobsPage(ctx: PageContext): Promise<Page> {
     if (top !== null) filter.lowestId = String(Math.max(0, Number(top) - SEARCH_WINDOW));
   }
   const [counts, throughput, rows] = await Promise.all([
-    ctx.reader.jobCounts(),
+    ctx.reader.jobCounts(COUNT_CAP),
     ctx.reader.throughput(),
     ctx.reader.listJobs(filter, PAGE_SIZE + 1),
   ]);
   if (counts === null || throughput === null || rows === null) return { title: 'Jobs', nav: 'jobs', body: notInstalled('jobs') };
 
-  const byQueue = new Map<string, Map<string, number>>();
+  const byQueue = new Map<string, Map<string, string>>();
   for (const c of counts) {
-    const m = byQueue.get(c.queue) ?? new Map<string, number>();
-    m.set(c.status, num(c.n));
+    const m = byQueue.get(c.queue) ?? new Map<string, string>();
+    const n = Math.min(num(c.n), COUNT_CAP).toLocaleString('en-US');
+    m.set(c.status, c.capped ? `${n}+` : n);
     byQueue.set(c.queue, m);
   }
   const countRows = [...byQueue].map(
     ([queue, m]) =>
       html`<tr data-queue="${queue}">
         <th><a href="${ctx.link(`/jobs?queue=${encodeURIComponent(queue)}`)}">${queue}</a></th>
-        ${COUNT_COLUMNS.map((s) => html`<td class="n" data-status="${s}">${m.get(s) ?? 0}</td>`)}
+        ${COUNT_COLUMNS.map((s) => html`<td class="n" data-status="${s}">${m.get(s) ?? '0'}</td>`)}
       </tr>`,
   );
 
@@ -110,7 +117,12 @@ export async function jobsPage(ctx: PageContext): Promise<Page> {
 
   const body = html`<h1>Jobs</h1>
     <h2>By queue and status</h2>
-    <p class="muted">Live statuses and the whole dead letter; succeeded and cancelled over the last hour.</p>
+    <p class="muted">
+      Live statuses and the whole dead letter; succeeded and cancelled over the last hour. Each figure is counted up to
+      ${COUNT_CAP.toLocaleString('en-US')}: <code>${COUNT_CAP.toLocaleString('en-US')}+</code> means more. A status other than queued that holds
+      more than that in all queues together is counted on its first ${COUNT_CAP.toLocaleString('en-US')} jobs, and its figures read
+      <code>n+</code> (at least n).
+    </p>
     <table id="counts">
       <thead>
         <tr>

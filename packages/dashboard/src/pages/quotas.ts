@@ -10,6 +10,7 @@ export async function quotasPage(ctx: PageContext): Promise<Page> {
       html`<tr data-key="${k.key}">
         <td>${k.key}</td>
         <td class="n" data-used>${k.used}</td>
+        <td class="n" data-limit>${k.last_limit ?? '?'}</td>
         <td class="n">${k.holders}</td>
       </tr>`,
   );
@@ -31,13 +32,17 @@ export async function quotasPage(ctx: PageContext): Promise<Page> {
       </tr>`,
   );
   const body = html`<h1>Quotas</h1>
-    <p class="muted">Limits are given by each client with its acquire or admit, not stored: the tables show what is in use.</p>
+    <p class="muted">
+      Limits are given by each client with its acquire or admit. A concurrency key shows the limit its latest acquire passed (<code>?</code>
+      before one); clients passing different limits for one key see different ones. Rate windows show what is admitted.
+    </p>
     <h2>Concurrency keys</h2>
     <table id="quota-keys">
       <thead>
         <tr>
           <th>key</th>
           <th>slots used (live holders)</th>
+          <th>limit (latest acquire)</th>
           <th>holder rows</th>
         </tr>
       </thead>

@@ -220,11 +220,17 @@ export const schedules = pgTable(
     backfillMs: bigint('backfill_ms', { mode: 'number' }),
     nextFireAt: timestamp('next_fire_at', { withTimezone: true }).notNull(),
     lastSlot: timestamp('last_slot', { withTimezone: true }),
+    /** When it was paused (null: running); a paused schedule is never due. Migration 0017. */
+    pausedAt: timestamp('paused_at', { withTimezone: true }),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [
-    index('q_schedules_next_fire_at_idx').on(t.nextFireAt),
+    // The running schedules only (migration 0017): a tick reads the due ones and the earliest next
+    // fire time from it, so paused ones are never due.
+    index('q_schedules_next_fire_at_idx')
+      .on(t.nextFireAt)
+      .where(sql`paused_at IS NULL`),
     check('q_schedules_payload_object', sql`jsonb_typeof(payload) = 'object'`),
     check('q_schedules_backfill_ms_check', sql`backfill_ms IS NULL OR backfill_ms > 0`),
   ],

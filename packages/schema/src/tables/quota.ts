@@ -3,6 +3,8 @@ import { bigint, boolean, index, integer, pgTable, primaryKey, text } from 'driz
 /** One row per concurrency key; exists to be row-locked so acquires on a key serialise. */
 export const qQuotaKeys = pgTable('q_quota_keys', {
   key: text('key').primaryKey(),
+  /** The limit the key's latest acquire passed (null before one). Migration 0004. */
+  lastLimit: integer('last_limit'),
 });
 
 /** Quota holder leases on the database clock (ms). */

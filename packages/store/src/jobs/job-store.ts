@@ -548,6 +548,25 @@ export class JobStore {
   }
 
   /**
+   * Pauses the schedule `name`: no slot is enqueued until it is resumed (a tick that read it as
+   * due before does not fire it). Pausing a paused schedule changes nothing. Null: no such schedule.
+   */
+  pauseSchedule(name: string): Promise<StoredSchedule | null> {
+    return schedules.pauseSchedule(this.#ctx, name);
+  }
+
+  /**
+   * Resumes the paused schedule `name` at `firstSlot(cron, timezone)`: its pattern's first slot
+   * after now (what `JobQueue.resumeSchedule` passes), or now itself for a caller without a cron
+   * parser (the next tick then enqueues no slot before it and moves it to the next slot). Either
+   * way the slots of the paused time are not enqueued. A schedule that is not paused is returned
+   * as it is. Null: no such schedule.
+   */
+  resumeSchedule(name: string, firstSlot: (cron: string, timezone: string) => Date): Promise<StoredSchedule | null> {
+    return schedules.resumeSchedule(this.#ctx, name, firstSlot);
+  }
+
+  /**
    * A scheduler tick's read: the schedules due at `now` (null: the database clock), earliest
    * first, at most `limit`, and the earliest next fire time of all. One index read.
    */

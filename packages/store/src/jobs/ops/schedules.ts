@@ -2,13 +2,16 @@
 // tick's two statements (read the due schedules, fire them). The cron arithmetic is the caller's
 // (`@q/job-worker`): the store checks and stores what it is given, and fences each firing.
 import { createHash } from 'node:crypto';
-import { invalidArgument } from '@q/schema';
+import { QError, QErrorCode, invalidArgument } from '@q/schema';
 import { checkName } from '@q/schema/internal';
 import { jsonText } from '../json.js';
 import { deleteSchedule as deleteScheduleRow } from '../sql/schedule-delete.js';
 import { dueSchedules as dueScheduleRows, type DueSchedules } from '../sql/schedule-due.js';
 import { fireSchedules as fireScheduleRows, type FireResult, type ScheduleFiring } from '../sql/schedule-fire.js';
+import { getSchedule as getScheduleRow } from '../sql/schedule-get.js';
 import { listSchedules as listScheduleRows } from '../sql/schedule-list.js';
+import { pauseSchedule as pauseScheduleRow } from '../sql/schedule-pause.js';
+import { resumeSchedule as resumeScheduleRow } from '../sql/schedule-resume.js';
 import type { ScheduleRow } from '../sql/schedule-row.js';
 import { upsertSchedule as upsertScheduleRow } from '../sql/schedule-upsert.js';
 import { DEFAULT_MAX_ATTEMPTS, INT32_MAX, MAX_DELAY_MS } from '../validate.js';
@@ -38,6 +41,8 @@ export interface StoredSchedule {
   nextFireAt: Date;
   /** The latest slot enqueued, or null before the first. */
   lastSlot: Date | null;
+  /** When it was paused, or null while it runs: a paused schedule enqueues nothing. */
+  pausedAt: Date | null;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -149,6 +154,37 @@ export async function listSchedules(ctx: JobStoreContext): Promise<StoredSchedul
   return rows.map(toSchedule);
 }
 
+/** `JobStore.pauseSchedule`. */
+export async function pauseSchedule(ctx: JobStoreContext, name: string): Promise<StoredSchedule | null> {
+  checkScheduleName('pauseSchedule', name);
+  const row = await ctx.op('schedule_pause', () => pauseScheduleRow(ctx.scope, ctx.pool, name));
+  return row === null ? null : toSchedule(row);
+}
+
+/**
+ * `JobStore.resumeSchedule`: reads the schedule, and resumes it at `firstSlot(cron, timezone)`
+ * if its pattern is unchanged when it writes (else reads it again, at most three times).
+ */
+export async function resumeSchedule(
+  ctx: JobStoreContext,
+  name: string,
+  firstSlot: (cron: string, timezone: string) => Date,
+): Promise<StoredSchedule | null> {
+  checkScheduleName('resumeSchedule', name);
+  if (typeof firstSlot !== 'function') throw invalidArgument('resumeSchedule: firstSlot must be a function');
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const current = await ctx.op('schedule_get', () => getScheduleRow(ctx.scope, ctx.pool, name));
+    if (current === null) return null;
+    if (current.paused_at === null) return toSchedule(current);
+    const next = checkDate('resumeSchedule', 'the first slot', firstSlot(current.cron, current.timezone));
+    const row = await ctx.op('schedule_resume', () =>
+      resumeScheduleRow(ctx.scope, ctx.pool, name, current.cron, current.timezone, next, ctx.channel),
+    );
+    if (row !== null) return toSchedule(row);
+  }
+  throw new QError(QErrorCode.CONFLICT, `resumeSchedule: the schedule ${JSON.stringify(name)} kept changing while it was resumed`);
+}
+
 /** `JobStore.dueSchedules`. */
 export async function dueSchedules(ctx: JobStoreContext, now: Date | null, limit = MAX_DUE_PER_TICK): Promise<DueSchedules> {
   if (now !== null) checkDate('dueSchedules', 'now', now);
@@ -187,6 +223,7 @@ function toSchedule(r: ScheduleRow): StoredSchedule {
     backfillMs: r.backfill_ms,
     nextFireAt: r.next_fire_at,
     lastSlot: r.last_slot,
+    pausedAt: r.paused_at,
     createdAt: r.created_at,
     updatedAt: r.updated_at,
   };

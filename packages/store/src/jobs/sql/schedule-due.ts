@@ -4,12 +4,13 @@ import type { Queryable } from './db.js';
 // A scheduler's tick: the schedules due at `now` (the caller's clock $1, or the database's when
 // null), earliest first, and the earliest next fire time of all schedules, so the caller can sleep
 // until then. Both read q_schedules_next_fire_at_idx: with nothing due, one index probe and one
-// index endpoint, however many schedules there are.
+// index endpoint, however many schedules there are. The index holds only the schedules that are not
+// paused (migration 0017), so a paused one is never due.
 const TEXT = `
-SELECT n.now, (SELECT min(next_fire_at) FROM __q_schema__.q_schedules) AS next_at,
+SELECT n.now, (SELECT min(next_fire_at) FROM __q_schema__.q_schedules WHERE paused_at IS NULL) AS next_at,
        s.name, s.cron, s.timezone, s.backfill_ms::float8 AS backfill_ms, s.next_fire_at, s.last_slot
 FROM (SELECT coalesce($1::timestamptz, now()) AS now) n
-LEFT JOIN LATERAL (SELECT * FROM __q_schema__.q_schedules WHERE next_fire_at <= n.now ORDER BY next_fire_at LIMIT $2::int4) s ON true`;
+LEFT JOIN LATERAL (SELECT * FROM __q_schema__.q_schedules WHERE paused_at IS NULL AND next_fire_at <= n.now ORDER BY next_fire_at LIMIT $2::int4) s ON true`;
 
 const TEXT_STMT = statement('q_jobs_schedule_due', TEXT);
 

@@ -20,7 +20,7 @@ WITH d AS (
     AS d(name, expected, cron, timezone, backfill_ms, next_fire_at, last_slot)
 ), locked AS (
   SELECT s.name FROM __q_schema__.q_schedules s JOIN d ON s.name = d.name
-  WHERE s.next_fire_at = d.expected AND s.cron = d.cron AND s.timezone = d.timezone AND s.backfill_ms IS NOT DISTINCT FROM d.backfill_ms
+  WHERE s.paused_at IS NULL AND s.next_fire_at = d.expected AND s.cron = d.cron AND s.timezone = d.timezone AND s.backfill_ms IS NOT DISTINCT FROM d.backfill_ms
   ORDER BY s.name
   FOR UPDATE OF s SKIP LOCKED
 ), adv AS (
