@@ -326,16 +326,16 @@ describe('pause and resume', () => {
   });
 });
 
-describe('migration 0017 (schedule pause) on a database through 0014', () => {
+describe('migration 0015 (schedule pause) on a database through 0014', () => {
   const scratch = useScratchSchemas({ quoteIdent, journalTable: JOURNAL_TABLE });
 
   it('keeps every schedule running and firing; it can then be paused', async () => {
-    const older = await scratch.olderBuild('jwschedpause', bundledMigrations('jobs'), '0017');
+    const older = await scratch.olderBuild('jwschedpause', bundledMigrations('jobs'), '0015');
     await scratch.admin.query(
       `INSERT INTO ${older.quoted}.q_schedules (name, cron, timezone, queue, job_type, payload, next_fire_at)
        VALUES ('old', '* * * * * *', 'UTC', 'default', 't', '{"name": "old"}', '2026-06-01T10:00:01Z')`,
     );
-    const upgraded = await JobStore.open(older.dsn, { maxConns: 2 }); // applies 0017
+    const upgraded = await JobStore.open(older.dsn, { maxConns: 2 }); // applies 0015
     try {
       const q = new JobQueue(upgraded, { knownQueues: [...KNOWN_QUEUES] });
       expect(await q.schedules()).toMatchObject([{ name: 'old', pausedAt: null }]);

@@ -69,7 +69,7 @@ describe('migrate', () => {
     expect(pub.rows[0].n).toBe(0);
   });
 
-  it('puts the flow-result trigger on q_results once, whichever of jobs and requests is installed first (jobs 0016, requests 0005)', async () => {
+  it('puts the flow-result trigger on q_results once, whichever of jobs and requests is installed first (jobs 0015, requests 0005)', async () => {
     const orders: MigrationModule[][][] = [[['requests'], ['jobs']], [['jobs'], ['requests']], [['jobs', 'requests']], [['requests', 'jobs']]];
     for (const calls of orders) {
       const { schema, pool } = await fresh();

@@ -1,4 +1,4 @@
-// Jobs migration 0016 and requests migration 0005 (inference steps, #41) on a database both of
+// Jobs migration 0015 and requests migration 0005 (inference steps, #41) on a database both of
 // whose modules were migrated by the previous build: every job (live, archived, a waiting flow
 // node), request and result is carried over unchanged, the old flow still releases its child, and
 // an inference step works on the upgraded schema.
@@ -11,14 +11,14 @@ import { JobStore, RequestStore } from '../src/index.js';
 const naming = { quoteIdent, journalTable: JOURNAL_TABLE };
 const scratch = useScratchSchemas(naming);
 
-describe('migrations 0016 (jobs) and 0005 (requests) on a database of the previous build', () => {
+describe('migrations 0015 (jobs) and 0005 (requests) on a database of the previous build', () => {
   it('keeps every job, request and result, and an old flow still releases its child', async () => {
     const schema = scratch.name('jobflowrequp');
     const q = quoteIdent(schema);
     await migrateAsOlderBuild(
       scratch.admin,
       schema,
-      [...bundledMigrations('requests').filter((m) => m.tag < '0005'), ...bundledMigrations('jobs').filter((m) => m.tag < '0016')],
+      [...bundledMigrations('requests').filter((m) => m.tag < '0005'), ...bundledMigrations('jobs').filter((m) => m.tag < '0015')],
       naming,
     );
     const dsn = dsnWithSchema(testDatabaseUrl(), schema);
@@ -61,7 +61,7 @@ describe('migrations 0016 (jobs) and 0005 (requests) on a database of the previo
     expect(was).toHaveLength(4 + 1 + 1 + 1 + 1);
 
     const requests = await RequestStore.open(dsn, { maxConns: 2 }); // applies requests 0005: no function yet, no trigger
-    const jobs = await JobStore.open(dsn, { maxConns: 2 }); // applies jobs 0016, which adds the trigger
+    const jobs = await JobStore.open(dsn, { maxConns: 2 }); // applies jobs 0015, which adds the trigger
     try {
       expect(await snapshot()).toEqual(was);
       const { rows: trig } = await scratch.admin.query<{ n: number }>(

@@ -1,4 +1,4 @@
-// Inference steps of flows (#41, jobs migration 0016, requests migration 0005): a node that is a
+// Inference steps of flows (#41, jobs migration 0015, requests migration 0005): a node that is a
 // request on the request queue, inserted with its flow, finished in the transaction that writes
 // its result (or by its deadline passing), its children then released or doomed by their edges.
 // Real Postgres, the request queue driven by its own store calls (dispatch, ack).
@@ -17,7 +17,7 @@ const nowSec = (): number => Math.floor(Date.now() / 1000);
 
 beforeAll(async () => {
   schema = await createTestSchema('jobflowreq');
-  // The request queue first: jobs migration 0016 then finds q_results and puts its trigger on it.
+  // The request queue first: jobs migration 0015 then finds q_results and puts its trigger on it.
   requests = await RequestStore.open(schema.dsn, { maxConns: 4 });
   jobs = await JobStore.open(schema.dsn, { maxConns: 6 });
   sql = schema.pool();

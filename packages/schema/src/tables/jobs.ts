@@ -220,13 +220,13 @@ export const schedules = pgTable(
     backfillMs: bigint('backfill_ms', { mode: 'number' }),
     nextFireAt: timestamp('next_fire_at', { withTimezone: true }).notNull(),
     lastSlot: timestamp('last_slot', { withTimezone: true }),
-    /** When it was paused (null: running); a paused schedule is never due. Migration 0017. */
+    /** When it was paused (null: running); a paused schedule is never due. Migration 0015. */
     pausedAt: timestamp('paused_at', { withTimezone: true }),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [
-    // The running schedules only (migration 0017): a tick reads the due ones and the earliest next
+    // The running schedules only (migration 0015): a tick reads the due ones and the earliest next
     // fire time from it, so paused ones are never due.
     index('q_schedules_next_fire_at_idx')
       .on(t.nextFireAt)
@@ -294,7 +294,7 @@ export const jobEdges = pgTable(
 );
 
 /**
- * Inference steps of flows (migration 0016): the flow node `job_id` (of type `q:request`) awaits
+ * Inference steps of flows (migration 0015): the flow node `job_id` (of type `q:request`) awaits
  * the request-queue request `(request_id, request_token)`, whose result finishes it (trigger
  * `q_flow_request_result` on `q_results`), or whose `deadline` (Unix seconds) passing fails it.
  */

@@ -44,7 +44,7 @@ export function checkFlowRequest(named: string, request: unknown, nowSeconds = D
   return { id: randomUUID(), queue, deadline, body, tenant };
 }
 
-/** The result route of a flow's requests: a result written there finishes its node (jobs migration 0016). */
+/** The result route of a flow's requests: a result written there finishes its node (jobs migration 0015). */
 export function flowRoute(flowId: string): string {
   return `${FLOW_ROUTE_PREFIX}${flowId}`;
 }

@@ -6,7 +6,7 @@ export const LATE_FLOW_REQUESTS_PER_ROUND = 1_000;
 
 // Inference steps whose request's deadline (Unix seconds) passed with no result written: the node
 // goes to the dead letter, and its archive triggers apply its edges' policies and withdraw the
-// request (migrations 0014, 0016). The job is locked first, as everything but an ack does; a node
+// request (migrations 0014, 0015). The job is locked first, as everything but an ack does; a node
 // an ack finishes meanwhile is left as the ack wrote it. Links whose job is not waiting (its table
 // truncated) are passed over, so they cannot hold the live ones back.
 const TEXT = `

@@ -2,7 +2,7 @@ import { statement, textArrayLiteral, plainArrayLiteral, type StatementScope } f
 import type { Queryable } from './db.js';
 
 // The requests of a new flow's inference steps, on the request queue's table (the requests module,
-// in this schema), and the links from their nodes (migration 0016), in one statement of the flow
+// in this schema), and the links from their nodes (migration 0015), in one statement of the flow
 // insert's transaction: the request exists iff the flow does.
 const TEXT = `
 WITH r AS (

@@ -45,7 +45,7 @@ export interface FlowBatch {
 // node missing and rolls the transaction back. Nodes without parents are queued at the
 // database's now, and their queues are notified (delivered at commit); the others wait for
 // their parents (migrations 0014 and 0015, q_jobs_flow_finished), and inference steps ($16) for
-// their request's result (migration 0016).
+// their request's result (migration 0015).
 const TEXT = `
 WITH f AS (
   INSERT INTO __q_schema__.q_flows AS f (name, idempotency_key) VALUES ($1::text, $2::text)

@@ -10,7 +10,7 @@ import { MAX_NOTIFY_QUEUE_BYTES, type Queryable } from './db.js';
 // on a retried one (its edge `continue`: any other would have failed or cancelled it) waits for
 // it again. The archive's delete trigger frees each moved node's idempotency key at the end of
 // the statement; RECLAIM_KEYS, run next in the same transaction, holds them again. A failed
-// inference step (migration 0016) is not run again, its request being sent once, with the flow:
+// inference step (migration 0015) is not run again, its request being sent once, with the flow:
 // it and every node below it (`sent`) stay as they are, so none waits for it for ever.
 const TEXT = `
 WITH RECURSIVE down(id) AS (

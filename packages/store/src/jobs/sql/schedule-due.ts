@@ -5,7 +5,7 @@ import type { Queryable } from './db.js';
 // null), earliest first, and the earliest next fire time of all schedules, so the caller can sleep
 // until then. Both read q_schedules_next_fire_at_idx: with nothing due, one index probe and one
 // index endpoint, however many schedules there are. The index holds only the schedules that are not
-// paused (migration 0017), so a paused one is never due.
+// paused (migration 0015), so a paused one is never due.
 const TEXT = `
 SELECT n.now, (SELECT min(next_fire_at) FROM __q_schema__.q_schedules WHERE paused_at IS NULL) AS next_at,
        s.name, s.cron, s.timezone, s.backfill_ms::float8 AS backfill_ms, s.next_fire_at, s.last_slot
