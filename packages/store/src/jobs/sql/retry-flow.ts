@@ -17,14 +17,15 @@ WITH RECURSIVE down(id) AS (
   SELECT a.id FROM __q_schema__.q_jobs_archive a WHERE a.flow_id = $1::uuid AND a.status IN ('dead_letter', 'cancelled')
   UNION
   SELECT e.child_id FROM down d JOIN __q_schema__.q_job_edges e ON e.parent_id = d.id WHERE $2::bool
-), sent(id) AS (
+), unsendable(id) AS (
   SELECT a.id FROM __q_schema__.q_jobs_archive a
   WHERE a.flow_id = $1::uuid AND a.status IN ('dead_letter', 'cancelled') AND a.job_type = '${FLOW_REQUEST_TYPE}'
+    AND NOT EXISTS (SELECT 1 FROM __q_schema__.q_flow_request_specs s WHERE s.job_id = a.id)
   UNION
-  SELECT e.child_id FROM sent s JOIN __q_schema__.q_job_edges e ON e.parent_id = s.id
+  SELECT e.child_id FROM unsendable u JOIN __q_schema__.q_job_edges e ON e.parent_id = u.id
 ), target AS (
   SELECT a.id FROM __q_schema__.q_jobs_archive a
-  WHERE a.id IN (SELECT id FROM down) AND a.id NOT IN (SELECT id FROM sent) AND a.flow_id = $1::uuid
+  WHERE a.id IN (SELECT id FROM down) AND a.id NOT IN (SELECT id FROM unsendable) AND a.flow_id = $1::uuid
 ), moved AS (
   DELETE FROM __q_schema__.q_jobs_archive a WHERE a.id IN (SELECT id FROM target) RETURNING a.*
 ), ins AS (
