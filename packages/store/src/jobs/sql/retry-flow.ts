@@ -10,8 +10,10 @@ import { MAX_NOTIFY_QUEUE_BYTES, type Queryable } from './db.js';
 // on a retried one (its edge `continue`: any other would have failed or cancelled it) waits for
 // it again. The archive's delete trigger frees each moved node's idempotency key at the end of
 // the statement; RECLAIM_KEYS, run next in the same transaction, holds them again. A failed
-// inference step (migration 0016) is not run again, its request being sent once, with the flow:
-// it and every node below it (`sent`) stay as they are, so none waits for it for ever.
+// inference step comes back like any node: inserted `queued`, it is sent at once as a new
+// request by the insert trigger of migration 0018 (from the spec kept for it), or later by its
+// release. One inserted before 0018 has no spec, nothing to send: it and every node below it
+// (`unsendable`) stay as they are, so none waits for it for ever.
 const TEXT = `
 WITH RECURSIVE down(id) AS (
   SELECT a.id FROM __q_schema__.q_jobs_archive a WHERE a.flow_id = $1::uuid AND a.status IN ('dead_letter', 'cancelled')
