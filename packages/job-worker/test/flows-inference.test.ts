@@ -213,7 +213,15 @@ it('ctx.flow.add: a running job computes a prompt, adds an inference step and a 
   await waitFor(async () => Object.keys((await queue.getFlow(flowId))?.nodes ?? {}).length === 3, 20_000);
   const flow = await queue.waitForFlow(flowId, { timeoutMs: 20_000 });
   expect(flow.nodes.plan).toMatchObject({ status: 'succeeded', result: { added: ['ask', 'use'] } });
-  expect(flow.nodes.ask).toMatchObject({ type: FLOW_REQUEST_TYPE, status: 'succeeded', result: { answer: 'you said about owls', by: 'model-d' } });
+  expect(flow.nodes.ask).toMatchObject({
+    type: FLOW_REQUEST_TYPE,
+    status: 'succeeded',
+    result: { answer: 'you said about owls', by: 'model-d' },
+  });
   expect(flow.nodes.use!.status).toBe('succeeded');
-  expect(seen.get(flow.nodes.use!.uuid)?.ask).toEqual({ status: 'succeeded', result: { answer: 'you said about owls', by: 'model-d' }, error: null });
+  expect(seen.get(flow.nodes.use!.uuid)?.ask).toEqual({
+    status: 'succeeded',
+    result: { answer: 'you said about owls', by: 'model-d' },
+    error: null,
+  });
 });

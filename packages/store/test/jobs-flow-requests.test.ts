@@ -320,10 +320,7 @@ describe('inference steps', () => {
         /^flow: node "a" request\.deadlineSeconds must be whole seconds from 1 to \d+$/,
       );
     }
-    await expectInvalid(
-      bad({ ...step('a'), dependsOn: ['nope'] }),
-      /^flow: node "a" must depend on nodes of the flow, "nope" is not one$/,
-    );
+    await expectInvalid(bad({ ...step('a'), dependsOn: ['nope'] }), /^flow: node "a" must depend on nodes of the flow, "nope" is not one$/);
     await expectInvalid(
       bad({ ...step('a'), queue: 'q' }),
       /^flow: node "a" must have no queue: an inference step takes a ref, a request and dependsOn only$/,
@@ -380,7 +377,11 @@ describe('inference steps', () => {
     await jobs.flows.insert({
       nodes: [
         { ref: 'prep', type: 't', queue: 'fq', maxAttempts: 1 },
-        { ref: 'lenient', request: { queue: 'llm', payload: 1, deadlineSeconds: 60, tenant: 'acme' }, dependsOn: [{ ref: 'prep', onFailure: 'continue' }] },
+        {
+          ref: 'lenient',
+          request: { queue: 'llm', payload: 1, deadlineSeconds: 60, tenant: 'acme' },
+          dependsOn: [{ ref: 'prep', onFailure: 'continue' }],
+        },
         { ref: 'strict', request: { queue: 'llm', payload: 2, deadline: nowSec() + 60 }, dependsOn: ['prep'] },
       ],
     });
@@ -394,7 +395,12 @@ describe('inference steps', () => {
   });
 
   it('lets a running node add an inference step depending on existing nodes and a child of it; a stale lease adds nothing', async () => {
-    const { flowId } = await jobs.flows.insert({ nodes: [{ ref: 'root', type: 'r', queue: 'fq' }, { ref: 'side', type: 's', queue: 'sq' }] });
+    const { flowId } = await jobs.flows.insert({
+      nodes: [
+        { ref: 'root', type: 'r', queue: 'fq' },
+        { ref: 'side', type: 's', queue: 'sq' },
+      ],
+    });
     const [root] = await jobs.claim({ queues: ['fq'], workerId: 'w', limit: 1, leaseMs: 60_000, start: true });
     // Without parents: sent by the add itself.
     const first = await jobs.flows.addNodes(root!, [{ ref: 'now', request: { queue: 'llm', payload: 'a', deadlineSeconds: 60 } }]);
@@ -480,7 +486,11 @@ describe('inference steps', () => {
 
   it('retryFlow leaves an inference step with nothing kept to send (inserted before jobs migration 0018), and the nodes below it', async () => {
     const { flowId } = await jobs.flows.insert({
-      nodes: [step('ask'), { ref: 'below', type: 't', queue: 'fq', dependsOn: ['ask'] }, { ref: 'other', type: 't', queue: 'fq', maxAttempts: 1 }],
+      nodes: [
+        step('ask'),
+        { ref: 'below', type: 't', queue: 'fq', dependsOn: ['ask'] },
+        { ref: 'other', type: 't', queue: 'fq', maxAttempts: 1 },
+      ],
     });
     const [r] = await dispatchAll();
     await answer(r!, { payload: '{}', error_code: 'INFERENCE_ERROR' });

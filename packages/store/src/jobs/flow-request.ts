@@ -50,7 +50,12 @@ export function checkFlowRequest(named: string, request: unknown, nowSeconds = D
     if (deadline < Math.floor(nowSeconds)) throw invalidArgument(`flow: node ${named} request.deadline must not be past`);
   }
   if (deadlineSeconds !== undefined) {
-    if (typeof deadlineSeconds !== 'number' || !Number.isInteger(deadlineSeconds) || deadlineSeconds < 1 || deadlineSeconds > MAX_DEADLINE_SECONDS) {
+    if (
+      typeof deadlineSeconds !== 'number' ||
+      !Number.isInteger(deadlineSeconds) ||
+      deadlineSeconds < 1 ||
+      deadlineSeconds > MAX_DEADLINE_SECONDS
+    ) {
       throw invalidArgument(`flow: node ${named} request.deadlineSeconds must be whole seconds from 1 to ${MAX_DEADLINE_SECONDS}`);
     }
   }
