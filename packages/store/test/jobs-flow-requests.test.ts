@@ -502,6 +502,15 @@ describe('inference steps', () => {
     expect(await count('q_requests')).toBe(0);
   });
 
+  it('leaves a job given the reserved type by hand as it was (nothing to send)', async () => {
+    const [job] = await jobs.enqueue([{ queue: 'hand', type: FLOW_REQUEST_TYPE, payload: { send: 'not a spec' } }]);
+    expect(job).toMatchObject({ status: 'queued', payload: { send: 'not a spec' } });
+    const { flowId } = await jobs.flows.insert({ nodes: [{ ref: 'odd', type: FLOW_REQUEST_TYPE, queue: 'hand' }] });
+    expect((await jobs.flows.get(flowId))?.nodes.odd?.status).toBe('queued');
+    expect(await count('q_requests')).toBe(0);
+    expect(await count('q_flow_request_specs')).toBe(0);
+  });
+
   it('drops the kept request with the node once its archived row is deleted', async () => {
     await jobs.flows.insert({ nodes: [step('a')] });
     const [r] = await dispatchAll();

@@ -62,8 +62,9 @@ BEGIN
   END IF;
   SELECT * INTO s FROM q_flow_request_specs x WHERE x.job_id = NEW.id;
   IF NOT FOUND THEN
-    RAISE EXCEPTION 'flow: inference step % has no request to send', coalesce(NEW.flow_ref, NEW.id::text)
-      USING ERRCODE = 'object_not_in_prerequisite_state';
+    -- Nothing to send (a job given this type by hand; retryFlow leaves a step of the previous
+    -- build, which kept no spec): the row is written as it comes, as before this migration.
+    RETURN NEW;
   END IF;
   v_id := gen_random_uuid()::text;
   v_token := replace(gen_random_uuid()::text, '-', '');
@@ -86,7 +87,7 @@ BEGIN
 END
 $$;--> statement-breakpoint
 CREATE TRIGGER q_flow_request_send BEFORE INSERT OR UPDATE OF status ON "q_jobs"
-  FOR EACH ROW WHEN (NEW.job_type = 'q:request' AND (NEW.status = 'queued' OR NEW.payload ? 'send'))
+  FOR EACH ROW WHEN (NEW.job_type = 'q:request' AND NEW.flow_id IS NOT NULL AND (NEW.status = 'queued' OR NEW.payload ? 'send'))
   EXECUTE FUNCTION q_flow_request_send();--> statement-breakpoint
 -- The spec goes with the node's last row: an archive row deleted (purged, forgotten) and not moved
 -- back to q_jobs by a retry in the same statement.
