@@ -22,4 +22,19 @@ describe('flowTree', () => {
     } as unknown as FlowJson;
     expect(flowTree(flow).split('\n').slice(1)).toEqual(['ask  waiting  request llm r-1', '└─ use  waiting  summarise  0/5']);
   });
+
+  it('shows an inference step still waiting for its parents as not sent', () => {
+    const flow = {
+      id: 'f1',
+      name: null,
+      created_at: '2026-01-01T00:00:00.000Z',
+      finished_at: null,
+      nodes: [
+        { ref: 'prep', job: job({ type: 'prep' }) },
+        { ref: 'ask', job: job({ type: 'q:request', max_attempts: 1, payload: { request: { queue: 'llm' } } }) },
+      ],
+      edges: [{ parent: 'prep', child: 'ask', on_failure: 'fail' }],
+    } as unknown as FlowJson;
+    expect(flowTree(flow).split('\n').slice(1)).toEqual(['prep  waiting  prep  0/5', '└─ ask  waiting  request llm (not sent)']);
+  });
 });

@@ -268,9 +268,10 @@ export class JobQueue {
    * node ref. A node's queue must be known, as for {@link JobQueue.enqueue} (`UNKNOWN_QUEUE`);
    * a bad graph is `INVALID_ARGUMENT` naming the node; nothing is written then. An
    * `idempotencyKey` held by a flow returns that flow. `{ client }` as for {@link JobQueue.enqueue}.
-   * A node `{ ref, request: { queue, payload, deadline, tenant? } }` is an inference step: a
-   * request on the request queue (`RequestStore` of `@q/store`, in the same schema), whose result
-   * finishes the node (its children read the model's response as `ctx.parents[ref].result`).
+   * A node `{ ref, request: { queue, payload, deadline | deadlineSeconds, tenant? }, dependsOn? }`
+   * is an inference step: a request on the request queue (`RequestStore` of `@q/store`, in the
+   * same schema), sent when the node becomes runnable (with the flow, or at its release), whose
+   * result finishes the node (its children read the model's response as `ctx.parents[ref].result`).
    */
   async flow(input: NewFlow, tx?: InTransaction): Promise<FlowResult> {
     if (!input || typeof input !== 'object' || !Array.isArray(input.nodes)) throw invalidArgument('flow: the flow must be an object with nodes');

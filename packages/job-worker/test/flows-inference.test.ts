@@ -2,7 +2,8 @@
 // answered by runPartitionWorker (a stand-in model, test/fixtures/model.ts), finishes in the ack
 // that writes its result; the child, run by a job worker, reads the model's body in ctx.parents.
 // An error result and a missed deadline each apply the edge policies; a partition owner SIGKILLed
-// while the request is in flight still ends with one result and one release.
+// while the request is in flight still ends with one result and one release. A step with parents
+// is sent when they are done; one added by a running job (ctx.flow.add) is sent by the add.
 import { runPartitionWorker, type PartitionWorkerStats } from '@q/partition-consumer';
 import { RequestStore } from '@q/store';
 import { waitFor, type TestSchema } from '@q/testing';
@@ -159,4 +160,68 @@ it('a partition owner SIGKILLed with the request in flight: one result, one rele
   for (const m of heir) m.ac.abort();
   const [stats] = await Promise.all(heir.map((m) => m.run));
   expect(stats).toMatchObject({ acked: 1, fenced: 0 });
+});
+
+it('an inference step with parents is sent when they are done, its deadline counted from the send', async () => {
+  serveModel('llm-after', 'model-c');
+  const seen = new Map<string, Record<string, FlowParent>>();
+  startWorker({}, (w) => {
+    w.register('prep', async () => ({ prepared: true }));
+    w.register('use', async (job, ctx) => {
+      const parents = await ctx.parents;
+      seen.set(job.uuid, parents);
+      return { used: Object.keys(parents) };
+    });
+  });
+  const { flowId, jobs } = await queue.flow({
+    nodes: [
+      { ref: 'prep', type: 'prep' },
+      { ref: 'ask', request: { queue: 'llm-after', payload: { say: 'later' }, deadlineSeconds: 30 }, dependsOn: ['prep'] },
+      { ref: 'use', type: 'use', dependsOn: ['ask'] },
+    ],
+  });
+  expect(jobs.ask).toMatchObject({ type: FLOW_REQUEST_TYPE, status: 'waiting', payload: { request: { queue: 'llm-after' } } });
+  const flow = await queue.waitForFlow(flowId, { timeoutMs: 20_000 });
+  expect(flow.nodes.prep!.status).toBe('succeeded');
+  expect(flow.nodes.ask).toMatchObject({ status: 'succeeded', result: { answer: 'you said later', by: 'model-c' } });
+  // Sent at the release: its deadline is 30 s after prep finished, not after the insert.
+  const sent = flow.nodes.ask!.payload as { request: { id: string; deadline: number } };
+  expect(typeof sent.request.id).toBe('string');
+  expect(sent.request.deadline).toBeGreaterThanOrEqual(Math.floor(flow.nodes.prep!.finishedAt!.getTime() / 1000) + 29);
+  expect(seen.get(jobs.use!.uuid)).toEqual({ ask: { status: 'succeeded', result: { answer: 'you said later', by: 'model-c' }, error: null } });
+});
+
+it('ctx.flow.add: a running job computes a prompt, adds an inference step and a child of it', async () => {
+  serveModel('llm-dyn', 'model-d');
+  const seen = new Map<string, Record<string, FlowParent>>();
+  startWorker({}, (w) => {
+    w.register('plan', async (job, ctx) => {
+      const topic = (job.payload as { topic: string }).topic;
+      const added = await ctx.flow.add([
+        { ref: 'ask', request: { queue: 'llm-dyn', payload: { say: `about ${topic}` }, deadlineSeconds: 30 } },
+        { ref: 'use', type: 'use', dependsOn: ['ask', 'plan'] },
+      ]);
+      return { added: Object.keys(added).sort() };
+    });
+    w.register('use', async (job, ctx) => {
+      const parents = await ctx.parents;
+      seen.set(job.uuid, parents);
+      return { used: Object.keys(parents).sort() };
+    });
+  });
+  const { flowId } = await queue.flow({ nodes: [{ ref: 'plan', type: 'plan', payload: { topic: 'owls' } }] });
+  await waitFor(async () => Object.keys((await queue.getFlow(flowId))?.nodes ?? {}).length === 3, 20_000);
+  const flow = await queue.waitForFlow(flowId, { timeoutMs: 20_000 });
+  expect(flow.nodes.plan).toMatchObject({ status: 'succeeded', result: { added: ['ask', 'use'] } });
+  expect(flow.nodes.ask).toMatchObject({
+    type: FLOW_REQUEST_TYPE,
+    status: 'succeeded',
+    result: { answer: 'you said about owls', by: 'model-d' },
+  });
+  expect(flow.nodes.use!.status).toBe('succeeded');
+  expect(seen.get(flow.nodes.use!.uuid)?.ask).toEqual({
+    status: 'succeeded',
+    result: { answer: 'you said about owls', by: 'model-d' },
+    error: null,
+  });
 });

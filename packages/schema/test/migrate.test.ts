@@ -15,6 +15,7 @@ const REQUEST_TABLES = [
 ];
 const QUOTA_TABLES = ['q_quota_admits', 'q_quota_holders', 'q_quota_keys', 'q_quota_slots', 'q_quota_windows'];
 const JOB_TABLES = [
+  'q_flow_request_specs',
   'q_flow_requests',
   'q_job_edges',
   'q_job_rate_slots',

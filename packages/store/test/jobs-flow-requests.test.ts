@@ -1,5 +1,5 @@
-// Inference steps of flows (#41, jobs migration 0015, requests migration 0005): a node that is a
-// request on the request queue, inserted with its flow, finished in the transaction that writes
+// Inference steps of flows (#41, jobs migration 0015, requests migration 0005): a node
+// that is a request on the request queue, sent with its flow, its release, its add or its retry, finished in the transaction that writes
 // its result (or by its deadline passing), its children then released or doomed by their edges.
 // Real Postgres, the request queue driven by its own store calls (dispatch, ack).
 import { QErrorCode, isQError } from '@q/schema';
@@ -7,6 +7,7 @@ import { createTestSchema, type TestSchema } from '@q/testing';
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { FLOW_REQUEST_TYPE, JobStore, RequestStore, type FlowNode, type NewFlow, type Request } from '../src/index.js';
+import { partitionOf } from '../src/requests/partition.js';
 
 let schema: TestSchema;
 let jobs: JobStore;
@@ -31,7 +32,7 @@ afterAll(async () => {
 
 beforeEach(async () => {
   await sql.query(
-    `TRUNCATE q_jobs, q_jobs_archive, q_jobs_idempotency_keys, q_job_edges, q_flows, q_flow_requests, q_requests, q_results, q_partitions`,
+    `TRUNCATE q_jobs, q_jobs_archive, q_jobs_idempotency_keys, q_job_edges, q_flows, q_flow_requests, q_flow_request_specs, q_requests, q_results, q_partitions`,
   );
 });
 
@@ -183,24 +184,6 @@ describe('inference steps', () => {
     expect(await count('q_results')).toBe(0);
   });
 
-  it('retryFlow leaves a failed inference step and the nodes below it as they are, and retries the others', async () => {
-    const { flowId } = await jobs.flows.insert({
-      nodes: [
-        step('ask'),
-        { ref: 'below', type: 't', queue: 'fq', dependsOn: ['ask'] },
-        { ref: 'other', type: 't', queue: 'fq', maxAttempts: 1 },
-      ],
-    });
-    const [r] = await dispatchAll();
-    await answer(r!, { payload: '{}', error_code: 'INFERENCE_ERROR' });
-    const [other] = await jobs.claim({ queues: ['fq'], workerId: 'w', limit: 10, leaseMs: 60_000 });
-    await jobs.complete([{ id: other!.id, leaseToken: other!.leaseToken, status: 'dead_letter', error: 'boom' }]);
-    expect(await statuses()).toEqual({ ask: 'dead_letter', below: 'dead_letter', other: 'dead_letter' });
-    expect(await jobs.flows.retry(flowId, { mode: 'failed-and-downstream' })).toEqual({ retried: 1 });
-    expect(await statuses()).toEqual({ ask: 'dead_letter', below: 'dead_letter', other: 'queued' });
-    expect(await count('q_requests')).toBe(0);
-  });
-
   it('finishes the node whatever route the writer picks (a dispatcher queue may configure its own)', async () => {
     await jobs.flows.insert({ nodes: [step('a'), { ref: 'b', type: 't', queue: 'fq', dependsOn: ['a'] }] });
     const [r] = await dispatchAll();
@@ -324,8 +307,23 @@ describe('inference steps', () => {
       /^flow: node "a" request\.tenant must be a non-empty string$/,
     );
     await expectInvalid(
-      bad({ ...step('a'), dependsOn: ['ok'] }),
-      /^flow: node "a" must have no dependsOn: an inference step takes a ref and a request only$/,
+      bad({ ref: 'a', request: { queue: 'llm', payload: {} } }),
+      /^flow: node "a" request must have either a deadline or deadlineSeconds$/,
+    );
+    await expectInvalid(
+      bad({ ref: 'a', request: { queue: 'llm', payload: {}, deadline: nowSec() + 60, deadlineSeconds: 60 } }),
+      /^flow: node "a" request must have either a deadline or deadlineSeconds$/,
+    );
+    for (const deadlineSeconds of [0, 1.5, -3, '60', 400 * 24 * 3600]) {
+      await expectInvalid(
+        bad({ ref: 'a', request: { queue: 'llm', payload: {}, deadlineSeconds } }),
+        /^flow: node "a" request\.deadlineSeconds must be whole seconds from 1 to \d+$/,
+      );
+    }
+    await expectInvalid(bad({ ...step('a'), dependsOn: ['nope'] }), /^flow: node "a" must depend on nodes of the flow, "nope" is not one$/);
+    await expectInvalid(
+      bad({ ...step('a'), queue: 'q' }),
+      /^flow: node "a" must have no queue: an inference step takes a ref, a request and dependsOn only$/,
     );
     await expectInvalid(bad({ ...step('a'), payload: {} }), /^flow: node "a" must have no payload: /);
     expect(await count('q_flows')).toBe(0);
@@ -333,17 +331,195 @@ describe('inference steps', () => {
     expect(await count('q_requests')).toBe(0);
   });
 
-  it('refuses an inference step added at run time', async () => {
-    await jobs.flows.insert({ nodes: [{ ref: 'root', type: 'r', queue: 'fq' }] });
-    const [root] = await jobs.claim({ queues: ['fq'], workerId: 'w', limit: 1, leaseMs: 60_000, start: true });
-    await expectInvalid(
-      jobs.flows.addNodes(root!, [step('late')]),
-      /^flow: node "late" must be a job: a running node cannot add an inference step$/,
-    );
-  });
-});
+  it('sends an inference step with parents in the transaction that releases it, its deadline counted from the send', async () => {
+    const { flowId, jobs: nodes } = await jobs.flows.insert({
+      nodes: [
+        { ref: 'prep', type: 't', queue: 'fq' },
+        { ref: 'ask', request: { queue: 'llm', payload: { prompt: 'secret words' }, deadlineSeconds: 120 }, dependsOn: ['prep'] },
+        { ref: 'use', type: 't', queue: 'fq', dependsOn: ['ask'] },
+      ],
+    });
+    expect(nodes.ask).toMatchObject({ status: 'waiting', type: FLOW_REQUEST_TYPE, payload: { request: { queue: 'llm' } } });
+    // The body is kept beside the node, never in its job row.
+    const { rows: jobRows } = await sql.query<{ p: string }>(`SELECT payload::text AS p FROM q_jobs WHERE flow_ref = 'ask'`);
+    expect(jobRows[0]!.p).not.toContain('secret');
+    expect(await count('q_flow_request_specs')).toBe(1);
+    expect(await count('q_requests')).toBe(0);
 
-describe('inference steps and install order', () => {
+    const [prep] = await jobs.claim({ queues: ['fq'], workerId: 'w', limit: 10, leaseMs: 60_000, start: true });
+    const before = nowSec();
+    await jobs.complete([{ id: prep!.id, leaseToken: prep!.leaseToken, status: 'succeeded', result: 1 }]);
+    expect(await statuses()).toEqual({ prep: 'succeeded', ask: 'waiting', use: 'waiting' });
+    const { rows } = await sql.query<{ id: string; partition_id: number; deadline: string; left: number | null; rid: string }>(
+      `SELECT r.id, r.partition_id, r.deadline::text, j.parents_left AS left, j.payload -> 'request' ->> 'id' AS rid
+         FROM q_requests r JOIN q_flow_requests l ON l.request_id = r.id JOIN q_jobs j ON j.id = l.job_id`,
+    );
+    expect(rows).toHaveLength(1);
+    expect(rows[0]!.rid).toBe(rows[0]!.id);
+    expect(rows[0]!.left).toBeNull();
+    expect(rows[0]!.partition_id).toBe(partitionOf(rows[0]!.id));
+    expect(Number(rows[0]!.deadline)).toBeGreaterThanOrEqual(before + 120);
+    expect(Number(rows[0]!.deadline)).toBeLessThanOrEqual(nowSec() + 121);
+    // Never queued: no worker of the request queue's name sees it.
+    expect(await jobs.claim({ queues: ['llm'], workerId: 'w', limit: 10, leaseMs: 60_000 })).toEqual([]);
+
+    const [r] = await dispatchAll();
+    expect(JSON.parse(Buffer.from(r!.payload).toString('utf8'))).toEqual({ prompt: 'secret words' });
+    expect(routeOf(r!)).toBe(`q:flow:${flowId}`);
+    expect(JSON.parse(r!.envelope)).toMatchObject({ data: { id: r!.id, deadline: Number(rows[0]!.deadline) } });
+    await answer(r!, { status_code: 200, payload: '{"answer":42}' });
+    expect(await statuses()).toEqual({ prep: 'succeeded', ask: 'succeeded', use: 'queued' });
+    const [use] = await jobs.claim({ queues: ['fq'], workerId: 'w', limit: 10, leaseMs: 60_000 });
+    expect((await jobs.flows.parents(use!.id)).ask).toEqual({ status: 'succeeded', result: { answer: 42 }, error: null });
+  });
+
+  it('sends an inference step whose parent failed under continue, and dooms one under fail without sending it', async () => {
+    await jobs.flows.insert({
+      nodes: [
+        { ref: 'prep', type: 't', queue: 'fq', maxAttempts: 1 },
+        {
+          ref: 'lenient',
+          request: { queue: 'llm', payload: 1, deadlineSeconds: 60, tenant: 'acme' },
+          dependsOn: [{ ref: 'prep', onFailure: 'continue' }],
+        },
+        { ref: 'strict', request: { queue: 'llm', payload: 2, deadline: nowSec() + 60 }, dependsOn: ['prep'] },
+      ],
+    });
+    const [prep] = await jobs.claim({ queues: ['fq'], workerId: 'w', limit: 10, leaseMs: 60_000, start: true });
+    await jobs.complete([{ id: prep!.id, leaseToken: prep!.leaseToken, status: 'dead_letter', error: 'boom' }]);
+    expect(await statuses()).toEqual({ prep: 'dead_letter', lenient: 'waiting', strict: 'dead_letter' });
+    const [r, ...more] = await dispatchAll();
+    expect(more).toEqual([]);
+    expect(Buffer.from(r!.payload).toString('utf8')).toBe('1');
+    expect(JSON.parse(r!.envelope)).toMatchObject({ data: { metadata: { userid: 'acme' } } });
+  });
+
+  it('lets a running node add an inference step depending on existing nodes and a child of it; a stale lease adds nothing', async () => {
+    const { flowId } = await jobs.flows.insert({
+      nodes: [
+        { ref: 'root', type: 'r', queue: 'fq' },
+        { ref: 'side', type: 's', queue: 'sq' },
+      ],
+    });
+    const [root] = await jobs.claim({ queues: ['fq'], workerId: 'w', limit: 1, leaseMs: 60_000, start: true });
+    // Without parents: sent by the add itself.
+    const first = await jobs.flows.addNodes(root!, [{ ref: 'now', request: { queue: 'llm', payload: 'a', deadlineSeconds: 60 } }]);
+    expect(first?.now).toMatchObject({ status: 'waiting', type: FLOW_REQUEST_TYPE });
+    expect(await count('q_requests')).toBe(1);
+    // On the caller and another live node: sent once both are done.
+    const added = await jobs.flows.addNodes(root!, [
+      { ref: 'ask', request: { queue: 'llm', payload: 'b', deadlineSeconds: 60 }, dependsOn: ['root', 'side'] },
+      { ref: 'use', type: 'u', queue: 'fq', dependsOn: ['ask'] },
+    ]);
+    expect(Object.keys(added ?? {}).sort()).toEqual(['ask', 'use']);
+    expect(await count('q_requests')).toBe(1);
+    await jobs.complete([{ id: root!.id, leaseToken: root!.leaseToken, status: 'succeeded' }]);
+    expect(await count('q_requests')).toBe(1);
+    const [side] = await jobs.claim({ queues: ['sq'], workerId: 'w', limit: 1, leaseMs: 60_000, start: true });
+    await jobs.complete([{ id: side!.id, leaseToken: side!.leaseToken, status: 'succeeded' }]);
+    expect(await count('q_requests')).toBe(2);
+    const sent = await dispatchAll();
+    const ask = sent.find((x) => Buffer.from(x.payload).toString('utf8') === '"b"');
+    expect(routeOf(ask!)).toBe(`q:flow:${flowId}`);
+    await answer(ask!, { status_code: 200, payload: '"done"' });
+    expect((await statuses()).use).toBe('queued');
+
+    // The lease is gone (root finished): a stale run adds nothing.
+    expect(await jobs.flows.addNodes(root!, [{ ref: 'late', request: { queue: 'llm', payload: 'c', deadlineSeconds: 60 } }])).toBeNull();
+    expect(await count(`q_jobs_all WHERE flow_ref = 'late'`)).toBe(0);
+    expect(await count('q_flow_request_specs')).toBe(2);
+  });
+
+  it('retryFlow sends a failed inference step again as a new request, and the nodes below wait for it', async () => {
+    const { flowId } = await jobs.flows.insert({
+      nodes: [
+        { ref: 'ask', request: { queue: 'llm', payload: { p: 1 }, deadlineSeconds: 300 } },
+        { ref: 'below', type: 't', queue: 'fq', dependsOn: ['ask'] },
+        { ref: 'fixed', request: { queue: 'llm', payload: { p: 2 }, deadline: nowSec() + 900 } },
+      ],
+    });
+    const [r1, r2] = await dispatchAll();
+    const [askReq, fixedReq] = Buffer.from(r1!.payload).toString('utf8') === '{"p":1}' ? [r1!, r2!] : [r2!, r1!];
+    await answer(askReq, { payload: '{}', error_code: 'INFERENCE_ERROR' });
+    await answer(fixedReq, { payload: '{}', error_code: 'INFERENCE_ERROR' });
+    expect(await statuses()).toEqual({ ask: 'dead_letter', below: 'dead_letter', fixed: 'dead_letter' });
+    expect(await count('q_requests')).toBe(0);
+
+    expect(await jobs.flows.retry(flowId, { mode: 'failed' })).toEqual({ retried: 3 });
+    expect(await statuses()).toEqual({ ask: 'waiting', below: 'waiting', fixed: 'waiting' });
+    const { rows } = await sql.query<{ id: string; deadline: string; payload: Buffer }>('SELECT id, deadline::text, payload FROM q_requests');
+    expect(rows.map((x) => x.id)).not.toContain(askReq.id);
+    expect(rows.map((x) => x.id)).not.toContain(fixedReq.id);
+    const byBody = new Map(rows.map((x) => [Buffer.from(x.payload).toString('utf8'), x]));
+    // A relative deadline counts afresh; an absolute one is kept.
+    expect(Number(byBody.get('{"p":1}')!.deadline)).toBeGreaterThanOrEqual(nowSec() + 298);
+    expect(byBody.get('{"p":2}')!.deadline).toBe(String(JSON.parse(fixedReq.envelope).data.deadline));
+    const again = await dispatchAll();
+    const ask2 = again.find((x) => Buffer.from(x.payload).toString('utf8') === '{"p":1}')!;
+    // The old request's late result has no link any more: dropped, the node untouched.
+    expect(await answer(askReq, { status_code: 200, payload: '"stale"' })).toBe(false);
+    await answer(ask2, { status_code: 200, payload: '"fresh"' });
+    expect((await statuses()).below).toBe('queued');
+    const [below] = await jobs.claim({ queues: ['fq'], workerId: 'w', limit: 1, leaseMs: 60_000 });
+    expect((await jobs.flows.parents(below!.id)).ask).toMatchObject({ status: 'succeeded', result: 'fresh' });
+  });
+
+  it('retryFlow with failed-and-downstream re-sends an inference step below a retried job once its parent succeeds', async () => {
+    const { flowId } = await jobs.flows.insert({
+      nodes: [
+        { ref: 'prep', type: 't', queue: 'fq', maxAttempts: 1 },
+        { ref: 'ask', request: { queue: 'llm', payload: 'x', deadlineSeconds: 60 }, dependsOn: [{ ref: 'prep', onFailure: 'continue' }] },
+      ],
+    });
+    const [prep] = await jobs.claim({ queues: ['fq'], workerId: 'w', limit: 1, leaseMs: 60_000, start: true });
+    await jobs.complete([{ id: prep!.id, leaseToken: prep!.leaseToken, status: 'dead_letter', error: 'boom' }]);
+    const [r] = await dispatchAll();
+    await answer(r!, { status_code: 200, payload: '"first"' });
+    expect(await statuses()).toEqual({ prep: 'dead_letter', ask: 'succeeded' });
+    expect(await jobs.flows.retry(flowId, { mode: 'failed-and-downstream' })).toEqual({ retried: 2 });
+    expect(await statuses()).toEqual({ prep: 'queued', ask: 'waiting' });
+    expect(await count('q_requests')).toBe(0);
+    const [prep2] = await jobs.claim({ queues: ['fq'], workerId: 'w', limit: 1, leaseMs: 60_000, start: true });
+    await jobs.complete([{ id: prep2!.id, leaseToken: prep2!.leaseToken, status: 'succeeded' }]);
+    expect(await count('q_requests')).toBe(1);
+  });
+
+  it('retryFlow leaves an inference step with nothing kept to send (a q:request row written without one), and the nodes below it', async () => {
+    const { flowId } = await jobs.flows.insert({
+      nodes: [
+        step('ask'),
+        { ref: 'below', type: 't', queue: 'fq', dependsOn: ['ask'] },
+        { ref: 'other', type: 't', queue: 'fq', maxAttempts: 1 },
+      ],
+    });
+    const [r] = await dispatchAll();
+    await answer(r!, { payload: '{}', error_code: 'INFERENCE_ERROR' });
+    const [other] = await jobs.claim({ queues: ['fq'], workerId: 'w', limit: 10, leaseMs: 60_000 });
+    await jobs.complete([{ id: other!.id, leaseToken: other!.leaseToken, status: 'dead_letter', error: 'boom' }]);
+    await sql.query('DELETE FROM q_flow_request_specs');
+    expect(await jobs.flows.retry(flowId, { mode: 'failed-and-downstream' })).toEqual({ retried: 1 });
+    expect(await statuses()).toEqual({ ask: 'dead_letter', below: 'dead_letter', other: 'queued' });
+    expect(await count('q_requests')).toBe(0);
+  });
+
+  it('leaves a job given the reserved type by hand as it was (nothing to send)', async () => {
+    const [job] = await jobs.enqueue([{ queue: 'hand', type: FLOW_REQUEST_TYPE, payload: { send: 'not a spec' } }]);
+    expect(job).toMatchObject({ status: 'queued', payload: { send: 'not a spec' } });
+    const { flowId } = await jobs.flows.insert({ nodes: [{ ref: 'odd', type: FLOW_REQUEST_TYPE, queue: 'hand' }] });
+    expect((await jobs.flows.get(flowId))?.nodes.odd?.status).toBe('queued');
+    expect(await count('q_requests')).toBe(0);
+    expect(await count('q_flow_request_specs')).toBe(0);
+  });
+
+  it('drops the kept request with the node once its archived row is deleted', async () => {
+    await jobs.flows.insert({ nodes: [step('a')] });
+    const [r] = await dispatchAll();
+    await answer(r!, { status_code: 200, payload: '1' });
+    expect(await count('q_flow_request_specs')).toBe(1);
+    await sql.query('DELETE FROM q_jobs_archive');
+    expect(await count('q_flow_request_specs')).toBe(0);
+  });
+
   it('works when the job store is installed before the request queue (requests 0005 adds the trigger)', async () => {
     const s = await createTestSchema('jobflowreq2');
     const j = await JobStore.open(s.dsn, { maxConns: 2 });

@@ -5,10 +5,14 @@ import { escapeField } from './escape.js';
 /** `FLOW_REQUEST_TYPE` of `@q/job-worker`, the job type of an inference step: a literal, so the CLI loads no job store. */
 const FLOW_REQUEST_TYPE = 'q:request';
 
-/** The request an inference step's node names in its payload (`{ request: { id, queue } }`), if it does. */
+/**
+ * The request an inference step's node names in its payload (`{ request: { id, queue } }`; no id
+ * while it waits for its parents, the request not sent yet), if it does.
+ */
 function requestOf(payload: unknown): { id: string; queue: string } | undefined {
   const r = (payload as { request?: { id?: unknown; queue?: unknown } } | null)?.request;
-  return typeof r?.id === 'string' && typeof r.queue === 'string' ? { id: r.id, queue: r.queue } : undefined;
+  if (typeof r?.queue !== 'string') return undefined;
+  return { id: typeof r.id === 'string' ? r.id : '(not sent)', queue: r.queue };
 }
 
 /** Renders rows as a left-aligned text table with a header line. */

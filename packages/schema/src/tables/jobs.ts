@@ -319,3 +319,22 @@ export const flowSpans = pgTable('q_flow_spans', {
   flowId: uuid('flow_id').notNull(),
   traceparent: text('traceparent').notNull(),
 });
+
+/**
+ * What an inference step's request is made of (migration 0015), kept for the node's life so it
+ * can be sent when the node is released and again by a retry: the request queue, the body (JSON
+ * text), the tenant, and the deadline, absolute (`deadline`, Unix seconds) or counted from the send
+ * (`deadlineSeconds`), exactly one of the two.
+ */
+export const flowRequestSpecs = pgTable(
+  'q_flow_request_specs',
+  {
+    jobId: bigint('job_id', { mode: 'number' }).primaryKey(),
+    queue: text('queue').notNull(),
+    body: text('body').notNull(),
+    tenant: text('tenant'),
+    deadline: bigint('deadline', { mode: 'number' }),
+    deadlineSeconds: integer('deadline_seconds'),
+  },
+  () => [check('q_flow_request_specs_deadline_check', sql`(deadline IS NULL) <> (deadline_seconds IS NULL)`)],
+);

@@ -19,8 +19,6 @@ import { recordFlowSpan } from './sql/flow-span.js';
 import { getFlowParents } from './sql/get-flow-parents.js';
 import { retryFlow } from './sql/retry-flow.js';
 import { splitErrorText } from './error-text.js';
-import { flowRequestRow } from './flow-request.js';
-import { insertFlowRequests, type FlowRequestRows } from './sql/insert-flow-requests.js';
 
 /**
  * The flows of one job table, as `JobStore.flows`: every operation on job graphs. `JobQueue`'s
@@ -112,9 +110,10 @@ export class FlowStore {
    * with a parent's failure under `continue`, or succeeded before). Each starts afresh (attempt
    * 0, no error or result) `waiting` on its parents that are not succeeded, else `queued`; a
    * waiting node that depends on one of them waits for it again. Returns how many nodes were
-   * retried (0 for an unknown flow or one without failures). Live nodes are left as they are,
-   * and so are a failed inference step (its request is sent once, with the flow) and every node
-   * below it.
+   * retried (0 for an unknown flow or one without failures). Live nodes are left as they are. A
+   * failed inference step is sent again as a new request (new id, same queue, body and tenant;
+   * a relative deadline counts afresh, an absolute one is kept), when its parents are done; a
+   * `q:request` row with no kept request (written by hand) stays failed with every node below it.
    */
   async retry(flowId: string, opts: { mode: 'failed' | 'failed-and-downstream' } = { mode: 'failed' }): Promise<{ retried: number }> {
     checkUuid(flowId, 'retryFlow: flowId');
@@ -124,7 +123,9 @@ export class FlowStore {
     }
     const ctx = this.#ctx;
     const ids = await ctx.op('retryFlow', () =>
-      withTransaction(ctx.pool, (c) => retryFlow(ctx.scope, c, flowId, mode === 'failed-and-downstream', ctx.channel)),
+      withTransaction(ctx.pool, (c) =>
+        needsRequestQueue('retryFlow', () => retryFlow(ctx.scope, c, flowId, mode === 'failed-and-downstream', ctx.channel)),
+      ),
     );
     return { retried: ids.length };
   }
@@ -194,7 +195,7 @@ async function insertGraph(ctx: JobStoreContext, input: NewFlow, tx?: InTransact
  * which fails the call (`DUPLICATE`, naming the node) and so rolls the transaction back.
  */
 async function insert(ctx: JobStoreContext, db: Queryable, batch: FlowBatch): Promise<FlowResult> {
-  const inserted = await insertFlow(ctx.scope, db, batch, ctx.channel);
+  const inserted = await needsRequestQueue('flow', () => insertFlow(ctx.scope, db, batch, ctx.channel));
   if (inserted.flowId === null) {
     const held = await getFlowRow(ctx.scope, db, null, batch.idempotencyKey);
     if (!held) throw new QError(QErrorCode.NOT_FOUND, 'flow: the flow holding this idempotency key was deleted meanwhile');
@@ -205,51 +206,22 @@ async function insert(ctx: JobStoreContext, db: Queryable, batch: FlowBatch): Pr
     const ref = batch.refs.find((r) => !got.has(r));
     throw new QError(QErrorCode.DUPLICATE, `flow: node ${JSON.stringify(ref)} has an idempotencyKey another job holds in its queue and type`);
   }
-  if (batch.requests.some((r) => r !== null)) await sendRequests(ctx, db, inserted.flowId, batch, inserted.rows);
   return { flowId: inserted.flowId, created: true, jobs: byRef(inserted.rows) };
 }
 
 /**
- * The requests of the flow's inference steps, inserted on the request queue's table in the flow's
- * transaction (see sql/insert-flow-requests.ts). The request queue's partition and submission clock
- * are loaded only here, so `@q/store/jobs` alone still loads no request-queue module. A schema
- * without the request queue's tables is `INVALID_STATE` (the transaction rolls back).
+ * `fn`, with the error of a schema without the request queue's tables (an inference step sent by
+ * the trigger of jobs migration 0015 finds no `q_requests`) as `INVALID_STATE`: the transaction
+ * rolls back.
  */
-async function sendRequests(ctx: JobStoreContext, db: Queryable, flowId: string, batch: FlowBatch, rows: readonly FlowNodeRow[]): Promise<void> {
-  const [{ partitionOf }, { submissionClock }] = await Promise.all([import('../requests/partition.js'), import('../requests/clock.js')]);
-  const idOf = new Map(rows.map((r) => [r.flow_ref, Number(r.id)]));
-  const out: FlowRequestRows = {
-    ids: [],
-    tokens: [],
-    queues: [],
-    partitions: [],
-    deadlines: [],
-    envelopes: [],
-    payloads: [],
-    createdAt: [],
-    jobIds: [],
-  };
-  batch.requests.forEach((r, i) => {
-    if (r === null) return;
-    const row = flowRequestRow(flowId, r);
-    out.ids.push(row.id);
-    out.tokens.push(row.token);
-    out.queues.push(row.queue);
-    out.partitions.push(partitionOf(row.id));
-    out.deadlines.push(row.deadline);
-    out.envelopes.push(row.envelope);
-    out.payloads.push(row.payload);
-    out.jobIds.push(idOf.get(batch.refs[i] ?? '') ?? 0);
-  });
-  const first = submissionClock.reserve(out.ids.length);
-  out.createdAt = out.ids.map((_, k) => first + k);
+async function needsRequestQueue<T>(op: string, fn: () => Promise<T>): Promise<T> {
   try {
-    await insertFlowRequests(ctx.scope, db, out);
+    return await fn();
   } catch (err) {
     if ((err as { code?: unknown } | null)?.code === '42P01') {
       throw new QError(
         QErrorCode.INVALID_STATE,
-        "flow: inference steps need the request queue in the job store's schema (RequestStore.open on it installs its tables)",
+        `${op}: inference steps need the request queue in the job store's schema (RequestStore.open on it installs its tables)`,
         { cause: err },
       );
     }
@@ -330,7 +302,7 @@ async function addNodes(ctx: JobStoreContext, lease: JobLease, nodes: NewFlow['n
           const at = (batch.externalChildren[k] ?? 1) - 1;
           if (existing.get(ref)?.status !== 'succeeded') batch.parents[at] = (batch.parents[at] ?? 0) + 1;
         });
-        return byRef(await addFlowNodes(ctx.scope, c, flowId, batch, externalIds, ctx.channel));
+        return byRef(await needsRequestQueue('addFlowNodes', () => addFlowNodes(ctx.scope, c, flowId, batch, externalIds, ctx.channel)));
       }),
     { 'job.count': batch.refs.length },
   );

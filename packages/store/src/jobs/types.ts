@@ -376,13 +376,18 @@ export interface FlowJobNode {
  * the same transaction: `succeeded` with the model's response body as its result (JSON when it
  * is JSON, else the text), or in the dead letter for an error result; its deadline passing fails
  * it too. No worker slot is held while the model runs. Its job has the type {@link FLOW_REQUEST_TYPE}.
- * An inference step has no parents (it is sent when the flow is inserted).
+ * Without parents it is sent with the flow (or the `ctx.flow.add` that adds it); with parents it
+ * waits like any node and is sent in the transaction that releases it (a parent failing under
+ * `continue` releases it too: its payload is fixed when the node is inserted, whatever its parents
+ * return). `retryFlow` sends a failed one again, as a new request.
  */
 export interface FlowRequestNode {
   /** As {@link FlowJobNode.ref}. */
   ref: string;
   /** The request. */
   request: FlowRequest;
+  /** As {@link FlowJobNode.dependsOn}: the request is sent once they are done. */
+  dependsOn?: ReadonlyArray<string | FlowDependency>;
   /** Only a job node has a type. */
   type?: undefined;
 }
@@ -393,8 +398,19 @@ export interface FlowRequest {
   queue: string;
   /** The body sent to the model (any JSON value). */
   payload: unknown;
-  /** Unix seconds, in the future: the node fails if no result is written by then. */
-  deadline: number;
+  /**
+   * Unix seconds, in the future: the node fails if no result is written by then. Give this or
+   * {@link FlowRequest.deadlineSeconds}, not both. For a node with parents it is fixed when the
+   * flow is inserted, so a late release leaves the request less time (or none: the node fails at
+   * the next maintenance round).
+   */
+  deadline?: number;
+  /**
+   * Seconds the request has once it is sent (a positive whole number): counted from the send,
+   * so from the release for a node with parents, and afresh for each retry. Give this or
+   * {@link FlowRequest.deadline}, not both.
+   */
+  deadlineSeconds?: number;
   /** The tenant the request is accounted to (the dispatcher's quota and fairness attributes). */
   tenant?: string;
 }

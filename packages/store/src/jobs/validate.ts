@@ -22,7 +22,7 @@ import type { EnqueueBatch, JobKeyed } from './sql/enqueue-jobs.js';
 import type { ListParams } from './sql/list-jobs.js';
 import type { FlowBatch } from './sql/insert-flow.js';
 import { decodeCursor } from './cursor.js';
-import { checkFlowRequest, type CheckedFlowRequest } from './flow-request.js';
+import { checkFlowRequest, flowRequestPayload, type CheckedFlowRequest } from './flow-request.js';
 import { checkGroupOptions, type CheckedGroups } from './group-claims.js';
 
 const INT32_MIN = -2_147_483_648;
@@ -413,8 +413,7 @@ export function outcomeRow(o: JobOutcome): { result: string | null; error: strin
  * A flow checked and flattened into the column arrays of its insert (see sql/insert-flow.ts),
  * or `INVALID_ARGUMENT` naming the node, before anything is written: no nodes or more than
  * {@link MAX_FLOW_NODES}, a bad ref, a ref given twice, a node with both a `type` and a `request`,
- * an inference step with a bad request (see checkFlowRequest) or job fields, or (`external`: added
- * at run time) at all, a job node without a valid type, payload, queue, priority, attempt limit or key,
+ * an inference step with a bad request (see checkFlowRequest) or job fields, a job node without a valid type, payload, queue, priority, attempt limit or key,
  * a parent that is not a node of the flow, a node depending on itself or on one parent twice, a
  * policy that is none of {@link FLOW_FAILURE_POLICIES}, and edges that form a cycle.
  */
@@ -461,11 +460,10 @@ export function toFlowBatch(input: NewFlow, opts: { external?: boolean } = {}): 
     let request: CheckedFlowRequest | null = null;
     if ('request' in node && node.request !== undefined) {
       if (node.type !== undefined) throw invalidArgument(`flow: node ${named} must have either a type or a request, not both`);
-      if (opts.external) throw invalidArgument(`flow: node ${named} must be a job: a running node cannot add an inference step`);
-      const extra = (['payload', 'queue', 'priority', 'maxAttempts', 'idempotencyKey', 'dependsOn'] as const).find(
+      const extra = (['payload', 'queue', 'priority', 'maxAttempts', 'idempotencyKey'] as const).find(
         (k) => (node as unknown as Record<string, unknown>)[k] !== undefined,
       );
-      if (extra) throw invalidArgument(`flow: node ${named} must have no ${extra}: an inference step takes a ref and a request only`);
+      if (extra) throw invalidArgument(`flow: node ${named} must have no ${extra}: an inference step takes a ref, a request and dependsOn only`);
       request = checkFlowRequest(named, node.request);
     }
     let one: EnqueueBatch;
@@ -475,7 +473,7 @@ export function toFlowBatch(input: NewFlow, opts: { external?: boolean } = {}): 
           ? {
               queue: request.queue,
               type: FLOW_REQUEST_TYPE,
-              payload: { request: { id: request.id, queue: request.queue, deadline: request.deadline } },
+              payload: flowRequestPayload(request),
               maxAttempts: 1,
             }
           : {

@@ -32,7 +32,7 @@ export interface FlowBatch {
   externalParents: string[];
   externalChildren: number[];
   externalPolicies: FlowFailurePolicy[];
-  /** Each node's request when it is an inference step (inserted `waiting` with no parents, see sql/insert-flow-requests.ts), else null. */
+  /** Each node's request when it is an inference step (its node's payload carries it to the send trigger of migration 0015), else null. */
   requests: Array<CheckedFlowRequest | null>;
 }
 
@@ -44,15 +44,16 @@ export interface FlowBatch {
 // another job holds is skipped by the insert trigger (q_jobs_before_insert): the caller finds a
 // node missing and rolls the transaction back. Nodes without parents are queued at the
 // database's now, and their queues are notified (delivered at commit); the others wait for
-// their parents (migrations 0014 and 0015, q_jobs_flow_finished), and inference steps ($16) for
-// their request's result (migration 0015).
+// their parents (migrations 0014 and 0015, q_jobs_flow_finished). An inference step without
+// parents is sent by the insert trigger of migration 0015 and comes back `waiting` for its result,
+// so its queue is not notified.
 const TEXT = `
 WITH f AS (
   INSERT INTO __q_schema__.q_flows AS f (name, idempotency_key) VALUES ($1::text, $2::text)
   ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
   RETURNING f.id
 ), input AS MATERIALIZED (
-  SELECT i.*, ${NEXT_JOB_ID} AS id, coalesce(($16::bool[])[i.ord], false) AS awaits
+  SELECT i.*, ${NEXT_JOB_ID} AS id
   FROM unnest($3::text[], $4::uuid[], $5::text[], $6::text[], $7::text[], $8::int4[], $9::int4[], $10::text[], $11::int4[])
     WITH ORDINALITY AS i(ref, uuid, queue, job_type, payload, priority, max_attempts, idempotency_key, parents, ord)
   WHERE EXISTS (SELECT 1 FROM f)
@@ -62,7 +63,7 @@ WITH f AS (
                                         idempotency_key, flow_id, flow_ref, parents_left)
   OVERRIDING SYSTEM VALUE
   SELECT input.id, __q_schema__.q_job_uuid(input.id, input.uuid), input.queue, input.job_type, input.payload::jsonb, input.priority, now(),
-         CASE WHEN input.parents > 0 OR input.awaits THEN 'waiting'::__q_schema__.q_job_status ELSE 'queued'::__q_schema__.q_job_status END,
+         CASE WHEN input.parents > 0 THEN 'waiting'::__q_schema__.q_job_status ELSE 'queued'::__q_schema__.q_job_status END,
          input.max_attempts, input.idempotency_key, f.id, input.ref, nullif(input.parents, 0)
   FROM input CROSS JOIN f
   ORDER BY input.ord
@@ -122,7 +123,6 @@ export async function insertFlow(scope: StatementScope, db: Queryable, b: FlowBa
     b.idempotencyKey,
     ...nodeParams(b),
     channel,
-    plainArrayLiteral(b.requests.map((r) => (r === null ? 'false' : 'true'))),
   ]);
   return { flowId: rows[0]?.flow_id ?? null, rows };
 }

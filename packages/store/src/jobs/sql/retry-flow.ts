@@ -10,21 +10,24 @@ import { MAX_NOTIFY_QUEUE_BYTES, type Queryable } from './db.js';
 // on a retried one (its edge `continue`: any other would have failed or cancelled it) waits for
 // it again. The archive's delete trigger frees each moved node's idempotency key at the end of
 // the statement; RECLAIM_KEYS, run next in the same transaction, holds them again. A failed
-// inference step (migration 0015) is not run again, its request being sent once, with the flow:
-// it and every node below it (`sent`) stay as they are, so none waits for it for ever.
+// inference step comes back like any node: inserted `queued`, it is sent at once as a new
+// request by the insert trigger of migration 0015 (from the spec kept for it), or later by its
+// release. A `q:request` row with no spec (written by hand) has nothing to send: it and every node below it
+// (`unsendable`) stay as they are, so none waits for it for ever.
 const TEXT = `
 WITH RECURSIVE down(id) AS (
   SELECT a.id FROM __q_schema__.q_jobs_archive a WHERE a.flow_id = $1::uuid AND a.status IN ('dead_letter', 'cancelled')
   UNION
   SELECT e.child_id FROM down d JOIN __q_schema__.q_job_edges e ON e.parent_id = d.id WHERE $2::bool
-), sent(id) AS (
+), unsendable(id) AS (
   SELECT a.id FROM __q_schema__.q_jobs_archive a
   WHERE a.flow_id = $1::uuid AND a.status IN ('dead_letter', 'cancelled') AND a.job_type = '${FLOW_REQUEST_TYPE}'
+    AND NOT EXISTS (SELECT 1 FROM __q_schema__.q_flow_request_specs s WHERE s.job_id = a.id)
   UNION
-  SELECT e.child_id FROM sent s JOIN __q_schema__.q_job_edges e ON e.parent_id = s.id
+  SELECT e.child_id FROM unsendable u JOIN __q_schema__.q_job_edges e ON e.parent_id = u.id
 ), target AS (
   SELECT a.id FROM __q_schema__.q_jobs_archive a
-  WHERE a.id IN (SELECT id FROM down) AND a.id NOT IN (SELECT id FROM sent) AND a.flow_id = $1::uuid
+  WHERE a.id IN (SELECT id FROM down) AND a.id NOT IN (SELECT id FROM unsendable) AND a.flow_id = $1::uuid
 ), moved AS (
   DELETE FROM __q_schema__.q_jobs_archive a WHERE a.id IN (SELECT id FROM target) RETURNING a.*
 ), ins AS (
