@@ -41,18 +41,8 @@ export interface JobFilter {
   lowestId: string | null;
 }
 
-/** The job statuses a filter may name. */
-export const JOB_STATUSES = [
-  'scheduled',
-  'queued',
-  'leased',
-  'running',
-  'retry_wait',
-  'succeeded',
-  'cancelled',
-  'dead_letter',
-  'waiting',
-] as const;
+/** The job statuses a filter may name: the store's, in the enum's order. */
+export { JOB_STATUSES } from '@q/store/jobs';
 
 // 42P01: undefined_table — the module (requests, quota, flows) is not installed in this schema.
 function missingTable(err: unknown): boolean {
