@@ -194,6 +194,8 @@ describe('OpenAPI document', () => {
       '/readyz',
       '/schedules',
       '/schedules/{name}',
+      '/schedules/{name}/pause',
+      '/schedules/{name}/resume',
     ]);
     expect(Object.keys(doc.paths['/jobs'] ?? {}).sort()).toEqual(['get', 'post']);
     const listParams = doc.paths['/jobs']?.get?.parameters?.map((p) => `${p.in}:${p.name}`);
