@@ -10,7 +10,7 @@ import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { MeterProvider as SdkMeterProvider } from '@opentelemetry/sdk-metrics';
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
-import { createDashboard, type Dashboard } from '@q/dashboard';
+import type { Dashboard } from '@q/dashboard';
 import { runPartitionWorker, type PartitionWorkerStats } from '@q/partition-consumer';
 import { createQuota, type Quota } from '@q/quota';
 import { QError, QErrorCode } from '@q/schema';
@@ -246,6 +246,8 @@ export class Dispatcher {
   async #startDashboard(): Promise<void> {
     const cfg = this.#config.dashboard;
     if (cfg === undefined) return;
+    // Loaded only when configured: a dispatcher without a dashboard does not carry its modules.
+    const { createDashboard } = await import('@q/dashboard');
     const dashboard = await createDashboard({ pool: this.store.pool, schema: this.store.schema, home: 'requests' });
     const server = http.createServer((req, res) => void dashboard.handle(req, res));
     try {

@@ -134,7 +134,9 @@ export class BatchStore {
         let start = 0;
         for (let nl = chunk.indexOf(10, start); nl !== -1; nl = chunk.indexOf(10, start)) {
           const piece = chunk.subarray(start, nl + 1);
-          const line = partialBytes === 0 ? Buffer.from(piece) : Buffer.concat([...partial, piece]);
+          // A view, not a copy: the chunk is the upload's own (never reused), and a page holds its
+          // lines only until it is written, so 200 MB of copies do not wait for a collection.
+          const line = partialBytes === 0 ? piece : Buffer.concat([...partial, piece]);
           partial = [];
           partialBytes = 0;
           start = nl + 1;
