@@ -1,6 +1,7 @@
 import { QError, QErrorCode, invalidArgument } from '@q/schema';
 import { onlyRow } from '@q/schema/internal';
 import type { JobStore } from '@q/store';
+import { deadLetterRetry } from '@q/store/jobs';
 
 /** The actions a dashboard can run: on a job (by `uuid`), or on a schedule (by `name`). */
 export const ACTIONS = ['cancel', 'retry', 'forget', 'pause-schedule', 'resume-schedule'] as const;
@@ -53,26 +54,7 @@ export async function runAction(store: JobStore, action: ActionName, body: Actio
     }
     case 'retry': {
       // As JobQueue.retryDeadLetter does: the dead letter stays, a new job carries retryOfId.
-      const job = await store.get(uuid);
-      if (!job) throw new QError(QErrorCode.NOT_FOUND, 'job not found');
-      if (job.status !== 'dead_letter') throw new QError(QErrorCode.INVALID_STATE, `only dead-letter jobs can be retried (job is ${job.status})`);
-      const created = onlyRow(
-        await store.enqueue([
-          {
-            queue: job.queue,
-            type: job.type,
-            payload: job.payload,
-            priority: job.priority,
-            maxAttempts: job.maxAttempts,
-            ...(job.lockKey !== null ? { lockKey: job.lockKey } : {}),
-            ...(job.group !== null ? { group: job.group } : {}),
-            ...(job.teamId !== null ? { teamId: job.teamId } : {}),
-            ...(job.resourceId !== null ? { resourceId: job.resourceId } : {}),
-            retryOfId: job.id,
-          },
-        ]),
-        'retry',
-      );
+      const created = onlyRow(await store.enqueue([deadLetterRetry(await store.get(uuid))]), 'retry');
       return { message: `retried as job ${created.id}`, uuid: created.uuid };
     }
   }

@@ -14,6 +14,7 @@ import { QError, QErrorCode, invalidArgument } from '@q/schema';
 import {
   JobStore,
   FLOW_REQUEST_TYPE,
+  deadLetterRetry,
   type EnqueueResult,
   type FlowCancelled,
   type FlowInfo,
@@ -424,24 +425,8 @@ export class JobQueue {
    * Missing job → `NOT_FOUND`; not in the dead letter → `INVALID_STATE`.
    */
   async retryDeadLetter(uuid: string, opts: { idempotencyKey?: string } = {}): Promise<Job> {
-    const job = await this.#store.get(uuid);
-    if (!job) throw new QError(QErrorCode.NOT_FOUND, 'job not found');
-    if (job.status !== 'dead_letter') {
-      throw new QError(QErrorCode.INVALID_STATE, `only dead-letter jobs can be retried (job is ${job.status})`);
-    }
-    return this.enqueue({
-      queue: job.queue,
-      type: job.type,
-      payload: job.payload,
-      priority: job.priority,
-      maxAttempts: job.maxAttempts,
-      ...(job.lockKey !== null ? { lockKey: job.lockKey } : {}),
-      ...(job.group !== null ? { group: job.group } : {}),
-      ...(job.teamId !== null ? { teamId: job.teamId } : {}),
-      ...(job.resourceId !== null ? { resourceId: job.resourceId } : {}),
-      ...(opts?.idempotencyKey !== undefined ? { idempotencyKey: opts.idempotencyKey } : {}),
-      retryOfId: job.id,
-    });
+    const retry = deadLetterRetry(await this.#store.get(uuid));
+    return this.enqueue({ ...retry, ...(opts?.idempotencyKey !== undefined ? { idempotencyKey: opts.idempotencyKey } : {}) });
   }
 
   /** Moves a dead-lettered job to `cancelled`; false when it is missing or not in the dead letter. */

@@ -20,6 +20,7 @@ export { encodeCursor, decodeCursor } from './cursor.js';
 export { DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_SNOOZES, MAX_PROGRESS_BYTES, outcomeProblem, progressJson } from './validate.js';
 export { ERROR_STACK_SEPARATOR, joinErrorStack, splitErrorText } from './error-text.js';
 export { claimOrder } from './claim-order.js';
+export { deadLetterRetry } from './dead-letter-retry.js';
 export {
   JOB_STATUSES,
   type CancelOutcome,
